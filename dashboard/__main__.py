@@ -1,0 +1,5 @@
+"""`python -m dashboard` runs the `attnscope` command line."""
+
+from dashboard.cli import main
+
+raise SystemExit(main())

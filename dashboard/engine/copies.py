@@ -1,0 +1,161 @@
+"""Copies: every GPU memcpy and copy kernel (or, in a CPU-only trace, every tensor aten::copy_),
+attributed to the chain of CPU ops that caused it, e.g. aten::masked_fill > aten::clone > aten::copy_.
+
+A copy is *hidden* when the op that started its chain is not one that asks for a copy
+(aten::copy_, aten::to, aten::clone, ...): the copy was made inside another op, as the
+out-of-place masked_fill does with its clone. A copy that only converts a Python scalar
+(a 0-dim input, as `scores * 0.125` produces) is not a tensor copy and is left out.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+
+from dashboard.engine.model import Trace
+
+# Outermost ops that ask for a copy: a copy under one of these is expected, not hidden.
+REQUESTED_COPY_OPS = frozenset(
+    {
+        "aten::copy_", "aten::to", "aten::_to_copy", "aten::clone", "aten::contiguous",
+        "aten::_local_scalar_dense", "aten::item", "aten::cpu", "aten::cuda", "aten::lift_fresh",
+    }
+)
+COPY_KERNEL = r"direct_copy_kernel|copy_kernel|copy_device_to_device"
+CHAIN_CATEGORIES = ("cpu_op",)
+
+# Element sizes for Input type strings as torch.profiler writes them.
+DTYPE_BYTES: dict[str, int] = {
+    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
+    "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
+    "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
+}
+
+COPY_COLUMNS = {
+    "id": pl.Int64, "step": pl.Int64, "kind": pl.String, "name": pl.String, "ts_ns": pl.Int64,
+    "dur_ns": pl.Int64, "bytes": pl.Int64, "gbps": pl.Float64, "device": pl.Int64, "stream": pl.Int64,
+    "op_chain": pl.List(pl.String), "origin": pl.String, "hidden": pl.Boolean,
+}
+
+
+def copies(trace: Trace) -> pl.DataFrame:
+    """Every copy: id, step, kind (DtoD, HtoD, DtoH, PtoP, ..., 'kernel' for a copy kernel, 'cpu'
+    in a CPU-only trace), name, ts_ns, dur_ns, bytes (null when unknown), gbps (GB/s), device,
+    stream, op_chain (outermost op first), origin (the op that started the chain), hidden."""
+    ev = trace.events
+    if trace.has_gpu:
+        found = ev.filter(
+            (pl.col("cat") == "gpu_memcpy")
+            | ((pl.col("cat") == "kernel") & pl.col("name").cast(pl.String).str.contains(COPY_KERNEL))
+        ).with_columns(
+            pl.when(pl.col("cat") == "gpu_memcpy").then(pl.col("kind")).otherwise(pl.lit("kernel")).alias("kind"),
+            pl.col("launch").alias("anchor"),
+        )
+    else:
+        found = ev.filter((pl.col("cat") == "cpu_op") & (pl.col("name") == "aten::copy_")).with_columns(
+            pl.lit("cpu").alias("kind"), pl.col("id").alias("anchor")
+        )
+    if found.height == 0:
+        return pl.DataFrame(schema=COPY_COLUMNS)
+    chains = op_chains(trace, found["anchor"].to_list())
+    found = found.with_columns(pl.Series("op_chain", chains, dtype=pl.List(pl.String)))
+    found = _fill_bytes_from_shapes(trace, found)
+    found = found.filter(~pl.col("scalar"))
+    origin = pl.col("op_chain").list.first()
+    return found.select(
+        "id", "step", "kind", pl.col("name").cast(pl.String), "ts_ns", "dur_ns", "bytes",
+        pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None).alias("gbps"),
+        "device", "stream", "op_chain",
+        origin.alias("origin"),
+        (origin.is_not_null() & ~origin.is_in(list(REQUESTED_COPY_OPS))).fill_null(False).alias("hidden"),
+    )
+
+
+def op_chains(trace: Trace, anchors: list[int | None]) -> list[list[str]]:
+    """For each anchor event id (a launch call or a CPU op), the names of the cpu_ops that hold
+    it, outermost first; the anchor itself is included when it is a cpu_op."""
+    ev = trace.events
+    parent = ev["parent"].fill_null(-1).to_numpy()
+    is_op = ev["cat"].cast(pl.String).is_in(CHAIN_CATEGORIES).to_numpy()
+    names = ev["name"].cast(pl.String).to_list()
+    cache: dict[int, list[str]] = {}
+    out: list[list[str]] = []
+    for anchor in anchors:
+        if anchor is None:
+            out.append([])
+            continue
+        if anchor in cache:
+            out.append(cache[anchor])
+            continue
+        chain: list[str] = []
+        node = anchor
+        while node >= 0:
+            if is_op[node]:
+                chain.append(names[node])
+            node = int(parent[node])
+        chain.reverse()
+        cache[anchor] = chain
+        out.append(chain)
+    return out
+
+
+def _fill_bytes_from_shapes(trace: Trace, found: pl.DataFrame) -> pl.DataFrame:
+    """Bytes for copies that carry none (copy kernels, CPU copies), from the innermost
+    aten::copy_'s Input Dims and Input type when shapes were recorded; and mark scalar copies."""
+    ev = trace.events
+    anchors = found["anchor"].to_list()
+    parent = ev["parent"].fill_null(-1).to_numpy()
+    names = ev["name"].cast(pl.String).to_numpy()
+    dims = ev["input_dims"].to_list()
+    types = ev["input_types"].to_list()
+    shape_bytes: list[int | None] = []
+    scalar: list[bool] = []
+    for anchor in anchors:
+        node = -1 if anchor is None else int(anchor)
+        while node >= 0 and names[node] != "aten::copy_":
+            node = int(parent[node])
+        if node < 0 or dims[node] is None:
+            shape_bytes.append(None)
+            scalar.append(False)
+            continue
+        size, is_scalar = _tensor_bytes(dims[node], types[node])
+        shape_bytes.append(size)
+        scalar.append(is_scalar)
+    return found.with_columns(
+        pl.coalesce(pl.col("bytes"), pl.Series(shape_bytes, dtype=pl.Int64)).alias("bytes"),
+        pl.Series("scalar", scalar, dtype=pl.Boolean),
+    )
+
+
+def _tensor_bytes(dims_json: str, types_json: str | None) -> tuple[int | None, bool]:
+    """(bytes copied, is a 0-dim scalar copy) from copy_(self, src)'s recorded shapes."""
+    try:
+        dims = json.loads(dims_json)
+        types = json.loads(types_json) if types_json else []
+    except json.JSONDecodeError:
+        return None, False
+    if len(dims) < 2 or not isinstance(dims[1], list):
+        return None, False
+    src = dims[1]
+    if len(src) == 0:
+        return None, True
+    elem = DTYPE_BYTES.get(types[1] if len(types) > 1 else "", None)
+    if elem is None:
+        elem = DTYPE_BYTES.get(types[0], None) if types else None
+    if elem is None or not all(isinstance(x, int) for x in src):
+        return None, False
+    return int(np.prod(src, dtype=np.int64)) * elem, False
+
+
+def copy_summary(table: pl.DataFrame) -> pl.DataFrame:
+    """Copies grouped by kind and op chain: kind, op_chain, hidden, count, bytes (summed), dur_ns."""
+    if table.height == 0:
+        return pl.DataFrame(schema={"kind": pl.String, "op_chain": pl.List(pl.String), "hidden": pl.Boolean, "count": pl.UInt32, "bytes": pl.Int64, "dur_ns": pl.Int64})
+    return (
+        table.group_by("kind", "op_chain", "hidden")
+        .agg(pl.len().alias("count"), pl.col("bytes").sum().alias("bytes"), pl.col("dur_ns").sum().alias("dur_ns"))
+        .sort(["hidden", "count"], descending=[True, True])
+    )
+

@@ -1,0 +1,69 @@
+"""The per-file summary that `attnscope summary --json` prints and tools and CI read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from dashboard.engine.backends import detect_backends
+from dashboard.engine.copies import copies, copy_summary
+from dashboard.engine.kernels import per_step, work_unit
+from dashboard.engine.model import Trace
+
+
+def device_info(trace: Trace) -> dict[str, Any]:
+    """{"type": "cuda" | "rocm" | "cpu" | "other", "name": deviceProperties name or None}."""
+    props = trace.meta.get("deviceProperties")
+    name = None
+    if isinstance(props, list) and props and isinstance(props[0], dict):
+        name = props[0].get("name")
+    names = trace.events.filter(pl.col("cat").is_in(["cuda_runtime", "cuda_driver"]))["name"].cast(pl.String)
+    hip = bool(names.str.starts_with("hip").any()) if names.len() else False
+    amd = isinstance(name, str) and any(word in name for word in ("AMD", "Radeon", "Instinct", "MI2", "MI3"))
+    if hip or amd:
+        kind = "rocm"
+    elif trace.has_gpu or names.len() or (isinstance(name, str) and "NVIDIA" in name):
+        kind = "cuda"
+    elif not props:
+        kind = "cpu"
+    else:
+        kind = "other"
+    collector_name = trace.collector.get("device_name")
+    return {"type": kind, "name": name or collector_name}
+
+
+def summarize(trace: Trace) -> dict[str, Any]:
+    """A JSON-ready summary of one trace (see the README for the keys)."""
+    ev = trace.events
+    counts = ev.group_by(pl.col("cat").cast(pl.String)).len().sort("cat")
+    memcpy = (
+        ev.filter(pl.col("cat") == "gpu_memcpy").group_by("kind").len().sort("kind")
+    )
+    steps = per_step(trace)
+    found = detect_backends(trace)
+    table = copies(trace)
+    return {
+        "source": trace.source,
+        "device": device_info(trace),
+        "events": ev.height,
+        "counts": {row["cat"]: row["len"] for row in counts.iter_rows(named=True)},
+        "memcpy": {str(row["kind"]): row["len"] for row in memcpy.iter_rows(named=True)},
+        "work_unit": work_unit(trace),
+        "implicit_step": trace.implicit_step,
+        "steps": [
+            {
+                "name": row["name"], "kernel": row["kernel"], "gpu_memcpy": row["gpu_memcpy"],
+                "gpu_memset": row["gpu_memset"], "work": row["work"], "dur_us": row["dur_ns"] / 1000.0,
+                "busy_us": row["busy_ns"] / 1000.0,
+            }
+            for row in steps.iter_rows(named=True)
+        ],
+        "attention": {"backends": found.backends, "evidence": found.all_evidence, "by_backend": found.evidence},
+        "copies": [
+            {"kind": row["kind"], "op_chain": row["op_chain"], "hidden": row["hidden"], "count": row["count"], "bytes": row["bytes"]}
+            for row in copy_summary(table).iter_rows(named=True)
+        ],
+        "collector": trace.collector or None,
+        "warnings": list(trace.warnings),
+    }
