@@ -92,7 +92,7 @@ def op_chains(trace: Trace, anchors: list[int | None]) -> list[list[str]]:
         chain: list[str] = []
         node = anchor
         while node >= 0:
-            if is_op[node]:
+            if is_op[node] and not names[node].startswith("ProfilerStep#"):
                 chain.append(names[node])
             node = int(parent[node])
         chain.reverse()

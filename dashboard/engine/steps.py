@@ -46,6 +46,7 @@ def nesting(frame: pl.DataFrame) -> pl.DataFrame:
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
         ends_sorted = np.sort(end_o[lo:hi])
         closed = np.searchsorted(ends_sorted, ts_o[lo:hi], side="right")
+        closed -= end_o[lo:hi] == ts_o[lo:hi]  # a zero-length span does not close itself
         depth_o[lo:hi] = np.maximum(np.arange(hi - lo) - closed, 0)
     parent_o = np.full(n, -1, dtype=np.int64)
     positions = np.arange(n)
