@@ -155,7 +155,12 @@ def copy_summary(table: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema={"kind": pl.String, "op_chain": pl.List(pl.String), "hidden": pl.Boolean, "count": pl.UInt32, "bytes": pl.Int64, "dur_ns": pl.Int64})
     return (
         table.group_by("kind", "op_chain", "hidden")
-        .agg(pl.len().alias("count"), pl.col("bytes").sum().alias("bytes"), pl.col("dur_ns").sum().alias("dur_ns"))
+        .agg(
+            pl.len().alias("count"),
+            # unknown sizes stay unknown rather than summing to 0
+            pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()).alias("bytes"),
+            pl.col("dur_ns").sum().alias("dur_ns"),
+        )
         .sort(["hidden", "count"], descending=[True, True])
     )
 
