@@ -77,8 +77,9 @@ class _Event(msgspec.Struct, gc=False):
     name: Union[str, int, float, None] = None
     pid: Union[int, str, None] = None
     tid: Union[int, str, None] = None
-    ts: Union[int, float, str, None] = None
-    dur: Union[int, float, str, None] = None
+    # Raw number text: epoch µs with ns fractions (1.6e15) do not survive a trip through float64.
+    ts: msgspec.Raw = msgspec.Raw()
+    dur: msgspec.Raw = msgspec.Raw()
     id: Union[int, str, None] = None
     args: Union[_Args, None] = None
 
@@ -163,7 +164,12 @@ def _decode_meta(raw: msgspec.Raw) -> Any:
 def _decode_lenient(data: bytes, label: str, warnings: list[str], exc: Exception) -> tuple[dict[str, Any], list[_Event]]:
     """Slow path for traces whose fields have unexpected types: decode generically, coerce the
     fields we use, and drop what still cannot be read (with a warning)."""
-    doc = msgspec.json.decode(data)
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError as err:
+        if "truncated" in str(err):
+            return _salvage(data, label, warnings)
+        raise TraceError(f"{label}: not valid JSON ({err})") from None
     if isinstance(doc, list):
         raw_events, meta = doc, {}
     elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
@@ -194,18 +200,22 @@ def _coerce_events(raw_events: list[Any], label: str, warnings: list[str], note:
 def _salvage(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, Any], list[_Event]]:
     """A trace cut off mid-write: keep the metadata before traceEvents and every complete event."""
     text = data.decode("utf-8", errors="replace")
-    match = re.search(r'"traceEvents"\s*:\s*\[', text)
-    if match is None:
-        raise TraceError(f"{label}: truncated JSON with no traceEvents array to salvage")
     meta: dict[str, Any] = {}
-    head = text[: match.start()].rstrip()
-    if head.startswith("{"):
-        try:
-            meta = json.loads(head.rstrip(",") + "}") if head != "{" else {}
-        except json.JSONDecodeError:
-            meta = {}
+    if text.lstrip().startswith("["):
+        start = text.index("[") + 1
+    else:
+        match = re.search(r'"traceEvents"\s*:\s*\[', text)
+        if match is None:
+            raise TraceError(f"{label}: not a trace: the JSON is cut off before any traceEvents array")
+        start = match.end()
+        head = text[: match.start()].strip().rstrip(",")
+        if head.startswith("{") and head != "{":
+            try:
+                meta = json.loads(head + "}")
+            except json.JSONDecodeError:
+                meta = {}
     decoder = json.JSONDecoder()
-    pos, end = match.end(), len(text)
+    pos, end = start, len(text)
     raw_events: list[Any] = []
     ws = re.compile(r"[\s,]*")
     while True:
@@ -217,6 +227,8 @@ def _salvage(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, An
         except json.JSONDecodeError:
             break
         raw_events.append(obj)
+    if not any(isinstance(e, dict) for e in raw_events):
+        raise TraceError(f"{label}: not a trace: the JSON is cut off and holds no complete trace event")
     lost = len(data) - len(text[:pos].encode("utf-8", errors="replace"))
     events = _coerce_events(raw_events, label, warnings, note="while salvaging")
     warnings.append(
@@ -228,6 +240,7 @@ def _salvage(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, An
 
 
 def _int_or_none(value: Any) -> int | None:
+    """Ints as they are; numeric strings ("2560", "0x0") parsed; anything else None."""
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -240,44 +253,42 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-def _number(value: Any) -> float | int | None:
-    if value is None or isinstance(value, (int, float)):
-        return value
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
 def _raw_text(raw: msgspec.Raw) -> str | None:
     return bytes(raw).decode() if len(raw) else None
 
 
-def _time_ns(values: list[Any], origin_us: float | int) -> np.ndarray:
-    """µs (int or float with ns fractions) -> int64 ns relative to origin_us, rounded to the ns."""
-    arr = np.asarray(values, dtype=object)
-    if all(isinstance(v, int) for v in values):
-        return (np.asarray(values, dtype=np.int64) - int(origin_us)) * 1000
-    floats = arr.astype(np.float64)
-    return np.rint((floats - origin_us) * 1000.0).astype(np.int64)
+def _us_text_to_ns(texts: list[bytes]) -> pl.Series:
+    """JSON number texts in µs (ints, or decimals with ns fractions; quoted numbers too) -> exact
+    int64 ns. Unreadable values become null."""
+    col = pl.Series("t", texts, dtype=pl.Binary).cast(pl.String).str.strip_chars('" ')
+    plain = col.str.contains(r"^-?\d+(\.\d*)?$")
+    parts = col.str.split_exact(".", 1)
+    whole = parts.struct.field("field_0").cast(pl.Int64, strict=False)
+    frac = parts.struct.field("field_1").fill_null("").str.slice(0, 3).str.pad_end(3, "0").cast(pl.Int64, strict=False)
+    sign = pl.Series(np.where(col.str.starts_with("-").to_numpy(), -1, 1))
+    exact = whole * 1000 + sign * frac
+    # anything else (exponents like 1.5e3) goes through float
+    approx = (col.cast(pl.Float64, strict=False) * 1000).round(0).cast(pl.Int64, strict=False)
+    return pl.select(pl.when(plain).then(exact).otherwise(approx)).to_series().alias("ns")
 
 
 def build_trace(events: list[_Event], meta: dict[str, Any], label: str, warnings: list[str]) -> Trace:
     """Typed events -> the Trace's polars tables (events, flows, steps)."""
-    complete = [e for e in events if e.ph == "X" and e.ts is not None]
-    flows_raw = [e for e in events if e.ph in ("s", "f", "t")]
+    complete = [e for e in events if e.ph == "X" and len(e.ts)]
+    flows_raw = [e for e in events if e.ph in ("s", "f", "t") and len(e.ts)]
     if not complete:
         if not events:
             raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
         raise TraceError(f"{label}: the trace has {len(events):,} events but no complete (\"X\") events to analyse")
 
-    ts_values = [_number(e.ts) for e in complete]
-    if any(v is None for v in ts_values):
-        warnings.append(f"{label}: {sum(v is None for v in ts_values):,} events with an unreadable timestamp were skipped")
-        complete = [e for e, v in zip(complete, ts_values) if v is not None]
-        ts_values = [v for v in ts_values if v is not None]
-    origin = min(ts_values)
-    dur_values = [_number(e.dur) or 0 for e in complete]
+    ts_ns = _us_text_to_ns([bytes(e.ts) for e in complete])
+    if ts_ns.null_count():
+        warnings.append(f"{label}: {ts_ns.null_count():,} events with an unreadable timestamp were skipped")
+        keep = ts_ns.is_not_null().to_list()
+        complete = [e for e, ok in zip(complete, keep) if ok]
+        ts_ns = ts_ns.drop_nulls()
+    origin_ns = int(ts_ns.min())
+    dur_ns = _us_text_to_ns([bytes(e.dur) for e in complete]).fill_null(0)
     args = [e.args for e in complete]
     no_args = _Args()
     args = [a if a is not None else no_args for a in args]
@@ -292,8 +303,8 @@ def build_trace(events: list[_Event], meta: dict[str, Any], label: str, warnings
             "name": names,
             "pid": [str(e.pid) for e in complete],
             "tid": [str(e.tid) for e in complete],
-            "ts_ns": _time_ns(ts_values, origin),
-            "dur_ns": _time_ns(dur_values, 0),
+            "ts_ns": ts_ns - origin_ns,
+            "dur_ns": dur_ns,
             "stream": [_int_or_none(a.stream) for a in args],
             "device": [_int_or_none(a.device) for a in args],
             "correlation": [_int_or_none(a.correlation) for a in args],
@@ -331,12 +342,12 @@ def build_trace(events: list[_Event], meta: dict[str, Any], label: str, warnings
             "ph": [e.ph for e in flows_raw],
             "pid": [str(e.pid) for e in flows_raw],
             "tid": [str(e.tid) for e in flows_raw],
-            "ts_ns": _time_ns([_number(e.ts) or origin for e in flows_raw], origin) if flows_raw else np.zeros(0, np.int64),
+            "ts_ns": _us_text_to_ns([bytes(e.ts) for e in flows_raw]).fill_null(origin_ns) - origin_ns,
         },
         schema_overrides={"id": pl.String, "cat": pl.Categorical, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String},
     )
     meta = dict(meta)
-    meta.setdefault("_origin_us", origin)
+    meta.setdefault("_origin_ns", origin_ns)
     return Trace(source=label, events=frame, flows=flows, steps=steps, meta=meta, warnings=warnings)
 
 

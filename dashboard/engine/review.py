@@ -1,0 +1,239 @@
+"""The review of several runs side by side: one overview row per run and the findings a team
+must not miss (a hidden copy, a backend fallback, a parity failure, more copies than the baseline).
+
+Pure functions over loaded traces; the dashboard, the CLI and the offline reports all read these.
+Runs are passed as {label: Trace} in display order; `baseline` is one of the labels.
+Units: `*_us` columns are microseconds, `*_bytes` bytes, `share` a fraction 0..1.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from dashboard.engine.backends import detect_backends, fallback, requested_backend
+from dashboard.engine.copies import copies
+from dashboard.engine.kernels import family_per_step, per_step, work_unit
+from dashboard.engine.model import Trace
+from dashboard.engine.speed import speed_table, step_time
+from dashboard.engine.summary import device_info
+
+SEVERITY_ALARM = "alarm"  # wrong work or wrong numbers: must be fixed or explained
+SEVERITY_NOTE = "note"  # worth knowing when reading the numbers
+
+OVERVIEW_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String, "device": pl.String, "device_name": pl.String, "steps": pl.Int64,
+    "median_step_us": pl.Float64, "p10_step_us": pl.Float64, "p90_step_us": pl.Float64, "time_source": pl.String,
+    "work_unit": pl.String, "work_per_step": pl.Float64, "copies_per_step": pl.Float64,
+    "hidden_copies_per_step": pl.Float64, "backend_requested": pl.String, "backends": pl.String,
+    "fallback": pl.Boolean, "parity_passed": pl.Boolean, "parity_max_abs": pl.Float64, "speedup": pl.Float64,
+}
+FINDING_SCHEMA: dict[str, pl.DataType] = {"run": pl.String, "severity": pl.String, "kind": pl.String, "message": pl.String}
+COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String, "kind": pl.String, "op_chain": pl.String, "origin": pl.String, "hidden": pl.Boolean,
+    "count": pl.Int64, "per_step": pl.Float64, "bytes_per_step": pl.Float64, "us_per_step": pl.Float64,
+    "share": pl.Float64,
+}
+
+
+def step_count(trace: Trace) -> int:
+    """Number of steps (1 for a trace without ProfilerStep, which is one implicit step)."""
+    return max(trace.steps.height, 1)
+
+
+def step_time_total_ns(trace: Trace) -> int:
+    """The time the step-time statistics use, summed over all steps (ns): device busy time on
+    GPU traces, the CPU step span otherwise (the same choice as speed.step_time)."""
+    table = per_step(trace)
+    column = "busy_ns" if trace.has_gpu else "dur_ns"
+    return int(table[column].sum() or 0)
+
+
+def parity(trace: Trace) -> dict | None:
+    """The collectors' parity record {max_abs, max_rel, atol, rtol, passed}, or None."""
+    value = trace.collector.get("parity")
+    return value if isinstance(value, dict) else None
+
+
+def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
+    """One row per run: run, device ('cuda' | 'rocm' | 'cpu' | 'other'), device_name, steps,
+    median/p10/p90_step_us (µs), time_source, work_unit ('kernel' = kernels + GPU memcpy + memset;
+    'leaf cpu_op' on CPU-only traces), work_per_step (median over steps), copies_per_step and
+    hidden_copies_per_step (count / steps), backend_requested, backends (detected, comma-joined,
+    '' when none), fallback, parity_passed and parity_max_abs (None without collector metadata),
+    speedup (baseline median / run median; > 1 is faster)."""
+    speed = speed_table(runs, baseline or "") if runs else None
+    speedup = dict(zip(speed["run"], speed["speedup"])) if speed is not None else {}
+    rows = []
+    for label, trace in runs.items():
+        st = step_time(trace)
+        steps = per_step(trace)
+        table = copies(trace)
+        n = step_count(trace)
+        found = detect_backends(trace)
+        requested = requested_backend(trace)
+        par = parity(trace) or {}
+        device = device_info(trace)
+        rows.append(
+            {
+                "run": label, "device": device["type"], "device_name": device["name"], "steps": trace.steps.height,
+                "median_step_us": st.median_us, "p10_step_us": st.p10_us, "p90_step_us": st.p90_us,
+                "time_source": st.source, "work_unit": work_unit(trace),
+                "work_per_step": float(steps["work"].median()) if steps.height else 0.0,
+                "copies_per_step": table.height / n, "hidden_copies_per_step": int(table["hidden"].sum()) / n,
+                "backend_requested": requested, "backends": ", ".join(found.backends),
+                "fallback": fallback(requested, found.backends),
+                "parity_passed": par.get("passed"), "parity_max_abs": par.get("max_abs"),
+                "speedup": speedup.get(label),
+            }
+        )
+    return pl.DataFrame(rows, schema=OVERVIEW_SCHEMA)
+
+
+def copy_groups(runs: dict[str, Trace]) -> pl.DataFrame:
+    """Copies of every run grouped by (kind, op chain): run, kind, op_chain (' > '-joined,
+    outermost op first), origin, hidden, count, per_step (count / steps), bytes_per_step (None
+    when the trace does not tell the size), us_per_step (µs), share (copy time / step time, the
+    step time being device busy time on GPU traces and the step span on CPU traces). Hidden
+    copies first, then by time."""
+    frames = []
+    for label, trace in runs.items():
+        table = copies(trace)
+        if table.height == 0:
+            continue
+        n = step_count(trace)
+        total = step_time_total_ns(trace) or None
+        frames.append(
+            table.group_by("kind", "op_chain", "origin", "hidden")
+            .agg(
+                pl.len().cast(pl.Int64).alias("count"),
+                pl.when(pl.col("bytes").is_null().all()).then(None).otherwise(pl.col("bytes").sum()).alias("bytes"),
+                pl.col("dur_ns").sum().alias("dur_ns"),
+            )
+            .select(
+                pl.lit(label).alias("run"), "kind", pl.col("op_chain").list.join(" > "), "origin", "hidden", "count",
+                (pl.col("count") / n).alias("per_step"),
+                (pl.col("bytes") / n).cast(pl.Float64).alias("bytes_per_step"),
+                (pl.col("dur_ns") / n / 1000.0).alias("us_per_step"),
+                (pl.col("dur_ns") / total if total else pl.lit(None)).cast(pl.Float64).alias("share"),
+            )
+        )
+    if not frames:
+        return pl.DataFrame(schema=COPY_GROUP_SCHEMA)
+    out = pl.concat(frames).cast(COPY_GROUP_SCHEMA)
+    order = {label: i for i, label in enumerate(runs)}
+    return (
+        out.with_columns(pl.col("run").replace_strict(order, return_dtype=pl.Int64).alias("_order"))
+        .sort(["_order", "hidden", "us_per_step"], descending=[False, True, True])
+        .drop("_order")
+    )
+
+
+def families(runs: dict[str, Trace]) -> pl.DataFrame:
+    """Device work by kernel family per run, averaged over the run's steps: run, family,
+    count_per_step, us_per_step (µs)."""
+    frames = []
+    for label, trace in runs.items():
+        n = step_count(trace)
+        fam = family_per_step(trace)
+        frames.append(
+            fam.group_by("family")
+            .agg((pl.col("count").sum() / n).alias("count_per_step"), (pl.col("total_ns").sum() / n / 1000.0).alias("us_per_step"))
+            .select(pl.lit(label).alias("run"), "family", "count_per_step", "us_per_step")
+            .sort("family")
+        )
+    schema = {"run": pl.String, "family": pl.String, "count_per_step": pl.Float64, "us_per_step": pl.Float64}
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(frames).cast(schema)
+
+
+def findings(
+    runs: dict[str, Trace],
+    baseline: str | None,
+    *,
+    overview_table: pl.DataFrame | None = None,
+    groups: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """What a reviewer must see first: run, severity ('alarm' or 'note'), kind, message (one line).
+
+    Alarms: 'hidden copy' (a copy made inside another op, with bytes and share of the step),
+    'backend fallback' (the requested SDPA backend is not what ran), 'parity failure' (the
+    output disagreed with the fp32 reference). Notes: 'more copies' (more copies per step than
+    the baseline), 'no steps' (no ProfilerStep: the whole trace is one step), 'trace' (loader
+    warnings such as a salvaged cut-off file). Pass `overview_table` and `groups` when already
+    computed for the same runs and baseline, to avoid computing them twice."""
+    rows: list[dict[str, str]] = []
+    groups = copy_groups(runs) if groups is None else groups
+    view = overview(runs, baseline) if overview_table is None else overview_table
+    base_copies = None
+    if baseline in runs:
+        base_copies = view.filter(pl.col("run") == baseline)["copies_per_step"][0]
+    for row in view.iter_rows(named=True):
+        label = row["run"]
+        trace = runs[label]
+        hidden = groups.filter((pl.col("run") == label) & pl.col("hidden"))
+        if hidden.height:
+            worst = hidden.sort("us_per_step", descending=True).row(0, named=True)
+            per_step = hidden["per_step"].sum()
+            size = hidden["bytes_per_step"].sum() if hidden["bytes_per_step"].is_not_null().any() else None
+            share = hidden["share"].sum() if hidden["share"].is_not_null().any() else None
+            detail = ", ".join(
+                part for part in (
+                    f"{format_bytes(size)} per step" if size else "",
+                    f"{share:.1%} of the step time" if share is not None else "",
+                ) if part
+            )
+            more = f" (and {hidden.height - 1} other chains)" if hidden.height > 1 else ""
+            rows.append(_finding(
+                label, SEVERITY_ALARM, "hidden copy",
+                f"{per_step:g} hidden {_plural(per_step, 'copy', 'copies')} per step"
+                + (f" ({detail})" if detail else "")
+                + f"; largest: {worst['kind']} from {worst['op_chain']}{more}",
+            ))
+        if row["fallback"]:
+            ran = row["backends"] or "no recognised attention backend"
+            rows.append(_finding(
+                label, SEVERITY_ALARM, "backend fallback",
+                f"requested SDPA backend '{row['backend_requested']}' but the trace shows {ran}",
+            ))
+        par = parity(trace)
+        if par is not None and par.get("passed") is False:
+            rows.append(_finding(
+                label, SEVERITY_ALARM, "parity failure",
+                f"output differs from the fp32 reference: max abs {_num(par.get('max_abs'))}, max rel "
+                f"{_num(par.get('max_rel'))} (atol {_num(par.get('atol'))}, rtol {_num(par.get('rtol'))})",
+            ))
+        if base_copies is not None and label != baseline and row["copies_per_step"] > base_copies:
+            rows.append(_finding(
+                label, SEVERITY_NOTE, "more copies",
+                f"{row['copies_per_step']:g} copies per step against {base_copies:g} in the baseline '{baseline}'",
+            ))
+        if trace.implicit_step:
+            rows.append(_finding(label, SEVERITY_NOTE, "no steps", "no ProfilerStep in the trace: the whole trace counts as one step"))
+        for text in trace.warnings:
+            rows.append(_finding(label, SEVERITY_NOTE, "trace", text))
+    return pl.DataFrame(rows, schema=FINDING_SCHEMA)
+
+
+def format_bytes(value: float | None) -> str:
+    """Bytes as a short human string in binary units: '16.0 MiB'; '' for None."""
+    if value is None:
+        return ""
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def _finding(run: str, severity: str, kind: str, message: str) -> dict[str, str]:
+    return {"run": run, "severity": severity, "kind": kind, "message": message}
+
+
+def _plural(n: float, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def _num(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else "n/a"

@@ -1,0 +1,122 @@
+"""CPU-only traces written here by torch.profiler: leaf ops as the unit of work, CPU copies with
+their op chain, scalar conversions left out, and the CPU attention backends."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dashboard.engine import load_trace, summarize  # noqa: E402
+from dashboard.engine.copies import copies  # noqa: E402
+from dashboard.engine.kernels import per_step, work_unit  # noqa: E402
+
+
+def _profile(fn, path: Path, steps: int = 2) -> Path:
+    """Run fn under torch.profiler with a schedule, record_shapes on, and export a Chrome trace."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    fn()
+    sched = schedule(wait=0, warmup=1, active=steps)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=sched,
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(1 + steps):
+            with torch.no_grad():
+                fn()
+            prof.step()
+    return path
+
+
+def _qkv():
+    torch.manual_seed(0)
+    return [torch.randn(1, 2, 16, 8) for _ in range(3)]
+
+
+@pytest.fixture(scope="module")
+def naive_trace(tmp_path_factory) -> Path:
+    q, k, v = _qkv()
+    mask = torch.triu(torch.ones(16, 16, dtype=torch.bool), diagonal=1)
+
+    def naive():
+        scores = (q @ k.transpose(-2, -1)) * 0.125
+        scores = scores.masked_fill(mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+    return _profile(naive, tmp_path_factory.mktemp("cpu") / "naive.json")
+
+
+@pytest.fixture(scope="module")
+def sdpa_trace(tmp_path_factory) -> Path:
+    q, k, v = _qkv()
+    return _profile(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+                    tmp_path_factory.mktemp("cpu") / "sdpa.json")
+
+
+def _raw_ops(path: Path) -> list[dict]:
+    return [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+
+
+def _holds(outer: dict, inner: dict) -> bool:
+    return (outer["tid"] == inner["tid"] and outer["ts"] <= inner["ts"]
+            and outer["ts"] + outer["dur"] >= inner["ts"] + inner["dur"] and outer is not inner)
+
+
+def test_the_out_of_place_masked_fill_copies_the_scores_through_clone(naive_trace):
+    ops = _raw_ops(naive_trace)
+    # oracle: every aten::copy_ held by an aten::clone held by an aten::masked_fill
+    hidden = [c for c in ops if c["name"] == "aten::copy_" and any(
+        o["name"] == "aten::clone" and _holds(o, c) and any(m["name"] == "aten::masked_fill" and _holds(m, o) for m in ops)
+        for o in ops)]
+    steps = sum(1 for e in json.loads(naive_trace.read_text())["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X")
+    assert len(hidden) == steps == 2
+    table = copies(load_trace(naive_trace))
+    flagged = table.filter(pl.col("hidden"))
+    assert flagged.height == len(hidden)
+    assert set(map(tuple, flagged["op_chain"].to_list())) == {("aten::masked_fill", "aten::clone", "aten::copy_")}
+    # bytes from Input Dims x element size: the scores tensor, 1x2x16x16 float32
+    dims = hidden[0]["args"]["Input Dims"][1]
+    assert flagged["bytes"].to_list() == [4 * dims[0] * dims[1] * dims[2] * dims[3]] * 2 == [2048, 2048]
+
+
+def test_the_scalar_conversion_of_scores_times_a_float_is_not_flagged(naive_trace):
+    ops = _raw_ops(naive_trace)
+    scalar_copies = [c for c in ops if c["name"] == "aten::copy_" and c["args"]["Input Dims"][1] == []]
+    assert scalar_copies, "the trace really holds the 0-dim copy from `scores * 0.125`"
+    table = copies(load_trace(naive_trace))
+    assert table.height == len([c for c in ops if c["name"] == "aten::copy_"]) - len(scalar_copies)
+
+
+def test_a_cpu_only_trace_counts_leaf_ops_per_step(naive_trace):
+    trace = load_trace(naive_trace)
+    assert work_unit(trace) == "leaf cpu_op"
+    ops = _raw_ops(naive_trace)
+    leaves = [o for o in ops if not any(_holds(o, c) for c in ops)]
+    spans = [e for e in json.loads(naive_trace.read_text())["traceEvents"]
+             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    want = [sum(1 for o in leaves if s["ts"] <= o["ts"] < s["ts"] + s["dur"]) for s in sorted(spans, key=lambda s: s["ts"])]
+    assert per_step(trace)["work"].to_list() == want
+    summary = summarize(trace)
+    assert summary["device"]["type"] == "cpu" and summary["work_unit"] == "leaf cpu_op"
+    assert summary["attention"]["backends"] == ["eager"]
+
+
+def test_sdpa_on_cpu_is_the_cpu_flash_kernel_and_copies_nothing(sdpa_trace):
+    ops = _raw_ops(sdpa_trace)
+    fused = [o for o in ops if o["name"] == "aten::_scaled_dot_product_flash_attention_for_cpu"]
+    trace = load_trace(sdpa_trace)
+    summary = summarize(trace)
+    assert summary["attention"]["backends"] == ["cpu_flash"]
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in summary["attention"]["evidence"]
+    assert len(fused) == 2  # one per profiled step
+    assert not [c for c in summary["copies"] if c["hidden"]]
+
+
+def test_a_gzipped_export_reads_the_same(naive_trace, tmp_path):
+    gz = tmp_path / "naive.pt.trace.json.gz"
+    gz.write_bytes(gzip.compress(naive_trace.read_bytes()))
+    assert summarize(load_trace(gz))["steps"] == summarize(load_trace(naive_trace))["steps"]

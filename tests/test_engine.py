@@ -1,0 +1,234 @@
+"""The trace engine against real GPU traces, checked with json-module oracles (tests/oracle.py)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import oracle
+from dashboard.engine import TraceError, load_trace, summarize
+from dashboard.engine.backends import detect_backends
+from dashboard.engine.copies import copies
+from dashboard.engine.kernels import kernel_table, per_step, work_unit
+
+DATA = oracle.DATA
+GPU_TRACES = [
+    "hta_a100_control.json.gz",
+    "hta_v100_test.json.gz",
+    "hta_v100_ns_resolution.pt.trace.json.gz",
+    "kineto_legacy_resnet50_v100.pt.trace.json.gz",
+    "tracelens_h100_bert_sdpa_flash.json.gz",
+    "hta_mi250_rocm_minitoy.json.gz",
+]
+
+
+@pytest.fixture(scope="module")
+def loaded() -> dict:
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = (load_trace(DATA / name), oracle.raw(DATA / name))
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_kernels_memcpy_memset_per_step_match_the_launches_in_each_step(loaded, name):
+    trace, doc = loaded(name)
+    expected = oracle.gpu_per_step(doc)
+    table = per_step(trace)
+    assert table["name"].to_list() == [n for n, _, _ in oracle.step_spans(doc)]
+    for row in table.iter_rows(named=True):
+        want = expected[row["name"]]
+        assert (row["kernel"], row["gpu_memcpy"], row["gpu_memset"]) == (
+            want["kernel"], want["gpu_memcpy"], want["gpu_memset"]
+        ), row["name"]
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_memcpy_kinds_and_category_counts(loaded, name):
+    trace, doc = loaded(name)
+    summary = summarize(trace)
+    assert summary["memcpy"] == dict(oracle.memcpy_kinds(doc))
+    assert summary["events"] == len(oracle.complete(doc))
+    raw_counts = oracle.category_counts(doc)
+    for raw_cat, norm in (("kernel", "kernel"), ("Kernel", "kernel"), ("cpu_op", "cpu_op"), ("Operator", "cpu_op"),
+                          ("Runtime", "cuda_runtime"), ("cuda_runtime", "cuda_runtime")):
+        if raw_counts.get(raw_cat):
+            assert summary["counts"][norm] == raw_counts[raw_cat]
+
+
+def test_legacy_2021_schema_normalizes_categories_streams_and_external_ids(loaded):
+    trace, doc = loaded("kineto_legacy_resnet50_v100.pt.trace.json.gz")
+    kernels = trace.events.filter(pl.col("cat") == "kernel")
+    raw_kernels = [e for e in oracle.complete(doc) if e["cat"] == "Kernel"]
+    assert kernels.height == len(raw_kernels) == 8772
+    # tid "stream 7" -> stream 7; lower-case "external id" is read
+    assert set(kernels["stream"].unique().to_list()) == {int(e["tid"].split()[-1]) for e in raw_kernels}
+    assert kernels["external_id"].null_count() == sum("external id" not in e["args"] for e in raw_kernels)
+    # integer epoch µs become ns from the first event
+    first = min(e["ts"] for e in oracle.complete(doc))
+    assert sorted(kernels["ts_ns"].to_list()) == sorted((e["ts"] - first) * 1000 for e in raw_kernels)
+
+
+def test_rocm_trace_links_hip_calls_and_takes_memcpy_bytes_from_the_call(loaded):
+    trace, doc = loaded("hta_mi250_rocm_minitoy.json.gz")
+    summary = summarize(trace)
+    assert summary["device"]["type"] == "rocm"
+    assert [s["kernel"] for s in summary["steps"]] == [14, 0]
+    hip_sizes = sorted(int(e["args"]["size"]) for e in oracle.complete(doc) if e["name"].startswith("hipMemcpy"))
+    memcpy = trace.events.filter(pl.col("cat") == "gpu_memcpy")
+    assert sorted(memcpy["bytes"].to_list()) == hip_sizes
+
+
+def test_h100_sdpa_trace_is_detected_as_flash_with_the_kernel_as_evidence(loaded):
+    trace, doc = loaded("tracelens_h100_bert_sdpa_flash.json.gz")
+    found = detect_backends(trace)
+    raw_flash = {e["name"] for e in oracle.complete(doc) if "flash_fwd" in e["name"]}
+    assert found.backends == ["flash"]
+    assert raw_flash and raw_flash <= set(found.evidence["flash"])
+    assert sum(1 for e in oracle.complete(doc) if e.get("cat") == "kernel" and "pytorch_flash::flash_fwd" in e["name"]) == 4
+    table = kernel_table(trace)
+    flash = table.filter(pl.col("name").str.contains("pytorch_flash::flash_fwd"))
+    assert flash["count"].sum() == 4 and set(flash["family"].to_list()) == {"fused attention"}
+
+
+def test_timestamps_are_integer_ns_from_the_trace_start_without_float_drift():
+    path = DATA / "hta_v100_ns_resolution.pt.trace.json.gz"
+    text = gzip.decompress(path.read_bytes()).decode()
+    doc = json.loads(text, parse_float=Decimal)
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    origin = min(Decimal(e["ts"]) for e in events)
+    want = sorted(int((Decimal(e["ts"]) - origin) * 1000) for e in events)
+    trace = load_trace(path)
+    assert trace.events["ts_ns"].dtype == pl.Int64
+    assert sorted(trace.events["ts_ns"].to_list()) == want
+    assert any(w % 1000 for w in want), "the trace really has sub-µs timestamps"
+
+
+def test_all_top_level_metadata_is_kept(loaded):
+    trace, doc = loaded("tracelens_h100_bert_sdpa_flash.json.gz")
+    for key, value in doc.items():
+        if key != "traceEvents":
+            assert trace.meta[key] == value
+
+
+def test_busy_time_is_the_union_of_gpu_intervals_per_device(loaded):
+    trace, _ = loaded("hta_v100_ns_resolution.pt.trace.json.gz")
+    doc = oracle.raw(DATA / "hta_v100_ns_resolution.pt.trace.json.gz", parse_float=Decimal)
+    spans = oracle.step_spans(doc)
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in oracle.complete(doc)
+                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    gpu = [e for e in oracle.complete(doc) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    table = per_step(trace)
+    for (name, start, end), row in zip(spans, table.iter_rows(named=True)):
+        in_step = [e for e in gpu if start <= launch_ts.get(e["args"].get("correlation"), -1) < end]
+        want_us = sum(oracle.union_us(iv) for iv in oracle.by_device(in_step).values())
+        assert row["busy_ns"] == int(want_us * 1000), name
+
+
+def test_copies_are_attributed_to_the_ops_that_launched_them(loaded):
+    trace, doc = loaded("tracelens_h100_bert_sdpa_flash.json.gz")
+    runtime = {e["args"]["correlation"]: e for e in oracle.complete(doc)
+               if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    table = copies(trace)
+    memcpys = [e for e in oracle.complete(doc) if e.get("cat") == "gpu_memcpy"]
+    assert table.filter(pl.col("kind") != "kernel").height == len(memcpys) == 1
+    launch = runtime[memcpys[0]["args"]["correlation"]]
+    chain = [e["name"] for e in oracle.enclosing_ops(doc, launch["pid"], launch["tid"], float(launch["ts"]),
+                                                      float(launch["ts"]) + float(launch["dur"]))]
+    row = table.filter(pl.col("kind") == "DtoH").row(0, named=True)
+    assert row["op_chain"] == chain
+    assert row["bytes"] == memcpys[0]["args"]["bytes"]
+
+
+def test_gzip_is_recognised_by_content_whatever_the_name(tmp_path):
+    src = DATA / "hta_triton_example.json.gz"
+    odd = tmp_path / "trace.bin"
+    odd.write_bytes(src.read_bytes())
+    plain = tmp_path / "trace.json.gz"  # plain JSON under a .gz name
+    plain.write_bytes(gzip.decompress(src.read_bytes()))
+    a, b, c = load_trace(odd), load_trace(plain), load_trace(src.read_bytes(), name="upload.json.gz")
+    assert a.events.height == b.events.height == c.events.height == len(oracle.complete(oracle.raw(src)))
+    assert c.source == "upload.json.gz"
+
+
+def test_a_trace_without_profiler_steps_gets_one_implicit_step(tmp_path):
+    doc = oracle.raw(DATA / "hta_triton_example.json.gz")
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")]
+    path = tmp_path / "nosteps.json"
+    path.write_text(json.dumps(doc))
+    trace = load_trace(path)
+    summary = summarize(trace)
+    assert summary["implicit_step"] is True
+    assert len(summary["steps"]) == 1
+    assert summary["steps"][0]["kernel"] == sum(1 for e in oracle.complete(doc) if e.get("cat") == "kernel")
+
+
+def test_pid_and_tid_may_be_strings_and_unknown_categories_are_kept(tmp_path):
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": "host", "tid": "main", "ts": 10.5, "dur": 100},
+        {"ph": "X", "cat": "CPU_OP", "name": "aten::mm", "pid": "host", "tid": "main", "ts": 11, "dur": 5,
+         "args": {"External id": 7}},
+        {"ph": "X", "cat": "my_custom_cat", "name": "thing", "pid": "host", "tid": "main", "ts": 20, "dur": 1},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "custom": {"k": 1}}))
+    trace = load_trace(path)
+    summary = summarize(trace)
+    assert summary["counts"] == {"cpu_op": 1, "my_custom_cat": 1, "user_annotation": 1}
+    assert trace.meta["custom"] == {"k": 1}
+    assert trace.events.filter(pl.col("name") == "aten::mm")["ts_ns"].item() == 500
+    assert work_unit(trace) == "leaf cpu_op"
+
+
+def test_a_trace_cut_off_mid_write_is_salvaged_with_a_warning(tmp_path):
+    text = gzip.decompress((DATA / "hta_mi250_rocm_minitoy.json.gz").read_bytes()).decode()
+    cut = text[: int(len(text) * 0.6)]
+    path = tmp_path / "killed.json"
+    path.write_text(cut)
+    # oracle: the complete events that fit before the cut
+    start = cut.index("[", cut.index('"traceEvents"')) + 1
+    decoder, pos, events = json.JSONDecoder(), start, []
+    while True:
+        while pos < len(cut) and cut[pos] in " \n\r\t,":
+            pos += 1
+        try:
+            obj, pos = decoder.raw_decode(cut, pos)
+        except json.JSONDecodeError:
+            break
+        events.append(obj)
+    trace = load_trace(path)
+    assert trace.events.height == sum(1 for e in events if e.get("ph") == "X")
+    assert len(trace.warnings) == 1 and "cut off" in trace.warnings[0] and "killed.json" in trace.warnings[0]
+    assert trace.meta["deviceProperties"][0]["name"] == "AMD Radeon Graphics"
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"", "empty"),
+        (b"hello world", "not JSON"),
+        (b'{"a": 1}', "not a trace"),
+        (b"[1, 2", "not a trace"),
+        (b'{"traceEvents": []}', "empty"),
+        (b'{"traceEvents": 5}', "not a list"),
+        (gzip.compress(b'{"traceEvents": []}' * 200)[:40], "truncated"),
+        (b"\x1f\x8bnot really gzip", "gzip"),
+    ],
+)
+def test_bad_input_raises_one_line_naming_the_file(tmp_path, content, problem):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    message = str(info.value)
+    assert message.startswith("bad.json: ") and "\n" not in message
+    assert problem in message
