@@ -109,8 +109,11 @@ def test_a_backend_cpu_cannot_run_is_skipped_with_pytorchs_own_reason(collection
     manifest = read_manifest(collection)
     skipped = {s["variant"]: s["reason"] for s in manifest["skipped"]}
     ran = {r["variant"] for r in manifest["runs"]}
-    forced = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
-              "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION}
+    forced = {
+        "sdpa-flash": SDPBackend.FLASH_ATTENTION,
+        "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
+    }
     for name, backend in forced.items():
         error = forced_backend_error(backend)
         if error is None:
@@ -159,7 +162,8 @@ def test_naive_inplace_fills_in_place_without_a_clone(collection: Path) -> None:
 
 def test_the_scale_by_a_python_float_is_a_scalar_conversion_not_a_copy(collection: Path) -> None:
     doc = raw(collection / "naive_inplace.json.gz")
-    assert [c[-4:] for c in op_chains(doc, "aten::copy_")] == [["aten::mul", "aten::to", "aten::_to_copy", "aten::copy_"]] * ACTIVE
+    scalar_chain = ["aten::mul", "aten::to", "aten::_to_copy", "aten::copy_"]
+    assert [c[-4:] for c in op_chains(doc, "aten::copy_")] == [scalar_chain] * ACTIVE
     assert summarize(load_trace(collection / "naive_inplace.json.gz"))["copies"] == []
 
 
@@ -224,7 +228,9 @@ def test_compile_runs_as_a_separate_trace(tmp_path: Path) -> None:
     assert meta["compiled"] is True and runs[1]["trace"] != runs[0]["trace"]
 
 
-def test_a_compile_failure_is_a_skip_with_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_compile_failure_is_a_skip_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def no_compiler(fn: object) -> object:
         def call(*args: object) -> object:
             raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
@@ -253,9 +259,14 @@ def test_bad_input_is_one_error_line_and_exit_2(
     assert len(err) == 1 and err[0].startswith("python -m collectors: error:")
 
 
-def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, offline: bool, get_kernel: object) -> types.SimpleNamespace:
-    """Stand-ins for the `kernels` and `huggingface_hub` packages (the tests never need them)."""
-    constants = types.SimpleNamespace(HF_HUB_CACHE=str(tmp_path), HF_HUB_OFFLINE=offline, ENDPOINT="http://127.0.0.1:9")
+def fake_hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, offline: bool, get_kernel: object
+) -> types.SimpleNamespace:
+    """Stand-ins for the `kernels` and `huggingface_hub` packages (the tests never need them);
+    the hub endpoint is a closed local port, so a probe fails at once."""
+    constants = types.SimpleNamespace(
+        HF_HUB_CACHE=str(tmp_path), HF_HUB_OFFLINE=offline, ENDPOINT="http://127.0.0.1:9"
+    )
     monkeypatch.setitem(sys.modules, "kernels", types.SimpleNamespace(get_kernel=get_kernel))
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(constants=constants))
     monkeypatch.delenv("KERNELS_CACHE", raising=False)
@@ -264,7 +275,9 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, offline: bool, 
     return constants
 
 
-def test_the_hub_without_the_kernels_package_is_skipped_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_hub_without_the_kernels_package_is_skipped_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(sys.modules, "kernels", None)
     with pytest.raises(Unavailable, match="`kernels` package is not installed"):
         hub.load_flash_attn_func(torch.device("cuda"))

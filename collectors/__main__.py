@@ -1,0 +1,142 @@
+"""`python -m collectors`: profile the attention variants and write a collection.
+
+    python -m collectors --out traces/h100                # every variant, article shape, bf16
+    python -m collectors --device cpu --out sample_traces/cpu
+    python -m collectors --variants naive sdpa-flash --compile --out traces/x
+
+Exit status: 0 when every profiled variant passed parity, 1 when one failed (unless
+--allow-parity-failures), 2 for bad input (one error line, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import torch
+
+from collectors.collection import Config, collect
+from collectors.report import render
+from collectors.variants import VARIANTS, Shape
+
+GPU_SHAPE = Shape(batch=8, heads=16, seq=1024, head_dim=64)
+CPU_SHAPE = Shape(batch=2, heads=8, seq=512, head_dim=64)
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+PROG = "python -m collectors"
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message is the one line shown to the user."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = _Parser(prog=PROG, description="Profile attention variants under torch.profiler.")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="auto: cuda when available, else cpu")
+    p.add_argument("--dtype", choices=tuple(DTYPES), help="default bf16 on CUDA, fp32 on CPU")
+    for field in ("batch", "heads", "seq", "head_dim"):
+        gpu, cpu = getattr(GPU_SHAPE, field), getattr(CPU_SHAPE, field)
+        p.add_argument("--" + field.replace("_", "-"), type=_positive, help=f"default {gpu} on GPU, {cpu} on CPU")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), metavar="NAME",
+                   help=f"any of: {', '.join(VARIANTS)} (default all; commas also separate)")
+    p.add_argument("--active", type=_positive, default=3, help="profiled steps per trace (default 3)")
+    p.add_argument("--compile", action="store_true", help="also profile each variant under torch.compile")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random q, k, v (default 0)")
+    p.add_argument("--out", type=Path, help="output folder, created if missing (default traces/<device>)")
+    p.add_argument("--allow-parity-failures", action="store_true",
+                   help="exit 0 even when a variant's output disagrees with the fp32 reference")
+    return p.parse_args(argv)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
+def build_config(args: argparse.Namespace, argv: list[str]) -> Config:
+    """Resolve defaults that depend on the device; raise UsageError for impossible requests."""
+    device = _device(args.device)
+    gpu = device.type == "cuda"
+    base = GPU_SHAPE if gpu else CPU_SHAPE
+    shape = Shape(
+        batch=args.batch or base.batch,
+        heads=args.heads or base.heads,
+        seq=args.seq or base.seq,
+        head_dim=args.head_dim or base.head_dim,
+    )
+    dtype = DTYPES[args.dtype or ("bf16" if gpu else "fp32")]
+    return Config(
+        variants=_variants(args.variants),
+        device=device,
+        dtype=dtype,
+        shape=shape,
+        active=args.active,
+        compile=args.compile,
+        out=_out_dir(args.out or Path("traces") / device.type),
+        seed=args.seed,
+        command=shlex.join([*PROG.split(), *argv]),
+    )
+
+
+def _device(choice: str) -> torch.device:
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: this torch build sees no CUDA device")
+    if choice == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(choice)
+
+
+def _variants(given: list[str]) -> list[str]:
+    names = [name for item in given for name in item.split(",") if name]
+    unknown = [name for name in names if name not in VARIANTS]
+    if unknown:
+        raise UsageError(f"unknown variant {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    return list(dict.fromkeys(names))
+
+
+def _out_dir(path: Path) -> Path:
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out {path}: exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot create the folder ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {path}: folder is not writable")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the collector; return the exit status (see the module docstring)."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parse_args(argv)
+        cfg = build_config(args, argv)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    manifest = collect(cfg)
+    print(render(manifest, cfg.out))
+    failed = [run.variant for run in manifest.runs if not run.parity["passed"]]
+    if failed and not args.allow_parity_failures:
+        print(f"parity failed: {', '.join(failed)} (--allow-parity-failures to exit 0)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
