@@ -320,3 +320,23 @@ def test_a_cached_hub_kernel_loads_offline(monkeypatch: pytest.MonkeyPatch, tmp_
     (refs / "v2").write_text("0" * 40)
     assert hub.load_flash_attn_func(torch.device("cuda")) == "the kernel"
     assert seen == {"offline": True} and constants.HF_HUB_OFFLINE is False
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "cpu"
+
+
+@pytest.mark.skipif(not (SAMPLE / "runs.json").is_file(), reason="no committed CPU sample collection")
+def test_the_committed_cpu_sample_shows_the_clone_the_fill_and_the_fused_op() -> None:
+    manifest = read_manifest(SAMPLE)
+    assert {p.name for p in SAMPLE.glob("*.json.gz")} == {r["trace"] for r in manifest["runs"]}
+    assert sum(p.stat().st_size for p in SAMPLE.iterdir()) < 4 * 2**20
+    for run in manifest["runs"]:
+        assert raw(SAMPLE / run["trace"])["attnscope"]["variant"] == run["variant"]
+    steps = manifest["active_steps"]
+    naive_chains = [c[-3:] for c in op_chains(raw(SAMPLE / "naive.json.gz"), "aten::copy_")]
+    assert naive_chains.count(MASKED_FILL_CHAIN) == steps
+    assert op_chains(raw(SAMPLE / "naive_inplace.json.gz"), "aten::clone") == []
+    doc = raw(SAMPLE / "sdpa.json.gz")
+    fused = [[n for n in ops_inside(doc, s) if n.startswith("aten::_scaled_dot_product_")]
+             for s in annotations(doc, "attention::sdpa")]
+    assert fused == [["aten::_scaled_dot_product_flash_attention_for_cpu"]] * steps
