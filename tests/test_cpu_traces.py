@@ -120,3 +120,24 @@ def test_a_gzipped_export_reads_the_same(naive_trace, tmp_path):
     gz = tmp_path / "naive.pt.trace.json.gz"
     gz.write_bytes(gzip.compress(naive_trace.read_bytes()))
     assert summarize(load_trace(gz))["steps"] == summarize(load_trace(naive_trace))["steps"]
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces" / "cpu"
+
+
+def test_a_compiled_hand_written_attention_is_named_inductor_and_its_bookkeeping_is_not_work():
+    path = SAMPLES / "naive.compiled.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    ops = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    fused = {o["name"] for o in ops if "cpp_fused" in o["name"] and "softmax" in o["name"]}
+    assert fused, "inductor fused the softmax into a generated kernel"
+    summary = summarize(load_trace(path))
+    assert summary["attention"]["backends"] == ["inductor"]
+    assert fused <= set(summary["attention"]["evidence"])
+    bookkeeping = ("TorchDynamo Cache Lookup", "Torch-Compiled Region", "Pregraph bytecode", "AOTDispatcher")
+    leaves = [o for o in ops if not any(_holds(o, c) for c in ops) and not o["name"].startswith(bookkeeping)]
+    spans = sorted((e for e in doc["traceEvents"] if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    assert [s["work"] for s in summary["steps"]] == [
+        sum(1 for o in leaves if s["ts"] <= o["ts"] < s["ts"] + s["dur"]) for s in spans
+    ]

@@ -25,10 +25,13 @@ BACKEND_PATTERNS: tuple[tuple[str, str], ...] = (
     # upstream FlashAttention kernel is flash::flash_fwd_kernel without PyTorch's prefix.
     ("hub", r"^_?flash_attn\w*::|^kernels_community\w*::|^(void )?flash::flash_fwd|^(void )?flash::flash_bwd|(^|[^_])flash::compute_attn"),
 )
-BACKENDS: tuple[str, ...] = tuple(b for b, _ in BACKEND_PATTERNS) + ("eager",)
+BACKENDS: tuple[str, ...] = tuple(b for b, _ in BACKEND_PATTERNS) + ("inductor", "eager")
 SDPA_OP = r"^aten::(scaled_dot_product_attention|_scaled_dot_product_)"
 EAGER_MATMUL = r"^aten::(matmul|bmm|baddbmm|einsum)$"
 EAGER_SOFTMAX = r"^aten::(_?softmax|_safe_softmax)$"
+# torch.compile fuses a hand-written attention's scale, mask and softmax into one generated kernel
+# (cpp_fused_* on CPU, triton_*_fused_* on GPU) between two matmuls.
+INDUCTOR_SOFTMAX = r"(cpp|triton)_\w*fused\w*softmax"
 
 
 @dataclass
@@ -53,11 +56,23 @@ def detect_backends(trace: Trace) -> Backends:
         if hits:
             found.backends.append(backend)
             found.evidence[backend] = hits
+    inductor = _inductor_evidence(trace, names, found.backends)
+    if inductor:
+        found.backends.append("inductor")
+        found.evidence["inductor"] = inductor
     eager = _eager_evidence(trace)
     if eager:
         found.backends.append("eager")
         found.evidence["eager"] = eager
     return found
+
+
+def _inductor_evidence(trace: Trace, names: pl.Series, fused: list[str]) -> list[str]:
+    """Generated softmax kernels of a compiled hand-written attention (when no fused SDPA ran)."""
+    if fused:
+        return []
+    hits = sorted(names.filter(names.str.contains(INDUCTOR_SOFTMAX)).to_list())
+    return hits if hits and names.str.contains(EAGER_MATMUL).any() else []
 
 
 def _eager_evidence(trace: Trace) -> list[str]:

@@ -25,6 +25,7 @@ REQUESTED_COPY_OPS = frozenset(
 )
 COPY_KERNEL = r"direct_copy_kernel|copy_kernel|copy_device_to_device"
 CHAIN_CATEGORIES = ("cpu_op",)
+CHAIN_SEP = "\x1f"
 
 # Element sizes for Input type strings as torch.profiler writes them.
 DTYPE_BYTES: dict[str, int] = {
@@ -60,7 +61,9 @@ def copies(trace: Trace) -> pl.DataFrame:
     if found.height == 0:
         return pl.DataFrame(schema=COPY_COLUMNS)
     chains = op_chains(trace, found["anchor"].to_list())
-    found = found.with_columns(pl.Series("op_chain", chains, dtype=pl.List(pl.String)))
+    # joined then split in polars: building a list column element by element is slow
+    found = found.with_columns(pl.Series("op_chain", [CHAIN_SEP.join(c) for c in chains], dtype=pl.String)
+        .str.split(CHAIN_SEP).list.eval(pl.element().filter(pl.element() != "")))
     found = _fill_bytes_from_shapes(trace, found)
     found = found.filter(~pl.col("scalar"))
     origin = pl.col("op_chain").list.first()
@@ -112,6 +115,7 @@ def _fill_bytes_from_shapes(trace: Trace, found: pl.DataFrame) -> pl.DataFrame:
     types = ev["input_types"].to_list()
     shape_bytes: list[int | None] = []
     scalar: list[bool] = []
+    sizes: dict[tuple[str, str | None], tuple[int | None, bool]] = {}
     for anchor in anchors:
         node = -1 if anchor is None else int(anchor)
         while node >= 0 and names[node] != "aten::copy_":
@@ -120,7 +124,10 @@ def _fill_bytes_from_shapes(trace: Trace, found: pl.DataFrame) -> pl.DataFrame:
             shape_bytes.append(None)
             scalar.append(False)
             continue
-        size, is_scalar = _tensor_bytes(dims[node], types[node])
+        key = (dims[node], types[node])
+        if key not in sizes:
+            sizes[key] = _tensor_bytes(*key)
+        size, is_scalar = sizes[key]
         shape_bytes.append(size)
         scalar.append(is_scalar)
     return found.with_columns(

@@ -29,6 +29,9 @@ FAMILY_PATTERNS: tuple[tuple[str, str], ...] = (
 
 FAMILIES: tuple[str, ...] = tuple(f for f, _ in FAMILY_PATTERNS) + ("other",)
 
+# cpu_ops that are profiler or torch.compile bookkeeping, not work: never counted as leaf ops.
+BOOKKEEPING_OPS = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region|Pregraph bytecode|AOTDispatcher|ProfilerStep#|## )"
+
 
 def family_expr(name: pl.Expr, cat: pl.Expr | None = None) -> pl.Expr:
     """A polars expression that maps event names to a kernel family (see FAMILY_PATTERNS).
@@ -58,16 +61,25 @@ def work_events(trace: Trace) -> pl.DataFrame:
         parents = ops.filter(pl.col("parent").is_not_null()).select(pl.col("parent").alias("id")).unique()
         # An op is a leaf when no op sits under it. Ops nest directly (parent is an op), so a
         # parent id seen among the ops marks a non-leaf.
-        work = ops.join(parents, on="id", how="anti")
+        work = cpu_ops(trace).join(parents, on="id", how="anti")
     return work.select(
         "id", "step", "cat", "name", family_expr(pl.col("name"), pl.col("cat")).alias("family"),
         "ts_ns", "dur_ns", "device", "stream",
     )
 
 
+def cpu_ops(trace: Trace) -> pl.DataFrame:
+    """All cpu_ops that do work (not profiler or torch.compile bookkeeping)."""
+    return trace.events.filter(
+        (pl.col("cat") == "cpu_op") & ~pl.col("name").cast(pl.String).str.contains(BOOKKEEPING_OPS)
+    )
+
+
 def per_step(trace: Trace) -> pl.DataFrame:
     """One row per step: name, step, kernel, gpu_memcpy, gpu_memset, work (units of device work),
-    busy_ns (union of device work intervals, summed over devices), dur_ns (the step's CPU span)."""
+    busy_ns (union of device work intervals, summed over devices; on a CPU-only trace the union
+    of all op intervals, since a fused op's own time is not in its leaves), dur_ns (the step's
+    CPU span)."""
     work = work_events(trace)
     counts = work.group_by("step").agg(
         (pl.col("cat") == "kernel").sum().alias("kernel"),
@@ -75,7 +87,7 @@ def per_step(trace: Trace) -> pl.DataFrame:
         (pl.col("cat") == "gpu_memset").sum().alias("gpu_memset"),
         pl.len().alias("work"),
     )
-    busy = busy_time(work)
+    busy = busy_time(work if trace.has_gpu else cpu_ops(trace))
     table = (
         trace.steps.select("name", "step", "dur_ns")
         .join(counts, on="step", how="left")

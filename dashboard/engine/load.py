@@ -14,7 +14,7 @@ import os
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Iterable, Iterator, Union
 
 import msgspec
 import numpy as np
@@ -51,6 +51,7 @@ CATEGORY_ALIASES: dict[str, str] = {
     "cuda_sync": "cuda_sync",
 }
 
+_LEADING_SPACE = re.compile(rb"\s*")
 _MEMCPY_KIND = re.compile(r"Memcpy\s+(\w+)")
 
 
@@ -121,79 +122,72 @@ def _gunzip(data: bytes, label: str) -> bytes:
 def load_trace(source: Union[str, os.PathLike, bytes], name: str | None = None) -> Trace:
     """Load a torch.profiler Chrome trace (.json or .json.gz, any file name) into a Trace."""
     data, label = read_source(source, name)
-    if not data.strip():
-        raise TraceError(f"{label}: the file is empty")
+    size = len(data)
     warnings: list[str] = []
-    meta, events = _decode(data, label, warnings)
-    trace = build_trace(events, meta, label, warnings)
-    trace.size_bytes = len(data)
+    meta, batches = _decode(data, label, warnings)
+    del data  # the batches keep what they still need
+    trace = build_trace(batches, meta, label, warnings)
+    trace.size_bytes = size
     return trace
 
 
-def _decode(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, Any], list[_Event]]:
-    """Split the document into top-level metadata and typed events; salvage a cut-off file."""
-    first = data.lstrip()[:1]
+# Events are decoded this many at a time, so that only one batch of Python structs is alive at once.
+BATCH = 25000
+_decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_decode_one = msgspec.json.Decoder(_Event).decode
+
+
+def _decode(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, Any], Iterator[list[_Event]]]:
+    """Split the document into top-level metadata and batches of typed events; salvage a cut-off file."""
+    start = _LEADING_SPACE.match(data).end()  # no strip(): that would copy a 200 MB buffer
+    if start == len(data):
+        raise TraceError(f"{label}: the file is empty")
+    first = data[start : start + 1]
     if first not in (b"{", b"["):
-        raise TraceError(f"{label}: not JSON (it starts with {data.lstrip()[:16]!r})")
+        raise TraceError(f"{label}: not JSON (it starts with {data[start : start + 16]!r})")
     try:
         if first == b"[":  # the bare "JSON array" flavour of the Chrome trace format
-            return {}, _decode_events(data)
+            return {}, _batches(_decode_raw_list(data), label, warnings)
         top = _decode_top(data)
-    except msgspec.ValidationError as exc:
-        return _decode_lenient(data, label, warnings, exc)
+    except msgspec.ValidationError:
+        raise TraceError(f"{label}: JSON but not a trace: the top level is neither an object nor an array of events") from None
     except msgspec.DecodeError as exc:
         if "truncated" in str(exc):
-            return _salvage(data, label, warnings)
+            meta, events = _salvage(data, label, warnings)
+            return meta, iter([events])
         raise TraceError(f"{label}: not valid JSON ({exc})") from None
     raw_events = top.pop("traceEvents", None)
     if raw_events is None:
         keys = ", ".join(list(top)[:5]) or "none"
         raise TraceError(f"{label}: JSON but not a trace: no traceEvents key (top-level keys: {keys})")
     try:
-        events = _decode_events(raw_events)
-    except msgspec.ValidationError as exc:
-        return _decode_lenient(data, label, warnings, exc)
-    meta = {key: _decode_meta(raw) for key, raw in top.items()}
-    return meta, events
+        raws = _decode_raw_list(raw_events)
+    except msgspec.ValidationError:
+        raise TraceError(f"{label}: JSON but not a trace: traceEvents is not a list") from None
+    meta = {key: msgspec.json.decode(raw) for key, raw in top.items()}
+    return meta, _batches(raws, label, warnings)
 
 
-def _decode_meta(raw: msgspec.Raw) -> Any:
-    return msgspec.json.decode(raw)
-
-
-def _decode_lenient(data: bytes, label: str, warnings: list[str], exc: Exception) -> tuple[dict[str, Any], list[_Event]]:
-    """Slow path for traces whose fields have unexpected types: decode generically, coerce the
-    fields we use, and drop what still cannot be read (with a warning)."""
-    try:
-        doc = msgspec.json.decode(data)
-    except msgspec.DecodeError as err:
-        if "truncated" in str(err):
-            return _salvage(data, label, warnings)
-        raise TraceError(f"{label}: not valid JSON ({err})") from None
-    if isinstance(doc, list):
-        raw_events, meta = doc, {}
-    elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
-        raw_events = doc.pop("traceEvents")
-        meta = doc
-    else:
-        raise TraceError(f"{label}: JSON but not a trace: traceEvents is not a list")
-    return meta, _coerce_events(raw_events, label, warnings, note=f"unexpected field types ({exc})")
-
-
-def _coerce_events(raw_events: list[Any], label: str, warnings: list[str], note: str = "") -> list[_Event]:
-    decode_one = msgspec.json.Decoder(_Event).decode
-    kept: list[_Event] = []
-    dropped = 0
-    for raw in raw_events:
-        if not isinstance(raw, dict):
-            dropped += 1
-            continue
+def _batches(raws: list[msgspec.Raw], label: str, warnings: list[str]) -> Iterator[list[_Event]]:
+    """Typed events, BATCH at a time. A batch with a field of an unexpected type is decoded event
+    by event, and the events that still cannot be read are skipped with a warning."""
+    for start in range(0, len(raws), BATCH):
+        chunk = raws[start : start + BATCH]
         try:
-            kept.append(decode_one(msgspec.json.encode(raw)))
+            yield _decode_events(b"[" + b",".join(chunk) + b"]")
+        except msgspec.ValidationError as exc:
+            yield _decode_each(chunk, label, warnings, note=str(exc))
+
+
+def _decode_each(chunk: list[Any], label: str, warnings: list[str], note: str) -> list[_Event]:
+    kept: list[_Event] = []
+    for raw in chunk:
+        try:
+            kept.append(_decode_one(raw if isinstance(raw, msgspec.Raw) else msgspec.json.encode(raw)))
         except msgspec.ValidationError:
-            dropped += 1
-    if dropped:
-        warnings.append(f"{label}: {dropped:,} events could not be read and were skipped ({note})")
+            pass
+    if len(kept) < len(chunk):
+        warnings.append(f"{label}: {len(chunk) - len(kept):,} events could not be read and were skipped ({note})")
     return kept
 
 
@@ -230,7 +224,7 @@ def _salvage(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, An
     if not any(isinstance(e, dict) for e in raw_events):
         raise TraceError(f"{label}: not a trace: the JSON is cut off and holds no complete trace event")
     lost = len(data) - len(text[:pos].encode("utf-8", errors="replace"))
-    events = _coerce_events(raw_events, label, warnings, note="while salvaging")
+    events = _decode_each(raw_events, label, warnings, note="while salvaging")
     warnings.append(
         f"{label}: the file is cut off (the profiler was probably killed mid-write); "
         f"salvaged {len(events):,} complete events, lost the last {lost:,} bytes "
@@ -253,98 +247,125 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-def _raw_text(raw: msgspec.Raw) -> str | None:
-    return bytes(raw).decode() if len(raw) else None
+def _ints(values: list[Any]) -> pl.Series:
+    """An Int64 column; the per-value parse runs only when the column mixes in strings."""
+    try:
+        return pl.Series(values, dtype=pl.Int64, strict=True)
+    except (TypeError, ValueError, OverflowError):
+        return pl.Series([_int_or_none(v) for v in values], dtype=pl.Int64)
+
+
+def _strs(values: list[Any]) -> pl.Series:
+    """A String column from strings, ints (pid/tid) or a mix of both."""
+    for dtype in (pl.String, pl.Int64):
+        try:
+            return pl.Series(values, dtype=dtype, strict=True).cast(pl.String)
+        except (TypeError, ValueError, OverflowError):
+            continue
+    return pl.Series([None if v is None else str(v) for v in values], dtype=pl.String)
+
+
+def _texts(raws: list[bytes]) -> pl.Series:
+    """Raw JSON snippets -> String column, null where the field was absent."""
+    col = pl.Series(raws, dtype=pl.Binary).cast(pl.String)
+    return pl.select(pl.when(col.str.len_bytes() > 0).then(col)).to_series()
 
 
 def _us_text_to_ns(texts: list[bytes]) -> pl.Series:
     """JSON number texts in µs (ints, or decimals with ns fractions; quoted numbers too) -> exact
-    int64 ns. Unreadable values become null."""
+    int64 ns, by integer arithmetic on the digits. Unreadable values become null."""
     col = pl.Series("t", texts, dtype=pl.Binary).cast(pl.String).str.strip_chars('" ')
-    plain = col.str.contains(r"^-?\d+(\.\d*)?$")
     parts = col.str.split_exact(".", 1)
     whole = parts.struct.field("field_0").cast(pl.Int64, strict=False)
-    frac = parts.struct.field("field_1").fill_null("").str.slice(0, 3).str.pad_end(3, "0").cast(pl.Int64, strict=False)
-    sign = pl.Series(np.where(col.str.starts_with("-").to_numpy(), -1, 1))
-    exact = whole * 1000 + sign * frac
+    frac = parts.struct.field("field_1").fill_null("").str.slice(0, 3).str.pad_end(3, "0").cast(pl.UInt16, strict=False)
+    negative = col.str.starts_with("-")
+    exact = whole * 1000 + pl.select(pl.when(negative).then(-frac.cast(pl.Int64)).otherwise(frac.cast(pl.Int64))).to_series()
+    if exact.null_count() == 0:
+        return exact.alias("ns")
     # anything else (exponents like 1.5e3) goes through float
     approx = (col.cast(pl.Float64, strict=False) * 1000).round(0).cast(pl.Int64, strict=False)
-    return pl.select(pl.when(plain).then(exact).otherwise(approx)).to_series().alias("ns")
+    return exact.fill_null(approx).alias("ns")
 
 
-def build_trace(events: list[_Event], meta: dict[str, Any], label: str, warnings: list[str]) -> Trace:
-    """Typed events -> the Trace's polars tables (events, flows, steps)."""
-    complete = [e for e in events if e.ph == "X" and len(e.ts)]
-    flows_raw = [e for e in events if e.ph in ("s", "f", "t") and len(e.ts)]
-    if not complete:
-        if not events:
-            raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
-        raise TraceError(f"{label}: the trace has {len(events):,} events but no complete (\"X\") events to analyse")
-
-    ts_ns = _us_text_to_ns([bytes(e.ts) for e in complete])
-    if ts_ns.null_count():
-        warnings.append(f"{label}: {ts_ns.null_count():,} events with an unreadable timestamp were skipped")
-        keep = ts_ns.is_not_null().to_list()
-        complete = [e for e, ok in zip(complete, keep) if ok]
-        ts_ns = ts_ns.drop_nulls()
-    origin_ns = int(ts_ns.min())
-    dur_ns = _us_text_to_ns([bytes(e.dur) for e in complete]).fill_null(0)
-    args = [e.args for e in complete]
+def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
+    """Columns of one batch of complete events; ts_abs is absolute ns."""
     no_args = _Args()
-    args = [a if a is not None else no_args for a in args]
-
-    cats = [(e.cat or "").lower() for e in complete]
-    cat_norm = [CATEGORY_ALIASES.get(c, raw or "") for c, raw in zip(cats, (e.cat for e in complete))]
-    names = [e.name if isinstance(e.name, str) else ("" if e.name is None else str(e.name)) for e in complete]
-
-    frame = pl.DataFrame(
-        {
-            "cat": cat_norm,
-            "name": names,
-            "pid": [str(e.pid) for e in complete],
-            "tid": [str(e.tid) for e in complete],
-            "ts_ns": ts_ns - origin_ns,
-            "dur_ns": dur_ns,
-            "stream": [_int_or_none(a.stream) for a in args],
-            "device": [_int_or_none(a.device) for a in args],
-            "correlation": [_int_or_none(a.correlation) for a in args],
-            "external_id": [
-                _int_or_none(a.external_id if a.external_id is not None else a.external_id_legacy) for a in args
-            ],
-            "bytes": [_int_or_none(a.bytes if a.bytes is not None else a.size) for a in args],
-            "kind_arg": [a.kind if isinstance(a.kind, str) else None for a in args],
-            "input_dims": [_raw_text(a.input_dims) for a in args],
-            "input_types": [_raw_text(a.input_types) for a in args],
-        },
-        schema_overrides={
-            "stream": pl.Int64,
-            "device": pl.Int64,
-            "correlation": pl.Int64,
-            "external_id": pl.Int64,
-            "bytes": pl.Int64,
-            "kind_arg": pl.String,
-            "input_dims": pl.String,
-            "input_types": pl.String,
-        },
+    args = [e.args or no_args for e in batch]
+    return pl.DataFrame(
+        [
+            _category(_strs([e.cat for e in batch])).alias("cat"),
+            _strs([e.name for e in batch]).fill_null("").alias("name"),
+            _strs([e.pid for e in batch]).alias("pid"),
+            _strs([e.tid for e in batch]).alias("tid"),
+            _us_text_to_ns([bytes(e.ts) for e in batch]).alias("ts_abs"),
+            _us_text_to_ns([bytes(e.dur) for e in batch]).fill_null(0).alias("dur_ns"),
+            _ints([a.stream for a in args]).alias("stream"),
+            _ints([a.device for a in args]).alias("device"),
+            _ints([a.correlation for a in args]).alias("correlation"),
+            _ints([a.external_id if a.external_id is not None else a.external_id_legacy for a in args]).alias("external_id"),
+            _ints([a.bytes if a.bytes is not None else a.size for a in args]).alias("bytes"),
+            _strs([a.kind for a in args]).alias("kind_arg"),
+            _texts([bytes(a.input_dims) for a in args]).alias("input_dims"),
+            _texts([bytes(a.input_types) for a in args]).alias("input_types"),
+        ]
     )
-    del complete, args
+
+
+def _flow_frame(batch: list[_Event]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [
+            _strs([e.id for e in batch]).alias("id"),
+            _category(_strs([e.cat for e in batch])).alias("cat"),
+            _strs([e.name for e in batch]).alias("name"),
+            pl.Series("ph", [e.ph for e in batch], dtype=pl.String),
+            _strs([e.pid for e in batch]).alias("pid"),
+            _strs([e.tid for e in batch]).alias("tid"),
+            _us_text_to_ns([bytes(e.ts) for e in batch]).alias("ts_abs"),
+        ]
+    )
+
+
+def _category(raw: pl.Series) -> pl.Series:
+    """Normalized category through CATEGORY_ALIASES (case-insensitive); unknown ones kept as written."""
+    mapped = raw.str.to_lowercase().replace_strict(CATEGORY_ALIASES, default=None, return_dtype=pl.String)
+    return mapped.fill_null(raw).fill_null("")
+
+
+def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: str, warnings: list[str]) -> Trace:
+    """Batches of typed events -> the Trace's polars tables (events, flows, steps)."""
+    chunks, flow_chunks, seen = [], [], 0
+    for batch in batches:
+        seen += len(batch)
+        complete = [e for e in batch if e.ph == "X" and len(e.ts)]
+        if complete:
+            chunks.append(_complete_frame(complete))
+        flows = [e for e in batch if e.ph in ("s", "f", "t") and len(e.ts)]
+        if flows:
+            flow_chunks.append(_flow_frame(flows))
+        del batch, complete, flows
+    if not chunks:
+        if not seen:
+            raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
+        raise TraceError(f"{label}: the trace has {seen:,} events but no complete (\"X\") events to analyse")
+    frame = pl.concat(chunks, rechunk=False)  # _normalize's sort writes one contiguous copy
+    del chunks
+    unreadable = frame["ts_abs"].null_count()
+    if unreadable:
+        warnings.append(f"{label}: {unreadable:,} events with an unreadable timestamp were skipped")
+        frame = frame.filter(pl.col("ts_abs").is_not_null())
+    origin_ns = int(frame["ts_abs"].min())
+    frame = frame.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")
     frame = _normalize(frame)
     frame = nesting(frame)
     frame = _link_launches(frame)
     steps = find_steps(frame)
     frame = assign_steps(frame, steps)
 
-    flows = pl.DataFrame(
-        {
-            "id": [str(e.id) for e in flows_raw],
-            "cat": [CATEGORY_ALIASES.get((e.cat or "").lower(), e.cat or "") for e in flows_raw],
-            "name": [e.name if isinstance(e.name, str) else "" for e in flows_raw],
-            "ph": [e.ph for e in flows_raw],
-            "pid": [str(e.pid) for e in flows_raw],
-            "tid": [str(e.tid) for e in flows_raw],
-            "ts_ns": _us_text_to_ns([bytes(e.ts) for e in flows_raw]).fill_null(origin_ns) - origin_ns,
-        },
-        schema_overrides={"id": pl.String, "cat": pl.Categorical, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String},
+    flow_schema = {"id": pl.String, "cat": pl.String, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String, "ts_abs": pl.Int64}
+    flows = pl.concat(flow_chunks) if flow_chunks else pl.DataFrame(schema=flow_schema)
+    flows = flows.select(
+        "id", pl.col("cat").cast(pl.Categorical), "name", "ph", "pid", "tid",
+        (pl.col("ts_abs").fill_null(origin_ns) - origin_ns).alias("ts_ns"),
     )
     meta = dict(meta)
     meta.setdefault("_origin_ns", origin_ns)

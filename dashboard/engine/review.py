@@ -25,7 +25,7 @@ OVERVIEW_SCHEMA: dict[str, pl.DataType] = {
     "median_step_us": pl.Float64, "p10_step_us": pl.Float64, "p90_step_us": pl.Float64, "time_source": pl.String,
     "work_unit": pl.String, "work_per_step": pl.Float64, "copies_per_step": pl.Float64,
     "hidden_copies_per_step": pl.Float64, "backend_requested": pl.String, "backends": pl.String,
-    "fallback": pl.Boolean, "parity_passed": pl.Boolean, "parity_max_abs": pl.Float64, "speedup": pl.Float64,
+    "backend_verdict": pl.String, "parity_passed": pl.Boolean, "parity_max_abs": pl.Float64, "speedup": pl.Float64,
 }
 FINDING_SCHEMA: dict[str, pl.DataType] = {"run": pl.String, "severity": pl.String, "kind": pl.String, "message": pl.String}
 COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
@@ -48,6 +48,43 @@ def step_time_total_ns(trace: Trace) -> int:
     return int(table[column].sum() or 0)
 
 
+VERDICT_FALLBACK = "FALLBACK"  # a forced backend was asked for, and another one ran
+VERDICT_UNVERIFIED = "unverified"  # a forced backend was asked for, but no attention op or kernel is named
+VERDICT_AS_REQUESTED = "as requested"
+VERDICT_NOT_FORCED = "not forced"  # plain SDPA, hand-written attention, or a trace from elsewhere
+
+
+def backend_check(trace: Trace) -> dict:
+    """Requested vs detected attention backend: {requested (str | None), detected (list[str]),
+    evidence (list[str]), verdict}. The verdict is FALLBACK only when another backend is seen;
+    when no attention op or kernel is named at all (e.g. torch.compile decomposed the math path
+    into plain matmul/softmax kernels) the trace cannot tell, and the verdict is 'unverified'."""
+    found = detect_backends(trace)
+    requested = requested_backend(trace)
+    if not requested or requested in ("default", "eager", "none"):
+        verdict = VERDICT_NOT_FORCED
+    elif not fallback(requested, found.backends):
+        verdict = VERDICT_AS_REQUESTED
+    elif found.backends:
+        verdict = VERDICT_FALLBACK
+    else:
+        verdict = VERDICT_UNVERIFIED
+    return {"requested": requested, "detected": list(found.backends), "evidence": found.all_evidence, "verdict": verdict}
+
+
+def backend_table(runs: dict[str, Trace]) -> pl.DataFrame:
+    """One row per run: run, requested, detected (comma-joined), verdict (see backend_check),
+    evidence (the op and kernel names that prove each detected backend)."""
+    rows = []
+    for label, trace in runs.items():
+        check = backend_check(trace)
+        rows.append({"run": label, "requested": check["requested"], "detected": ", ".join(check["detected"]),
+                     "verdict": check["verdict"], "evidence": check["evidence"]})
+    return pl.DataFrame(
+        rows, schema={"run": pl.String, "requested": pl.String, "detected": pl.String, "verdict": pl.String, "evidence": pl.List(pl.String)}
+    )
+
+
 def parity(trace: Trace) -> dict | None:
     """The collectors' parity record {max_abs, max_rel, atol, rtol, passed}, or None."""
     value = trace.collector.get("parity")
@@ -59,7 +96,7 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
     median/p10/p90_step_us (µs), time_source, work_unit ('kernel' = kernels + GPU memcpy + memset;
     'leaf cpu_op' on CPU-only traces), work_per_step (median over steps), copies_per_step and
     hidden_copies_per_step (count / steps), backend_requested, backends (detected, comma-joined,
-    '' when none), fallback, parity_passed and parity_max_abs (None without collector metadata),
+    '' when none), backend_verdict (see backend_check), parity_passed and parity_max_abs (None without collector metadata),
     speedup (baseline median / run median; > 1 is faster)."""
     speed = speed_table(runs, baseline or "") if runs else None
     speedup = dict(zip(speed["run"], speed["speedup"])) if speed is not None else {}
@@ -69,8 +106,7 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
         steps = per_step(trace)
         table = copies(trace)
         n = step_count(trace)
-        found = detect_backends(trace)
-        requested = requested_backend(trace)
+        check = backend_check(trace)
         par = parity(trace) or {}
         device = device_info(trace)
         rows.append(
@@ -80,8 +116,8 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
                 "time_source": st.source, "work_unit": work_unit(trace),
                 "work_per_step": float(steps["work"].median()) if steps.height else 0.0,
                 "copies_per_step": table.height / n, "hidden_copies_per_step": int(table["hidden"].sum()) / n,
-                "backend_requested": requested, "backends": ", ".join(found.backends),
-                "fallback": fallback(requested, found.backends),
+                "backend_requested": check["requested"], "backends": ", ".join(check["detected"]),
+                "backend_verdict": check["verdict"],
                 "parity_passed": par.get("passed"), "parity_max_abs": par.get("max_abs"),
                 "speedup": speedup.get(label),
             }
@@ -157,9 +193,10 @@ def findings(
     """What a reviewer must see first: run, severity ('alarm' or 'note'), kind, message (one line).
 
     Alarms: 'hidden copy' (a copy made inside another op, with bytes and share of the step),
-    'backend fallback' (the requested SDPA backend is not what ran), 'parity failure' (the
+    'backend fallback' (another SDPA backend ran than the one requested), 'parity failure' (the
     output disagreed with the fp32 reference). Notes: 'more copies' (more copies per step than
-    the baseline), 'no steps' (no ProfilerStep: the whole trace is one step), 'trace' (loader
+    the baseline), 'backend unverified' (a backend was forced but the trace names no attention op
+    or kernel), 'no steps' (no ProfilerStep: the whole trace is one step), 'trace' (loader
     warnings such as a salvaged cut-off file). Pass `overview_table` and `groups` when already
     computed for the same runs and baseline, to avoid computing them twice."""
     rows: list[dict[str, str]] = []
@@ -190,11 +227,16 @@ def findings(
                 + (f" ({detail})" if detail else "")
                 + f"; largest: {worst['kind']} from {worst['op_chain']}{more}",
             ))
-        if row["fallback"]:
-            ran = row["backends"] or "no recognised attention backend"
+        if row["backend_verdict"] == VERDICT_FALLBACK:
             rows.append(_finding(
                 label, SEVERITY_ALARM, "backend fallback",
-                f"requested SDPA backend '{row['backend_requested']}' but the trace shows {ran}",
+                f"requested SDPA backend '{row['backend_requested']}' but the trace shows {row['backends']}",
+            ))
+        elif row["backend_verdict"] == VERDICT_UNVERIFIED:
+            rows.append(_finding(
+                label, SEVERITY_NOTE, "backend unverified",
+                f"requested SDPA backend '{row['backend_requested']}', but no attention op or kernel is named in the "
+                "trace (torch.compile may have decomposed it), so the backend cannot be checked",
             ))
         par = parity(trace)
         if par is not None and par.get("passed") is False:
