@@ -1,0 +1,335 @@
+"""Plotly figure builders: engine frames in, figures out. No streamlit here, so the offline HTML
+reports draw the very same figures as the dashboard.
+
+Every builder takes polars frames exactly as dashboard.engine returns them (or review's frames)
+plus display labels; units follow the frame (µs for `*_us`, ns for `*_ns`, shown as µs).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+
+# One colour per kernel family, everywhere. Copies are red so they stand out; fused attention green.
+FAMILY_COLORS: dict[str, str] = {
+    "fused attention": "#2ca02c",
+    "gemm": "#1f77b4",
+    "softmax": "#9467bd",
+    "elementwise": "#ff7f0e",
+    "copy": "#d62728",
+    "memset": "#e377c2",
+    "reduction": "#8c564b",
+    "communication": "#17becf",
+    "other": "#b0b0b0",
+}
+FAMILY_ORDER: tuple[str, ...] = tuple(FAMILY_COLORS)
+RUN_COLORS: tuple[str, ...] = (
+    "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac",
+)
+HIDDEN_COLOR = "#d62728"
+REQUESTED_COLOR = "#9ecae1"
+FASTER_COLOR = "#2ca02c"
+SLOWER_COLOR = "#d62728"
+
+# Above this many events in one timeline, events narrower than a screen pixel are merged per lane.
+TIMELINE_MAX_EVENTS = 20_000
+TIMELINE_PIXELS = 2_000
+LANE_PX = 18
+NAME_CHARS = 90  # hover shows kernel names up to this length
+CPU_LANE = re.compile(r"^CPU (\S+) depth (\d+)$")
+GPU_LANE = re.compile(r"^GPU (\S+) stream (\S+)$")
+
+
+def family_color(family: str) -> str:
+    return FAMILY_COLORS.get(family, FAMILY_COLORS["other"])
+
+
+def run_color(i: int) -> str:
+    return RUN_COLORS[i % len(RUN_COLORS)]
+
+
+def _family_rank(family: str) -> int:
+    return FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
+
+
+def _base_layout(fig: go.Figure, title: str, height: int = 360) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0, "xanchor": "left"},
+        height=height,
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        legend={"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.01},
+        template="plotly_white",
+    )
+    return fig
+
+
+def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str) -> go.Figure:
+    """Device work per step, one stacked bar per run, coloured by kernel family.
+    `families`: run, family, count_per_step (review.families). `unit` names what was counted."""
+    fig = go.Figure()
+    present = sorted(set(families["family"].to_list()), key=_family_rank)
+    for family in present:
+        part = families.filter(pl.col("family") == family)
+        values = dict(zip(part["run"].to_list(), part["count_per_step"].to_list()))
+        fig.add_trace(
+            go.Bar(
+                name=family, x=runs, y=[values.get(r, 0.0) for r in runs], marker_color=family_color(family),
+                hovertemplate="%{x}<br>" + family + ": %{y:.3g} per step<extra></extra>",
+            )
+        )
+    totals = families.group_by("run").agg(pl.col("count_per_step").sum())
+    total = dict(zip(totals["run"].to_list(), totals["count_per_step"].to_list()))
+    fig.add_trace(
+        go.Scatter(
+            x=runs, y=[total.get(r, 0.0) for r in runs], mode="text", text=[f"{total.get(r, 0.0):.3g}" for r in runs],
+            textposition="top center", showlegend=False, hoverinfo="skip",
+        )
+    )
+    fig.update_layout(barmode="stack")
+    fig.update_yaxes(title_text=f"{unit} per step")
+    return _base_layout(fig, f"Device work per step ({unit}), by kernel family")
+
+
+def family_grouped(families: pl.DataFrame, runs: list[str], value: str) -> go.Figure:
+    """Per kernel family, one bar per run. value: 'count' (count_per_step) or 'time' (us_per_step)."""
+    column, axis, title = (
+        ("count_per_step", "count per step", "Count per step by kernel family")
+        if value == "count"
+        else ("us_per_step", "µs per step", "Time per step by kernel family (µs)")
+    )
+    present = sorted(set(families["family"].to_list()), key=_family_rank)
+    fig = go.Figure()
+    for i, run in enumerate(runs):
+        part = families.filter(pl.col("run") == run)
+        values = dict(zip(part["family"].to_list(), part[column].to_list()))
+        fig.add_trace(
+            go.Bar(
+                name=run, x=present, y=[values.get(f, 0.0) for f in present], marker_color=run_color(i),
+                hovertemplate=run + "<br>%{x}: %{y:.4g} " + axis + "<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text=axis)
+    return _base_layout(fig, title)
+
+
+def step_time_bars(speed: pl.DataFrame, log: bool = False) -> go.Figure:
+    """Median time per step with its p10-p90 spread as error bars. `speed`: speed.speed_table.
+    `log`: logarithmic y axis, for runs that differ by orders of magnitude."""
+    runs = speed["run"].to_list()
+    median = speed["median_us"].to_list()
+    low = [m - p for m, p in zip(median, speed["p10_us"].to_list())]
+    high = [p - m for m, p in zip(median, speed["p90_us"].to_list())]
+    fig = go.Figure(
+        go.Bar(
+            x=runs, y=median, marker_color=[run_color(i) for i in range(len(runs))],
+            error_y={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "color": "#444"},
+            text=[_format_us(m) for m in median], textposition="outside", cliponaxis=False,
+            customdata=list(zip(speed["p10_us"].to_list(), speed["p90_us"].to_list(), speed["time_source"].to_list())),
+            hovertemplate="%{x}<br>median %{y:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(title_text="µs per step (median; whiskers: p10 to p90)", type="log" if log else "linear", rangemode="normal" if log else "tozero")
+    return _base_layout(fig, "Median time per step, with spread")
+
+
+def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False) -> go.Figure:
+    """Speedup against the baseline (> 1 is faster), with a line at 1; `log`: logarithmic y axis."""
+    runs = speed["run"].to_list()
+    values = speed["speedup"].to_list()
+    colors = [FASTER_COLOR if (v or 0) >= 1 else SLOWER_COLOR for v in values]
+    text = [("" if v is None else (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower")) for v in values]
+    fig = go.Figure(
+        go.Bar(
+            x=runs, y=values, marker_color=colors, text=text, textposition="outside", cliponaxis=False,
+            hovertemplate="%{x}: %{y:.3g}× the baseline's speed<extra></extra>",
+        )
+    )
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#444", annotation_text=f"baseline: {baseline}", annotation_position="top left")
+    fig.update_yaxes(title_text="speedup (baseline time / run time)", type="log" if log else "linear", rangemode="normal" if log else "tozero")
+    return _base_layout(fig, f"Speedup against {baseline} (above 1 = faster)")
+
+
+def throughput_bars(speed: pl.DataFrame) -> go.Figure:
+    """Tokens per second (left) and dollars per million tokens (right), runs with tokens only."""
+    known = speed.filter(pl.col("tokens_per_s").is_not_null())
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens / s (higher is better)", "$ per million tokens (lower is better)"))
+    runs = known["run"].to_list()
+    colors = [run_color(speed["run"].to_list().index(r)) for r in runs]
+    fig.add_trace(
+        go.Bar(x=runs, y=known["tokens_per_s"].to_list(), marker_color=colors, showlegend=False,
+               text=[f"{v:,.0f}" for v in known["tokens_per_s"].to_list()], textposition="outside", cliponaxis=False,
+               hovertemplate="%{x}: %{y:,.0f} tokens/s<extra></extra>"),
+        row=1, col=1,
+    )
+    cost = known["usd_per_mtok"].to_list()
+    fig.add_trace(
+        go.Bar(x=runs, y=cost, marker_color=colors, showlegend=False,
+               text=["" if v is None else f"${v:.4g}" for v in cost], textposition="outside", cliponaxis=False,
+               hovertemplate="%{x}: $%{y:.4g} per million tokens<extra></extra>"),
+        row=1, col=2,
+    )
+    return _base_layout(fig, "Throughput and cost")
+
+
+def copy_time_bars(groups: pl.DataFrame, runs: list[str]) -> go.Figure:
+    """Copy time per step per run, hidden copies (made inside another op) apart from requested
+    ones. `groups`: review.copy_groups."""
+    fig = go.Figure()
+    for hidden, name, color in ((True, "hidden (made inside another op)", HIDDEN_COLOR), (False, "requested (copy_/to/clone...)", REQUESTED_COLOR)):
+        part = groups.filter(pl.col("hidden") == hidden).group_by("run").agg(pl.col("us_per_step").sum(), pl.col("per_step").sum())
+        us = dict(zip(part["run"].to_list(), part["us_per_step"].to_list()))
+        count = dict(zip(part["run"].to_list(), part["per_step"].to_list()))
+        fig.add_trace(
+            go.Bar(
+                name=name, x=runs, y=[us.get(r, 0.0) for r in runs], marker_color=color,
+                customdata=[count.get(r, 0.0) for r in runs],
+                hovertemplate="%{x}: %{y:.4g} µs per step in %{customdata:.3g} copies<extra>" + name + "</extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_yaxes(title_text="copy time, µs per step")
+    return _base_layout(fig, "Time spent copying per step", height=320)
+
+
+def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str) -> go.Figure:
+    """Time by kernel family in the two compared steps. `diff`: diff.family_time_diff (ns)."""
+    ordered = diff.sort(pl.col("family").map_elements(_family_rank, return_dtype=pl.Int64))
+    families = ordered["family"].to_list()
+    fig = go.Figure()
+    for side, label, color in (("a", label_a, run_color(0)), ("b", label_b, run_color(1))):
+        fig.add_trace(
+            go.Bar(
+                name=label, x=families, y=[v / 1000.0 for v in ordered[f"{side}_ns"].to_list()], marker_color=color,
+                customdata=ordered[f"{side}_count"].to_list(),
+                hovertemplate=label + "<br>%{x}: %{y:.4g} µs in %{customdata} units<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="µs in the step")
+    return _base_layout(fig, "Time by kernel family in the two steps", height=320)
+
+
+def lane_order(lanes: list[str]) -> list[str]:
+    """GPU streams first (by device, stream), then CPU threads by nesting depth (numeric)."""
+    def key(lane: str) -> tuple:
+        gpu = GPU_LANE.match(lane)
+        if gpu:
+            return (0, _natural(gpu.group(1)), _natural(gpu.group(2)), lane)
+        cpu = CPU_LANE.match(lane)
+        if cpu:
+            return (1, _natural(cpu.group(1)), int(cpu.group(2)), lane)
+        return (2, lane, 0, lane)
+
+    return sorted(set(lanes), key=key)
+
+
+def _natural(text: str) -> tuple[int, str]:
+    return (int(text), "") if text.lstrip("-").isdigit() else (1 << 62, text)
+
+
+def merge_small_events(tl: pl.DataFrame, max_events: int = TIMELINE_MAX_EVENTS, pixels: int = TIMELINE_PIXELS) -> pl.DataFrame:
+    """Level of detail for drawing: when a timeline holds more than `max_events` events, events
+    shorter than one of `pixels` screen columns are merged per lane and column into one block,
+    named '<n> short events' and coloured by the family with the most time in it. Longer events
+    are kept as they are. Same columns as diff.timeline plus `merged` (events in the block)."""
+    if tl.height <= max_events:
+        return tl.with_columns(pl.lit(1, dtype=pl.Int64).alias("merged"))
+    span = max(float(tl["end_us"].max() or 0.0), 1e-9)
+    width = span / pixels
+    small = pl.col("dur_us") < width
+    kept = tl.filter(~small).with_columns(pl.lit(1, dtype=pl.Int64).alias("merged"))
+    merged = (
+        tl.filter(small)
+        .with_columns((pl.col("start_us") / width).floor().cast(pl.Int64).alias("_col"))
+        .group_by("lane", "lane_kind", "_col")
+        .agg(
+            pl.col("start_us").min(), pl.col("end_us").max(), pl.col("dur_us").sum(),
+            pl.col("family").sort_by("dur_us", descending=True).first(),
+            pl.len().cast(pl.Int64).alias("merged"),
+            pl.col("name").first().alias("_first"), pl.col("cat").first(), pl.col("id").first(),
+        )
+        .with_columns(
+            pl.when(pl.col("merged") > 1).then(pl.format("{} short events", pl.col("merged"))).otherwise(pl.col("_first")).alias("name")
+        )
+        .select(tl.columns + ["merged"])
+    )
+    return pl.concat([kept.select(tl.columns + ["merged"]), merged.cast(kept.select(tl.columns + ["merged"]).schema)])
+
+
+def timeline_pair(
+    a: pl.DataFrame, b: pl.DataFrame, label_a: str, label_b: str, max_events: int = TIMELINE_MAX_EVENTS
+) -> go.Figure:
+    """Two step timelines (diff.timeline frames) on one shared time axis in µs from each step's
+    start: a row per lane (GPU streams, then CPU ops by nesting depth), bars coloured by kernel
+    family, hover with name, category, start and duration. Drawn with WebGL; very busy steps are
+    thinned by merge_small_events."""
+    a, b = merge_small_events(a, max_events), merge_small_events(b, max_events)
+    lanes_a, lanes_b = lane_order(a["lane"].to_list()), lane_order(b["lane"].to_list())
+    rows_a, rows_b = max(len(lanes_a), 1), max(len(lanes_b), 1)
+    height = int(min(max((rows_a + rows_b) * LANE_PX + 170, 360), 2400))
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, vertical_spacing=70 / height,
+        row_heights=[rows_a / (rows_a + rows_b), rows_b / (rows_a + rows_b)],
+        subplot_titles=(_timeline_title(label_a, a), _timeline_title(label_b, b)),
+    )
+    shown: set[str] = set()
+    for row, (tl, lanes) in enumerate(((a, lanes_a), (b, lanes_b)), start=1):
+        # First lane on top. Positions count down instead of reversing the axis: WebGL traces
+        # render nothing on a reversed axis in the plotly.js that Streamlit ships.
+        position = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
+        families = sorted(set(tl["family"].to_list()), key=_family_rank)
+        for family in families:
+            part = tl.filter(pl.col("family") == family)
+            y = np.array([position[lane] for lane in part["lane"].to_list()], dtype=np.float64)
+            start, end = part["start_us"].to_numpy().astype(np.float64), part["end_us"].to_numpy().astype(np.float64)
+            n = part.height
+            xs = np.empty(n * 3)
+            ys = np.empty(n * 3)
+            xs[0::3], xs[1::3], xs[2::3] = start, end, np.nan
+            ys[0::3], ys[1::3], ys[2::3] = y, y, np.nan
+            color = family_color(family)
+            fig.add_trace(
+                go.Scattergl(
+                    x=xs, y=ys, mode="lines", line={"color": color, "width": LANE_PX * 0.7}, name=family,
+                    legendgroup=family, showlegend=family not in shown, hoverinfo="skip",
+                ),
+                row=row, col=1,
+            )
+            shown.add(family)
+            names = part["name"].str.slice(0, NAME_CHARS).to_list()
+            custom = np.column_stack([part["start_us"].to_numpy(), part["dur_us"].to_numpy()]).round(3)
+            fig.add_trace(
+                go.Scattergl(
+                    x=(start + end) / 2, y=y, mode="markers", marker={"color": color, "size": LANE_PX * 0.7, "opacity": 0},
+                    name=family, legendgroup=family, showlegend=False, text=names, customdata=custom,
+                    hovertemplate="<b>%{text}</b><br>" + family + "<br>start %{customdata[0]} µs · duration %{customdata[1]} µs<extra></extra>",
+                ),
+                row=row, col=1,
+            )
+        fig.update_yaxes(
+            tickmode="array", tickvals=[position[lane] for lane in lanes], ticktext=lanes, autorange=False,
+            range=[-0.5, len(lanes) - 0.5], showgrid=False, zeroline=False, row=row, col=1,
+        )
+    fig.update_xaxes(title_text="µs since the start of the step", row=2, col=1)
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
+    fig.update_layout(hovermode="closest", dragmode="zoom")
+    return _base_layout(fig, "", height=height)
+
+
+def _timeline_title(label: str, tl: pl.DataFrame) -> str:
+    merged = int(tl["merged"].sum()) if "merged" in tl.columns and tl.height else tl.height
+    note = f", short events merged into {tl.height:,} blocks" if tl.height < merged else ""
+    return f"{label}: {merged:,} events{note}"
+
+
+def _format_us(value: float | None) -> str:
+    if value is None or value != value:
+        return ""
+    if value >= 1000:
+        return f"{value / 1000:.3g} ms"
+    return f"{value:.3g} µs"
