@@ -1,0 +1,351 @@
+"""Where the dashboard's runs come from, and parsing them once.
+
+Sources, in display order: every bundled collection (sample_traces/*/runs.json, one run per
+manifest entry), extra paths named by `streamlit run dashboard/app.py -- PATH...` or by the
+ATTNSCOPE_TRACES environment variable (os.pathsep-separated; a folder with runs.json opens as a
+collection, any other folder as its *.json / *.json.gz files), then the user's uploads.
+
+Parsed traces are kept in one process-wide cache keyed by the SHA-256 of the file's bytes, so
+switching tabs, runs or sessions never parses a file twice. Files that fail to parse are
+remembered by hash too, with their one-line error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import streamlit as st
+
+from dashboard.engine import Trace, TraceError, load_trace
+from dashboard.engine.review import format_bytes
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_ROOT = REPO_ROOT / "sample_traces"
+MANIFEST = "runs.json"
+ENV_TRACES = "ATTNSCOPE_TRACES"
+TRACE_SUFFIXES = (".json", ".json.gz")
+MAX_CACHED_TRACES = 32
+
+
+@dataclass(frozen=True)
+class Source:
+    """One trace the dashboard can open. `id` is stable across sessions for files on disk
+    ('cpu/naive' for a collection run, 'file/<name>' for a loose file) so it can live in a link;
+    uploads get 'upload/<name>'."""
+
+    id: str
+    name: str
+    path: Path | None = None
+    collection: str | None = None
+    variant: str | None = None
+    compiled: bool = False
+
+
+@dataclass
+class Collection:
+    """A bundled collection: its folder, the parsed runs.json and one Source per run."""
+
+    name: str
+    folder: Path
+    manifest: dict[str, Any]
+    sources: list[Source] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        value = self.manifest.get("skipped")
+        return value if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class Run:
+    """A parsed run: where it came from, its default label, the trace and the file's hash."""
+
+    source: Source
+    label: str
+    trace: Trace
+    digest: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A file that could not be opened, with the one-line reason."""
+
+    source: Source
+    message: str
+
+
+def discover(root: Path = SAMPLE_ROOT, extra: Iterable[Path] = ()) -> tuple[list[Collection], list[Source]]:
+    """Bundled collections under `root` (sorted by name), then the extra paths: collections
+    among them are returned with the others, loose trace files as Sources."""
+    collections: list[Collection] = []
+    loose: list[Source] = []
+    if root.is_dir():
+        for manifest in sorted(root.glob(f"*/{MANIFEST}")):
+            collections.append(read_collection(manifest.parent, taken={c.name for c in collections}))
+    seen = {c.folder.resolve() for c in collections}
+    for path in extra:
+        path = Path(path)
+        if path.is_dir() and (path / MANIFEST).is_file():
+            if path.resolve() not in seen:
+                names = {c.name for c in collections}
+                collections.append(read_collection(path, taken=names))
+                seen.add(path.resolve())
+        elif path.is_dir():
+            loose.extend(file_source(p) for p in sorted(path.iterdir()) if is_trace_name(p.name))
+        elif path.is_file():
+            loose.append(file_source(path))
+    return collections, _unique_ids(loose)
+
+
+def read_collection(folder: Path, taken: set[str] = frozenset()) -> Collection:
+    """A collection from its runs.json; entries without a trace file name are ignored. A name
+    already `taken` by another collection gets a counter, so run ids stay unique."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        manifest = {"error": f"{folder / MANIFEST}: {exc}"}
+    name = base = str(manifest.get("collection") or folder.name)
+    n = 2
+    while name in taken:
+        name = f"{base}-{n}"
+        n += 1
+    collection = Collection(name=name, folder=folder, manifest=manifest)
+    for entry in manifest.get("runs") or []:
+        if not isinstance(entry, dict) or not entry.get("trace"):
+            continue
+        trace_name = str(entry["trace"])
+        stem = trace_stem(trace_name)
+        collection.sources.append(
+            Source(
+                id=f"{name}/{stem}", name=trace_name, path=folder / trace_name, collection=name,
+                variant=entry.get("variant"), compiled=bool(entry.get("compiled")),
+            )
+        )
+    return collection
+
+
+def file_source(path: Path) -> Source:
+    return Source(id=f"file/{path.name}", name=path.name, path=path)
+
+
+def upload_source(name: str, digest: str, taken: set[str]) -> Source:
+    """A Source for an uploaded file; the id gets a hash suffix when the name is already taken."""
+    ident = f"upload/{name}"
+    if ident in taken:
+        ident = f"upload/{name}#{digest[:8]}"
+    return Source(id=ident, name=name)
+
+
+def extra_paths(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> list[Path]:
+    """Paths from `streamlit run dashboard/app.py -- PATH...` and from $ATTNSCOPE_TRACES.
+    Script arguments count only when this process runs the dashboard's app.py as its script
+    (under AppTest or pytest, sys.argv belongs to someone else)."""
+    argv = sys.argv if argv is None else argv
+    environ = dict(os.environ) if environ is None else environ
+    paths: list[Path] = []
+    if argv and Path(argv[0]).name == "app.py" and Path(argv[0]).resolve().parent == Path(__file__).resolve().parent:
+        paths.extend(Path(a) for a in argv[1:] if not a.startswith("-"))
+    for part in environ.get(ENV_TRACES, "").split(os.pathsep):
+        if part.strip():
+            paths.append(Path(part.strip()))
+    return paths
+
+
+def _unique_ids(sources: list[Source]) -> list[Source]:
+    """Loose files with the same name in different folders get the folder in their id."""
+    seen: set[str] = set()
+    out: list[Source] = []
+    for source in sources:
+        if source.id in seen and source.path is not None:
+            source = Source(id=f"file/{source.path.parent.name}/{source.name}", name=source.name, path=source.path)
+        seen.add(source.id)
+        out.append(source)
+    return out
+
+
+def is_trace_name(name: str) -> bool:
+    return name.endswith(TRACE_SUFFIXES)
+
+
+def trace_stem(name: str) -> str:
+    """'naive.json.gz' -> 'naive'; 'rank0.pt.trace.json' -> 'rank0.pt.trace'."""
+    for suffix in (".json.gz", ".json", ".gz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def default_label(source: Source, trace: Trace | None) -> str:
+    """The variant from the trace's own metadata (or its manifest entry), '(compiled)' added for
+    torch.compile runs; else the file name without its extension."""
+    meta = trace.collector if trace is not None else {}
+    variant = meta.get("variant") or source.variant
+    if variant:
+        compiled = bool(meta.get("compiled", source.compiled))
+        return f"{variant} (compiled)" if compiled else str(variant)
+    return trace_stem(source.name)
+
+
+def unique_labels(labels: list[str], hints: list[str | None]) -> list[str]:
+    """Make labels unique: a repeated label gets its hint (e.g. the collection) in brackets, and
+    if still repeated, a counter."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    out: list[str] = []
+    used: set[str] = set()
+    for label, hint in zip(labels, hints):
+        candidate = f"{label} [{hint}]" if counts[label] > 1 and hint else label
+        base, n = candidate, 2
+        while candidate in used:
+            candidate = f"{base} #{n}"
+            n += 1
+        used.add(candidate)
+        out.append(candidate)
+    return out
+
+
+def digest_of(data: bytes) -> str:
+    """SHA-256 of a file's bytes, hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class TraceCache:
+    """Parsed traces by content hash (least recently used out first), and failures by hash."""
+
+    def __init__(self, capacity: int = MAX_CACHED_TRACES) -> None:
+        self.capacity = capacity
+        self.traces: OrderedDict[str, Trace] = OrderedDict()
+        self.failures: dict[str, str] = {}
+        self.file_digests: dict[tuple[str, int, int], str] = {}
+        self.parses = 0  # how many times a file was actually parsed (tests read this)
+        self.lock = threading.Lock()
+
+    def get(self, digest: str) -> Trace | None:
+        with self.lock:
+            trace = self.traces.get(digest)
+            if trace is not None:
+                self.traces.move_to_end(digest)
+            return trace
+
+    def put(self, digest: str, trace: Trace) -> None:
+        with self.lock:
+            self.traces[digest] = trace
+            self.traces.move_to_end(digest)
+            while len(self.traces) > self.capacity:
+                self.traces.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def trace_cache() -> TraceCache:
+    """The process-wide cache shared by every session."""
+    return TraceCache()
+
+
+def file_digest(cache: TraceCache, path: Path) -> tuple[str, bytes | None]:
+    """The hash of a file on disk, remembered by (path, mtime, size); bytes are returned only
+    when the file had to be read."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    known = cache.file_digests.get(key)
+    if known is not None:
+        return known, None
+    data = path.read_bytes()
+    digest = digest_of(data)
+    cache.file_digests[key] = digest
+    return digest, data
+
+
+@dataclass
+class Pending:
+    """A file to open: its Source, size, hash and a way to get its bytes."""
+
+    source: Source
+    size: int
+    digest: str
+    read: Callable[[], bytes]
+
+
+def open_all(
+    pending: list[Pending],
+    progress: Callable[[float, str], None] | None = None,
+    cache: TraceCache | None = None,
+) -> tuple[list[Run], list[Failure]]:
+    """Parse what is not cached yet (reporting progress by bytes, with each file's size), and
+    return the runs in order plus the files that failed. One bad file never stops the others."""
+    cache = cache or trace_cache()
+    todo = [p for p in pending if cache.get(p.digest) is None and p.digest not in cache.failures]
+    total = sum(p.size for p in todo) or 1
+    done = 0
+    for i, item in enumerate(todo, start=1):
+        if progress:
+            progress(done / total, f"Parsing {item.source.name} ({format_bytes(item.size)}), file {i} of {len(todo)}")
+        try:
+            trace = load_trace(item.read(), name=item.source.name)
+        except TraceError as exc:
+            cache.failures[item.digest] = str(exc)
+        except Exception as exc:  # an engine bug must not take the other runs down
+            cache.failures[item.digest] = f"{item.source.name}: could not be read ({type(exc).__name__}: {exc})"
+        else:
+            cache.put(item.digest, trace)
+        cache.parses += 1
+        done += item.size
+    if progress and todo:
+        progress(1.0, f"Parsed {len(todo)} file(s), {format_bytes(total)}")
+    runs: list[Run] = []
+    failures: list[Failure] = []
+    for item in pending:
+        trace = cache.get(item.digest)
+        if trace is None:
+            failures.append(Failure(item.source, cache.failures.get(item.digest, f"{item.source.name}: not loaded")))
+            continue
+        runs.append(Run(item.source, default_label(item.source, trace), trace, item.digest, item.size))
+    return runs, failures
+
+
+def pending_file(source: Source, cache: TraceCache | None = None) -> Pending | Failure:
+    """A file on disk to open, or a Failure when it cannot be read."""
+    cache = cache or trace_cache()
+    assert source.path is not None
+    try:
+        digest, data = file_digest(cache, source.path)
+    except OSError as exc:
+        return Failure(source, f"{source.name}: {exc.strerror or exc}")
+    path = source.path
+    return Pending(source, path.stat().st_size, digest, (lambda: data) if data is not None else path.read_bytes)
+
+
+def pending_upload(name: str, data: bytes, digest: str, taken: set[str]) -> Pending:
+    """An uploaded file to open (its hash already known)."""
+    source = upload_source(name, digest, taken)
+    return Pending(source, len(data), digest, lambda: data)
+
+
+@dataclass
+class Selection:
+    """What the tabs draw: the selected runs as {label: Trace} in display order, the baseline's
+    label, each label's run id (for links) and the collections on offer."""
+
+    runs: dict[str, Trace]
+    baseline: str | None
+    ids: dict[str, str]
+    collections: list[Collection] = field(default_factory=list)
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.runs)
+
+    def label_of(self, run_id: str) -> str | None:
+        for label, ident in self.ids.items():
+            if ident == run_id:
+                return label
+        return None

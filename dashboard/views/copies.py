@@ -1,0 +1,108 @@
+"""Copies tab: every copy with kind, bytes, bandwidth, time and the chain of ops that caused it.
+Hidden copies (made inside another op, like the clone inside an out-of-place masked_fill) stand
+out: red boxes on top, red rows below."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from dashboard import charts
+from dashboard.engine import review
+from dashboard.engine.copies import copies
+from dashboard.runs import Selection
+from dashboard.views import tables
+
+MIB = 1024 * 1024
+MAX_BOXES = 3  # hidden-copy boxes per run; the rest are red rows in the table
+
+EXPLAIN = (
+    "A copy is **hidden** when the op that started its chain did not ask for a copy: e.g. "
+    "`aten::masked_fill > aten::clone > aten::copy_` copies the whole scores tensor because the "
+    "out-of-place masked_fill clones it first (`masked_fill_` does not). Copies under `aten::copy_`, "
+    "`aten::to`, `aten::clone`, `aten::contiguous` at the top are requested, and expected. "
+    "On CPU-only traces a copy is a tensor `aten::copy_` (scalar conversions are left out)."
+)
+
+
+def render(sel: Selection) -> None:
+    runs = sel.runs
+    groups = review.copy_groups(runs)
+    hidden = groups.filter(pl.col("hidden"))
+    with st.container(key="copies_alarms"):
+        if hidden.height == 0:
+            st.success("No hidden copies in the selected runs.", icon=":material/check_circle:")
+        for label in runs:
+            mine = hidden.filter(pl.col("run") == label)
+            for row in mine.head(MAX_BOXES).iter_rows(named=True):
+                size = review.format_bytes(row["bytes_per_step"]) or "size unknown"
+                share = f"{row['share']:.1%} of the step time" if row["share"] is not None else "share unknown"
+                st.error(
+                    f"**{row['run']}: hidden {row['kind']} copy**, {row['per_step']:g} per step, {size} per step, "
+                    f"{_time(row['us_per_step'])} per step ({share})  \nfrom `{row['op_chain']}`",
+                    icon=":material/content_copy:",
+                )
+            if mine.height > MAX_BOXES:
+                st.error(
+                    f"**{label}:** and {mine.height - MAX_BOXES} more op chains with hidden copies "
+                    f"({mine['per_step'].sum():g} hidden copies per step in all): see the red rows below.",
+                    icon=":material/content_copy:",
+                )
+    st.caption(EXPLAIN)
+
+    with st.container(key="chart_copies"):
+        st.plotly_chart(charts.copy_time_bars(groups, list(runs)), key="fig_copies")
+
+    st.subheader("Copies grouped by the op chain that made them")
+    tables.show(
+        groups.with_columns((pl.col("bytes_per_step") / MIB).alias("mib_per_step")),
+        "tbl_copy_groups",
+        {
+            "run": tables.text("run"),
+            "hidden": st.column_config.CheckboxColumn("hidden!"),
+            "kind": tables.text("kind", "DtoD, HtoD, DtoH...: a GPU memcpy; kernel: a copy kernel; cpu: a CPU copy_"),
+            "op_chain": tables.text("op chain (outermost first)", width="large"),
+            "per_step": tables.count("copies / step"),
+            "mib_per_step": st.column_config.NumberColumn("MiB / step", format="%.4g"),
+            "us_per_step": tables.us("µs / step", digits=2),
+            "share": tables.share("share of step time"),
+            "count": tables.count("count (all steps)"),
+        },
+        highlight=lambda row: tables.ALARM_BG if row["hidden"] else "",
+        height=tables.fit(groups.height, 420),
+    )
+
+    st.subheader("Every copy")
+    every = pl.concat(
+        [copies(t).select(pl.lit(label).alias("run"), pl.all()) for label, t in runs.items()], how="vertical_relaxed"
+    )
+    if every.height == 0:
+        st.info("The selected runs make no copies.")
+        return
+    every = every.with_columns(
+        (pl.col("dur_ns") / 1000.0).alias("dur_us"),
+        (pl.col("bytes") / MIB).alias("mib"),
+        pl.col("op_chain").list.join(" > ").alias("chain"),
+    )
+    tables.show(
+        every,
+        "tbl_copies",
+        {
+            "run": tables.text("run"),
+            "step": tables.count("step"),
+            "hidden": st.column_config.CheckboxColumn("hidden!"),
+            "kind": tables.text("kind"),
+            "name": tables.text("event"),
+            "mib": st.column_config.NumberColumn("MiB", format="%.4g"),
+            "gbps": st.column_config.NumberColumn("GB/s", format="%.3g"),
+            "dur_us": tables.us("time (µs)", digits=2),
+            "chain": tables.text("op chain that caused it", width="large"),
+        },
+        highlight=lambda row: tables.ALARM_BG if row["hidden"] else "",
+        height=tables.fit(every.height, 420),
+    )
+
+
+def _time(us: float) -> str:
+    """µs as a short string: '16.6 ms' or '2.24 µs'."""
+    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"

@@ -1,0 +1,99 @@
+"""Kernels tab: counts and time per step by kernel family (grouped bars), every kernel of every
+run with count, total, mean and share of device time, and what changed against the baseline."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from dashboard import charts
+from dashboard.engine import review
+from dashboard.engine.kernels import kernel_delta, kernel_table, work_unit
+from dashboard.runs import Selection
+from dashboard.views import tables
+
+CHANGE_WORDS = {
+    "added": "only in this run", "removed": "only in the baseline", "more": "launched more often",
+    "fewer": "launched less often", "slower": "slower (mean > +5%)", "faster": "faster (mean < -5%)",
+}
+CHANGE_STYLE = {"added": tables.ALARM_BG, "more": tables.ALARM_BG, "slower": tables.NOTE_BG, "removed": tables.ADDED_BG, "fewer": tables.ADDED_BG, "faster": tables.ADDED_BG}
+
+
+def render(sel: Selection) -> None:
+    runs = sel.runs
+    units = {label: work_unit(t) for label, t in runs.items()}
+    if "leaf cpu_op" in units.values():
+        st.info(
+            "CPU-only traces have no kernels: their unit of work is the leaf CPU op (an op with no op under it). "
+            "Runs counted that way: " + ", ".join(label for label, u in units.items() if u == "leaf cpu_op") + ".",
+            icon=":material/memory:",
+        )
+    fam = review.families(runs)
+    with st.container(key="chart_kernels_count"):
+        st.plotly_chart(charts.family_grouped(fam, list(runs), "count"), key="fig_kernels_count")
+    with st.container(key="chart_kernels_time"):
+        st.plotly_chart(charts.family_grouped(fam, list(runs), "time"), key="fig_kernels_time")
+
+    st.subheader("Every kernel, per run")
+    st.caption("Over all profiled steps. Share is the kernel's part of the run's total device work time. Sort by any column; "
+               "type in the table's search to filter.")
+    all_kernels = pl.concat(
+        [kernel_table(t).select(pl.lit(label).alias("run"), pl.all()) for label, t in runs.items()], how="vertical_relaxed"
+    ).with_columns((pl.col("total_ns") / 1000.0).alias("total_us"), (pl.col("mean_ns") / 1000.0).alias("mean_us"))
+    tables.show(
+        all_kernels,
+        "tbl_kernels",
+        {
+            "run": tables.text("run"),
+            "name": tables.text("kernel (or leaf op)", width="large"),
+            "family": tables.text("family"),
+            "count": tables.count("count"),
+            "per_step": tables.count("per step"),
+            "total_us": tables.us("total (µs)"),
+            "mean_us": tables.us("mean (µs)", digits=2),
+            "share": tables.share("share of device time"),
+        },
+        height=420,
+    )
+
+    others = [label for label in runs if label != sel.baseline]
+    st.subheader(f"Against the baseline: {sel.baseline}")
+    if sel.baseline is None or not others:
+        st.info("Select at least two runs to compare kernels against the baseline.")
+        return
+    base = runs[sel.baseline]
+    deltas = pl.concat(
+        [kernel_delta(base, runs[label]).select(pl.lit(label).alias("run"), pl.all()) for label in others], how="vertical_relaxed"
+    ).with_columns((pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"), (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"))
+    summary = (
+        deltas.filter(pl.col("change") != "same")
+        .group_by("run", "change").len()
+        .pivot(on="change", index="run", values="len")
+        .fill_null(0)
+    )
+    summary = pl.DataFrame({"run": others}).join(summary, on="run", how="left").fill_null(0)
+    present = [c for c in CHANGE_WORDS if c in summary.columns]
+    st.caption("How many distinct kernels changed, by kind of change (per-step counts; durations use a 5% threshold on the mean).")
+    tables.show(
+        summary, "tbl_kernels_change_summary", {"run": tables.text("run"), **{c: tables.count(CHANGE_WORDS[c]) for c in present}},
+        height=tables.fit(summary.height),
+    )
+    only_changes = st.toggle("Show only kernels that changed", value=True, key="kernels_only_changes")
+    shown = deltas.filter(pl.col("change") != "same") if only_changes else deltas
+    tables.show(
+        shown,
+        "tbl_kernels_delta",
+        {
+            "run": tables.text("run"),
+            "change": tables.text("change"),
+            "name": tables.text("kernel (or leaf op)", width="large"),
+            "family": tables.text("family"),
+            "base_per_step": tables.count("baseline / step"),
+            "other_per_step": tables.count("run / step"),
+            "delta_per_step": st.column_config.NumberColumn("Δ / step", format="%+.4g"),
+            "base_mean_us": tables.us("baseline mean (µs)", digits=2),
+            "other_mean_us": tables.us("run mean (µs)", digits=2),
+        },
+        highlight=lambda row: CHANGE_STYLE.get(row["change"], ""),
+        height=420,
+    )

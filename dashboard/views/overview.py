@@ -1,0 +1,108 @@
+"""Overview tab: what must not be missed (alarms first), then one row per run, then the two
+pictures that tell the story: work per step by kernel family, and time per step."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from dashboard import charts
+from dashboard.engine import review
+from dashboard.engine.speed import speed_table
+from dashboard.runs import Collection, Selection
+from dashboard.views import tables
+
+ICONS = {"hidden copy": ":material/content_copy:", "backend fallback": ":material/swap_horiz:", "parity failure": ":material/rule:"}
+
+
+def render(sel: Selection) -> None:
+    runs = sel.runs
+    table = review.overview(runs, sel.baseline)
+    groups = review.copy_groups(runs)
+    found = review.findings(runs, sel.baseline, overview_table=table, groups=groups)
+    show_findings(found)
+
+    st.subheader("Runs side by side")
+    st.caption(
+        "Step time is the median over the profiled steps: device busy time (union of GPU work) on GPU traces, "
+        "the CPU ProfilerStep span on CPU-only traces. Work per step counts kernels + GPU memcpy + memset on GPU "
+        "traces and leaf CPU ops (ops with no op under them) on CPU-only traces; the *counted as* column says which."
+    )
+    shown = table.with_columns(
+        pl.concat_str([pl.col("device"), pl.col("device_name")], separator=" · ", ignore_nulls=True).alias("device_label")
+    )
+    tables.show(
+        shown,
+        "tbl_overview",
+        {
+            "run": tables.text("run"),
+            "device_label": tables.text("device"),
+            "steps": tables.count("steps"),
+            "median_step_us": tables.us("median step (µs)", "Median over steps; 'time from' says which time"),
+            "speedup": tables.ratio("speedup", f"Baseline median / run median; > 1 is faster than {sel.baseline}"),
+            "work_per_step": tables.count("work / step", "Median over steps of the units named in 'counted as'"),
+            "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"),
+            "copies_per_step": tables.count("copies / step"),
+            "hidden_copies_per_step": tables.count("hidden copies / step", "Copies made inside another op (e.g. masked_fill's clone)"),
+            "backends": tables.text("backend detected"),
+            "backend_requested": tables.text("requested"),
+            "backend_verdict": tables.text("backend check", "FALLBACK: another backend ran than the one forced"),
+            "parity_passed": st.column_config.CheckboxColumn("parity ok", help="Against an fp32 reference, from the collector's metadata"),
+            "parity_max_abs": st.column_config.NumberColumn("max abs err", format="%.1e"),
+            "time_source": tables.text("time from"),
+        },
+        highlight=_row_style,
+        height=tables.fit(shown.height),
+    )
+
+    left, right = st.columns(2)
+    fam = review.families(runs)
+    units = set(table["work_unit"].to_list())
+    unit = "kernels" if units == {"kernel"} else ("leaf CPU ops" if units == {"leaf cpu_op"} else "kernels or leaf CPU ops")
+    with left, st.container(key="chart_overview_work"):
+        st.plotly_chart(charts.work_by_family_stacked(fam, list(runs), unit), key="fig_overview_work")
+    with right, st.container(key="chart_overview_time"):
+        st.plotly_chart(charts.step_time_bars(speed_table(runs, sel.baseline or "")), key="fig_overview_time")
+
+    show_collections(sel.collections)
+
+
+def show_findings(found: pl.DataFrame) -> None:
+    """Alarms as red boxes, notes as yellow; a green line when there is no alarm."""
+    alarms = found.filter(pl.col("severity") == review.SEVERITY_ALARM)
+    notes = found.filter(pl.col("severity") == review.SEVERITY_NOTE)
+    with st.container(key="findings"):
+        if alarms.height == 0:
+            st.success("No hidden copy, backend fallback or parity failure in the selected runs.", icon=":material/check_circle:")
+        for row in alarms.iter_rows(named=True):
+            st.error(f"**{row['run']}: {row['kind']}.** {row['message']}", icon=ICONS.get(row["kind"], ":material/error:"))
+        if notes.height:
+            with st.expander(f"{notes.height} note(s) worth knowing", expanded=notes.height <= 3):
+                for row in notes.iter_rows(named=True):
+                    st.warning(f"**{row['run']}: {row['kind']}.** {row['message']}", icon=":material/info:")
+
+
+def _row_style(row: dict) -> str:
+    bad = (
+        (row.get("hidden_copies_per_step") or 0) > 0
+        or row.get("backend_verdict") == review.VERDICT_FALLBACK
+        or row.get("parity_passed") is False
+    )
+    return tables.ALARM_BG if bad else ""
+
+
+def show_collections(collections: list[Collection]) -> None:
+    """What each bundled collection is, and which variants it could not run (and why)."""
+    for c in collections:
+        m = c.manifest
+        shape = m.get("shape") or {}
+        dims = "×".join(str(shape.get(k, "?")) for k in ("batch", "heads", "seq", "head_dim"))
+        with st.expander(f"Collection '{c.name}': {len(c.sources)} runs, {len(c.skipped)} skipped"):
+            st.markdown(
+                f"- device: **{m.get('device', '?')}** {m.get('device_name') or ''}\n"
+                f"- dtype **{m.get('dtype', '?')}**, shape batch×heads×seq×head_dim = **{dims}**\n"
+                f"- created {m.get('created', '?')} with torch {m.get('torch_version', '?')}\n"
+                f"- folder `{c.folder.name}/`, command `{m.get('command', '?')}`"
+            )
+            for skip in c.skipped:
+                st.markdown(f"- skipped **{skip.get('variant')}**{' (compiled)' if skip.get('compiled') else ''}: {skip.get('reason')}")

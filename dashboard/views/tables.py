@@ -1,0 +1,68 @@
+"""Showing engine frames as tables: friendly column names, number formats, highlighted rows.
+
+Values stay the engine's numbers (formatting is done by the table, not by rounding the data), so
+what a test reads from a table is what the engine computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pandas as pd
+import polars as pl
+import streamlit as st
+
+ALARM_BG = "background-color: #fde0dc; color: #8b0000; font-weight: 600"
+NOTE_BG = "background-color: #fff4ce"
+ADDED_BG = "background-color: #e3f4e1"
+
+Column = tuple[str, Any]  # (display name, st.column_config entry or None)
+
+
+def us(label: str, help: str | None = None, digits: int = 1) -> Any:
+    return st.column_config.NumberColumn(label, help=help, format=f"%.{digits}f")
+
+
+def count(label: str, help: str | None = None) -> Any:
+    return st.column_config.NumberColumn(label, help=help, format="%.4g")
+
+
+def ratio(label: str, help: str | None = None) -> Any:
+    return st.column_config.NumberColumn(label, help=help, format="%.3g×")
+
+
+def share(label: str, help: str | None = None) -> Any:
+    return st.column_config.NumberColumn(label, help=help, format="percent")
+
+
+def text(label: str, help: str | None = None, width: str | None = None) -> Any:
+    return st.column_config.TextColumn(label, help=help, width=width)
+
+
+def fit(rows: int, most: int = 600) -> int:
+    """A table height in px that shows `rows` rows without scrolling, up to `most`."""
+    return min(38 + 35 * max(rows, 1), most)
+
+
+def show(
+    frame: pl.DataFrame,
+    key: str,
+    columns: dict[str, Any],
+    *,
+    highlight: Callable[[dict[str, Any]], str] | None = None,
+    height: int | str = "auto",
+) -> None:
+    """Draw `frame` restricted to `columns` (engine name -> column config, whose label is the
+    display name), inside a container keyed `key` so tests can find it. `highlight(row)` returns
+    a CSS style for a whole row, or ''."""
+    data = frame.select([c for c in columns if c in frame.columns]).to_pandas()
+    shown: Any = data
+    if highlight is not None and len(data):
+        styles = [highlight(row) for row in frame.select(frame.columns).iter_rows(named=True)]
+        shown = data.style.apply(lambda r: [styles[r.name]] * len(r), axis=1)
+    with st.container(key=key):
+        st.dataframe(shown, hide_index=True, column_config={c: cfg for c, cfg in columns.items() if cfg is not None}, height=height)
+
+
+def pandas(frame: pl.DataFrame) -> pd.DataFrame:
+    return frame.to_pandas()

@@ -1,0 +1,109 @@
+"""Timeline diff tab: two runs and a step of each, drawn on one time axis from each step's
+start; then the two kernel sequences aligned in order, and time by kernel family."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from dashboard import charts
+from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
+from dashboard.runs import Selection
+from dashboard.views import link, tables
+
+OP_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "replace": "changed"}
+OP_STYLE = {"insert": tables.ALARM_BG, "delete": tables.ADDED_BG, "replace": tables.NOTE_BG}
+
+
+def render(sel: Selection) -> None:
+    runs = sel.runs
+    labels = list(runs)
+    ids = [sel.ids[label] for label in labels]
+    first = sel.ids.get(sel.baseline or "", ids[0])
+    second = next((i for i in ids if i != first), first)
+    link.seed_choice("tl_a", "a", ids, first)
+    link.seed_choice("tl_b", "b", ids, second)
+    name = {sel.ids[label]: label for label in labels}
+    c1, c2, c3, c4 = st.columns(4)
+    with c1:
+        id_a = st.selectbox("Run A (top)", ids, key="tl_a", format_func=name.get)
+    with c3:
+        id_b = st.selectbox("Run B (bottom)", ids, key="tl_b", format_func=name.get)
+    a, b = runs[name[id_a]], runs[name[id_b]]
+    step_a = _step_picker(c2, "Step of A", a, "tl_step_a", "step_a")
+    step_b = _step_picker(c4, "Step of B", b, "tl_step_b", "step_b")
+    for param, value in (("a", id_a), ("b", id_b), ("step_a", step_a), ("step_b", step_b)):
+        link.publish(param, value)
+
+    label_a, label_b = f"A: {name[id_a]} step {step_a}", f"B: {name[id_b]} step {step_b}"
+    st.caption(
+        "Both steps start at 0 µs. One row per GPU stream, then one row per CPU thread and nesting depth "
+        "(depth 0 = outermost op). Colour = kernel family. Hover a bar's middle for its name and times; "
+        "drag to zoom, double-click to reset. Very busy steps merge sub-pixel events into blocks."
+    )
+    tl_a, tl_b = timeline(a, step_a), timeline(b, step_b)
+    with st.container(key="chart_timeline"):
+        st.plotly_chart(charts.timeline_pair(tl_a, tl_b, label_a, label_b), key="fig_timeline", config={"scrollZoom": True})
+
+    st.subheader("Kernel sequence, in launch order")
+    seq = sequence_diff(a, step_a, b, step_b)
+    counts = seq.group_by("op").len()
+    count = dict(zip(counts["op"].to_list(), counts["len"].to_list()))
+    with st.container(key="timeline_counts", horizontal=True):
+        st.metric("same in both", count.get("equal", 0))
+        st.metric("only in A (removed in B)", count.get("delete", 0))
+        st.metric("only in B (added in B)", count.get("insert", 0))
+        st.metric("changed at that point", count.get("replace", 0))
+    only_diff = st.toggle("Show only the differences", value=True, key="tl_only_diff")
+    shown = seq.filter(pl.col("op") != "equal") if only_diff else seq
+    shown = shown.with_columns(
+        pl.col("op").replace_strict(OP_WORDS, default=pl.col("op")).alias("change"),
+        (pl.col("a_dur_ns") / 1000.0).alias("a_us"),
+        (pl.col("b_dur_ns") / 1000.0).alias("b_us"),
+    )
+    tables.show(
+        shown,
+        "tbl_sequence",
+        {
+            "change": tables.text("change"),
+            "a_pos": tables.count("A #"),
+            "a_name": tables.text("A: kernel", width="large"),
+            "a_us": tables.us("A µs", digits=2),
+            "b_pos": tables.count("B #"),
+            "b_name": tables.text("B: kernel", width="large"),
+            "b_us": tables.us("B µs", digits=2),
+        },
+        highlight=lambda row: OP_STYLE.get(row["op"], ""),
+        height=380,
+    )
+
+    st.subheader("Time by kernel family")
+    fam_ns = family_time_diff(a, step_a, b, step_b)
+    fam = fam_ns.with_columns(
+        (pl.col("a_ns") / 1000.0).alias("a_us"), (pl.col("b_ns") / 1000.0).alias("b_us"), (pl.col("delta_ns") / 1000.0).alias("delta_us")
+    )
+    left, right = st.columns([3, 2])
+    with left, st.container(key="chart_timeline_family"):
+        st.plotly_chart(charts.family_diff_bars(fam_ns, label_a, label_b), key="fig_timeline_family")
+    with right:
+        tables.show(
+            fam,
+            "tbl_family_diff",
+            {
+                "family": tables.text("family"),
+                "a_count": tables.count("A count"),
+                "a_us": tables.us("A µs"),
+                "b_count": tables.count("B count"),
+                "b_us": tables.us("B µs"),
+                "delta_us": st.column_config.NumberColumn("B − A µs", format="%+.1f"),
+            },
+        )
+
+
+def _step_picker(column, label: str, trace, key: str, param: str) -> int:
+    steps = trace.steps
+    options = steps["step"].to_list()
+    names = {row["step"]: f"{row['name']} ({row['dur_ns'] / 1e6:.3g} ms)" for row in steps.iter_rows(named=True)}
+    link.seed_choice(key, param, options, options[0], parse=int)
+    with column:
+        return st.selectbox(label, options, key=key, format_func=names.get)
