@@ -74,6 +74,80 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if errors else EXIT_OK
 
 
+def _labels(traces: list[Trace]) -> dict[str, Trace]:
+    """Run labels for the reports: the collectors' variant when the trace has one, else the file
+    name; made unique with the file name when two runs would share a label."""
+    labels: dict[str, Trace] = {}
+    for trace in traces:
+        label = str(trace.collector.get("variant") or trace.source)
+        if trace.collector.get("compiled"):
+            label += " (compiled)"
+        if label in labels:
+            label = f"{label} [{trace.source}]"
+        while label in labels:
+            label += "'"
+        labels[label] = trace
+    return labels
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dashboard.report import build_review, _html, _markdown  # plotly loads only when reports are asked for
+
+    traces, errors = _load_all([args.base, *args.others])
+    for error in errors:
+        print(f"attnscope: error: {error}", file=sys.stderr)
+    if errors:
+        return EXIT_BAD_INPUT
+    runs = _labels(traces)
+    baseline = next(iter(runs))
+    review = build_review(runs, baseline, args.usd_per_gpu_hour)
+    markdown = _markdown(review)
+    if args.html:
+        _write(args.html, _html(review))
+    if args.markdown:
+        _write(args.markdown, markdown)
+    if not args.html and not args.markdown:
+        print(markdown)
+    return EXIT_OK
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise SystemExit(f"attnscope: error: cannot write {path}: {exc.strerror or exc}") from None
+    print(f"attnscope: wrote {path}", file=sys.stderr)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from dashboard.engine.gate import IncomparableError, Rules, check
+
+    traces, errors = _load_all([args.base, args.candidate])
+    for error in errors:
+        print(f"attnscope: error: {error}", file=sys.stderr)
+    if errors:
+        return EXIT_BAD_INPUT
+    rules = Rules(
+        max_kernel_increase_pct=args.max_kernel_increase,
+        no_new_copies=not args.allow_new_copies,
+        require_backend=args.require_backend,
+        forbid_math=not args.allow_math,
+        min_speedup=args.min_speedup,
+        require_parity=args.require_parity,
+    )
+    try:
+        problems = check(traces[0], traces[1], rules)
+    except IncomparableError as exc:
+        print(f"attnscope: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for problem in problems:
+        print(f"{traces[1].source}: {problem}")
+    if not problems:
+        print(f"{traces[1].source}: holds against {traces[0].source}")
+    return EXIT_FAILED if problems else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnscope",
@@ -85,6 +159,38 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_argument("traces", nargs="+", help="torch.profiler traces (.json or .json.gz)")
     summary.add_argument("--json", action="store_true", help="print a JSON array, one object per file")
     summary.set_defaults(run=cmd_summary)
+
+    compare = sub.add_parser(
+        "compare", help="compare runs against a baseline: a Markdown summary, or offline HTML/Markdown files"
+    )
+    compare.add_argument("base", help="the baseline trace")
+    compare.add_argument("others", nargs="+", help="traces to compare against it")
+    compare.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
+    compare.add_argument("--markdown", metavar="FILE", help="write a Markdown summary for a pull-request comment")
+    compare.add_argument("--usd-per-gpu-hour", type=float, default=None, metavar="USD",
+                         help="price of a GPU hour, for the cost per million tokens")
+    compare.set_defaults(run=cmd_compare)
+
+    gate = sub.add_parser(
+        "check",
+        help="a CI gate: exit 1 with one line per regression of CANDIDATE against BASE",
+        description="By default fails on a new copy, on SDPA running on the math path, on a backend "
+        "fallback, on a recorded parity failure and on any increase of kernels per step.",
+    )
+    gate.add_argument("base")
+    gate.add_argument("candidate")
+    gate.add_argument("--max-kernel-increase", type=float, default=0.0, metavar="PCT",
+                      help="allowed growth of kernels (device work) per step, in percent (default 0)")
+    gate.add_argument("--no-new-copies", action="store_true",
+                      help="fail on a new copy or more copies per step (the default; kept for explicit CI configs)")
+    gate.add_argument("--allow-new-copies", action="store_true", help="do not check copies")
+    gate.add_argument("--require-backend", metavar="NAME",
+                      help="an attention backend the candidate must show: flash, efficient, cudnn, math, cpu_flash, "
+                      "triton, hub, inductor, eager")
+    gate.add_argument("--allow-math", action="store_true", help="do not fail when SDPA runs on the math path")
+    gate.add_argument("--min-speedup", type=float, metavar="X", help="minimum speedup of the candidate (base time / candidate time)")
+    gate.add_argument("--require-parity", action="store_true", help="the candidate must carry a passing parity record")
+    gate.set_defaults(run=cmd_check)
     return parser
 
 

@@ -7,6 +7,7 @@ Times are in ns unless a column name says otherwise.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from dashboard.engine.model import GPU_CATEGORIES, Trace
@@ -29,8 +30,15 @@ FAMILY_PATTERNS: tuple[tuple[str, str], ...] = (
 
 FAMILIES: tuple[str, ...] = tuple(f for f, _ in FAMILY_PATTERNS) + ("other",)
 
-# cpu_ops that are profiler or torch.compile bookkeeping, not work: never counted as leaf ops.
+# cpu_ops that do no work of their own, never counted as device work on CPU-only traces:
+# profiler and torch.compile bookkeeping, and ops that only make a new view or allocate.
 BOOKKEEPING_OPS = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region|Pregraph bytecode|AOTDispatcher|ProfilerStep#|## )"
+METADATA_OPS = (
+    r"^aten::(view|_unsafe_view|_reshape_alias|reshape|view_as|as_strided|transpose|t|permute|expand|expand_as|"
+    r"unsqueeze|squeeze|slice|select|narrow|split|split_with_sizes|chunk|unbind|detach|alias|resolve_conj|"
+    r"resolve_neg|empty|empty_like|empty_strided|lift_fresh|contiguous|flatten|unflatten|numpy_T|"
+    r"broadcast_tensors|result_type|size|stride|dim|is_same_size|lift)$"
+)
 
 
 def family_expr(name: pl.Expr, cat: pl.Expr | None = None) -> pl.Expr:
@@ -57,11 +65,7 @@ def work_events(trace: Trace) -> pl.DataFrame:
     if trace.has_gpu:
         work = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES))
     else:
-        ops = ev.filter(pl.col("cat") == "cpu_op")
-        parents = ops.filter(pl.col("parent").is_not_null()).select(pl.col("parent").alias("id")).unique()
-        # An op is a leaf when no op sits under it. Ops nest directly (parent is an op), so a
-        # parent id seen among the ops marks a non-leaf.
-        work = cpu_ops(trace).join(parents, on="id", how="anti")
+        work = leaf_work_ops(trace)
     return work.select(
         "id", "step", "cat", "name", family_expr(pl.col("name"), pl.col("cat")).alias("family"),
         "ts_ns", "dur_ns", "device", "stream",
@@ -69,10 +73,28 @@ def work_events(trace: Trace) -> pl.DataFrame:
 
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:
-    """All cpu_ops that do work (not profiler or torch.compile bookkeeping)."""
+    """All cpu_ops except profiler and torch.compile bookkeeping."""
     return trace.events.filter(
         (pl.col("cat") == "cpu_op") & ~pl.col("name").cast(pl.String).str.contains(BOOKKEEPING_OPS)
     )
+
+
+def leaf_work_ops(trace: Trace) -> pl.DataFrame:
+    """The units of work of a CPU-only trace: ops that do work (not views, allocations or
+    bookkeeping) and hold no other such op. aten::matmul is not one (its aten::bmm is);
+    aten::_scaled_dot_product_flash_attention_for_cpu is (its children only allocate and view)."""
+    ops = cpu_ops(trace).filter(~pl.col("name").cast(pl.String).str.contains(METADATA_OPS))
+    parent = trace.events["parent"].fill_null(-1).to_numpy()
+    holds_work = np.zeros(trace.events.height, dtype=bool)
+    frontier = parent[ops["id"].to_numpy()]
+    while True:
+        frontier = np.unique(frontier[frontier >= 0])
+        frontier = frontier[~holds_work[frontier]]
+        if frontier.size == 0:
+            break
+        holds_work[frontier] = True
+        frontier = parent[frontier]
+    return ops.filter(~pl.Series(holds_work[ops["id"].to_numpy()]))
 
 
 def per_step(trace: Trace) -> pl.DataFrame:

@@ -76,3 +76,12 @@ def speed_table(traces: dict[str, Trace], baseline: str, usd_per_gpu_hour: float
             "usd_per_mtok": pl.Float64,
         },
     )
+
+
+def representative_step(trace: Trace) -> int:
+    """The step whose time (device busy time on GPU traces, the span otherwise) is closest to the
+    median: the one to show when only one step of a run is drawn."""
+    table = per_step(trace)
+    column = "busy_ns" if trace.has_gpu else "dur_ns"
+    median = table[column].median()
+    return int(table.sort((pl.col(column) - median).abs(), "step")["step"][0])

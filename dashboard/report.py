@@ -1,0 +1,249 @@
+"""Offline reviews: the dashboard's comparison as one self-contained HTML file (plotly.js inside,
+no network) and as a Markdown summary for a pull-request comment.
+
+Everything shown comes from dashboard.engine (review, speed, kernels, diff) and the figures from
+dashboard.charts, the very builders the dashboard draws with.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.offline
+import polars as pl
+
+from dashboard import __version__, charts
+from dashboard.engine import review
+from dashboard.engine.diff import timeline
+from dashboard.engine.kernels import kernel_delta, work_unit
+from dashboard.engine.model import Trace
+from dashboard.engine.speed import representative_step, speed_table
+
+KERNEL_CHANGES_SHOWN = 12
+
+
+@dataclass
+class Review:
+    """The frames of one comparison, computed once for both report formats."""
+
+    runs: dict[str, Trace]
+    baseline: str
+    overview: pl.DataFrame
+    findings: pl.DataFrame
+    families: pl.DataFrame
+    copies: pl.DataFrame
+    backends: pl.DataFrame
+    speed: pl.DataFrame
+    changes: dict[str, pl.DataFrame]
+
+
+def build_review(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float | None = None) -> Review:
+    """Compute every table of the comparison of `runs` (label -> Trace) against `baseline`."""
+    if baseline not in runs:
+        raise KeyError(f"baseline {baseline!r} is not among the runs")
+    overview = review.overview(runs, baseline)
+    groups = review.copy_groups(runs)
+    return Review(
+        runs=runs,
+        baseline=baseline,
+        overview=overview,
+        findings=review.findings(runs, baseline, overview_table=overview, groups=groups),
+        families=review.families(runs),
+        copies=groups,
+        backends=review.backend_table(runs),
+        speed=speed_table(runs, baseline, usd_per_gpu_hour),
+        changes={label: kernel_delta(runs[baseline], t) for label, t in runs.items() if label != baseline},
+    )
+
+
+# ---------- Markdown ----------
+
+def _cell(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    if isinstance(value, list):
+        value = ", ".join(map(str, value))
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(frame: pl.DataFrame, columns: dict[str, str], digits: int = 3) -> str:
+    """A Markdown table of `frame` with {column: header}."""
+    head = "| " + " | ".join(columns.values()) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    rows = ["| " + " | ".join(_cell(row[c], digits) for c in columns) + " |" for row in frame.iter_rows(named=True)]
+    return "\n".join([head, rule, *rows])
+
+
+OVERVIEW_COLUMNS = {
+    "run": "run", "device_name": "device", "steps": "steps", "median_step_us": "median step (µs)",
+    "work_per_step": "work per step", "work_unit": "unit", "copies_per_step": "copies per step",
+    "hidden_copies_per_step": "hidden copies per step", "backend_requested": "backend requested",
+    "backends": "backend detected", "backend_verdict": "backend check", "parity_passed": "parity passed",
+    "speedup": "speedup vs baseline",
+}
+FAMILY_COLUMNS = {"run": "run", "family": "family", "count_per_step": "count per step", "us_per_step": "µs per step"}
+COPY_COLUMNS = {
+    "run": "run", "kind": "kind", "op_chain": "op chain", "hidden": "hidden", "per_step": "per step",
+    "bytes_per_step": "bytes per step", "us_per_step": "µs per step", "share": "share of step",
+}
+BACKEND_COLUMNS = {"run": "run", "requested": "requested", "detected": "detected", "verdict": "check", "evidence": "evidence"}
+SPEED_COLUMNS = {
+    "run": "run", "median_us": "median step (µs)", "p10_us": "p10 (µs)", "p90_us": "p90 (µs)", "steps": "steps",
+    "time_source": "time", "speedup": "speedup", "tokens_per_s": "tokens/s", "usd_per_mtok": "$ per M tokens",
+}
+CHANGE_COLUMNS = {
+    "name": "kernel", "family": "family", "base_per_step": "baseline per step", "other_per_step": "run per step",
+    "delta_per_step": "change per step", "change": "what changed",
+}
+
+
+def markdown_report(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float | None = None) -> str:
+    """A Markdown summary fit for a pull-request comment: findings first, then the tables."""
+    return _markdown(build_review(runs, baseline, usd_per_gpu_hour))
+
+
+def _markdown(rv: Review) -> str:
+    others = [label for label in rv.runs if label != rv.baseline]
+    parts = [f"## attnscope review: {', '.join(others) or rv.baseline} against baseline `{rv.baseline}`", ""]
+    parts.append("### Findings")
+    if rv.findings.height:
+        ordered = rv.findings.sort(pl.col("severity") != review.SEVERITY_ALARM, maintain_order=True)
+        for row in ordered.iter_rows(named=True):
+            mark = "**ALARM**" if row["severity"] == review.SEVERITY_ALARM else "note"
+            parts.append(f"- {mark} `{row['run']}` {row['kind']}: {row['message']}")
+    else:
+        parts.append("- nothing to flag: no hidden copies, no backend fallback, no parity failure")
+    units = sorted({work_unit(t) for t in rv.runs.values()})
+    parts += ["", "### Overview", f"Work is counted in {' and '.join(units)}s; speedup > 1 means faster than the baseline.", "",
+              _md_table(rv.overview, OVERVIEW_COLUMNS)]
+    parts += ["", "### Device work per step by kernel family", "", _md_table(rv.families, FAMILY_COLUMNS)]
+    for label, change in rv.changes.items():
+        moved = change.filter(pl.col("change") != "same").head(KERNEL_CHANGES_SHOWN)
+        parts += ["", f"#### Kernels that changed: `{label}` against `{rv.baseline}` (top {KERNEL_CHANGES_SHOWN})", ""]
+        parts.append(_md_table(moved.with_columns(pl.col("name").str.slice(0, 100)), CHANGE_COLUMNS) if moved.height else "No kernel changed.")
+    parts += ["", "### Copies", "", _md_table(rv.copies, COPY_COLUMNS) if rv.copies.height else "No copies in any run."]
+    parts += ["", "### Attention backend", "", _md_table(rv.backends, BACKEND_COLUMNS)]
+    parts += ["", "### Speed", "", _md_table(rv.speed, SPEED_COLUMNS)]
+    parts += ["", f"<sub>attnscope {__version__}; traces: " + ", ".join(f"`{t.source}`" for t in rv.runs.values()) + "</sub>", ""]
+    return "\n".join(parts)
+
+
+# ---------- HTML ----------
+
+CSS = """
+body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 24px auto; max-width: 1400px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.alarm { background: #fde8e8; border-left: 4px solid #d62728; padding: 6px 10px; margin: 4px 0; }
+.note { background: #f1f5fb; border-left: 4px solid #4c78a8; padding: 6px 10px; margin: 4px 0; }
+.ok { background: #eaf6ea; border-left: 4px solid #2ca02c; padding: 6px 10px; }
+tr.hidden-copy td { background: #fde8e8; }
+.muted { color: #777; font-size: 0.85em; }
+"""
+
+
+def _html_table(frame: pl.DataFrame, columns: dict[str, str], row_class: str | None = None) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in columns.values())
+    body = []
+    for row in frame.iter_rows(named=True):
+        cls = f' class="{row_class}"' if row_class and row.get("hidden") else ""
+        cells = []
+        for c in columns:
+            value = row[c]
+            num = isinstance(value, (int, float)) and not isinstance(value, bool)
+            cells.append(f'<td{" class=num" if num else ""}>{html.escape(_cell(value))}</td>')
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _figure(fig: go.Figure) -> str:
+    return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False})
+
+
+def _embedded(rv: Review) -> str:
+    """The numbers behind the report as JSON, for tools (and tests) that read the HTML back."""
+    data = {
+        "baseline": rv.baseline,
+        "runs": {label: t.source for label, t in rv.runs.items()},
+        "overview": rv.overview.to_dicts(),
+        "findings": rv.findings.to_dicts(),
+        "families": rv.families.to_dicts(),
+        "copies": rv.copies.to_dicts(),
+        "backends": rv.backends.to_dicts(),
+        "speed": rv.speed.to_dicts(),
+    }
+    text = json.dumps(_finite(data), default=str).replace("</", "<\\/")
+    return f'<script type="application/json" id="attnscope-data">{text}</script>'
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities become null: the embedded block must be strict JSON."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def html_report(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float | None = None) -> str:
+    """One self-contained HTML page (plotly.js inlined once; no external script, style or font)."""
+    return _html(build_review(runs, baseline, usd_per_gpu_hour))
+
+
+def _html(rv: Review) -> str:
+    labels = list(rv.runs)
+    others = [label for label in labels if label != rv.baseline]
+    units = sorted({work_unit(t) for t in rv.runs.values()})
+    body: list[str] = [f"<h1>attnscope review: {html.escape(', '.join(others) or rv.baseline)} against baseline "
+                       f"<code>{html.escape(rv.baseline)}</code></h1>"]
+    body.append(f'<p class="muted">Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by attnscope {__version__}. '
+                "Speedup &gt; 1 means faster than the baseline.</p>")
+    body.append("<h2>Findings</h2>")
+    if rv.findings.height:
+        ordered = rv.findings.sort(pl.col("severity") != review.SEVERITY_ALARM, maintain_order=True)
+        for row in ordered.iter_rows(named=True):
+            body.append(f'<div class="{row["severity"]}"><b>{html.escape(row["run"])}</b> · {html.escape(row["kind"])}: '
+                        f"{html.escape(row['message'])}</div>")
+    else:
+        body.append('<div class="ok">Nothing to flag: no hidden copies, no backend fallback, no parity failure.</div>')
+    body += ["<h2>Overview</h2>", f"<p>Work is counted in {html.escape(' and '.join(units))}s.</p>",
+             _html_table(rv.overview, OVERVIEW_COLUMNS)]
+    body += ["<h2>Kernels per step</h2>", _figure(charts.work_by_family_stacked(rv.families, labels, " / ".join(units))),
+             _html_table(rv.families, FAMILY_COLUMNS)]
+    for label, change in rv.changes.items():
+        moved = change.filter(pl.col("change") != "same").head(KERNEL_CHANGES_SHOWN)
+        body.append(f"<h3>Kernels that changed: {html.escape(label)} against {html.escape(rv.baseline)}</h3>")
+        body.append(_html_table(moved, CHANGE_COLUMNS) if moved.height else "<p>No kernel changed.</p>")
+    body += ["<h2>Copies</h2>", _figure(charts.copy_time_bars(rv.copies, labels)) if rv.copies.height else "",
+             _html_table(rv.copies, COPY_COLUMNS, row_class="hidden-copy") if rv.copies.height else "<p>No copies in any run.</p>"]
+    body += ["<h2>Attention backend</h2>", _html_table(rv.backends, BACKEND_COLUMNS)]
+    body += ["<h2>Speed</h2>", _figure(charts.step_time_bars(rv.speed)), _figure(charts.speedup_bars(rv.speed, rv.baseline)),
+             _html_table(rv.speed, SPEED_COLUMNS)]
+    body.append("<h2>Timelines</h2>")
+    base = rv.runs[rv.baseline]
+    base_step = representative_step(base)
+    for label in others or [rv.baseline]:
+        trace = rv.runs[label]
+        step = representative_step(trace)
+        body.append(f"<p class=muted>Median step of each run: {html.escape(rv.baseline)} step {base_step}, "
+                    f"{html.escape(label)} step {step}.</p>")
+        body.append(_figure(charts.timeline_pair(timeline(base, base_step), timeline(trace, step), rv.baseline, label)))
+    page = "\n".join(body)
+    return (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        f"<title>attnscope review: {html.escape(rv.baseline)}</title><style>{CSS}</style>"
+        f"<script>{plotly.offline.get_plotlyjs()}</script></head><body>\n{page}\n{_embedded(rv)}\n</body></html>\n"
+    )
