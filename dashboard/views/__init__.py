@@ -1,0 +1,1 @@
+"""One module per dashboard tab; each draws what dashboard.engine computes for a runs.Selection."""

@@ -1,0 +1,431 @@
+"""The dashboard, driven headless with Streamlit's AppTest: every tab shows the engine's numbers.
+
+Oracles are the engine's primitive analyses (per_step, step_time, copies, kernel_table,
+detect_backends, timeline, sequence_diff, speed_table) computed here on traces loaded here, and
+facts from the collection's own manifest (shape, variants) - never numbers copied from the app.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+import polars as pl
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard.engine import load_trace
+from dashboard.engine.backends import detect_backends
+from dashboard.engine.copies import copies
+from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
+from dashboard.engine.kernels import family_per_step, kernel_delta, kernel_table, per_step
+from dashboard.engine.speed import speed_table, step_time
+from dashboard.runs import ENV_TRACES, trace_cache
+
+REPO = Path(__file__).resolve().parent.parent
+APP = REPO / "dashboard" / "app.py"
+SAMPLE = REPO / "sample_traces" / "cpu"
+DATA = REPO / "tests" / "data"
+H100 = DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
+A100 = DATA / "hta_a100_control.json.gz"
+V100 = DATA / "hta_v100_test.json.gz"
+
+pytestmark = pytest.mark.skipif(not (SAMPLE / "runs.json").is_file(), reason="sample_traces/cpu/runs.json is missing")
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def manifest() -> dict:
+    return json.loads((SAMPLE / "runs.json").read_text())
+
+
+def sample_runs() -> dict[str, Path]:
+    """label -> trace path for every run of the bundled CPU collection, as the manifest lists them."""
+    return {
+        (f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]): SAMPLE / r["trace"] for r in manifest()["runs"]
+    }
+
+
+def sample_id(label: str) -> str:
+    """The run id a link uses for a run of the bundled collection."""
+    entry = next(r for r in manifest()["runs"] if (f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]) == label)
+    return f"{manifest()['collection']}/{entry['trace'].removesuffix('.json.gz')}"
+
+
+@pytest.fixture
+def app(monkeypatch):
+    """open(tab, params, traces) -> a finished AppTest run of the dashboard."""
+
+    def open_app(tab: str = "Overview", params: dict | None = None, traces: list[Path] = ()) -> AppTest:
+        if traces:
+            monkeypatch.setenv(ENV_TRACES, os.pathsep.join(str(p) for p in traces))
+        else:
+            monkeypatch.delenv(ENV_TRACES, raising=False)
+        at = AppTest.from_file(str(APP), default_timeout=120)
+        if tab != "Overview":
+            at.query_params["tab"] = tab
+        for key, value in (params or {}).items():
+            at.query_params[key] = value
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    return open_app
+
+
+def table(at: AppTest, key: str):
+    """The pandas frame a keyed table shows (the engine's values, before display formatting)."""
+    return at.get_by_key(key).dataframe[0].value
+
+
+def figure(at: AppTest, key: str) -> dict:
+    """The plotly figure (as JSON) inside a keyed chart container."""
+    block = at.get_by_key(key)
+    (chart,) = list(block.children.values())
+    return json.loads(chart.proto.spec)
+
+
+def close(a: float | None, b: float | None, rel: float = 1e-9) -> bool:
+    if a is None or b is None or (isinstance(a, float) and math.isnan(a)) or (isinstance(b, float) and math.isnan(b)):
+        return (a is None or a != a) and (b is None or b != b)
+    return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-12)
+
+
+def texts(elements) -> list[str]:
+    return [e.value for e in elements]
+
+
+# ---------------------------------------------------------------- runs and overview
+
+
+def test_the_app_opens_on_the_bundled_collection_without_an_upload(app):
+    at = app()
+    shown = table(at, "tbl_overview")
+    assert shown["run"].tolist() == list(sample_runs())
+    assert at.multiselect[0].value == [sample_id(label) for label in sample_runs()]
+    assert at.selectbox(key="baseline").value == sample_id(next(iter(sample_runs())))
+
+
+def test_overview_numbers_equal_the_engines(app):
+    at = app()
+    shown = table(at, "tbl_overview").set_index("run")
+    traces = {label: load_trace(path) for label, path in sample_runs().items()}
+    base = step_time(traces["naive"]).median_us
+    for label, trace in traces.items():
+        row = shown.loc[label]
+        steps = per_step(trace)
+        found = copies(trace)
+        st = step_time(trace)
+        assert row["steps"] == trace.steps.height
+        assert close(row["median_step_us"], st.median_us)
+        assert row["time_source"] == st.source == "step span"
+        assert close(row["work_per_step"], steps["work"].median())
+        assert row["work_unit"] == "leaf cpu_op"
+        assert close(row["copies_per_step"], found.height / trace.steps.height)
+        assert close(row["hidden_copies_per_step"], found["hidden"].sum() / trace.steps.height)
+        assert row["backends"] == ", ".join(detect_backends(trace).backends)
+        assert close(row["speedup"], base / st.median_us)
+        assert bool(row["parity_passed"]) == trace.collector["parity"]["passed"]
+
+
+def test_overview_makes_the_naive_hidden_copy_an_alarm(app):
+    at = app()
+    alarms = [t for t in texts(at.get_by_key("findings").error) if t.startswith("**naive: hidden copy")]
+    assert len(alarms) == 1
+    assert "aten::masked_fill > aten::clone > aten::copy_" in alarms[0]
+    shape = manifest()["shape"]
+    scores = shape["batch"] * shape["heads"] * shape["seq"] * shape["seq"] * 4  # fp32 scores tensor
+    assert f"{scores / 2**20:.1f} MiB per step" in alarms[0]
+    assert not any(t.startswith("**naive_inplace:") for t in texts(at.error))
+
+
+def test_overview_on_a_real_gpu_trace_counts_kernels(app):
+    at = app(params={"run": ["file/" + H100.name]}, traces=[H100])
+    row = table(at, "tbl_overview").iloc[0]
+    trace = load_trace(H100)
+    steps = per_step(trace)
+    assert row["run"] == "tracelens_h100_bert_sdpa_flash"
+    assert row["work_unit"] == "kernel"
+    assert close(row["work_per_step"], steps["work"].median())
+    assert close(row["median_step_us"], step_time(trace).median_us)
+    assert row["time_source"] == "device busy"
+    assert "NVIDIA H100" in row["device_label"]
+    assert row["backends"] == "flash"
+
+
+def test_a_link_restores_runs_baseline_and_tab(app):
+    chosen = [sample_id("sdpa"), sample_id("naive"), sample_id("naive_inplace")]
+    at = app("Kernels", params={"run": chosen, "baseline": sample_id("naive")})
+    assert at.multiselect[0].value == chosen
+    assert at.selectbox(key="baseline").value == sample_id("naive")
+    assert at.get_by_key("tbl_kernels") is not None  # the Kernels tab is the one drawn
+    with pytest.raises(KeyError):
+        at.get_by_key("tbl_overview")
+    assert at.query_params["run"] == chosen
+    assert at.query_params["baseline"] == sample_id("naive")
+
+
+def test_a_link_naming_a_run_that_is_not_loaded_says_so(app):
+    at = app(params={"run": ["upload/theirs.json.gz", sample_id("sdpa")]})
+    assert at.multiselect[0].value == [sample_id("sdpa")]
+    assert any("upload/theirs.json.gz" in t for t in texts(at.sidebar.info))
+
+
+def test_a_bad_upload_shows_its_error_and_the_other_runs_stay(app):
+    at = app()
+    at.file_uploader[0].set_value(
+        [("broken.json.gz", b"\x1f\x8b this is not gzip", "application/gzip"), (H100.name, H100.read_bytes(), "application/gzip")]
+    )
+    at.run()
+    assert not at.exception
+    errors = texts(at.sidebar.error)
+    assert len(errors) == 1 and "broken.json.gz" in errors[0]
+    runs = table(at, "tbl_overview")["run"].tolist()
+    assert runs == list(sample_runs()) + ["tracelens_h100_bert_sdpa_flash"]  # the upload is selected at once
+
+
+def test_labels_default_to_the_variant_and_can_be_edited(app):
+    at = app()
+    at.session_state["label_editor_0"] = {"edited_rows": {0: {"label": "masked_fill out of place"}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception
+    runs = table(at, "tbl_overview")["run"].tolist()
+    assert runs[0] == "masked_fill out of place"
+    assert runs[1:] == list(sample_runs())[1:]
+    assert at.query_params["run"][0] == sample_id("naive")  # links keep the stable id, not the label
+
+
+def test_switching_tabs_never_parses_again(app):
+    app()
+    parses = trace_cache().parses
+    for tab in ("Kernels", "Copies", "Timeline diff", "Speedups", "Backends", "Overview"):
+        app(tab)
+    assert trace_cache().parses == parses
+
+
+# ---------------------------------------------------------------- kernels
+
+
+def test_kernels_tab_shows_counts_and_times_per_family_and_every_kernel(app):
+    at = app("Kernels")
+    traces = {label: load_trace(path) for label, path in sample_runs().items()}
+    counts = figure(at, "chart_kernels_count")
+    times = figure(at, "chart_kernels_time")
+    for trace_fig_count, trace_fig_time in zip(counts["data"], times["data"]):
+        label = trace_fig_count["name"]
+        fam = family_per_step(traces[label])
+        n = traces[label].steps.height
+        for family, count, us in zip(trace_fig_count["x"], trace_fig_count["y"], trace_fig_time["y"]):
+            mine = fam.filter(pl.col("family") == family)
+            assert close(count, mine["count"].sum() / n)
+            assert close(us, mine["total_ns"].sum() / n / 1000.0)
+    shown = table(at, "tbl_kernels")
+    for label, trace in traces.items():
+        expect = kernel_table(trace)
+        got = shown[shown["run"] == label]
+        assert got["name"].tolist() == expect["name"].to_list()
+        assert got["count"].tolist() == expect["count"].to_list()
+        assert all(close(a, b / 1000.0) for a, b in zip(got["total_us"], expect["total_ns"]))
+
+
+def test_kernels_tab_lists_the_difference_to_the_baseline(app):
+    at = app("Kernels", params={"run": [sample_id("naive"), sample_id("naive_inplace")], "baseline": sample_id("naive")})
+    expect = kernel_delta(load_trace(sample_runs()["naive"]), load_trace(sample_runs()["naive_inplace"]))
+    changed = expect.filter(pl.col("change") != "same")
+    shown = table(at, "tbl_kernels_delta")
+    assert sorted(zip(shown["name"], shown["change"])) == sorted(zip(changed["name"], changed["change"]))
+    # the out-of-place masked_fill's copy is gone in the in-place variant
+    copy_row = shown[shown["name"] == "aten::copy_"].iloc[0]
+    assert copy_row["delta_per_step"] < 0
+
+
+# ---------------------------------------------------------------- copies
+
+
+def test_copies_tab_makes_the_naive_masked_fill_copy_stand_out(app):
+    at = app("Copies")
+    alarms = texts(at.get_by_key("copies_alarms").error)
+    assert len(alarms) == 1 and alarms[0].startswith("**naive: hidden cpu copy**")
+    assert "aten::masked_fill > aten::clone > aten::copy_" in alarms[0]
+    every = table(at, "tbl_copies")
+    expect = copies(load_trace(sample_runs()["naive"]))
+    naive = every[every["run"] == "naive"]
+    assert len(naive) == expect.height == load_trace(sample_runs()["naive"]).steps.height  # one per step
+    shape = manifest()["shape"]
+    assert set(naive["mib"]) == {shape["batch"] * shape["heads"] * shape["seq"] ** 2 * 4 / 2**20}
+    assert naive["hidden"].all()
+    assert set(naive["chain"]) == {"aten::masked_fill > aten::clone > aten::copy_"}
+    assert set(every["run"]) == {"naive"}  # no other variant of the collection copies a tensor
+
+
+def test_copies_tab_on_the_gpu_pair_shows_every_memcpy(app):
+    at = app("Copies", params={"run": ["file/" + A100.name, "file/" + V100.name]}, traces=[A100, V100])
+    every = table(at, "tbl_copies")
+    for path in (A100, V100):
+        expect = copies(load_trace(path))
+        got = every[every["run"] == path.name.removesuffix(".json.gz")]
+        assert len(got) == expect.height
+        assert got["kind"].value_counts().to_dict() == dict(expect.group_by("kind").len().iter_rows())
+
+
+# ---------------------------------------------------------------- timeline diff
+
+
+def test_timeline_tab_draws_both_steps_and_diffs_their_kernel_sequences(app):
+    a_path, b_path = sample_runs()["naive"], sample_runs()["sdpa"]
+    a, b = load_trace(a_path), load_trace(b_path)
+    step_a, step_b = a.steps["step"][1], b.steps["step"][2]
+    at = app(
+        "Timeline diff",
+        params={"run": [sample_id("naive"), sample_id("sdpa")], "a": sample_id("naive"), "b": sample_id("sdpa"),
+                "step_a": str(step_a), "step_b": str(step_b)},
+    )
+    fig = figure(at, "chart_timeline")
+    titles = [ann["text"] for ann in fig["layout"]["annotations"]]
+    assert titles[0].startswith(f"A: naive step {step_a}: {timeline(a, step_a).height:,} events")
+    assert titles[1].startswith(f"B: sdpa step {step_b}: {timeline(b, step_b).height:,} events")
+    assert all(t["type"] == "scattergl" for t in fig["data"])
+    lanes = set(fig["layout"]["yaxis"]["ticktext"])
+    assert lanes == set(timeline(a, step_a)["lane"].to_list())
+
+    diff = sequence_diff(a, step_a, b, step_b)
+    metrics = {m.label: m.value for m in at.get_by_key("timeline_counts").metric}
+    assert int(metrics["same in both"]) == diff.filter(pl.col("op") == "equal").height
+    assert int(metrics["only in A (removed in B)"]) == diff.filter(pl.col("op") == "delete").height
+    assert int(metrics["only in B (added in B)"]) == diff.filter(pl.col("op") == "insert").height
+    shown = table(at, "tbl_sequence")
+    assert len(shown) == diff.filter(pl.col("op") != "equal").height
+
+    fam = family_time_diff(a, step_a, b, step_b)
+    got = table(at, "tbl_family_diff").set_index("family")
+    for row in fam.iter_rows(named=True):
+        assert close(got.loc[row["family"], "a_us"], row["a_ns"] / 1000.0)
+        assert close(got.loc[row["family"], "b_us"], row["b_ns"] / 1000.0)
+
+
+def test_timeline_tab_on_the_gpu_pair_has_gpu_stream_lanes(app):
+    ids = ["file/" + A100.name, "file/" + V100.name]
+    at = app("Timeline diff", params={"run": ids, "a": ids[0], "b": ids[1]}, traces=[A100, V100])
+    fig = figure(at, "chart_timeline")
+    a = load_trace(A100)
+    first = a.steps["step"][0]
+    lanes = fig["layout"]["yaxis"]["ticktext"]
+    assert lanes[0].startswith("GPU ")  # streams on top
+    assert set(lanes) == set(timeline(a, first)["lane"].to_list())
+    assert int({m.label: m.value for m in at.get_by_key("timeline_counts").metric}["same in both"]) > 0
+
+
+def _busy_trace(path: Path, ops: int) -> None:
+    """A GPU-style trace with one ProfilerStep holding `ops` CPU ops, each launching one kernel:
+    3 x ops + 1 complete events."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": ops * 10 + 10}]
+    for i in range(ops):
+        ts = 5 + i * 10
+        events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 50}", "pid": 1, "tid": 1, "ts": ts, "dur": 8})
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 1, "dur": 2,
+                       "args": {"correlation": i + 1}})
+        events.append({"ph": "X", "cat": "kernel", "name": f"elementwise_kernel_{i % 40}", "pid": 0, "tid": 7, "ts": ts + 4, "dur": 3,
+                       "args": {"correlation": i + 1, "stream": 7, "device": 0}})
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+
+
+def test_timeline_stays_responsive_for_a_step_with_100k_events(app, tmp_path):
+    busy = tmp_path / "busy.json.gz"
+    _busy_trace(busy, 33_400)
+    trace = load_trace(busy)
+    events = timeline(trace, 1).height
+    assert events >= 100_000
+    ident = "file/busy.json.gz"
+    app(params={"run": [ident]}, traces=[busy])  # parse once
+    started = time.perf_counter()
+    at = app("Timeline diff", params={"run": [ident], "a": ident, "b": ident}, traces=[busy])
+    elapsed = time.perf_counter() - started
+    fig = figure(at, "chart_timeline")
+    title = fig["layout"]["annotations"][0]["text"]
+    assert title.startswith(f"A: busy step 1: {events:,} events, short events merged into")
+    points = sum(len(t["x"]) if isinstance(t["x"], list) else 0 for t in fig["data"])
+    drawn = int(title.split("merged into ")[1].split(" ")[0].replace(",", ""))
+    assert drawn < events / 2 and points < events
+    assert elapsed < 30, f"the timeline tab took {elapsed:.1f} s for {events} events"
+
+
+# ---------------------------------------------------------------- speedups
+
+
+def test_speedups_tab_equals_the_speed_table_at_the_chosen_price(app):
+    at = app("Speedups", params={"usd": "3.5"})
+    traces = {label: load_trace(path) for label, path in sample_runs().items()}
+    expect = speed_table(traces, "naive", 3.5)
+    shown = table(at, "tbl_speed")
+    assert shown["run"].tolist() == expect["run"].to_list()
+    for column in ("median_us", "p10_us", "p90_us", "speedup", "tokens_per_s", "usd_per_mtok"):
+        assert all(close(a, b) for a, b in zip(shown[column], expect[column])), column
+    shape = manifest()["shape"]
+    assert set(shown["tokens_per_step"]) == {shape["batch"] * shape["seq"]}
+    bars = figure(at, "chart_speed_time")["data"][0]
+    assert all(close(a, b) for a, b in zip(bars["y"], expect["median_us"]))
+    assert at.number_input(key="usd_per_hour").value == 3.5
+
+
+def test_speedups_tab_says_when_tokens_are_unknown(app):
+    at = app("Speedups", params={"run": ["file/" + H100.name]}, traces=[H100])
+    shown = table(at, "tbl_speed")
+    assert shown["tokens_per_s"].isna().all()
+    assert any("No tokens per step" in t for t in texts(at.info))
+
+
+# ---------------------------------------------------------------- backends
+
+
+def test_backends_tab_shows_requested_detected_and_evidence(app):
+    at = app("Backends", traces=[H100])
+    shown = table(at, "tbl_backends").set_index("run")
+    for label, path in sample_runs().items():
+        trace = load_trace(path)
+        found = detect_backends(trace)
+        row = shown.loc[label]
+        assert row["detected"] == ", ".join(found.backends)
+        assert list(row["evidence"]) == found.all_evidence
+        assert (None if pd.isna(row["requested"]) else row["requested"]) == trace.collector.get("backend_requested")
+    h100 = shown.loc["tracelens_h100_bert_sdpa_flash"]
+    assert h100["detected"] == "flash"
+    assert any("pytorch_flash::flash_fwd_kernel" in name for name in h100["evidence"])
+    assert shown.loc["sdpa-flash"]["verdict"] == "as requested"
+
+
+def test_a_forced_backend_that_did_not_run_raises_the_fallback_alarm(app, tmp_path):
+    # the flash trace of the collection, relabelled as if 'efficient' had been forced
+    raw = json.loads(gzip.decompress((SAMPLE / "sdpa-flash.json.gz").read_bytes()))
+    raw["attnscope"]["backend_requested"] = "efficient"
+    raw["attnscope"]["variant"] = "sdpa-efficient"
+    forged = tmp_path / "forced-efficient.json.gz"
+    forged.write_bytes(gzip.compress(json.dumps(raw).encode()))
+    ident = "file/" + forged.name
+    at = app("Backends", params={"run": [ident]}, traces=[forged])
+    alarms = texts(at.get_by_key("backend_alarms").error)
+    assert len(alarms) == 1 and "sdpa-efficient: backend fallback" in alarms[0] and "cpu_flash" in alarms[0]
+    at = app(params={"run": [ident]}, traces=[forged])
+    assert any("backend fallback" in t for t in texts(at.get_by_key("findings").error))
+
+
+# ---------------------------------------------------------------- downloads
+
+
+def test_report_downloads_are_offered_when_the_report_module_exists(app):
+    at = app()
+    try:
+        from dashboard import report
+    except ImportError:
+        report = None
+    offered = hasattr(report, "html_report") and hasattr(report, "markdown_report")
+    buttons = [b.proto.label for b in at.get("download_button")]
+    if offered:
+        assert any("HTML report" in b for b in buttons) and any("Markdown" in b for b in buttons)
+    else:
+        assert buttons == []
