@@ -1,0 +1,242 @@
+"""Reviews outside the dashboard: `attnscope compare` reports and the `attnscope check` gate."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import oracle
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces" / "cpu"
+DATA = oracle.DATA
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dashboard", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def raw_sample(name: str) -> dict:
+    return json.loads(gzip.decompress((SAMPLES / name).read_bytes()))
+
+
+def raw_step_spans_us(doc: dict) -> list[float]:
+    return sorted(float(e["dur"]) for e in doc["traceEvents"]
+                  if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+
+
+def median(values: list[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def hidden_clone_copies(doc: dict) -> int:
+    """aten::copy_ events held by an aten::clone held by an aten::masked_fill (json oracle)."""
+    ops = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+
+    def holds(o, i):
+        return o is not i and o["tid"] == i["tid"] and o["ts"] <= i["ts"] and o["ts"] + o["dur"] >= i["ts"] + i["dur"]
+
+    return sum(1 for c in ops if c["name"] == "aten::copy_" and any(
+        o["name"] == "aten::clone" and holds(o, c) and any(m["name"] == "aten::masked_fill" and holds(m, o) for m in ops)
+        for o in ops))
+
+
+class _Refs(HTMLParser):
+    """Collects external references: <script src>, <link href>, <img src>, @import and url(http...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.external: list[str] = []
+        self.data_block: str | None = None
+        self._in_data = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for key in ("src", "href"):
+            if tag in ("script", "link", "img", "iframe") and attrs.get(key):
+                self.external.append(f"<{tag} {key}={attrs[key]}>")
+        self._in_data = tag == "script" and attrs.get("id") == "attnscope-data"
+
+    def handle_data(self, data):
+        if self._in_data:
+            self.data_block = (self.data_block or "") + data
+
+    def handle_endtag(self, tag):
+        self._in_data = False
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("reports")
+    html, md = out / "review.html", out / "review.md"
+    result = run("compare", str(SAMPLES / "naive_inplace.json.gz"), str(SAMPLES / "naive.json.gz"),
+                 str(SAMPLES / "sdpa.json.gz"), "--html", str(html), "--markdown", str(md))
+    assert result.returncode == 0, result.stderr
+    return {"html": html.read_text(), "md": md.read_text()}
+
+
+def _md_rows(markdown: str, heading: str) -> list[dict[str, str]]:
+    """The rows of the first Markdown table after `heading`, as {header: cell}."""
+    lines = markdown[markdown.index(heading):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| "))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, [c.strip() for c in line.strip("|").split("|")])))
+    return rows
+
+
+def test_the_markdown_puts_the_hidden_copy_alarm_first(compared):
+    md = compared["md"]
+    assert md.index("### Findings") < md.index("### Overview")
+    findings = md[md.index("### Findings"):md.index("### Overview")]
+    assert "**ALARM** `naive` hidden copy" in findings
+    assert "aten::masked_fill > aten::clone > aten::copy_" in findings
+    alarms = [line for line in findings.splitlines() if line.startswith("- **ALARM**")]
+    assert len(alarms) == 1 and alarms[0].startswith("- **ALARM** `naive` hidden copy")
+
+
+def test_the_markdown_overview_carries_the_traces_numbers(compared):
+    rows = {r["run"]: r for r in _md_rows(compared["md"], "### Overview")}
+    assert set(rows) == {"naive_inplace", "naive", "sdpa"}
+    for run, name in (("naive_inplace", "naive_inplace.json.gz"), ("naive", "naive.json.gz"), ("sdpa", "sdpa.json.gz")):
+        doc = raw_sample(name)
+        spans = raw_step_spans_us(doc)
+        assert rows[run]["steps"] == str(len(spans))
+        assert float(rows[run]["median step (µs)"]) == pytest.approx(median(spans), abs=0.001)
+        assert float(rows[run]["hidden copies per step"]) == pytest.approx(hidden_clone_copies(doc) / len(spans))
+    base = median(raw_step_spans_us(raw_sample("naive_inplace.json.gz")))
+    sdpa = median(raw_step_spans_us(raw_sample("sdpa.json.gz")))
+    assert float(rows["sdpa"]["speedup vs baseline"]) == pytest.approx(base / sdpa, rel=1e-3)
+    assert rows["sdpa"]["backend detected"] == "cpu_flash"
+    # CPU-only traces count leaf ops, and say so
+    assert {r["unit"] for r in rows.values()} == {"leaf cpu_op"}
+
+
+def test_the_markdown_copies_table_names_the_op_chain(compared):
+    rows = _md_rows(compared["md"], "### Copies")
+    hidden = [r for r in rows if r["hidden"] == "yes"]
+    assert [(r["run"], r["op chain"]) for r in hidden] == [("naive", "aten::masked_fill > aten::clone > aten::copy_")]
+    dims = [e for e in raw_sample("naive.json.gz")["traceEvents"] if e.get("name") == "aten::clone"][0]["args"]["Input Dims"][0]
+    assert float(hidden[0]["bytes per step"]) == 4 * dims[0] * dims[1] * dims[2] * dims[3]
+
+
+def test_the_html_is_self_contained_and_embeds_the_same_numbers(compared):
+    page = compared["html"]
+    refs = _Refs()
+    refs.feed(page)
+    assert refs.external == []
+    assert not re.search(r"@import|url\(\s*['\"]?https?:", page[: page.index("<script>")])  # the stylesheet
+    assert "Plotly" in page and page.count("<script>") >= 1
+    data = json.loads(refs.data_block)
+    assert data["baseline"] == "naive_inplace"
+    by_run = {r["run"]: r for r in data["overview"]}
+    for run, name in (("naive", "naive.json.gz"), ("sdpa", "sdpa.json.gz")):
+        spans = raw_step_spans_us(raw_sample(name))
+        assert by_run[run]["median_step_us"] == pytest.approx(median(spans), abs=0.001)
+    hidden = [c for c in data["copies"] if c["hidden"]]
+    assert [c["op_chain"] for c in hidden] == ["aten::masked_fill > aten::clone > aten::copy_"]
+    assert [f["kind"] for f in data["findings"] if f["severity"] == "alarm"] == ["hidden copy"]
+    assert "timeline" not in page or "µs since the start of the step" in page
+
+
+def test_compare_on_gpu_traces_reports_their_memcpy_and_kernels(tmp_path):
+    md = tmp_path / "gpu.md"
+    result = run("compare", str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--markdown", str(md))
+    assert result.returncode == 0, result.stderr
+    rows = {r["run"]: r for r in _md_rows(md.read_text(), "### Overview")}
+    for name in ("hta_a100_control.json.gz", "hta_v100_test.json.gz"):
+        per_step = oracle.gpu_per_step(oracle.raw(DATA / name))
+        work = sorted(sum(c.values()) for c in per_step.values())
+        assert float(rows[name]["work per step"]) == median(work)
+        assert rows[name]["unit"] == "kernel"
+
+
+def test_compare_with_a_bad_file_exits_2_naming_it(tmp_path):
+    bad = tmp_path / "broken.json"
+    bad.write_text("{")
+    result = run("compare", str(SAMPLES / "naive.json.gz"), str(bad))
+    assert result.returncode == 2 and "broken.json" in result.stderr and "Traceback" not in result.stderr
+
+
+# ---------- the gate ----------
+
+def check(*args: str) -> subprocess.CompletedProcess:
+    return run("check", *args)
+
+
+def test_an_honest_pair_holds():
+    out = check(str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive.json.gz"), "--require-parity", "--min-speedup", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = check(str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_a100_control.json.gz"), "--min-speedup", "1")
+    assert out.returncode == 0, out.stdout
+
+
+def test_a_new_copy_fails_by_default():
+    out = check(str(SAMPLES / "naive_inplace.json.gz"), str(SAMPLES / "naive.json.gz"), "--max-kernel-increase", "100")
+    assert out.returncode == 1
+    assert out.stdout.strip().splitlines() == ["naive.json.gz: new copies: cpu from aten::masked_fill > aten::clone > aten::copy_"]
+    assert check(str(SAMPLES / "naive_inplace.json.gz"), str(SAMPLES / "naive.json.gz"), "--max-kernel-increase", "100",
+                 "--allow-new-copies").returncode == 0
+
+
+def test_more_kernels_per_step_fails_by_default_and_the_threshold_is_a_percentage():
+    out = check(str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--allow-new-copies")
+    assert out.returncode == 1
+    base = median([sum(c.values()) for c in oracle.gpu_per_step(oracle.raw(DATA / "hta_a100_control.json.gz")).values()])
+    cand = median([sum(c.values()) for c in oracle.gpu_per_step(oracle.raw(DATA / "hta_v100_test.json.gz")).values()])
+    assert out.stdout.count("\n") == 1 and f"{cand:g} kernels, memcpys and memsets per step against {base:g}" in out.stdout
+    growth = (cand / base - 1) * 100
+    assert check(str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--allow-new-copies",
+                 "--max-kernel-increase", f"{growth + 0.1:.2f}").returncode == 0
+
+
+def test_sdpa_on_the_math_path_fails_by_default():
+    out = check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa-math.json.gz"), "--max-kernel-increase", "10000",
+                "--allow-new-copies")
+    assert out.returncode == 1 and "math path" in out.stdout
+    assert check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa-math.json.gz"), "--max-kernel-increase", "10000",
+                 "--allow-new-copies", "--allow-math").returncode == 0
+
+
+def test_require_backend_and_min_speedup():
+    out = check(str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive_inplace.json.gz"), "--require-backend", "cpu_flash")
+    assert out.returncode == 1 and "'cpu_flash' required" in out.stdout
+    assert check(str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--require-backend", "cpu_flash").returncode == 0
+    # sdpa against itself has speedup exactly 1: a minimum of 1.01 must fail, 1.0 must hold
+    assert check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--min-speedup", "1.01").returncode == 1
+    assert check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--min-speedup", "1.0").returncode == 0
+
+
+def test_a_recorded_parity_failure_fails_and_require_parity_needs_a_record(tmp_path):
+    doc = raw_sample("sdpa.json.gz")
+    doc["attnscope"]["parity"]["passed"] = False
+    doc["attnscope"]["parity"]["max_abs"] = 0.5
+    broken = tmp_path / "sdpa_wrong.json"
+    broken.write_text(json.dumps(doc))
+    out = check(str(SAMPLES / "sdpa.json.gz"), str(broken))
+    assert out.returncode == 1 and "parity failure" in out.stdout
+    foreign = tmp_path / "foreign.json"
+    del doc["attnscope"]
+    foreign.write_text(json.dumps(doc))
+    assert check(str(SAMPLES / "sdpa.json.gz"), str(foreign)).returncode == 0
+    out = check(str(SAMPLES / "sdpa.json.gz"), str(foreign), "--require-parity")
+    assert out.returncode == 1 and "no parity record" in out.stdout
+
+
+def test_unusable_input_exits_2():
+    out = check(str(DATA / "hta_a100_control.json.gz"), str(SAMPLES / "sdpa.json.gz"))
+    assert out.returncode == 2 and "compare a GPU trace with a GPU trace" in out.stderr
+    out = check(str(SAMPLES / "sdpa.json.gz"), str(ROOT / "missing.json"))
+    assert out.returncode == 2 and "missing.json: no such file" in out.stderr
