@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from dashboard.engine.model import Trace
+from dashboard.engine.model import Trace, per_trace
 
 # backend -> regex over cpu_op and kernel names (case-sensitive; first the op names PyTorch
 # dispatches to, then the kernels they launch).
@@ -46,6 +46,7 @@ class Backends:
         return [name for b in self.backends for name in self.evidence.get(b, [])]
 
 
+@per_trace
 def detect_backends(trace: Trace) -> Backends:
     """Detect attention backends from cpu_op and kernel names."""
     ev = trace.events.filter(pl.col("cat").is_in(["cpu_op", "kernel"]))

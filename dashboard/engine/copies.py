@@ -14,7 +14,7 @@ import json
 import numpy as np
 import polars as pl
 
-from dashboard.engine.model import Trace
+from dashboard.engine.model import Trace, per_trace
 
 # Outermost ops that ask for a copy: a copy under one of these is expected, not hidden.
 REQUESTED_COPY_OPS = frozenset(
@@ -41,6 +41,7 @@ COPY_COLUMNS = {
 }
 
 
+@per_trace
 def copies(trace: Trace) -> pl.DataFrame:
     """Every copy: id, step, kind (DtoD, HtoD, DtoH, PtoP, ..., 'kernel' for a copy kernel, 'cpu'
     in a CPU-only trace), name, ts_ns, dur_ns, bytes (null when unknown), gbps (GB/s), device,

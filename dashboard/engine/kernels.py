@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from dashboard.engine.model import GPU_CATEGORIES, Trace
+from dashboard.engine.model import GPU_CATEGORIES, Trace, per_trace
 
 UNIT_KERNEL = "kernel"
 UNIT_LEAF_OP = "leaf cpu_op"
@@ -58,6 +58,7 @@ def work_unit(trace: Trace) -> str:
     return UNIT_KERNEL if trace.has_gpu else UNIT_LEAF_OP
 
 
+@per_trace
 def work_events(trace: Trace) -> pl.DataFrame:
     """The units of device work with their family: id, step, cat, name, family, ts_ns, dur_ns,
     device, stream. Kernels/memcpy/memset on a GPU trace; leaf cpu_ops on a CPU-only trace."""
@@ -79,6 +80,7 @@ def cpu_ops(trace: Trace) -> pl.DataFrame:
     )
 
 
+@per_trace
 def leaf_work_ops(trace: Trace) -> pl.DataFrame:
     """The units of work of a CPU-only trace: ops that do work (not views, allocations or
     bookkeeping) and hold no other such op. aten::matmul is not one (its aten::bmm is);
@@ -97,6 +99,7 @@ def leaf_work_ops(trace: Trace) -> pl.DataFrame:
     return ops.filter(~pl.Series(holds_work[ops["id"].to_numpy()]))
 
 
+@per_trace
 def per_step(trace: Trace) -> pl.DataFrame:
     """One row per step: name, step, kernel, gpu_memcpy, gpu_memset, work (units of device work),
     busy_ns (union of device work intervals, summed over devices; on a CPU-only trace the union
@@ -136,6 +139,7 @@ def busy_time(work: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+@per_trace
 def family_per_step(trace: Trace) -> pl.DataFrame:
     """Per step and family: count and total_ns of device work."""
     return (
@@ -147,6 +151,7 @@ def family_per_step(trace: Trace) -> pl.DataFrame:
     )
 
 
+@per_trace
 def kernel_table(trace: Trace) -> pl.DataFrame:
     """One row per kernel name (leaf op name on CPU traces) over all steps: name, family, count,
     per_step (count / steps), total_ns, mean_ns, share (of all device work time, 0..1)."""

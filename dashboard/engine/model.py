@@ -6,8 +6,9 @@ Units: every `*_ns` column is an integer number of nanoseconds relative to the t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import polars as pl
 
@@ -39,6 +40,7 @@ class Trace:
     meta: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     size_bytes: int = 0
+    _analyses: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def has_gpu(self) -> bool:
@@ -55,3 +57,20 @@ class Trace:
         """The collectors' self-description ("attnscope" top-level key), or {} for foreign traces."""
         block = self.meta.get("attnscope")
         return block if isinstance(block, dict) else {}
+
+
+R = TypeVar("R")
+
+
+def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
+    """Compute a one-argument analysis once per Trace: the dashboard, the reports and the gate
+    ask for the same tables many times. Results are shared, so callers must not mutate them."""
+
+    @functools.wraps(analysis)
+    def cached(trace: Trace) -> R:
+        key = analysis.__module__ + "." + analysis.__qualname__
+        if key not in trace._analyses:
+            trace._analyses[key] = analysis(trace)
+        return trace._analyses[key]
+
+    return cached
