@@ -25,6 +25,7 @@ from dashboard.engine.model import Trace
 from dashboard.engine.speed import representative_step, speed_table
 
 KERNEL_CHANGES_SHOWN = 12
+LONG_CELL = 160
 
 
 @dataclass
@@ -162,7 +163,11 @@ def _html_table(frame: pl.DataFrame, columns: dict[str, str], row_class: str | N
         for c in columns:
             value = row[c]
             num = isinstance(value, (int, float)) and not isinstance(value, bool)
-            cells.append(f'<td{" class=num" if num else ""}>{html.escape(_cell(value))}</td>')
+            text = _cell(value)
+            if len(text) > LONG_CELL:  # C++ kernel names run to 1,000 characters: show the start, hover for all
+                cells.append(f'<td title="{html.escape(text)}">{html.escape(text[:LONG_CELL])}…</td>')
+            else:
+                cells.append(f'<td{" class=num" if num else ""}>{html.escape(text)}</td>')
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
