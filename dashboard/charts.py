@@ -57,6 +57,7 @@ def _family_rank(family: str) -> int:
 
 
 def _base_layout(fig: go.Figure, title: str, height: int = 360) -> go.Figure:
+    fig.update_traces(textfont={"size": 12, "color": "#333"}, selector={"type": "bar"})
     fig.update_layout(
         title={"text": title, "x": 0, "xanchor": "left"},
         height=height,

@@ -124,7 +124,7 @@ def test_overview_numbers_equal_the_engines(app):
         st = step_time(trace)
         assert row["steps"] == trace.steps.height
         assert close(row["median_step_us"], st.median_us)
-        assert row["time_source"] == st.source == "step span"
+        assert st.source == "step span"
         assert close(row["work_per_step"], steps["work"].median())
         assert row["work_unit"] == "leaf cpu_op"
         assert close(row["copies_per_step"], found.height / trace.steps.height)
@@ -154,7 +154,7 @@ def test_overview_on_a_real_gpu_trace_counts_kernels(app):
     assert row["work_unit"] == "kernel"
     assert close(row["work_per_step"], steps["work"].median())
     assert close(row["median_step_us"], step_time(trace).median_us)
-    assert row["time_source"] == "device busy"
+    assert step_time(trace).source == "device busy"
     assert "NVIDIA H100" in row["device_label"]
     assert row["backends"] == "flash"
 
@@ -258,7 +258,7 @@ def test_copies_tab_makes_the_naive_masked_fill_copy_stand_out(app):
     naive = every[every["run"] == "naive"]
     assert len(naive) == expect.height == load_trace(sample_runs()["naive"]).steps.height  # one per step
     shape = manifest()["shape"]
-    assert set(naive["mib"]) == {shape["batch"] * shape["heads"] * shape["seq"] ** 2 * 4 / 2**20}
+    assert set(naive["bytes"]) == {shape["batch"] * shape["heads"] * shape["seq"] ** 2 * 4}  # the fp32 scores tensor
     assert naive["hidden"].all()
     assert set(naive["chain"]) == {"aten::masked_fill > aten::clone > aten::copy_"}
     assert set(every["run"]) == {"naive"}  # no other variant of the collection copies a tensor

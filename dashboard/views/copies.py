@@ -13,7 +13,6 @@ from dashboard.engine.copies import copies
 from dashboard.runs import Selection
 from dashboard.views import tables
 
-MIB = 1024 * 1024
 MAX_BOXES = 3  # hidden-copy boxes per run; the rest are red rows in the table
 
 EXPLAIN = (
@@ -55,7 +54,7 @@ def render(sel: Selection) -> None:
 
     st.subheader("Copies grouped by the op chain that made them")
     tables.show(
-        groups.with_columns((pl.col("bytes_per_step") / MIB).alias("mib_per_step")),
+        groups,
         "tbl_copy_groups",
         {
             "run": tables.text("run"),
@@ -63,7 +62,7 @@ def render(sel: Selection) -> None:
             "kind": tables.text("kind", "DtoD, HtoD, DtoH...: a GPU memcpy; kernel: a copy kernel; cpu: a CPU copy_"),
             "op_chain": tables.text("op chain (outermost first)", width="large"),
             "per_step": tables.count("copies / step"),
-            "mib_per_step": st.column_config.NumberColumn("MiB / step", format="%.4g"),
+            "bytes_per_step": st.column_config.NumberColumn("size / step", format="bytes"),
             "us_per_step": tables.us("µs / step", digits=2),
             "share": tables.share("share of step time"),
             "count": tables.count("count (all steps)"),
@@ -81,7 +80,6 @@ def render(sel: Selection) -> None:
         return
     every = every.with_columns(
         (pl.col("dur_ns") / 1000.0).alias("dur_us"),
-        (pl.col("bytes") / MIB).alias("mib"),
         pl.col("op_chain").list.join(" > ").alias("chain"),
     )
     tables.show(
@@ -93,7 +91,7 @@ def render(sel: Selection) -> None:
             "hidden": st.column_config.CheckboxColumn("hidden!"),
             "kind": tables.text("kind"),
             "name": tables.text("event"),
-            "mib": st.column_config.NumberColumn("MiB", format="%.4g"),
+            "bytes": st.column_config.NumberColumn("size", format="bytes"),
             "gbps": st.column_config.NumberColumn("GB/s", format="%.3g"),
             "dur_us": tables.us("time (µs)", digits=2),
             "chain": tables.text("op chain that caused it", width="large"),

@@ -16,7 +16,8 @@ CHANGE_WORDS = {
     "added": "only in this run", "removed": "only in the baseline", "more": "launched more often",
     "fewer": "launched less often", "slower": "slower (mean > +5%)", "faster": "faster (mean < -5%)",
 }
-CHANGE_STYLE = {"added": tables.ALARM_BG, "more": tables.ALARM_BG, "slower": tables.NOTE_BG, "removed": tables.ADDED_BG, "fewer": tables.ADDED_BG, "faster": tables.ADDED_BG}
+# red = slower, yellow = more launches, green = fewer launches or faster (the 'better' direction)
+CHANGE_STYLE = {"slower": tables.ALARM_BG, "added": tables.NOTE_BG, "more": tables.NOTE_BG, "removed": tables.ADDED_BG, "fewer": tables.ADDED_BG, "faster": tables.ADDED_BG}
 
 
 def render(sel: Selection) -> None:
@@ -73,7 +74,10 @@ def render(sel: Selection) -> None:
     )
     summary = pl.DataFrame({"run": others}).join(summary, on="run", how="left").fill_null(0)
     present = [c for c in CHANGE_WORDS if c in summary.columns]
-    st.caption("How many distinct kernels changed, by kind of change (per-step counts; durations use a 5% threshold on the mean).")
+    st.caption(
+        "How many distinct kernels changed, by kind of change (launch counts per step; 'slower'/'faster' = mean "
+        "duration off by more than 5%). Below, each change: red = slower, yellow = launched more, green = fewer or faster."
+    )
     tables.show(
         summary, "tbl_kernels_change_summary", {"run": tables.text("run"), **{c: tables.count(CHANGE_WORDS[c]) for c in present}},
         height=tables.fit(summary.height),
@@ -86,7 +90,7 @@ def render(sel: Selection) -> None:
         {
             "run": tables.text("run"),
             "change": tables.text("change"),
-            "name": tables.text("kernel (or leaf op)", width="large"),
+            "name": tables.text("kernel (or leaf op)", width="medium"),
             "family": tables.text("family"),
             "base_per_step": tables.count("baseline / step"),
             "other_per_step": tables.count("run / step"),
@@ -95,5 +99,5 @@ def render(sel: Selection) -> None:
             "other_mean_us": tables.us("run mean (µs)", digits=2),
         },
         highlight=lambda row: CHANGE_STYLE.get(row["change"], ""),
-        height=420,
+        height=tables.fit(shown.height, 420),
     )

@@ -25,31 +25,30 @@ def render(sel: Selection) -> None:
     st.subheader("Runs side by side")
     st.caption(
         "Step time is the median over the profiled steps: device busy time (union of GPU work) on GPU traces, "
-        "the CPU ProfilerStep span on CPU-only traces. Work per step counts kernels + GPU memcpy + memset on GPU "
+        "the CPU ProfilerStep span on CPU-only traces (the Speedups tab has the spread). Work per step counts kernels + GPU memcpy + memset on GPU "
         "traces and leaf CPU ops (ops with no op under them) on CPU-only traces; the *counted as* column says which."
     )
     shown = table.with_columns(
-        pl.concat_str([pl.col("device"), pl.col("device_name")], separator=" · ", ignore_nulls=True).alias("device_label")
+        pl.concat_str([pl.col("device"), pl.col("device_name")], separator=" · ", ignore_nulls=True).alias("device_label"),
+        pl.col("backend_requested").fill_null("—"),
     )
     tables.show(
         shown,
         "tbl_overview",
         {
-            "run": tables.text("run"),
-            "device_label": tables.text("device"),
-            "steps": tables.count("steps"),
-            "median_step_us": tables.us("median step (µs)", "Median over steps; 'time from' says which time"),
-            "speedup": tables.ratio("speedup", f"Baseline median / run median; > 1 is faster than {sel.baseline}"),
-            "work_per_step": tables.count("work / step", "Median over steps of the units named in 'counted as'"),
-            "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"),
-            "copies_per_step": tables.count("copies / step"),
-            "hidden_copies_per_step": tables.count("hidden copies / step", "Copies made inside another op (e.g. masked_fill's clone)"),
-            "backends": tables.text("backend detected"),
-            "backend_requested": tables.text("requested"),
-            "backend_verdict": tables.text("backend check", "FALLBACK: another backend ran than the one forced"),
-            "parity_passed": st.column_config.CheckboxColumn("parity ok", help="Against an fp32 reference, from the collector's metadata"),
-            "parity_max_abs": st.column_config.NumberColumn("max abs err", format="%.1e"),
-            "time_source": tables.text("time from"),
+            "run": st.column_config.TextColumn("run", width="medium", pinned=True),
+            "device_label": tables.text("device", width="small"),
+            "steps": tables.count("steps", width="small"),
+            "median_step_us": tables.us("median µs", "Median over steps; 'time from' says which time", width="small"),
+            "speedup": tables.ratio("speedup", f"Baseline median / run median; > 1 is faster than {sel.baseline}", width="small"),
+            "work_per_step": tables.count("work / step", "Median over steps of the units named in 'counted as'", width="small"),
+            "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace", width="small"),
+            "copies_per_step": tables.count("copies/step", width="small"),
+            "hidden_copies_per_step": tables.count("hidden/step", "Copies made inside another op (e.g. masked_fill's clone), per step", width="small"),
+            "backends": tables.text("backend", "Attention backend detected from op and kernel names", width="small"),
+            "backend_requested": tables.text("requested", width="small"),
+            "backend_verdict": tables.text("check", "FALLBACK: another backend ran than the one forced", width="small"),
+            "parity_passed": st.column_config.CheckboxColumn("parity ok", help="Against an fp32 reference, from the collector's metadata", width="small"),
         },
         highlight=_row_style,
         height=tables.fit(shown.height),

@@ -19,16 +19,16 @@ ADDED_BG = "background-color: #e3f4e1"
 Column = tuple[str, Any]  # (display name, st.column_config entry or None)
 
 
-def us(label: str, help: str | None = None, digits: int = 1) -> Any:
-    return st.column_config.NumberColumn(label, help=help, format=f"%.{digits}f")
+def us(label: str, help: str | None = None, digits: int = 1, width: str | None = None) -> Any:
+    return st.column_config.NumberColumn(label, help=help, format=f"%.{digits}f", width=width)
 
 
-def count(label: str, help: str | None = None) -> Any:
-    return st.column_config.NumberColumn(label, help=help, format="%.4g")
+def count(label: str, help: str | None = None, width: str | None = None) -> Any:
+    return st.column_config.NumberColumn(label, help=help, format="%.4g", width=width)
 
 
-def ratio(label: str, help: str | None = None) -> Any:
-    return st.column_config.NumberColumn(label, help=help, format="%.3g×")
+def ratio(label: str, help: str | None = None, width: str | None = None) -> Any:
+    return st.column_config.NumberColumn(label, help=help, format="%.3g×", width=width)
 
 
 def share(label: str, help: str | None = None) -> Any:

@@ -67,14 +67,14 @@ def render(sel: Selection) -> None:
         {
             "change": tables.text("change"),
             "a_pos": tables.count("A #"),
-            "a_name": tables.text("A: kernel", width="large"),
+            "a_name": tables.text("A: kernel (or leaf op)", width="large"),
             "a_us": tables.us("A µs", digits=2),
             "b_pos": tables.count("B #"),
-            "b_name": tables.text("B: kernel", width="large"),
+            "b_name": tables.text("B: kernel (or leaf op)", width="large"),
             "b_us": tables.us("B µs", digits=2),
         },
         highlight=lambda row: OP_STYLE.get(row["op"], ""),
-        height=380,
+        height=tables.fit(shown.height, 420),
     )
 
     st.subheader("Time by kernel family")
