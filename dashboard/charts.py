@@ -86,7 +86,7 @@ def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str) -
     total = dict(zip(totals["run"].to_list(), totals["count_per_step"].to_list()))
     fig.add_trace(
         go.Scatter(
-            x=runs, y=[total.get(r, 0.0) for r in runs], mode="text", text=[f"{total.get(r, 0.0):.3g}" for r in runs],
+            x=runs, y=[total.get(r, 0.0) for r in runs], mode="text", text=[_format_count(total.get(r, 0.0)) for r in runs],
             textposition="top center", showlegend=False, hoverinfo="skip",
         )
     )
@@ -326,6 +326,11 @@ def _timeline_title(label: str, tl: pl.DataFrame) -> str:
     merged = int(tl["merged"].sum()) if "merged" in tl.columns and tl.height else tl.height
     note = f", short events merged into {tl.height:,} blocks" if tl.height < merged else ""
     return f"{label}: {merged:,} events{note}"
+
+
+def _format_count(value: float) -> str:
+    """1575 -> '1,575'; 6.5 -> '6.5'."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _format_us(value: float | None) -> str:

@@ -24,7 +24,7 @@ from dashboard.engine.backends import detect_backends
 from dashboard.engine.copies import copies
 from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
 from dashboard.engine.kernels import family_per_step, kernel_delta, kernel_table, per_step
-from dashboard.engine.speed import speed_table, step_time
+from dashboard.engine.speed import representative_step, speed_table, step_time
 from dashboard.runs import ENV_TRACES, trace_cache
 
 REPO = Path(__file__).resolve().parent.parent
@@ -141,7 +141,7 @@ def test_overview_makes_the_naive_hidden_copy_an_alarm(app):
     assert "aten::masked_fill > aten::clone > aten::copy_" in alarms[0]
     shape = manifest()["shape"]
     scores = shape["batch"] * shape["heads"] * shape["seq"] * shape["seq"] * 4  # fp32 scores tensor
-    assert f"{scores / 2**20:.1f} MiB per step" in alarms[0]
+    assert f"{scores / 1e6:.1f} MB per step" in alarms[0]
     assert not any(t.startswith("**naive_inplace:") for t in texts(at.error))
 
 
@@ -314,10 +314,11 @@ def test_timeline_tab_on_the_gpu_pair_has_gpu_stream_lanes(app):
     at = app("Timeline diff", params={"run": ids, "a": ids[0], "b": ids[1]}, traces=[A100, V100])
     fig = figure(at, "chart_timeline")
     a = load_trace(A100)
-    first = a.steps["step"][0]
+    shown = representative_step(a)  # the default step: the one closest to the median
     lanes = fig["layout"]["yaxis"]["ticktext"]
     assert lanes[0].startswith("GPU ")  # streams on top
-    assert set(lanes) == set(timeline(a, first)["lane"].to_list())
+    assert set(lanes) == set(timeline(a, shown)["lane"].to_list())
+    assert fig["layout"]["annotations"][0]["text"].startswith(f"A: hta_a100_control step {shown}: {timeline(a, shown).height:,} events")
     assert int({m.label: m.value for m in at.get_by_key("timeline_counts").metric}["same in both"]) > 0
 
 

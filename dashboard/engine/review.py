@@ -223,7 +223,7 @@ def findings(
             more = f" (and {hidden.height - 1} other chains)" if hidden.height > 1 else ""
             rows.append(_finding(
                 label, SEVERITY_ALARM, "hidden copy",
-                f"{per_step:g} hidden {_plural(per_step, 'copy', 'copies')} per step"
+                f"{per_step:.4g} hidden {_plural(per_step, 'copy', 'copies')} per step"
                 + (f" ({detail})" if detail else "")
                 + f"; largest: {worst['kind']} from {worst['op_chain']}{more}",
             ))
@@ -248,7 +248,7 @@ def findings(
         if base_copies is not None and label != baseline and row["copies_per_step"] > base_copies:
             rows.append(_finding(
                 label, SEVERITY_NOTE, "more copies",
-                f"{row['copies_per_step']:g} copies per step against {base_copies:g} in the baseline '{baseline}'",
+                f"{row['copies_per_step']:.4g} copies per step against {base_copies:.4g} in the baseline '{baseline}'",
             ))
         if trace.implicit_step:
             rows.append(_finding(label, SEVERITY_NOTE, "no steps", "no ProfilerStep in the trace: the whole trace counts as one step"))
@@ -258,15 +258,15 @@ def findings(
 
 
 def format_bytes(value: float | None) -> str:
-    """Bytes as a short human string in binary units: '16.0 MiB'; '' for None."""
+    """Bytes as a short string in decimal units, like bandwidth in GB/s: '16.8 MB'; '' for None."""
     if value is None:
         return ""
     size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(size) < 1000 or unit == "TB":
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
+        size /= 1000
+    return f"{size:.1f} TB"
 
 
 def _finding(run: str, severity: str, kind: str, message: str) -> dict[str, str]:

@@ -37,14 +37,14 @@ def render(sel: Selection) -> None:
                 size = review.format_bytes(row["bytes_per_step"]) or "size unknown"
                 share = f"{row['share']:.1%} of the step time" if row["share"] is not None else "share unknown"
                 st.error(
-                    f"**{row['run']}: hidden {row['kind']} copy**, {row['per_step']:g} per step, {size} per step, "
+                    f"**{row['run']}: hidden {row['kind']} copy**, {row['per_step']:.4g} per step, {size} per step, "
                     f"{_time(row['us_per_step'])} per step ({share})  \nfrom `{row['op_chain']}`",
                     icon=":material/content_copy:",
                 )
             if mine.height > MAX_BOXES:
                 st.error(
                     f"**{label}:** and {mine.height - MAX_BOXES} more op chains with hidden copies "
-                    f"({mine['per_step'].sum():g} hidden copies per step in all): see the red rows below.",
+                    f"({mine['per_step'].sum():.4g} hidden copies per step in all): see the red rows below.",
                     icon=":material/content_copy:",
                 )
     st.caption(EXPLAIN)

@@ -8,6 +8,7 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
+from dashboard.engine.speed import representative_step
 from dashboard.runs import Selection
 from dashboard.views import link, tables
 
@@ -101,9 +102,10 @@ def render(sel: Selection) -> None:
 
 
 def _step_picker(column, label: str, trace, key: str, param: str) -> int:
+    """A step of `trace` (default: the one closest to the median step time), kept in the link."""
     steps = trace.steps
     options = steps["step"].to_list()
     names = {row["step"]: f"{row['name']} ({row['dur_ns'] / 1e6:.3g} ms)" for row in steps.iter_rows(named=True)}
-    link.seed_choice(key, param, options, options[0], parse=int)
+    link.seed_choice(key, param, options, representative_step(trace), parse=int)
     with column:
         return st.selectbox(label, options, key=key, format_func=names.get)
