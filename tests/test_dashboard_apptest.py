@@ -430,3 +430,21 @@ def test_report_downloads_are_offered_when_the_report_module_exists(app):
         assert any("HTML report" in b for b in buttons) and any("Markdown" in b for b in buttons)
     else:
         assert buttons == []
+
+
+def test_parsing_reports_progress_with_each_files_size_and_parses_once():
+    from dashboard.runs import TraceCache, file_source, open_all, pending_file
+
+    cache = TraceCache()
+    pending = [pending_file(file_source(p), cache) for p in (sample_runs()["naive"], H100)]
+    seen: list[tuple[float, str]] = []
+    runs, failures = open_all(pending, progress=lambda frac, text: seen.append((frac, text)), cache=cache)
+    assert not failures and [r.label for r in runs] == ["naive", "tracelens_h100_bert_sdpa_flash"]
+    sizes = [p.stat().st_size for p in (sample_runs()["naive"], H100)]
+    assert f"Parsing naive.json.gz ({sizes[0] / 1000:.1f} kB), file 1 of 2" == seen[0][1]
+    assert seen[1][1].startswith(f"Parsing {H100.name} ({sizes[1] / 1000:.1f} kB), file 2 of 2")
+    assert [frac for frac, _ in seen] == sorted(frac for frac, _ in seen) and seen[-1][0] == 1.0
+    assert cache.parses == 2
+    seen.clear()
+    open_all([pending_file(file_source(H100), cache)], progress=lambda frac, text: seen.append((frac, text)), cache=cache)
+    assert cache.parses == 2 and seen == []  # cached by content: no parse, no progress
