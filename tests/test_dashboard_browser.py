@@ -69,7 +69,17 @@ def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 60) -> Non
 
 
 @pytest.fixture
-def server(tmp_path):
+def browser_ready() -> None:
+    """Skip (or, with CI set, fail) before anything starts when no browser can run."""
+    reason = _browser_or_reason()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser test, but {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def server(browser_ready, tmp_path):
     """A dashboard server on a free loopback port; always terminated."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "ATTNSCOPE_TRACES"}
@@ -109,11 +119,6 @@ def _screenshot(page, path: Path) -> None:
 
 
 def test_upload_a_trace_and_open_every_tab_in_a_real_browser(server):
-    reason = _browser_or_reason()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the browser test, but {reason}")
-        pytest.skip(reason)
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
