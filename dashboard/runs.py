@@ -290,7 +290,13 @@ def open_all(
         if progress:
             progress(done / total, f"Parsing {item.source.name} ({format_bytes(item.size)}), file {i} of {len(todo)}")
         try:
-            trace = load_trace(item.read(), name=item.source.name)
+            message = f"Parsing {item.source.name} ({format_bytes(item.size)}), file {i} of {len(todo)}"
+
+            def within(fraction: float, start: int = done, size: int = item.size, text: str = message) -> None:
+                if progress:
+                    progress(min((start + fraction * size) / total, 1.0), text)
+
+            trace = load_trace(item.read(), name=item.source.name, progress=within)
         except TraceError as exc:
             cache.failures[item.digest] = str(exc)
         except Exception as exc:  # an engine bug must not take the other runs down

@@ -232,3 +232,26 @@ def test_bad_input_raises_one_line_naming_the_file(tmp_path, content, problem):
     message = str(info.value)
     assert message.startswith("bad.json: ") and "\n" not in message
     assert problem in message
+
+
+def test_reading_a_value_back_to_python_is_not_a_hidden_copy(loaded):
+    trace, doc = loaded("tracelens_h100_bert_sdpa_flash.json.gz")
+    memcpy = [e for e in oracle.complete(doc) if e.get("cat") == "gpu_memcpy"]
+    assert len(memcpy) == 1 and memcpy[0]["args"]["bytes"] == 1  # `if tensor:` reads one bool back
+    row = copies(trace).row(0, named=True)
+    assert "aten::item" in row["op_chain"] and row["hidden"] is False
+
+
+def test_a_forced_math_backend_compiled_by_inductor_is_not_a_fallback():
+    from dashboard.engine.backends import fallback
+
+    assert fallback("math", ["inductor"]) is False
+    assert fallback("flash", ["math"]) is True
+    assert fallback("flash", ["cpu_flash"]) is False
+
+
+def test_progress_reports_the_fraction_decoded():
+    seen: list[float] = []
+    load_trace(DATA / "hta_a100_control.json.gz", progress=seen.append)
+    assert seen[0] == 0.0 and all(a < b for a, b in zip(seen, seen[1:])) and seen[-1] < 1.0
+    assert len(seen) == -(-len(oracle.raw(DATA / "hta_a100_control.json.gz")["traceEvents"]) // 25_000)

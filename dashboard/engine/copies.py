@@ -3,7 +3,8 @@ attributed to the chain of CPU ops that caused it, e.g. aten::masked_fill > aten
 
 A copy is *hidden* when the op that started its chain is not one that asks for a copy
 (aten::copy_, aten::to, aten::clone, ...): the copy was made inside another op, as the
-out-of-place masked_fill does with its clone. A copy that only converts a Python scalar
+out-of-place masked_fill does with its clone. Reading a value back to Python (aten::item in the
+chain, as `if tensor:` does) is asked for, not hidden. A copy that only converts a Python scalar
 (a 0-dim input, as `scores * 0.125` produces) is not a tensor copy and is left out.
 """
 
@@ -23,6 +24,9 @@ REQUESTED_COPY_OPS = frozenset(
         "aten::_local_scalar_dense", "aten::item", "aten::cpu", "aten::cuda", "aten::lift_fresh",
     }
 )
+# A chain through one of these reads a value back to Python (`.item()`, `if tensor:`): the user
+# asked for that value, so its tiny device-to-host copy is a sync to know about, not a hidden copy.
+SCALAR_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
 COPY_KERNEL = r"direct_copy_kernel|copy_kernel|copy_device_to_device"
 CHAIN_CATEGORIES = ("cpu_op",)
 CHAIN_SEP = "\x1f"
@@ -73,7 +77,11 @@ def copies(trace: Trace) -> pl.DataFrame:
         pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None).alias("gbps"),
         "device", "stream", "op_chain",
         origin.alias("origin"),
-        (origin.is_not_null() & ~origin.is_in(list(REQUESTED_COPY_OPS))).fill_null(False).alias("hidden"),
+        (
+            origin.is_not_null()
+            & ~origin.is_in(list(REQUESTED_COPY_OPS))
+            & ~pl.col("op_chain").list.eval(pl.element().is_in(list(SCALAR_READS))).list.any()
+        ).fill_null(False).alias("hidden"),
     )
 
 

@@ -14,7 +14,7 @@ import os
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import msgspec
 import numpy as np
@@ -119,12 +119,17 @@ def _gunzip(data: bytes, label: str) -> bytes:
         raise TraceError(f"{label}: not a valid gzip file ({exc})") from None
 
 
-def load_trace(source: Union[str, os.PathLike, bytes], name: str | None = None) -> Trace:
-    """Load a torch.profiler Chrome trace (.json or .json.gz, any file name) into a Trace."""
+def load_trace(
+    source: Union[str, os.PathLike, bytes],
+    name: str | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> Trace:
+    """Load a torch.profiler Chrome trace (.json or .json.gz, any file name) into a Trace.
+    `progress`, when given, is called with the fraction of events decoded (0..1) as loading goes."""
     data, label = read_source(source, name)
     size = len(data)
     warnings: list[str] = []
-    meta, batches = _decode(data, label, warnings)
+    meta, batches = _decode(data, label, warnings, progress)
     del data  # the batches keep what they still need
     trace = build_trace(batches, meta, label, warnings)
     trace.size_bytes = size
@@ -137,7 +142,9 @@ _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _decode_one = msgspec.json.Decoder(_Event).decode
 
 
-def _decode(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, Any], Iterator[list[_Event]]]:
+def _decode(
+    data: bytes, label: str, warnings: list[str], progress: Callable[[float], None] | None = None
+) -> tuple[dict[str, Any], Iterator[list[_Event]]]:
     """Split the document into top-level metadata and batches of typed events; salvage a cut-off file."""
     start = _LEADING_SPACE.match(data).end()  # no strip(): that would copy a 200 MB buffer
     if start == len(data):
@@ -147,7 +154,7 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, Any
         raise TraceError(f"{label}: not JSON (it starts with {data[start : start + 16]!r})")
     try:
         if first == b"[":  # the bare "JSON array" flavour of the Chrome trace format
-            return {}, _batches(_decode_raw_list(data), label, warnings)
+            return {}, _batches(_decode_raw_list(data), label, warnings, progress)
         top = _decode_top(data)
     except msgspec.ValidationError:
         raise TraceError(f"{label}: JSON but not a trace: the top level is neither an object nor an array of events") from None
@@ -165,13 +172,17 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, Any
     except msgspec.ValidationError:
         raise TraceError(f"{label}: JSON but not a trace: traceEvents is not a list") from None
     meta = {key: msgspec.json.decode(raw) for key, raw in top.items()}
-    return meta, _batches(raws, label, warnings)
+    return meta, _batches(raws, label, warnings, progress)
 
 
-def _batches(raws: list[msgspec.Raw], label: str, warnings: list[str]) -> Iterator[list[_Event]]:
+def _batches(
+    raws: list[msgspec.Raw], label: str, warnings: list[str], progress: Callable[[float], None] | None = None
+) -> Iterator[list[_Event]]:
     """Typed events, BATCH at a time. A batch with a field of an unexpected type is decoded event
     by event, and the events that still cannot be read are skipped with a warning."""
     for start in range(0, len(raws), BATCH):
+        if progress:
+            progress(start / max(len(raws), 1))
         chunk = raws[start : start + BATCH]
         try:
             yield _decode_events(b"[" + b",".join(chunk) + b"]")
