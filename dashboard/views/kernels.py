@@ -25,7 +25,7 @@ def render(sel: Selection) -> None:
     units = {label: work_unit(t) for label, t in runs.items()}
     if "leaf cpu_op" in units.values():
         st.info(
-            "CPU-only traces have no kernels: their unit of work is the leaf CPU op (an op with no op under it). "
+            "CPU-only traces have no kernels: their unit of work is the leaf CPU op (an op that does work — not a view, an allocation or torch.compile bookkeeping — and holds no other such op). "
             "Runs counted that way: " + ", ".join(label for label, u in units.items() if u == "leaf cpu_op") + ".",
             icon=":material/memory:",
         )

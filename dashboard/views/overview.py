@@ -26,7 +26,7 @@ def render(sel: Selection) -> None:
     st.caption(
         "Step time is the median over the profiled steps: device busy time (union of GPU work) on GPU traces, "
         "the CPU ProfilerStep span on CPU-only traces (the Speedups tab has the spread). Work per step counts kernels + GPU memcpy + memset on GPU "
-        "traces and leaf CPU ops (ops with no op under them) on CPU-only traces; the *counted as* column says which."
+        "traces and leaf CPU ops (ops that do work and hold no other such op; views and allocations do not count) on CPU-only traces; the *counted as* column says which."
     )
     shown = table.with_columns(
         pl.concat_str([pl.col("device"), pl.col("device_name")], separator=" · ", ignore_nulls=True).alias("device_label"),
