@@ -276,49 +276,70 @@ def _strs(values: list[Any]) -> pl.Series:
     return pl.Series([None if v is None else str(v) for v in values], dtype=pl.String)
 
 
-def _texts(raws: list[bytes]) -> pl.Series:
-    """Raw JSON snippets -> String column, null where the field was absent."""
-    col = pl.Series(raws, dtype=pl.Binary).cast(pl.String)
-    return pl.select(pl.when(col.str.len_bytes() > 0).then(col)).to_series()
+def _binary(raws: list[bytes]) -> pl.Series:
+    """Raw JSON snippets, kept as bytes until the whole trace is assembled."""
+    return pl.Series(raws, dtype=pl.Binary)
 
 
-def _us_text_to_ns(texts: list[bytes]) -> pl.Series:
+def _text(col: pl.Expr) -> pl.Expr:
+    """Raw JSON snippet -> String, null where the field was absent."""
+    text = col.cast(pl.String)
+    return pl.when(text.str.len_bytes() > 0).then(text)
+
+
+def _ns(col: pl.Expr) -> pl.Expr:
     """JSON number texts in µs (ints, or decimals with ns fractions; quoted numbers too) -> exact
-    int64 ns, by integer arithmetic on the digits. Unreadable values become null."""
-    col = pl.Series("t", texts, dtype=pl.Binary).cast(pl.String).str.strip_chars('" ')
-    parts = col.str.split_exact(".", 1)
+    int64 ns by integer arithmetic on the digits (epoch µs with ns fractions do not survive
+    float64). Exponent forms go through float; unreadable values become null."""
+    text = col.cast(pl.String).str.strip_chars('" ')
+    parts = text.str.split_exact(".", 1)
     whole = parts.struct.field("field_0").cast(pl.Int64, strict=False)
-    frac = parts.struct.field("field_1").fill_null("").str.slice(0, 3).str.pad_end(3, "0").cast(pl.UInt16, strict=False)
-    negative = col.str.starts_with("-")
-    exact = whole * 1000 + pl.select(pl.when(negative).then(-frac.cast(pl.Int64)).otherwise(frac.cast(pl.Int64))).to_series()
-    if exact.null_count() == 0:
-        return exact.alias("ns")
-    # anything else (exponents like 1.5e3) goes through float
-    approx = (col.cast(pl.Float64, strict=False) * 1000).round(0).cast(pl.Int64, strict=False)
-    return exact.fill_null(approx).alias("ns")
+    frac = parts.struct.field("field_1").fill_null("").str.slice(0, 3).str.pad_end(3, "0").cast(pl.Int64, strict=False)
+    exact = whole * 1000 + pl.when(text.str.starts_with("-")).then(-frac).otherwise(frac)
+    approx = (text.cast(pl.Float64, strict=False) * 1000).round(0).cast(pl.Int64, strict=False)
+    return pl.coalesce(exact, approx)
+
+
+def _category(raw: pl.Expr) -> pl.Expr:
+    """Normalized category through CATEGORY_ALIASES (case-insensitive); unknown ones kept as written."""
+    mapped = raw.str.to_lowercase().replace_strict(CATEGORY_ALIASES, default=None, return_dtype=pl.String)
+    return mapped.fill_null(raw).fill_null("")
 
 
 def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
-    """Columns of one batch of complete events; ts_abs is absolute ns."""
+    """Columns of one batch of complete events, as read: only Python-to-column copies here; the
+    parsing runs once over the whole trace (see _finish_events)."""
     no_args = _Args()
     args = [e.args or no_args for e in batch]
     return pl.DataFrame(
         [
-            _category(_strs([e.cat for e in batch])).alias("cat"),
-            _strs([e.name for e in batch]).fill_null("").alias("name"),
+            _strs([e.cat for e in batch]).alias("cat"),
+            _strs([e.name for e in batch]).alias("name"),
             _strs([e.pid for e in batch]).alias("pid"),
             _strs([e.tid for e in batch]).alias("tid"),
-            _us_text_to_ns([bytes(e.ts) for e in batch]).alias("ts_abs"),
-            _us_text_to_ns([bytes(e.dur) for e in batch]).fill_null(0).alias("dur_ns"),
+            _binary([bytes(e.ts) for e in batch]).alias("ts_abs"),
+            _binary([bytes(e.dur) for e in batch]).alias("dur_ns"),
             _ints([a.stream for a in args]).alias("stream"),
             _ints([a.device for a in args]).alias("device"),
             _ints([a.correlation for a in args]).alias("correlation"),
             _ints([a.external_id if a.external_id is not None else a.external_id_legacy for a in args]).alias("external_id"),
             _ints([a.bytes if a.bytes is not None else a.size for a in args]).alias("bytes"),
             _strs([a.kind for a in args]).alias("kind_arg"),
-            _texts([bytes(a.input_dims) for a in args]).alias("input_dims"),
-            _texts([bytes(a.input_types) for a in args]).alias("input_types"),
+            _binary([bytes(a.input_dims) for a in args]).alias("input_dims"),
+            _binary([bytes(a.input_types) for a in args]).alias("input_types"),
         ]
+    )
+
+
+def _finish_events(frame: pl.DataFrame) -> pl.DataFrame:
+    """Parse the raw columns of all batches at once (one query instead of one per batch)."""
+    return frame.with_columns(
+        _category(pl.col("cat")).alias("cat"),
+        pl.col("name").fill_null(""),
+        _ns(pl.col("ts_abs")).alias("ts_abs"),
+        _ns(pl.col("dur_ns")).fill_null(0).alias("dur_ns"),
+        _text(pl.col("input_dims")).alias("input_dims"),
+        _text(pl.col("input_types")).alias("input_types"),
     )
 
 
@@ -326,20 +347,14 @@ def _flow_frame(batch: list[_Event]) -> pl.DataFrame:
     return pl.DataFrame(
         [
             _strs([e.id for e in batch]).alias("id"),
-            _category(_strs([e.cat for e in batch])).alias("cat"),
+            _strs([e.cat for e in batch]).alias("cat"),
             _strs([e.name for e in batch]).alias("name"),
             pl.Series("ph", [e.ph for e in batch], dtype=pl.String),
             _strs([e.pid for e in batch]).alias("pid"),
             _strs([e.tid for e in batch]).alias("tid"),
-            _us_text_to_ns([bytes(e.ts) for e in batch]).alias("ts_abs"),
+            _binary([bytes(e.ts) for e in batch]).alias("ts_abs"),
         ]
     )
-
-
-def _category(raw: pl.Series) -> pl.Series:
-    """Normalized category through CATEGORY_ALIASES (case-insensitive); unknown ones kept as written."""
-    mapped = raw.str.to_lowercase().replace_strict(CATEGORY_ALIASES, default=None, return_dtype=pl.String)
-    return mapped.fill_null(raw).fill_null("")
 
 
 def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: str, warnings: list[str]) -> Trace:
@@ -358,7 +373,7 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: st
         if not seen:
             raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
         raise TraceError(f"{label}: the trace has {seen:,} events but no complete (\"X\") events to analyse")
-    frame = pl.concat(chunks, rechunk=False)  # _normalize's sort writes one contiguous copy
+    frame = _finish_events(pl.concat(chunks, rechunk=False))  # _normalize's sort writes one contiguous copy
     del chunks
     unreadable = frame["ts_abs"].null_count()
     if unreadable:
@@ -372,11 +387,11 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: st
     steps = find_steps(frame)
     frame = assign_steps(frame, steps)
 
-    flow_schema = {"id": pl.String, "cat": pl.String, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String, "ts_abs": pl.Int64}
+    flow_schema = {"id": pl.String, "cat": pl.String, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String, "ts_abs": pl.Binary}
     flows = pl.concat(flow_chunks) if flow_chunks else pl.DataFrame(schema=flow_schema)
     flows = flows.select(
-        "id", pl.col("cat").cast(pl.Categorical), "name", "ph", "pid", "tid",
-        (pl.col("ts_abs").fill_null(origin_ns) - origin_ns).alias("ts_ns"),
+        "id", _category(pl.col("cat")).cast(pl.Categorical), "name", "ph", "pid", "tid",
+        (_ns(pl.col("ts_abs")).fill_null(origin_ns) - origin_ns).alias("ts_ns"),
     )
     meta = dict(meta)
     meta.setdefault("_origin_ns", origin_ns)
