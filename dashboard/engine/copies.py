@@ -65,11 +65,14 @@ def copies(trace: Trace) -> pl.DataFrame:
         )
     if found.height == 0:
         return pl.DataFrame(schema=COPY_COLUMNS)
-    chains = op_chains(trace, found["anchor"].to_list())
+    paths = _op_paths(trace, found["anchor"].to_list())
+    names = _names_of(trace, {node for path in paths for node in path})
     # joined then split in polars: building a list column element by element is slow
-    found = found.with_columns(pl.Series("op_chain", [CHAIN_SEP.join(c) for c in chains], dtype=pl.String)
-        .str.split(CHAIN_SEP).list.eval(pl.element().filter(pl.element() != "")))
-    found = _fill_bytes_from_shapes(trace, found)
+    joined = [CHAIN_SEP.join(names[node] for node in path) for path in paths]
+    found = found.with_columns(
+        pl.Series("op_chain", joined, dtype=pl.String).str.split(CHAIN_SEP).list.eval(pl.element().filter(pl.element() != ""))
+    )
+    found = _fill_bytes_from_shapes(trace, found, paths, names)
     found = found.filter(~pl.col("scalar"))
     origin = pl.col("op_chain").list.first()
     return found.select(
@@ -85,58 +88,56 @@ def copies(trace: Trace) -> pl.DataFrame:
     )
 
 
-def op_chains(trace: Trace, anchors: list[int | None]) -> list[list[str]]:
-    """For each anchor event id (a launch call or a CPU op), the names of the cpu_ops that hold
-    it, outermost first; the anchor itself is included when it is a cpu_op."""
+def _op_paths(trace: Trace, anchors: list[int | None]) -> list[list[int]]:
+    """For each anchor event id (a launch call or a CPU op), the ids of the cpu_ops that hold it,
+    outermost first (the anchor itself included when it is a cpu_op; ProfilerStep left out).
+    Walks parent links with numpy arrays only: no per-event Python objects."""
     ev = trace.events
     parent = ev["parent"].fill_null(-1).to_numpy()
-    is_op = ev["cat"].cast(pl.String).is_in(CHAIN_CATEGORIES).to_numpy()
-    names = ev["name"].cast(pl.String).to_list()
-    cache: dict[int, list[str]] = {}
-    out: list[list[str]] = []
+    is_op = (ev["cat"].cast(pl.String).is_in(CHAIN_CATEGORIES) & ~ev["name"].cast(pl.String).str.starts_with("ProfilerStep#")).to_numpy()
+    cache: dict[int, list[int]] = {}
+    out: list[list[int]] = []
     for anchor in anchors:
         if anchor is None:
             out.append([])
             continue
-        if anchor in cache:
-            out.append(cache[anchor])
-            continue
-        chain: list[str] = []
-        node = anchor
-        while node >= 0:
-            if is_op[node] and not names[node].startswith("ProfilerStep#"):
-                chain.append(names[node])
-            node = int(parent[node])
-        chain.reverse()
-        cache[anchor] = chain
-        out.append(chain)
+        if anchor not in cache:
+            path: list[int] = []
+            node = int(anchor)
+            while node >= 0:
+                if is_op[node]:
+                    path.append(node)
+                node = int(parent[node])
+            path.reverse()
+            cache[anchor] = path
+        out.append(cache[anchor])
     return out
 
 
-def _fill_bytes_from_shapes(trace: Trace, found: pl.DataFrame) -> pl.DataFrame:
+def _names_of(trace: Trace, ids: set[int]) -> dict[int, str]:
+    order = sorted(ids)
+    return dict(zip(order, trace.events["name"].cast(pl.String).gather(order).to_list()))
+
+
+def _fill_bytes_from_shapes(trace: Trace, found: pl.DataFrame, paths: list[list[int]], names: dict[int, str]) -> pl.DataFrame:
     """Bytes for copies that carry none (copy kernels, CPU copies), from the innermost
     aten::copy_'s Input Dims and Input type when shapes were recorded; and mark scalar copies."""
-    ev = trace.events
-    anchors = found["anchor"].to_list()
-    parent = ev["parent"].fill_null(-1).to_numpy()
-    names = ev["name"].cast(pl.String).to_numpy()
-    dims = ev["input_dims"].to_list()
-    types = ev["input_types"].to_list()
+    inner = [next((node for node in reversed(path) if names[node] == "aten::copy_"), None) for path in paths]
+    wanted = sorted({node for node in inner if node is not None})
+    shapes = trace.events.select("input_dims", "input_types")[wanted] if wanted else None
+    recorded = dict(zip(wanted, shapes.iter_rows())) if shapes is not None else {}
+    sizes: dict[tuple[str, str | None], tuple[int | None, bool]] = {}
     shape_bytes: list[int | None] = []
     scalar: list[bool] = []
-    sizes: dict[tuple[str, str | None], tuple[int | None, bool]] = {}
-    for anchor in anchors:
-        node = -1 if anchor is None else int(anchor)
-        while node >= 0 and names[node] != "aten::copy_":
-            node = int(parent[node])
-        if node < 0 or dims[node] is None:
+    for node in inner:
+        dims, types = recorded.get(node, (None, None)) if node is not None else (None, None)
+        if dims is None:
             shape_bytes.append(None)
             scalar.append(False)
             continue
-        key = (dims[node], types[node])
-        if key not in sizes:
-            sizes[key] = _tensor_bytes(*key)
-        size, is_scalar = sizes[key]
+        if (dims, types) not in sizes:
+            sizes[(dims, types)] = _tensor_bytes(dims, types)
+        size, is_scalar = sizes[(dims, types)]
         shape_bytes.append(size)
         scalar.append(is_scalar)
     return found.with_columns(

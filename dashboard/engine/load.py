@@ -332,7 +332,7 @@ def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
 
 
 def _finish_events(frame: pl.DataFrame) -> pl.DataFrame:
-    """Parse the raw columns of all batches at once (one query instead of one per batch)."""
+    """Parse the raw columns of one batch in one query."""
     return frame.with_columns(
         _category(pl.col("cat")).alias("cat"),
         pl.col("name").fill_null(""),
@@ -373,8 +373,13 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: st
         if not seen:
             raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
         raise TraceError(f"{label}: the trace has {seen:,} events but no complete (\"X\") events to analyse")
-    frame = _finish_events(pl.concat(chunks, rechunk=False))  # _normalize's sort writes one contiguous copy
-    del chunks
+    # Parse batch by batch once the file's bytes are gone: one query each, with small transients
+    # (one query over the whole trace holds ~4x the finished frame at once).
+    finished = []
+    while chunks:
+        finished.append(_finish_events(chunks.pop(0)))
+    frame = pl.concat(finished, rechunk=False)  # _normalize's sort writes one contiguous copy
+    del finished
     unreadable = frame["ts_abs"].null_count()
     if unreadable:
         warnings.append(f"{label}: {unreadable:,} events with an unreadable timestamp were skipped")
