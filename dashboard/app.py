@@ -14,7 +14,7 @@ if __package__ in (None, ""):  # `streamlit run dashboard/app.py` runs this file
 
 import streamlit as st
 
-from dashboard import runs
+from dashboard import report, runs
 from dashboard.views import backends, copies, kernels, link, overview, speedups, timeline
 
 TABS = {
@@ -25,12 +25,6 @@ TABS = {
     "Speedups": speedups.render,
     "Backends": backends.render,
 }
-
-try:  # the offline reports arrive with a later change; the app works without them
-    from dashboard import report as _report
-except ImportError:
-    _report = None
-
 
 def main() -> None:
     st.set_page_config(page_title="attnscope: attention profiles side by side", page_icon=":material/bolt:", layout="wide")
@@ -144,7 +138,7 @@ def edit_labels(sidebar, loaded: list[runs.Run], labels: dict[str, str]) -> None
     version = st.session_state.setdefault("label_editor_version", 0)
     key = f"label_editor_{version}"
     with sidebar.expander("Rename runs"):
-        edited = st.data_editor(
+        st.data_editor(
             {"label": [labels[r.source.id] for r in loaded], "file": [r.source.name for r in loaded],
              "from": [r.source.collection or ("upload" if r.source.id.startswith("upload/") else "file") for r in loaded],
              "size": [runs.format_bytes(r.size_bytes) for r in loaded]},
@@ -165,21 +159,18 @@ def edit_labels(sidebar, loaded: list[runs.Run], labels: dict[str, str]) -> None
                     own.pop(ident, None)
         st.session_state["label_editor_version"] = version + 1
         st.rerun()
-    del edited
 
 
 def offer_downloads(sidebar, selection: runs.Selection) -> None:
-    """HTML report and Markdown summary of the selected runs, when dashboard.report exists."""
-    if _report is None or not hasattr(_report, "html_report") or not hasattr(_report, "markdown_report"):
-        return
+    """HTML report and Markdown summary of the selected runs, made when the button is pressed."""
     sidebar.subheader("Share")
     chosen, baseline = dict(selection.runs), selection.baseline or ""
     sidebar.download_button(
-        "HTML report (works offline)", data=lambda: _report.html_report(chosen, baseline),
+        "HTML report (works offline)", data=lambda: report.html_report(chosen, baseline),
         file_name="attnscope-report.html", mime="text/html", icon=":material/download:", key="dl_html",
     )
     sidebar.download_button(
-        "Markdown summary (for a PR comment)", data=lambda: _report.markdown_report(chosen, baseline),
+        "Markdown summary (for a PR comment)", data=lambda: report.markdown_report(chosen, baseline),
         file_name="attnscope-summary.md", mime="text/markdown", icon=":material/download:", key="dl_md",
     )
 
