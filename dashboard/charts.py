@@ -143,7 +143,7 @@ def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False) -> go.Fi
     runs = speed["run"].to_list()
     values = speed["speedup"].to_list()
     colors = [FASTER_COLOR if (v or 0) >= 1 else SLOWER_COLOR for v in values]
-    text = [("" if v is None else (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower")) for v in values]
+    text = [("" if v is None or v <= 0 else (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower")) for v in values]
     fig = go.Figure(
         go.Bar(
             x=runs, y=values, marker_color=colors, text=text, textposition="outside", cliponaxis=False,

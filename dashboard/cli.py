@@ -11,6 +11,7 @@ import sys
 from typing import Any, Sequence
 
 from dashboard.engine import TraceError, load_trace, summarize
+from dashboard.engine.backends import BACKENDS
 from dashboard.engine.model import Trace
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -59,9 +60,20 @@ def _human(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _analysis_error(trace: Trace, exc: Exception) -> str:
+    """One line for a trace that loaded but broke an analysis (an engine bug, or a trace stranger
+    than any we have seen): the file, and what went wrong."""
+    return f"{trace.source}: could not be analysed ({type(exc).__name__}: {exc})".replace("\n", " ")
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
     traces, errors = _load_all(args.traces)
-    summaries = [summarize(t) for t in traces]
+    summaries = []
+    for trace in traces:
+        try:
+            summaries.append(summarize(trace))
+        except Exception as exc:  # one strange file must not cost the others their summary
+            errors.append(_analysis_error(trace, exc))
     if args.json:
         print(json.dumps(summaries, indent=1, default=str))
     else:
@@ -91,7 +103,7 @@ def _labels(traces: list[Trace]) -> dict[str, Trace]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dashboard.report import build_review, _html, _markdown  # plotly loads only when reports are asked for
+    from dashboard.report import build_review, render_html, render_markdown  # plotly loads only when asked for
 
     traces, errors = _load_all([args.base, *args.others])
     for error in errors:
@@ -100,24 +112,32 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     runs = _labels(traces)
     baseline = next(iter(runs))
-    review = build_review(runs, baseline, args.usd_per_gpu_hour)
-    markdown = _markdown(review)
+    try:
+        review = build_review(runs, baseline, args.usd_per_gpu_hour)
+        markdown = render_markdown(review)
+        html = render_html(review) if args.html else ""
+    except Exception as exc:
+        print(f"attnscope: error: the comparison failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    written = True
     if args.html:
-        _write(args.html, _html(review))
+        written = _write(args.html, html) and written
     if args.markdown:
-        _write(args.markdown, markdown)
+        written = _write(args.markdown, markdown) and written
     if not args.html and not args.markdown:
         print(markdown)
-    return EXIT_OK
+    return EXIT_OK if written else EXIT_BAD_INPUT
 
 
-def _write(path: str, text: str) -> None:
+def _write(path: str, text: str) -> bool:
     try:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
     except OSError as exc:
-        raise SystemExit(f"attnscope: error: cannot write {path}: {exc.strerror or exc}") from None
+        print(f"attnscope: error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return False
     print(f"attnscope: wrote {path}", file=sys.stderr)
+    return True
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -130,7 +150,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     rules = Rules(
         max_kernel_increase_pct=args.max_kernel_increase,
-        no_new_copies=not args.allow_new_copies,
+        no_new_copies=not args.allow_new_copies,  # --no-new-copies is the default, said out loud
         require_backend=args.require_backend,
         forbid_math=not args.allow_math,
         min_speedup=args.min_speedup,
@@ -140,6 +160,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         problems = check(traces[0], traces[1], rules)
     except IncomparableError as exc:
         print(f"attnscope: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        print(f"attnscope: error: {_analysis_error(traces[1], exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for problem in problems:
         print(f"{traces[1].source}: {problem}")
@@ -181,12 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("candidate")
     gate.add_argument("--max-kernel-increase", type=float, default=0.0, metavar="PCT",
                       help="allowed growth of kernels (device work) per step, in percent (default 0)")
-    gate.add_argument("--no-new-copies", action="store_true",
-                      help="fail on a new copy or more copies per step (the default; kept for explicit CI configs)")
-    gate.add_argument("--allow-new-copies", action="store_true", help="do not check copies")
-    gate.add_argument("--require-backend", metavar="NAME",
-                      help="an attention backend the candidate must show: flash, efficient, cudnn, math, cpu_flash, "
-                      "triton, hub, inductor, eager")
+    copies_rule = gate.add_mutually_exclusive_group()
+    copies_rule.add_argument("--no-new-copies", action="store_true",
+                             help="fail on a new copy or more copies per step (the default; for explicit CI configs)")
+    copies_rule.add_argument("--allow-new-copies", action="store_true", help="do not check copies")
+    gate.add_argument("--require-backend", metavar="NAME", choices=BACKENDS,
+                      help="an attention backend the candidate must show: " + ", ".join(BACKENDS))
     gate.add_argument("--allow-math", action="store_true", help="do not fail when SDPA runs on the math path")
     gate.add_argument("--min-speedup", type=float, metavar="X", help="minimum speedup of the candidate (base time / candidate time)")
     gate.add_argument("--require-parity", action="store_true", help="the candidate must carry a passing parity record")

@@ -62,25 +62,49 @@ def build_review(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float 
     )
 
 
+def _changed(rv: Review) -> dict[str, pl.DataFrame]:
+    """Per compared run, the kernels whose count or speed changed most against the baseline."""
+    return {label: change.filter(pl.col("change") != "same").head(KERNEL_CHANGES_SHOWN) for label, change in rv.changes.items()}
+
+
 # ---------- Markdown ----------
 
-def _cell(value: Any, digits: int = 3) -> str:
+def _cell(value: Any) -> str:
+    """A table cell's text: floats with 3 decimals, booleans as yes/no, lists comma-joined."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return f"{value:.3f}"
     if isinstance(value, list):
         value = ", ".join(map(str, value))
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return str(value).replace("\n", " ")
 
 
-def _md_table(frame: pl.DataFrame, columns: dict[str, str], digits: int = 3) -> str:
+# How a column's numbers are written, by column name; others get _cell's default. Times keep
+# µs with 3 decimals, so that a reader (or a test) can take them back exactly.
+FORMATS: dict[str, Any] = {
+    "share": lambda v: f"{v:.1%}",
+    "bytes_per_step": lambda v: f"{v:,.0f}",
+    "usd_per_mtok": lambda v: f"{v:.4g}",
+    "tokens_per_s": lambda v: f"{v:,.0f}",
+    "speedup": lambda v: f"{v:.3f}",
+    "parity_max_abs": lambda v: f"{v:.3g}",
+}
+
+
+def _fmt(column: str, value: Any) -> str:
+    if isinstance(value, float) and value == value and column in FORMATS:
+        return FORMATS[column](value)
+    return _cell(value)
+
+
+def _md_table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
     """A Markdown table of `frame` with {column: header}."""
     head = "| " + " | ".join(columns.values()) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"
-    rows = ["| " + " | ".join(_cell(row[c], digits) for c in columns) + " |" for row in frame.iter_rows(named=True)]
+    rows = ["| " + " | ".join(_fmt(c, row[c]).replace("|", "\\|") for c in columns) + " |" for row in frame.iter_rows(named=True)]
     return "\n".join([head, rule, *rows])
 
 
@@ -109,10 +133,11 @@ CHANGE_COLUMNS = {
 
 def markdown_report(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float | None = None) -> str:
     """A Markdown summary fit for a pull-request comment: findings first, then the tables."""
-    return _markdown(build_review(runs, baseline, usd_per_gpu_hour))
+    return render_markdown(build_review(runs, baseline, usd_per_gpu_hour))
 
 
-def _markdown(rv: Review) -> str:
+def render_markdown(rv: Review) -> str:
+    """The Markdown summary of a computed review."""
     others = [label for label in rv.runs if label != rv.baseline]
     parts = [f"## attnscope review: {', '.join(others) or rv.baseline} against baseline `{rv.baseline}`", ""]
     parts.append("### Findings")
@@ -127,8 +152,7 @@ def _markdown(rv: Review) -> str:
     parts += ["", "### Overview", f"Work is counted in {' and '.join(units)}s; speedup > 1 means faster than the baseline.", "",
               _md_table(rv.overview, OVERVIEW_COLUMNS)]
     parts += ["", "### Device work per step by kernel family", "", _md_table(rv.families, FAMILY_COLUMNS)]
-    for label, change in rv.changes.items():
-        moved = change.filter(pl.col("change") != "same").head(KERNEL_CHANGES_SHOWN)
+    for label, moved in _changed(rv).items():
         parts += ["", f"#### Kernels that changed: `{label}` against `{rv.baseline}` (top {KERNEL_CHANGES_SHOWN})", ""]
         parts.append(_md_table(moved.with_columns(pl.col("name").str.slice(0, 100)), CHANGE_COLUMNS) if moved.height else "No kernel changed.")
     parts += ["", "### Copies", "", _md_table(rv.copies, COPY_COLUMNS) if rv.copies.height else "No copies in any run."]
@@ -163,7 +187,7 @@ def _html_table(frame: pl.DataFrame, columns: dict[str, str], row_class: str | N
         for c in columns:
             value = row[c]
             num = isinstance(value, (int, float)) and not isinstance(value, bool)
-            text = _cell(value)
+            text = _fmt(c, value)
             if len(text) > LONG_CELL:  # C++ kernel names run to 1,000 characters: show the start, hover for all
                 cells.append(f'<td title="{html.escape(text)}">{html.escape(text[:LONG_CELL])}…</td>')
             else:
@@ -205,10 +229,11 @@ def _finite(value: Any) -> Any:
 
 def html_report(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float | None = None) -> str:
     """One self-contained HTML page (plotly.js inlined once; no external script, style or font)."""
-    return _html(build_review(runs, baseline, usd_per_gpu_hour))
+    return render_html(build_review(runs, baseline, usd_per_gpu_hour))
 
 
-def _html(rv: Review) -> str:
+def render_html(rv: Review) -> str:
+    """The self-contained HTML page of a computed review."""
     labels = list(rv.runs)
     others = [label for label in labels if label != rv.baseline]
     units = sorted({work_unit(t) for t in rv.runs.values()})
@@ -228,8 +253,7 @@ def _html(rv: Review) -> str:
              _html_table(rv.overview, OVERVIEW_COLUMNS)]
     body += ["<h2>Kernels per step</h2>", _figure(charts.work_by_family_stacked(rv.families, labels, " / ".join(units))),
              _html_table(rv.families, FAMILY_COLUMNS)]
-    for label, change in rv.changes.items():
-        moved = change.filter(pl.col("change") != "same").head(KERNEL_CHANGES_SHOWN)
+    for label, moved in _changed(rv).items():
         body.append(f"<h3>Kernels that changed: {html.escape(label)} against {html.escape(rv.baseline)}</h3>")
         body.append(_html_table(moved, CHANGE_COLUMNS) if moved.height else "<p>No kernel changed.</p>")
     body += ["<h2>Copies</h2>", _figure(charts.copy_time_bars(rv.copies, labels)) if rv.copies.height else "",

@@ -65,5 +65,48 @@ def test_bad_files_get_one_line_each_and_exit_2_while_good_files_still_print(tmp
 
 
 def test_the_console_script_and_module_share_one_entry_point():
+    import shutil
+
     out = run("--help")
     assert out.returncode == 0 and "summary" in out.stdout
+    script = shutil.which("attnscope") or str(Path(sys.executable).parent / "attnscope")
+    console = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
+    assert console.returncode == 0 and console.stdout == out.stdout.replace("__main__.py", "attnscope")
+
+
+def _trace_file(tmp_path: Path, name: str, events: list[dict], **top) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": events, **top}))
+    return path
+
+
+STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100}
+
+
+def test_strange_but_readable_traces_are_summarized_or_named_never_a_traceback(tmp_path):
+    odd = [
+        _trace_file(tmp_path, "no_ts.json", [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "abc", "dur": 1}]),
+        _trace_file(tmp_path, "huge_corr.json", [STEP, {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+                                                         "ts": 5, "dur": 1, "args": {"correlation": 2**70}}]),
+        _trace_file(tmp_path, "odd_shapes.json", [STEP, {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1,
+                                                          "tid": 1, "ts": 5, "dur": 1, "args": {"Input Dims": 5, "Input type": {"a": 1}}}]),
+        _trace_file(tmp_path, "odd_meta.json", [STEP], attnscope={"variant": 3, "parity": {"max_abs": "big", "passed": "yes"},
+                                                                  "tokens_per_step": "many"}),
+        _trace_file(tmp_path, "float_ids.json", [STEP, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1.0, "tid": 1,
+                                                         "ts": 5, "dur": -3, "args": {"correlation": 12.0, "External id": "7"}}]),
+        _trace_file(tmp_path, "args_list.json", [STEP, {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 1, "args": [1, 2]}]),
+    ]
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps({"traceEvents": [STEP]}).encode())
+    out = run("summary", "--json", *map(str, odd), str(bom))
+    assert "Traceback" not in out.stderr
+    assert out.returncode == 2  # no_ts.json cannot be read
+    errors = out.stderr.strip().splitlines()
+    assert [line for line in errors if "error" in line] == ["attnscope: error: no_ts.json: no complete event has a readable timestamp"]
+    result = {r["source"]: r for r in json.loads(out.stdout)}
+    assert set(result) == {"huge_corr.json", "odd_shapes.json", "odd_meta.json", "float_ids.json", "args_list.json", "bom.json"}
+    assert result["huge_corr.json"]["steps"][0]["kernel"] == 0  # its correlation cannot tie it to a launch
+    assert result["odd_meta.json"]["collector"]["parity"] == {"max_abs": None, "max_rel": None, "atol": None, "rtol": None, "passed": None}
+    assert result["float_ids.json"]["counts"] == {"cpu_op": 1, "user_annotation": 1}
+    assert any("negative duration" in w for w in result["float_ids.json"]["warnings"])
+    assert result["args_list.json"]["counts"] == {"cpu_op": 1, "user_annotation": 1}

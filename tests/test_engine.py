@@ -82,7 +82,7 @@ def test_rocm_trace_links_hip_calls_and_takes_memcpy_bytes_from_the_call(loaded)
     trace, doc = loaded("hta_mi250_rocm_minitoy.json.gz")
     summary = summarize(trace)
     assert summary["device"]["type"] == "rocm"
-    assert [s["kernel"] for s in summary["steps"]] == [14, 0]
+    assert [s["kernel"] for s in summary["steps"]] == [c["kernel"] for c in oracle.gpu_per_step(doc).values()]
     hip_sizes = sorted(int(e["args"]["size"]) for e in oracle.complete(doc) if e["name"].startswith("hipMemcpy"))
     memcpy = trace.events.filter(pl.col("cat") == "gpu_memcpy")
     assert sorted(memcpy["bytes"].to_list()) == hip_sizes
@@ -120,7 +120,7 @@ def test_all_top_level_metadata_is_kept(loaded):
             assert trace.meta[key] == value
 
 
-def test_busy_time_is_the_union_of_gpu_intervals_per_device(loaded):
+def test_busy_time_is_the_union_of_gpu_intervals_on_the_busiest_device(loaded):
     trace, _ = loaded("hta_v100_ns_resolution.pt.trace.json.gz")
     doc = oracle.raw(DATA / "hta_v100_ns_resolution.pt.trace.json.gz", parse_float=Decimal)
     spans = oracle.step_spans(doc)
@@ -130,7 +130,7 @@ def test_busy_time_is_the_union_of_gpu_intervals_per_device(loaded):
     table = per_step(trace)
     for (name, start, end), row in zip(spans, table.iter_rows(named=True)):
         in_step = [e for e in gpu if start <= launch_ts.get(e["args"].get("correlation"), -1) < end]
-        want_us = sum(oracle.union_us(iv) for iv in oracle.by_device(in_step).values())
+        want_us = max(oracle.union_us(iv) for iv in oracle.by_device(in_step).values())  # the busiest device
         assert row["busy_ns"] == int(want_us * 1000), name
 
 
@@ -255,3 +255,97 @@ def test_progress_reports_the_fraction_decoded():
     load_trace(DATA / "hta_a100_control.json.gz", progress=seen.append)
     assert seen[0] == 0.0 and all(a < b for a, b in zip(seen, seen[1:])) and seen[-1] < 1.0
     assert len(seen) == -(-len(oracle.raw(DATA / "hta_a100_control.json.gz")["traceEvents"]) // 25_000)
+
+
+def test_a_two_gpu_step_takes_the_busiest_gpus_time_not_the_sum(tmp_path):
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "dur": 1}
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "tid": 7}
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000}]
+    for corr, (device, ts, dur) in enumerate([(0, 10, 100), (0, 50, 100), (1, 10, 80)]):
+        events.append({**launch, "ts": 5 + corr, "args": {"correlation": corr}})
+        events.append({**kernel, "pid": device, "ts": ts, "dur": dur, "args": {"correlation": corr, "device": device}})
+    path = tmp_path / "two_gpus.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert per_step(load_trace(path))["busy_ns"].to_list() == [140_000]  # GPU 0: 10..150 us; GPU 1: 80 us
+
+
+def test_without_profiler_steps_gpu_events_without_launch_still_count(tmp_path):
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 5, "args": {"correlation": i}}
+              for i in range(4)]
+    path = tmp_path / "kernels_only.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    summary = summarize(load_trace(path))
+    assert summary["implicit_step"] is True and summary["steps"][0]["kernel"] == 4
+
+
+def test_gpu_events_without_a_launch_belong_to_no_step_and_say_so(loaded):
+    trace, doc = loaded("hta_v100_test.json.gz")
+    launches = {e["args"]["correlation"] for e in oracle.complete(doc)
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    orphans = [e for e in oracle.complete(doc) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+               and e.get("args", {}).get("correlation") not in launches]
+    assert trace.events.filter(pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"]) & pl.col("step").is_null()).height == len(orphans)
+    assert any(f"{len(orphans):,} GPU events have no launch" in w for w in trace.warnings)
+
+
+def test_a_tiny_gpu_memcpy_is_a_copy_even_when_its_source_is_0_dim(loaded):
+    trace, doc = loaded("hta_v100_test.json.gz")
+    memcpy = [e for e in oracle.complete(doc) if e.get("cat") == "gpu_memcpy"]
+    table = copies(trace)
+    assert table.filter(pl.col("kind") != "kernel").height == len(memcpy)
+    assert table.filter((pl.col("kind") == "DtoD") & (pl.col("bytes") == 4)).height == sum(
+        1 for e in memcpy if e["name"].startswith("Memcpy DtoD") and e["args"].get("bytes") == 4) > 0
+
+
+def test_a_copy_under_autograd_or_compiled_wrappers_takes_its_origin_from_the_first_real_op(loaded):
+    trace, _ = loaded("hta_v100_test.json.gz")
+    table = copies(trace)
+    wrapped = table.filter(pl.col("op_chain").list.first() == "CompiledFunction")
+    assert wrapped.height > 0
+    for chain, origin in zip(wrapped["op_chain"].to_list(), wrapped["origin"].to_list()):
+        assert origin == next((op for op in chain if op != "CompiledFunction"), None)
+
+
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(c10::BFloat16, bool)#1}, at::detail::Array<char*, 3> >(int, at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(c10::BFloat16, bool)#1}, at::detail::Array<char*, 3>)", "elementwise"),
+        ("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, at::native::templates::cuda::normal_and_transform<float, float, at::native::(anonymous namespace)::normal_kernel(at::TensorBase const&, double, double, at::CUDAGeneratorImpl*)>", "elementwise"),
+        ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, float const*, float const*, float*, float*, float*)", "reduction"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", "elementwise"),
+        ("Memset (Device)", "memset"),
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)", "fused attention"),
+        ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", "fused attention"),
+        ("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3_64x64x64_4x1x1_kernel0_0", "fused attention"),
+        ("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn", "gemm"),
+        ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, false, false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, int, bool)", "softmax"),
+        ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}> >(int, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>)", "copy"),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "communication"),
+    ],
+)
+def test_kernel_families_of_real_kernel_names(name, family):
+    from dashboard.engine.kernels import family_expr
+
+    assert pl.select(family_expr(pl.lit(name), pl.lit("kernel"))).item() == family
+
+
+def test_long_kernel_sequences_align_window_by_window():
+    import random
+
+    from dashboard.engine.diff import aligned_opcodes
+
+    rng = random.Random(0)
+    a = [f"k{rng.randint(0, 30)}" for _ in range(30_000)]
+    b = list(a)
+    for k in rng.sample(range(len(a)), 3_000):
+        b[k] = f"new{k}"
+    del b[10_000:10_500]
+    ops = aligned_opcodes(a, b)
+    i = j = 0
+    for op, i1, i2, j1, j2 in ops:  # contiguous cover of both sequences; equal blocks are equal
+        assert (i1, j1) == (i, j)
+        assert op != "equal" or a[i1:i2] == b[j1:j2]
+        i, j = i2, j2
+    assert (i, j) == (len(a), len(b))
+    assert sum(i2 - i1 for op, i1, i2, _, _ in ops if op == "equal") >= 0.95 * (len(a) - 3_500)
+    assert aligned_opcodes(a, a) == [("equal", 0, len(a), 0, len(a))] or all(op == "equal" for op, *_ in aligned_opcodes(a, a))

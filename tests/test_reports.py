@@ -129,7 +129,8 @@ def test_the_markdown_copies_table_names_the_op_chain(compared):
     hidden = [r for r in rows if r["hidden"] == "yes"]
     assert [(r["run"], r["op chain"]) for r in hidden] == [("naive", "aten::masked_fill > aten::clone > aten::copy_")]
     dims = [e for e in raw_sample("naive.json.gz")["traceEvents"] if e.get("name") == "aten::clone"][0]["args"]["Input Dims"][0]
-    assert float(hidden[0]["bytes per step"]) == 4 * dims[0] * dims[1] * dims[2] * dims[3]
+    assert float(hidden[0]["bytes per step"].replace(",", "")) == 4 * dims[0] * dims[1] * dims[2] * dims[3]
+    assert hidden[0]["share of step"].endswith("%")
 
 
 def test_the_html_is_self_contained_and_embeds_the_same_numbers(compared):
@@ -148,7 +149,8 @@ def test_the_html_is_self_contained_and_embeds_the_same_numbers(compared):
     hidden = [c for c in data["copies"] if c["hidden"]]
     assert [c["op_chain"] for c in hidden] == ["aten::masked_fill > aten::clone > aten::copy_"]
     assert [f["kind"] for f in data["findings"] if f["severity"] == "alarm"] == ["hidden copy"]
-    assert "timeline" not in page or "µs since the start of the step" in page
+    # one step's timeline of each compared run against the baseline's: two timeline figures here
+    assert page.count("µs since the start of the step") == 2
 
 
 def test_compare_on_gpu_traces_reports_their_memcpy_and_kernels(tmp_path):
@@ -240,3 +242,45 @@ def test_unusable_input_exits_2():
     assert out.returncode == 2 and "compare a GPU trace with a GPU trace" in out.stderr
     out = check(str(SAMPLES / "sdpa.json.gz"), str(ROOT / "missing.json"))
     assert out.returncode == 2 and "missing.json: no such file" in out.stderr
+
+
+def test_a_backend_fallback_fails_the_gate(tmp_path):
+    doc = raw_sample("sdpa-math.json.gz")
+    doc["attnscope"]["backend_requested"] = "flash"  # asked for flash, the trace shows the math path
+    lied = tmp_path / "sdpa_flash_fell_back.json"
+    lied.write_text(json.dumps(doc))
+    out = check(str(SAMPLES / "sdpa-math.json.gz"), str(lied))
+    assert out.returncode == 1
+    assert out.stdout.strip().splitlines() == ["sdpa_flash_fell_back.json: backend fallback: 'flash' was requested, the trace shows math"]
+
+
+def test_more_copies_of_a_known_chain_fail_the_gate(tmp_path):
+    # a baseline whose hidden copy happens in one step of three: the candidate (the real naive
+    # trace) has the same chain, no new one, but three times as many copies per step
+    doc = raw_sample("naive.json.gz")
+    events = doc["traceEvents"]
+    spans = sorted((e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    clones = [e for e in events if e.get("ph") == "X" and e.get("name") == "aten::clone"]
+    later = [s for s in spans[1:]]
+    drop = {id(c) for c in events if c.get("ph") == "X" and c.get("name") == "aten::copy_" and any(
+        k["ts"] <= c["ts"] and c["ts"] + c["dur"] <= k["ts"] + k["dur"] for k in clones) and any(
+        s["ts"] <= c["ts"] < s["ts"] + s["dur"] for s in later)}
+    assert len(drop) == len(later) == 2
+    doc["traceEvents"] = [e for e in events if id(e) not in drop]
+    base = tmp_path / "naive_one_copy.json"
+    base.write_text(json.dumps(doc))
+    out = check(str(base), str(SAMPLES / "naive.json.gz"), "--max-kernel-increase", "1000")
+    assert out.returncode == 1
+    assert out.stdout.strip().splitlines() == ["naive.json.gz: more copies: 1 per step against 0.333333 in the baseline"]
+
+
+def test_check_flags_are_validated():
+    out = check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--require-backend", "Flash")
+    assert out.returncode == 2 and "invalid choice" in out.stderr
+    out = check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--no-new-copies", "--allow-new-copies")
+    assert out.returncode == 2 and "not allowed with" in out.stderr
+
+
+def test_compare_that_cannot_write_its_report_exits_2(tmp_path):
+    out = run("compare", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--markdown", str(tmp_path / "no" / "such" / "dir.md"))
+    assert out.returncode == 2 and "cannot write" in out.stderr

@@ -26,6 +26,8 @@ BACKEND_PATTERNS: tuple[tuple[str, str], ...] = (
     ("hub", r"^_?flash_attn\w*::|^kernels_community\w*::|^(void )?flash::flash_fwd|^(void )?flash::flash_bwd|(^|[^_])flash::compute_attn"),
 )
 BACKENDS: tuple[str, ...] = tuple(b for b, _ in BACKEND_PATTERNS) + ("inductor", "eager")
+# What the collectors write as backend_requested when no one backend was forced.
+NOT_FORCED = ("default", "eager", "none")
 SDPA_OP = r"^aten::(scaled_dot_product_attention|_scaled_dot_product_)"
 EAGER_MATMUL = r"^aten::(matmul|bmm|baddbmm|einsum)$"
 EAGER_SOFTMAX = r"^aten::(_?softmax|_safe_softmax)$"
@@ -111,7 +113,7 @@ def requested_backend(trace: Trace) -> str | None:
 
 def fallback(requested: str | None, detected: list[str]) -> bool:
     """True when a specific fused backend was requested and it is not what ran."""
-    if not requested or requested in ("default", "eager", "none"):
+    if not requested or requested in NOT_FORCED:
         return False
     # torch.compile lowers the forced math path into generated kernels (inductor); that is still
     # the math path, compiled, not a fallback.

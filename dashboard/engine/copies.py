@@ -27,6 +27,11 @@ REQUESTED_COPY_OPS = frozenset(
 # A chain through one of these reads a value back to Python (`.item()`, `if tensor:`): the user
 # asked for that value, so its tiny device-to-host copy is a sync to know about, not a hidden copy.
 SCALAR_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+# Ops that only wrap other ops: never the origin of a copy.
+WRAPPER_OPS = (
+    r"^(autograd::engine::evaluate_function: |CompiledFunction|TorchDynamo Cache Lookup|Torch-Compiled Region|"
+    r"Pregraph bytecode|AOTDispatcher|## |DistributedDataParallel|nn\.Module: )|^[A-Za-z]+Backward\d*$"
+)
 COPY_KERNEL = r"direct_copy_kernel|copy_kernel|copy_device_to_device"
 CHAIN_CATEGORIES = ("cpu_op",)
 CHAIN_SEP = "\x1f"
@@ -73,8 +78,12 @@ def copies(trace: Trace) -> pl.DataFrame:
         pl.Series("op_chain", joined, dtype=pl.String).str.split(CHAIN_SEP).list.eval(pl.element().filter(pl.element() != ""))
     )
     found = _fill_bytes_from_shapes(trace, found, paths, names)
-    found = found.filter(~pl.col("scalar"))
-    origin = pl.col("op_chain").list.first()
+    # Only a 0-dim source converted by aten::to/_to_copy (`scores * 0.125`) is a scalar conversion;
+    # a GPU memcpy is always kept, whatever its size.
+    converts = pl.col("op_chain").list.eval(pl.element().is_in(["aten::to", "aten::_to_copy"])).list.any()
+    found = found.filter(~(pl.col("scalar") & converts & (pl.col("cat") != "gpu_memcpy")))
+    # The origin is the outermost op that is not a wrapper (autograd node, compiled region, ...).
+    origin = pl.col("op_chain").list.eval(pl.element().filter(~pl.element().str.contains(WRAPPER_OPS))).list.first()
     return found.select(
         "id", "step", "kind", pl.col("name").cast(pl.String), "ts_ns", "dur_ns", "bytes",
         pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None).alias("gbps"),
@@ -153,17 +162,23 @@ def _tensor_bytes(dims_json: str, types_json: str | None) -> tuple[int | None, b
         types = json.loads(types_json) if types_json else []
     except json.JSONDecodeError:
         return None, False
-    if len(dims) < 2 or not isinstance(dims[1], list):
+    if not isinstance(dims, list) or len(dims) < 2 or not isinstance(dims[1], list):
         return None, False
     src = dims[1]
     if len(src) == 0:
         return None, True
+    types = [t if isinstance(t, str) else "" for t in types] if isinstance(types, list) else []
     elem = DTYPE_BYTES.get(types[1] if len(types) > 1 else "", None)
     if elem is None:
         elem = DTYPE_BYTES.get(types[0], None) if types else None
     if elem is None or not all(isinstance(x, int) for x in src):
         return None, False
     return int(np.prod(src, dtype=np.int64)) * elem, False
+
+
+def copies_in_steps(trace: Trace) -> pl.DataFrame:
+    """The copies that belong to a step: the ones per-step figures count."""
+    return copies(trace).filter(pl.col("step").is_not_null())
 
 
 def copy_summary(table: pl.DataFrame) -> pl.DataFrame:

@@ -10,6 +10,7 @@ from dashboard.engine.kernels import family_expr, work_events
 from dashboard.engine.model import GPU_CATEGORIES, Trace
 
 TIMELINE_CPU = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+DIFF_WINDOW = 2_000  # kernels aligned at once (see aligned_opcodes)
 
 
 def timeline(trace: Trace, step: int) -> pl.DataFrame:
@@ -60,9 +61,8 @@ def sequence_diff(a: Trace, step_a: int, b: Trace, step_b: int) -> pl.DataFrame:
     'insert' = only in b, 'delete' = only in a, 'replace' = different kernels at that point."""
     sa, sb = work_sequence(a, step_a), work_sequence(b, step_b)
     names_a, names_b = sa["name"].to_list(), sb["name"].to_list()
-    matcher = SequenceMatcher(a=names_a, b=names_b, autojunk=False)
     rows: list[dict] = []
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in aligned_opcodes(names_a, names_b):
         for k in range(max(i2 - i1, j2 - j1)):
             i, j = i1 + k, j1 + k
             in_a, in_b = i < i2, j < j2
@@ -73,6 +73,32 @@ def sequence_diff(a: Trace, step_a: int, b: Trace, step_b: int) -> pl.DataFrame:
         .join(sb.rename({"pos": "b_pos", "name": "b_name", "family": "b_family", "dur_ns": "b_dur_ns"}), on="b_pos", how="left", maintain_order="left")
         .select("op", "a_pos", "a_name", "a_family", "a_dur_ns", "b_pos", "b_name", "b_family", "b_dur_ns")
     )
+
+
+def aligned_opcodes(a: list[str], b: list[str], window: int = DIFF_WINDOW) -> list[tuple[str, int, int, int, int]]:
+    """difflib opcodes aligning two kernel sequences. difflib's exact matcher takes time that grows
+    with the square of the length when few kernel names repeat a lot (50k kernels: 40 s), so long
+    sequences are aligned window by window: each window of `a` against the next stretch of `b`,
+    committing up to its last matching block, so an alignment never drifts by more than a window."""
+    if len(a) + len(b) <= 2 * window:
+        return SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+    out: list[tuple[str, int, int, int, int]] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        a_end, b_end = min(i + window, len(a)), min(j + window, len(b))
+        ops = SequenceMatcher(a=a[i:a_end], b=b[j:b_end], autojunk=False).get_opcodes()
+        last = a_end == len(a) and b_end == len(b)
+        equal = [k for k, op in enumerate(ops) if op[0] == "equal"]
+        keep = ops if last or not equal else ops[: equal[-1] + 1]
+        if not equal and not last:  # nothing in common here: one replaced stretch
+            keep = [("replace", 0, a_end - i, 0, b_end - j)]
+        out.extend((op, i + i1, i + i2, j + j1, j + j2) for op, i1, i2, j1, j2 in keep)
+        i, j = i + keep[-1][2], j + keep[-1][4]
+    if i < len(a):
+        out.append(("delete", i, len(a), j, j))
+    if j < len(b):
+        out.append(("insert", i, i, j, len(b)))
+    return out
 
 
 def family_time_diff(a: Trace, step_a: int, b: Trace, step_b: int) -> pl.DataFrame:

@@ -20,15 +20,13 @@ UNIT_LEAF_OP = "leaf cpu_op"
 FAMILY_PATTERNS: tuple[tuple[str, str], ...] = (
     ("fused attention", r"flash_fwd|flash_bwd|flash_attn|fmha|native_sdpa|scaled_dot_product|efficient_attention|attention_kernel|_attention|attn_fwd|attn_bwd"),
     ("communication", r"nccl|rccl|allreduce|all_reduce|allgather|all_gather|reduce_scatter|alltoall|c10d::"),
-    ("memset", r"^memset|fill_kernel|aten::zero_|aten::fill_"),
+    ("memset", r"^memset|aten::zero_|aten::fill_"),
     ("copy", r"^memcpy|direct_copy_kernel|copy_kernel|copy_device|aten::copy_|aten::clone|aten::contiguous|catarraybatchedcopy|aten::cat\b"),
     ("softmax", r"softmax"),
     ("gemm", r"gemm|cutlass|cublas|nvjet|wgmma|xmma|cijk_|matmul|aten::(mm|bmm|addmm|baddbmm|linear|matmul)\b|triton_tem_fused_(mm|bmm|addmm)"),
-    ("reduction", r"reduce|reduction|norm|splitk|aten::(sum|mean|max|min|amax|amin|argmax|prod|var|std)\b|triton_red|triton_per|cub::"),
+    ("reduction", r"reduce|reduction|layer_norm|batch_norm|group_norm|rms_norm|instance_norm|aten::norm\b|vector_norm|splitk|aten::(sum|mean|max|min|amax|amin|argmax|prod|var|std)\b|triton_red|triton_per|cub::"),
     ("elementwise", r"elementwise|triton_poi|aten::(add|sub|mul|div|masked_fill|where|exp|tanh|relu|gelu|silu|neg|pow|sqrt|rsqrt|tril|triu|sigmoid|clamp|ge|le|lt|gt|eq|ne|logical_\w+)_?\b"),
 )
-
-FAMILIES: tuple[str, ...] = tuple(f for f, _ in FAMILY_PATTERNS) + ("other",)
 
 # cpu_ops that do no work of their own, never counted as device work on CPU-only traces:
 # profiler and torch.compile bookkeeping, and ops that only make a new view or allocate.
@@ -102,7 +100,7 @@ def leaf_work_ops(trace: Trace) -> pl.DataFrame:
 @per_trace
 def per_step(trace: Trace) -> pl.DataFrame:
     """One row per step: name, step, kernel, gpu_memcpy, gpu_memset, work (units of device work),
-    busy_ns (union of device work intervals, summed over devices; on a CPU-only trace the union
+    busy_ns (union of device work intervals on the busiest device; on a CPU-only trace the union
     of all op intervals, since a fused op's own time is not in its leaves), dur_ns (the step's
     CPU span)."""
     work = work_events(trace)
@@ -123,8 +121,9 @@ def per_step(trace: Trace) -> pl.DataFrame:
 
 
 def busy_time(work: pl.DataFrame) -> pl.DataFrame:
-    """Per step: the length of the union of work intervals on each device, summed (ns).
-    Overlapping kernels on two streams of one device count once."""
+    """Per step: the length of the union of work intervals on each device (ns), and of those the
+    busiest device's: overlapping kernels on two streams count once, and N GPUs working side by
+    side take the time of one, not N times it."""
     device = pl.col("device").fill_null(-1)
     return (
         work.filter(pl.col("step").is_not_null())
@@ -134,8 +133,10 @@ def busy_time(work: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             (pl.col("end_ns") - pl.max_horizontal("ts_ns", pl.col("covered").fill_null(0))).clip(lower_bound=0).alias("new_ns")
         )
+        .group_by("step", "dev")
+        .agg(pl.col("new_ns").sum())
         .group_by("step")
-        .agg(pl.col("new_ns").sum().alias("busy_ns"))
+        .agg(pl.col("new_ns").max().alias("busy_ns"))
     )
 
 

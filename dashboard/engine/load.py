@@ -59,14 +59,19 @@ class TraceError(Exception):
     """A file that cannot be read as a trace. str() is one line naming the file and the problem."""
 
 
+# Fields take any JSON scalar: writers disagree on ints, floats and numeric strings, and one odd
+# value must not cost the event.
+_Scalar = Union[int, float, str, None]
+
+
 class _Args(msgspec.Struct, gc=False):
-    correlation: Union[int, str, None] = None
-    external_id: Union[int, str, None] = msgspec.field(default=None, name="External id")
-    external_id_legacy: Union[int, str, None] = msgspec.field(default=None, name="external id")
-    stream: Union[int, str, None] = None
-    device: Union[int, str, None] = None
-    bytes: Union[int, str, None] = None
-    size: Union[int, str, None] = None  # ROCm hipMemcpy* calls give the size here, as a string
+    correlation: _Scalar = None
+    external_id: _Scalar = msgspec.field(default=None, name="External id")
+    external_id_legacy: _Scalar = msgspec.field(default=None, name="external id")
+    stream: _Scalar = None
+    device: _Scalar = None
+    bytes: _Scalar = None
+    size: _Scalar = None  # ROCm hipMemcpy* calls give the size here, as a string
     kind: Union[str, int, None] = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
@@ -75,14 +80,14 @@ class _Args(msgspec.Struct, gc=False):
 class _Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: Union[str, None] = None
-    name: Union[str, int, float, None] = None
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
+    name: _Scalar = None
+    pid: _Scalar = None
+    tid: _Scalar = None
     # Raw number text: epoch µs with ns fractions (1.6e15) do not survive a trip through float64.
     ts: msgspec.Raw = msgspec.Raw()
     dur: msgspec.Raw = msgspec.Raw()
-    id: Union[int, str, None] = None
-    args: Union[_Args, None] = None
+    id: _Scalar = None
+    args: Union[_Args, list, None] = None  # a list of args is not ours to read, but keeps the event
 
 
 _decode_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
@@ -107,6 +112,8 @@ def read_source(source: Union[str, os.PathLike, bytes], name: str | None = None)
             raise TraceError(f"{label}: cannot read ({exc.strerror or exc})") from None
     if data[:2] == GZIP_MAGIC:
         data = _gunzip(data, label)
+    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte order mark, as some editors write
+        data = data[3:]
     return data, label
 
 
@@ -248,14 +255,14 @@ def _int_or_none(value: Any) -> int | None:
     """Ints as they are; numeric strings ("2560", "0x0") parsed; anything else None."""
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float):
-        return int(value)
-    try:
-        return int(str(value), 0)
-    except ValueError:
-        return None
+        value = int(value) if value == value and abs(value) < 2**63 else None
+    elif not isinstance(value, int):
+        try:
+            value = int(str(value), 0)
+        except ValueError:
+            return None
+    return value if value is not None and -(2**63) <= value < 2**63 else None
 
 
 def _ints(values: list[Any]) -> pl.Series:
@@ -310,7 +317,7 @@ def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
     """Columns of one batch of complete events, as read: only Python-to-column copies here; the
     parsing runs once over the whole trace (see _finish_events)."""
     no_args = _Args()
-    args = [e.args or no_args for e in batch]
+    args = [e.args if isinstance(e.args, _Args) else no_args for e in batch]
     return pl.DataFrame(
         [
             _strs([e.cat for e in batch]).alias("cat"),
@@ -370,6 +377,8 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: st
             flow_chunks.append(_flow_frame(flows))
         del batch, complete, flows
     if not chunks:
+        if warnings:
+            raise TraceError(f"{label}: no event could be read ({warnings[-1].removeprefix(label + ': ')})")
         if not seen:
             raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
         raise TraceError(f"{label}: the trace has {seen:,} events but no complete (\"X\") events to analyse")
@@ -384,12 +393,24 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: st
     if unreadable:
         warnings.append(f"{label}: {unreadable:,} events with an unreadable timestamp were skipped")
         frame = frame.filter(pl.col("ts_abs").is_not_null())
+        if frame.height == 0:
+            raise TraceError(f"{label}: no complete event has a readable timestamp")
+    negative = frame.filter(pl.col("dur_ns") < 0).height
+    if negative:
+        warnings.append(f"{label}: {negative:,} events with a negative duration were read as zero-length")
+        frame = frame.with_columns(pl.col("dur_ns").clip(lower_bound=0))
     origin_ns = int(frame["ts_abs"].min())
     frame = frame.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")
     frame = _normalize(frame)
     frame = nesting(frame)
     frame = _link_launches(frame)
     steps = find_steps(frame)
+    unlinked = frame.filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_null()).height
+    if unlinked and not steps["implicit"][0]:
+        warnings.append(
+            f"{label}: {unlinked:,} GPU events have no launch call with their correlation id; "
+            "they belong to no step (launched before the profiler started, or their runtime calls were dropped)"
+        )
     frame = assign_steps(frame, steps)
 
     flow_schema = {"id": pl.String, "cat": pl.String, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String, "ts_abs": pl.Binary}

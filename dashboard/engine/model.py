@@ -54,9 +54,38 @@ class Trace:
 
     @property
     def collector(self) -> dict[str, Any]:
-        """The collectors' self-description ("attnscope" top-level key), or {} for foreign traces."""
-        block = self.meta.get("attnscope")
-        return block if isinstance(block, dict) else {}
+        """The collectors' self-description ("attnscope" top-level key), or {} for foreign traces.
+        Fields the analyses read are checked here, once: a value of the wrong type reads as absent."""
+        if "collector" not in self._analyses:
+            self._analyses["collector"] = clean_collector(self.meta.get("attnscope"))
+        return self._analyses["collector"]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def clean_collector(block: Any) -> dict[str, Any]:
+    """The "attnscope" metadata with the fields the analyses use coerced to their types."""
+    if not isinstance(block, dict):
+        return {}
+    clean = dict(block)
+    for key in ("variant", "backend_requested", "device_name", "dtype"):
+        if key in clean and not isinstance(clean[key], str):
+            clean[key] = None
+    tokens = clean.get("tokens_per_step")
+    clean["tokens_per_step"] = int(tokens) if _number(tokens) and tokens > 0 else None
+    clean["compiled"] = clean.get("compiled") is True
+    parity = clean.get("parity")
+    if isinstance(parity, dict):
+        passed = parity.get("passed")
+        clean["parity"] = {
+            **{key: _number(parity.get(key)) for key in ("max_abs", "max_rel", "atol", "rtol")},
+            "passed": passed if isinstance(passed, bool) else None,
+        }
+    else:
+        clean["parity"] = None
+    return clean
 
 
 R = TypeVar("R")

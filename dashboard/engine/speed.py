@@ -25,11 +25,17 @@ class StepTime:
     source: str
 
 
+def step_time_column(trace: Trace) -> str:
+    """Which per_step column is a step's time: busy_ns (device busy time) on GPU traces, dur_ns
+    (the CPU ProfilerStep span) on CPU-only traces."""
+    return "busy_ns" if trace.has_gpu else "dur_ns"
+
+
 def step_time(trace: Trace, which: str = "auto") -> StepTime:
     """Median and spread of the time per step in µs. which: 'auto', 'busy' or 'span'."""
     table = per_step(trace)
-    use_busy = which == "busy" or (which == "auto" and trace.has_gpu)
-    column = "busy_ns" if use_busy else "dur_ns"
+    column = {"busy": "busy_ns", "span": "dur_ns"}.get(which) or step_time_column(trace)
+    use_busy = column == "busy_ns"
     values = table[column].cast(pl.Float64) / 1000.0
     if values.len() == 0:
         return StepTime(float("nan"), float("nan"), float("nan"), 0, column)
@@ -60,7 +66,7 @@ def speed_table(traces: dict[str, Trace], baseline: str, usd_per_gpu_hour: float
         tokens = tokens_per_step(trace)
         tok_s = tokens / (st.median_us / 1e6) if tokens and st.median_us > 0 else None
         cost = usd_per_gpu_hour / 3600.0 / tok_s * 1e6 if tok_s and usd_per_gpu_hour else None
-        speedup = base.median_us / st.median_us if base and st.median_us > 0 else None
+        speedup = base.median_us / st.median_us if base and base.median_us > 0 and st.median_us > 0 else None
         rows.append(
             {
                 "run": label, "median_us": st.median_us, "p10_us": st.p10_us, "p90_us": st.p90_us, "steps": st.steps,
@@ -82,6 +88,6 @@ def representative_step(trace: Trace) -> int:
     """The step whose time (device busy time on GPU traces, the span otherwise) is closest to the
     median: the one to show when only one step of a run is drawn."""
     table = per_step(trace)
-    column = "busy_ns" if trace.has_gpu else "dur_ns"
+    column = step_time_column(trace)
     median = table[column].median()
     return int(table.sort((pl.col(column) - median).abs(), "step")["step"][0])

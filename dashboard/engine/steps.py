@@ -98,12 +98,15 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def assign_steps(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    """Add `step`: GPU events through their launch, CPU events by their own start time."""
+    """Add `step`: GPU events through their launch (one whose launch is not in the trace belongs
+    to no step), CPU events by their own start time. In the implicit step of a trace without
+    ProfilerStep every event belongs to the one step, launched or not."""
+    implicit = pl.lit(bool(steps["implicit"][0]))
     spans = steps.select("start_ns", "end_ns", "step").sort("start_ns")
     anchor = (
         frame.select(
             "id",
-            pl.when(pl.col("cat").is_in(GPU_CATEGORIES)).then(pl.col("launch")).otherwise(pl.col("id")).alias("anchor"),
+            pl.when(pl.col("cat").is_in(GPU_CATEGORIES) & ~implicit).then(pl.col("launch")).otherwise(pl.col("id")).alias("anchor"),
         )
         .join(frame.select(pl.col("id").alias("anchor"), pl.col("ts_ns").alias("anchor_ts")), on="anchor", how="left")
         .filter(pl.col("anchor_ts").is_not_null())
@@ -115,10 +118,3 @@ def assign_steps(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         .select("id", "step")
     )
     return frame.join(placed, on="id", how="left", maintain_order="left")
-
-
-def step_table(trace: Trace) -> pl.DataFrame:
-    """The steps with their CPU span in µs: name, step, start_us, dur_us, implicit."""
-    return trace.steps.select(
-        "name", "step", (pl.col("start_ns") / 1000).alias("start_us"), (pl.col("dur_ns") / 1000).alias("dur_us"), "implicit"
-    )

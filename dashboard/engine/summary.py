@@ -29,8 +29,7 @@ def device_info(trace: Trace) -> dict[str, Any]:
         kind = "cpu"
     else:
         kind = "other"
-    collector_name = trace.collector.get("device_name")
-    return {"type": kind, "name": name or collector_name}
+    return {"type": kind, "name": name if isinstance(name, str) else None}
 
 
 def summarize(trace: Trace) -> dict[str, Any]:
@@ -48,7 +47,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "device": device_info(trace),
         "events": ev.height,
         "counts": {row["cat"]: row["len"] for row in counts.iter_rows(named=True)},
-        "memcpy": {str(row["kind"]): row["len"] for row in memcpy.iter_rows(named=True)},
+        "memcpy": {row["kind"] or "unknown": row["len"] for row in memcpy.iter_rows(named=True)},
         "work_unit": work_unit(trace),
         "implicit_step": trace.implicit_step,
         "steps": [
