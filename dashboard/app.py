@@ -12,6 +12,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # `streamlit run dashboard/app.py` runs this file as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from typing import Callable
+
 import streamlit as st
 
 from dashboard import report, runs
@@ -25,6 +27,8 @@ TABS = {
     "Speedups": speedups.render,
     "Backends": backends.render,
 }
+TAB_FAILED = "The {tab} tab could not be drawn for the selected runs:"
+
 
 def main() -> None:
     st.set_page_config(page_title="attnscope: attention profiles side by side", page_icon=":material/bolt:", layout="wide")
@@ -37,18 +41,30 @@ def main() -> None:
     if selection is None:
         return
     tabs = st.tabs(list(TABS), key="tab", bind="query-params")
-    for tab, render in zip(tabs, TABS.values()):
+    for tab, (name, render) in zip(tabs, TABS.items()):
         if tab.open:
             with tab:
-                render(selection)
+                draw_tab(name, render, selection)
+
+
+def draw_tab(name: str, render: Callable[[runs.Selection], None], selection: runs.Selection) -> None:
+    """Draw one tab; an unexpected error in the engine or the view becomes one red line in that
+    tab (its type and message, no traceback) instead of taking the whole app down."""
+    try:
+        render(selection)
+    except Exception as exc:  # noqa: BLE001 - one bad run must not take the dashboard down
+        st.error(
+            f"{TAB_FAILED.format(tab=name)} {type(exc).__name__}: {runs.one_line(str(exc))}. "
+            "The other tabs are unaffected; deselecting the run that causes it brings this one back.",
+            icon=":material/error:",
+        )
 
 
 def pick_runs() -> runs.Selection | None:
     """The sidebar: uploads, parsing with progress, labels, which runs to compare and the baseline."""
     cache = runs.trace_cache()
-    collections, loose = runs.discover(extra=runs.extra_paths())
+    collections, loose, failures = runs.discover(extra=runs.extra_paths())
     pending: list[runs.Pending] = []
-    failures: list[runs.Failure] = []
     for source in [s for c in collections for s in c.sources] + loose:
         item = runs.pending_file(source, cache)
         (pending if isinstance(item, runs.Pending) else failures).append(item)

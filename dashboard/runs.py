@@ -3,7 +3,9 @@
 Sources, in display order: every bundled collection (sample_traces/*/runs.json, one run per
 manifest entry), extra paths named by `streamlit run dashboard/app.py -- PATH...` or by the
 ATTNSCOPE_TRACES environment variable (os.pathsep-separated; a folder with runs.json opens as a
-collection, any other folder as its *.json / *.json.gz files), then the user's uploads.
+collection, any other folder as its *.json / *.json.gz files), then the user's uploads. What
+cannot be opened is reported as a Failure naming it (a runs.json that is not a JSON object, a
+run its manifest lists but whose file is gone, an extra path that does not exist).
 
 Parsed traces are kept in one process-wide cache keyed by the SHA-256 of the file's bytes, so
 switching tabs, runs or sessions never parses a file twice. Files that fail to parse are
@@ -61,7 +63,7 @@ class Collection:
     @property
     def skipped(self) -> list[dict[str, Any]]:
         value = self.manifest.get("skipped")
-        return value if isinstance(value, list) else []
+        return [s for s in value if isinstance(s, dict)] if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)
@@ -83,54 +85,107 @@ class Failure:
     message: str
 
 
-def discover(root: Path = SAMPLE_ROOT, extra: Iterable[Path] = ()) -> tuple[list[Collection], list[Source]]:
+def discover(
+    root: Path = SAMPLE_ROOT, extra: Iterable[Path] = ()
+) -> tuple[list[Collection], list[Source], list[Failure]]:
     """Bundled collections under `root` (sorted by name), then the extra paths: collections
-    among them are returned with the others, loose trace files as Sources."""
+    among them are returned with the others, loose trace files as Sources. A runs.json that
+    cannot be read, or an extra path that does not exist, is a Failure naming the file."""
     collections: list[Collection] = []
     loose: list[Source] = []
+    failures: list[Failure] = []
+
+    def add_collection(folder: Path) -> None:
+        found = read_collection(folder, taken={c.name for c in collections})
+        if isinstance(found, Failure):
+            failures.append(found)
+        else:
+            collections.append(found)
+
     if root.is_dir():
         for manifest in sorted(root.glob(f"*/{MANIFEST}")):
-            collections.append(read_collection(manifest.parent, taken={c.name for c in collections}))
-    seen = {c.folder.resolve() for c in collections}
+            add_collection(manifest.parent)
+    seen = {c.folder.resolve() for c in collections} | {f.source.path.parent.resolve() for f in failures if f.source.path}
     for path in extra:
         path = Path(path)
         if path.is_dir() and (path / MANIFEST).is_file():
             if path.resolve() not in seen:
-                names = {c.name for c in collections}
-                collections.append(read_collection(path, taken=names))
+                add_collection(path)
                 seen.add(path.resolve())
         elif path.is_dir():
-            loose.extend(file_source(p) for p in sorted(path.iterdir()) if is_trace_name(p.name))
+            try:
+                found = [file_source(p) for p in sorted(path.iterdir()) if p.is_file() and is_trace_name(p.name)]
+            except OSError as exc:
+                failures.append(_path_failure(path, exc.strerror or str(exc)))
+                continue
+            if not found:
+                failures.append(_path_failure(path, f"no trace files ({', '.join(TRACE_SUFFIXES)}) in this folder"))
+            loose.extend(found)
         elif path.is_file():
             loose.append(file_source(path))
-    return collections, _unique_ids(loose)
+        else:
+            failures.append(_path_failure(path, "no such file or folder"))
+    unique = list({f.message: f for f in failures}.values())  # a path named twice fails once
+    return collections, _unique_ids(loose), unique
 
 
-def read_collection(folder: Path, taken: set[str] = frozenset()) -> Collection:
-    """A collection from its runs.json; entries without a trace file name are ignored. A name
-    already `taken` by another collection gets a counter, so run ids stay unique."""
+def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collection | Failure:
+    """A collection from its runs.json (entries without a trace file name are ignored), or a
+    Failure naming the manifest when it is not a readable JSON object. A name already `taken`
+    by another collection gets a counter, so run ids stay unique; so does a run whose id another
+    run of the same collection already has (a.json next to a.json.gz)."""
+    path = folder / MANIFEST
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        manifest = {"error": f"{folder / MANIFEST}: {exc}"}
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return _manifest_failure(path, str(exc))
+    if not isinstance(manifest, dict):
+        return _manifest_failure(path, f"expected a JSON object, found {_json_kind(manifest)}")
+    entries = manifest.get("runs")
+    if entries is not None and not isinstance(entries, list):
+        return _manifest_failure(path, f"'runs' should be a list, found {_json_kind(entries)}")
+    taken = set(taken)
     name = base = str(manifest.get("collection") or folder.name)
     n = 2
     while name in taken:
         name = f"{base}-{n}"
         n += 1
     collection = Collection(name=name, folder=folder, manifest=manifest)
-    for entry in manifest.get("runs") or []:
+    ids: set[str] = set()
+    for entry in entries or []:
         if not isinstance(entry, dict) or not entry.get("trace"):
             continue
         trace_name = str(entry["trace"])
-        stem = trace_stem(trace_name)
+        ident = f"{name}/{trace_stem(trace_name)}"
+        if ident in ids:
+            ident = base_id = f"{name}/{trace_name}"
+            k = 2
+            while ident in ids:
+                ident = f"{base_id}#{k}"
+                k += 1
+        ids.add(ident)
+        variant = entry.get("variant")
         collection.sources.append(
             Source(
-                id=f"{name}/{stem}", name=trace_name, path=folder / trace_name, collection=name,
-                variant=entry.get("variant"), compiled=bool(entry.get("compiled")),
+                id=ident, name=trace_name, path=folder / trace_name, collection=name,
+                variant=str(variant) if variant else None, compiled=bool(entry.get("compiled")),
             )
         )
     return collection
+
+
+def _path_failure(path: Path, reason: str) -> Failure:
+    return Failure(Source(id=f"path/{path}", name=str(path), path=path), f"{path}: {reason}")
+
+
+def _manifest_failure(path: Path, reason: str) -> Failure:
+    return Failure(Source(id=f"manifest/{path}", name=str(path), path=path), f"{path}: {reason}")
+
+
+def _json_kind(value: Any) -> str:
+    """'a list', 'a string', ... for a message about a JSON value of the wrong type."""
+    kinds = ((dict, "an object"), (list, "a list"), (str, "a string"), (bool, "a boolean"), ((int, float), "a number"))
+    return next((word for types, word in kinds if isinstance(value, types)), "null")
 
 
 def file_source(path: Path) -> Source:
@@ -161,12 +216,24 @@ def extra_paths(argv: list[str] | None = None, environ: dict[str, str] | None = 
 
 
 def _unique_ids(sources: list[Source]) -> list[Source]:
-    """Loose files with the same name in different folders get the folder in their id."""
+    """Loose files: the same file named twice is opened once; files with the same name in
+    different folders get the folder in their id (and a counter if that is taken too)."""
     seen: set[str] = set()
+    paths: set[Path] = set()
     out: list[Source] = []
     for source in sources:
+        if source.path is not None:
+            where = source.path.resolve()
+            if where in paths:
+                continue
+            paths.add(where)
         if source.id in seen and source.path is not None:
-            source = Source(id=f"file/{source.path.parent.name}/{source.name}", name=source.name, path=source.path)
+            ident = base = f"file/{source.path.parent.name}/{source.name}"
+            n = 2
+            while ident in seen:
+                ident = f"{base}#{n}"
+                n += 1
+            source = Source(id=ident, name=source.name, path=source.path)
         seen.add(source.id)
         out.append(source)
     return out
@@ -298,9 +365,9 @@ def open_all(
 
             trace = load_trace(item.read(), name=item.source.name, progress=within)
         except TraceError as exc:
-            cache.failures[item.digest] = str(exc)
+            cache.failures[item.digest] = one_line(str(exc))
         except Exception as exc:  # an engine bug must not take the other runs down
-            cache.failures[item.digest] = f"{item.source.name}: could not be read ({type(exc).__name__}: {exc})"
+            cache.failures[item.digest] = f"{item.source.name}: could not be read ({type(exc).__name__}: {one_line(str(exc))})"
         else:
             cache.put(item.digest, trace)
         cache.parses += 1
@@ -318,6 +385,11 @@ def open_all(
     return runs, failures
 
 
+def one_line(text: str) -> str:
+    """The first non-empty line of an error message (the sidebar shows one line per file)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "(no message)")
+
+
 def pending_file(source: Source, cache: TraceCache | None = None) -> Pending | Failure:
     """A file on disk to open, or a Failure when it cannot be read."""
     cache = cache or trace_cache()
@@ -325,7 +397,10 @@ def pending_file(source: Source, cache: TraceCache | None = None) -> Pending | F
     try:
         digest, data = file_digest(cache, source.path)
     except OSError as exc:
-        return Failure(source, f"{source.name}: {exc.strerror or exc}")
+        reason = exc.strerror or str(exc)
+        if source.collection is not None:  # a run its manifest lists
+            return Failure(source, f"{source.name} (listed in {source.path.parent / MANIFEST}): {reason}")
+        return Failure(source, f"{source.name}: {reason}")
     path = source.path
     return Pending(source, path.stat().st_size, digest, (lambda: data) if data is not None else path.read_bytes)
 
@@ -345,13 +420,3 @@ class Selection:
     baseline: str | None
     ids: dict[str, str]
     collections: list[Collection] = field(default_factory=list)
-
-    @property
-    def labels(self) -> list[str]:
-        return list(self.runs)
-
-    def label_of(self, run_id: str) -> str | None:
-        for label, ident in self.ids.items():
-            if ident == run_id:
-                return label
-        return None

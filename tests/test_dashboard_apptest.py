@@ -62,7 +62,9 @@ def sample_id(label: str) -> str:
 def app(monkeypatch):
     """open(tab, params, traces) -> a finished AppTest run of the dashboard."""
 
-    def open_app(tab: str = "Overview", params: dict | None = None, traces: list[Path] = ()) -> AppTest:
+    def open_app(
+        tab: str = "Overview", params: dict | None = None, traces: list[Path] = (), allow_tab_errors: bool = False
+    ) -> AppTest:
         if traces:
             monkeypatch.setenv(ENV_TRACES, os.pathsep.join(str(p) for p in traces))
         else:
@@ -74,6 +76,8 @@ def app(monkeypatch):
             at.query_params[key] = value
         at.run()
         assert not at.exception, [e.value for e in at.exception]
+        failed = [t for t in texts(at.main.error) if " tab could not be drawn" in t]
+        assert not failed or allow_tab_errors, failed
         return at
 
     return open_app
@@ -188,6 +192,75 @@ def test_a_bad_upload_shows_its_error_and_the_other_runs_stay(app):
     assert len(errors) == 1 and "broken.json.gz" in errors[0]
     runs = table(at, "tbl_overview")["run"].tolist()
     assert runs == list(sample_runs()) + ["tracelens_h100_bert_sdpa_flash"]  # the upload is selected at once
+
+
+def test_a_runs_json_that_is_not_an_object_is_an_error_naming_it_and_the_other_runs_stay(app, tmp_path):
+    folder = tmp_path / "listed"
+    folder.mkdir()
+    (folder / "runs.json").write_text(json.dumps([{"trace": "naive.json.gz"}]))  # valid JSON, but a list
+    at = app(params={"run": [sample_id("naive"), "file/" + H100.name]}, traces=[folder, H100])
+    errors = texts(at.sidebar.error)
+    assert len(errors) == 1 and str(folder / "runs.json") in errors[0] and "a list" in errors[0]
+    assert table(at, "tbl_overview")["run"].tolist() == ["naive", "tracelens_h100_bert_sdpa_flash"]
+    assert len(at.multiselect[0].options) == len(sample_runs()) + 1  # every bundled run, and the good extra file
+
+
+def test_an_extra_path_that_does_not_exist_is_an_error_naming_it(app, tmp_path):
+    gone = tmp_path / "nowhere" / "trace.json.gz"
+    at = app(params={"run": ["file/" + H100.name]}, traces=[gone, H100])
+    errors = texts(at.sidebar.error)
+    assert errors == [f"{gone}: no such file or folder"]
+    assert table(at, "tbl_overview")["run"].tolist() == ["tracelens_h100_bert_sdpa_flash"]
+    assert len(at.multiselect[0].options) == len(sample_runs()) + 1
+
+
+def test_a_manifest_run_whose_trace_is_missing_is_an_error_and_similar_names_keep_their_own_ids(app, tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "a.json.gz").write_bytes(H100.read_bytes())
+    (folder / "a.json").write_bytes(gzip.decompress(H100.read_bytes()))
+    (folder / "runs.json").write_text(json.dumps({"collection": "mine", "runs": [
+        {"variant": "gz", "trace": "a.json.gz"}, {"variant": "plain", "trace": "a.json"}, {"variant": "gone", "trace": "gone.json.gz"},
+    ]}))
+    at = app(params={"run": ["mine/a", "mine/a.json"]}, traces=[folder])
+    errors = texts(at.sidebar.error)
+    assert len(errors) == 1 and errors[0].startswith("gone.json.gz") and str(folder / "runs.json") in errors[0]
+    assert at.multiselect[0].value == ["mine/a", "mine/a.json"]  # two runs, two ids
+    assert table(at, "tbl_overview")["run"].tolist() == ["gz", "plain"]
+
+
+def test_a_tab_the_engine_fails_on_shows_one_error_and_the_rest_of_the_app_stays(app, monkeypatch):
+    from dashboard.engine import review
+
+    def broken(runs):
+        raise ValueError("no backend table today\nsecond line")
+
+    monkeypatch.setattr(review, "backend_table", broken)
+    at = app("Backends", allow_tab_errors=True)
+    errors = [t for t in texts(at.main.error) if " tab could not be drawn" in t]
+    assert len(errors) == 1
+    assert errors[0].startswith("The Backends tab could not be drawn") and "ValueError: no backend table today" in errors[0]
+    assert "second line" not in errors[0] and "Traceback" not in errors[0]
+    assert at.multiselect[0].value == [sample_id(label) for label in sample_runs()]  # the sidebar is intact
+    at = app()  # and the other tabs draw as before
+    assert table(at, "tbl_overview")["run"].tolist() == list(sample_runs())
+
+
+def test_discovery_names_every_source_it_cannot_open_and_opens_a_file_named_twice_once(tmp_path):
+    from dashboard.runs import discover
+
+    cut, odd, empty = tmp_path / "cut", tmp_path / "odd", tmp_path / "empty"
+    for folder in (cut, odd, empty):
+        folder.mkdir()
+    (cut / "runs.json").write_text('{"runs": [')
+    (odd / "runs.json").write_text('{"runs": {"trace": "a.json"}}')
+    collections, loose, failures = discover(root=tmp_path / "no-bundled", extra=[cut, odd, empty, H100, H100])
+    assert collections == [] and [s.path for s in loose] == [H100]
+    messages = [f.message for f in failures]
+    assert len(messages) == 3
+    assert messages[0].startswith(f"{cut / 'runs.json'}: ")
+    assert messages[1] == f"{odd / 'runs.json'}: 'runs' should be a list, found an object"
+    assert messages[2].startswith(f"{empty}: no trace files")
 
 
 def test_labels_default_to_the_variant_and_can_be_edited(app):
