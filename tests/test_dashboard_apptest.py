@@ -318,6 +318,21 @@ def test_kernels_tab_lists_the_difference_to_the_baseline(app):
     assert copy_row["delta_per_step"] < 0
 
 
+def test_the_kernel_change_summary_counts_each_kind_of_change_per_run(app):
+    base, others = "naive", ["naive_inplace", "sdpa"]
+    at = app("Kernels", params={"run": [sample_id(base)] + [sample_id(o) for o in others], "baseline": sample_id(base)})
+    shown = table(at, "tbl_kernels_change_summary").set_index("run")
+    assert shown.index.tolist() == others
+    for label in others:
+        expect = kernel_delta(load_trace(sample_runs()[base]), load_trace(sample_runs()[label]))
+        counted: dict[str, int] = {}
+        for change in expect["change"].to_list():
+            if change != "same":
+                counted[change] = counted.get(change, 0) + 1
+        got = {k: int(v) for k, v in shown.loc[label].items() if v}
+        assert got == counted, label
+
+
 # ---------------------------------------------------------------- copies
 
 

@@ -279,3 +279,29 @@ def _plural(n: float, one: str, many: str) -> str:
 
 def _num(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, (int, float)) else "n/a"
+
+
+KERNEL_CHANGES: tuple[str, ...] = ("added", "removed", "more", "fewer", "slower", "faster")  # kernel_delta's, but 'same'
+SEQUENCE_OPS: tuple[str, ...] = ("equal", "delete", "insert", "replace")  # diff.sequence_diff's ops
+
+
+def kernel_change_counts(changes: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
+    """How many distinct kernels changed against the baseline, by kind of change. `changes`:
+    kernel_delta frames of several runs stacked, with a `run` column; `runs`: the runs to list,
+    in order (a run without any change gets zeros). Columns: run, then one Int64 count per kind
+    of change that occurs, in KERNEL_CHANGES order (kinds not known there last)."""
+    changed = changes.filter(pl.col("change") != "same")
+    kinds = set(changed["change"].to_list())
+    present = [c for c in KERNEL_CHANGES if c in kinds] + sorted(kinds - set(KERNEL_CHANGES))
+    out = pl.DataFrame({"run": runs}, schema={"run": pl.String})
+    if not present:
+        return out
+    counts = changed.group_by("run").agg(*[(pl.col("change") == c).sum().cast(pl.Int64).alias(c) for c in present])
+    return out.join(counts, on="run", how="left").with_columns(pl.col(present).fill_null(0))
+
+
+def sequence_counts(seq: pl.DataFrame) -> dict[str, int]:
+    """How many aligned positions of a diff.sequence_diff frame have each op: {op: count} for
+    every op in SEQUENCE_OPS (0 when absent)."""
+    counts = dict(seq.group_by("op").len().iter_rows())
+    return {op: int(counts.get(op, 0)) for op in SEQUENCE_OPS}

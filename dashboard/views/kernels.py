@@ -66,20 +66,14 @@ def render(sel: Selection) -> None:
     deltas = pl.concat(
         [kernel_delta(base, runs[label]).select(pl.lit(label).alias("run"), pl.all()) for label in others], how="vertical_relaxed"
     ).with_columns((pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"), (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"))
-    summary = (
-        deltas.filter(pl.col("change") != "same")
-        .group_by("run", "change").len()
-        .pivot(on="change", index="run", values="len")
-        .fill_null(0)
-    )
-    summary = pl.DataFrame({"run": others}).join(summary, on="run", how="left").fill_null(0)
-    present = [c for c in CHANGE_WORDS if c in summary.columns]
+    summary = review.kernel_change_counts(deltas, others)
+    present = [c for c in summary.columns if c != "run"]
     st.caption(
         "How many distinct kernels changed, by kind of change (launch counts per step; 'slower'/'faster' = mean "
         "duration off by more than 5%). Below, each change: red = slower, yellow = launched more, green = fewer or faster."
     )
     tables.show(
-        summary, "tbl_kernels_change_summary", {"run": tables.text("run"), **{c: tables.count(CHANGE_WORDS[c]) for c in present}},
+        summary, "tbl_kernels_change_summary", {"run": tables.text("run"), **{c: tables.count(CHANGE_WORDS.get(c, c)) for c in present}},
         height=tables.fit(summary.height),
     )
     only_changes = st.toggle("Show only kernels that changed", value=True, key="kernels_only_changes")

@@ -8,7 +8,6 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import review
-from dashboard.engine.speed import speed_table
 from dashboard.runs import Collection, Selection
 from dashboard.views import tables
 
@@ -56,12 +55,17 @@ def render(sel: Selection) -> None:
 
     left, right = st.columns(2)
     fam = review.families(runs)
+    # the overview already holds speed.step_time's numbers: the chart reads them under speed_table's names
+    step_times = table.select(
+        "run", pl.col("median_step_us").alias("median_us"), pl.col("p10_step_us").alias("p10_us"),
+        pl.col("p90_step_us").alias("p90_us"), "time_source",
+    )
     units = set(table["work_unit"].to_list())
     unit = "kernels" if units == {"kernel"} else ("leaf CPU ops" if units == {"leaf cpu_op"} else "kernels or leaf CPU ops")
     with left, st.container(key="chart_overview_work"):
         st.plotly_chart(charts.work_by_family_stacked(fam, list(runs), unit), key="fig_overview_work")
     with right, st.container(key="chart_overview_time"):
-        st.plotly_chart(charts.step_time_bars(speed_table(runs, sel.baseline or "")), key="fig_overview_time")
+        st.plotly_chart(charts.step_time_bars(step_times), key="fig_overview_time")
 
     show_collections(sel.collections)
 
@@ -94,7 +98,7 @@ def show_collections(collections: list[Collection]) -> None:
     """What each bundled collection is, and which variants it could not run (and why)."""
     for c in collections:
         m = c.manifest
-        shape = m.get("shape") or {}
+        shape = m.get("shape") if isinstance(m.get("shape"), dict) else {}
         dims = "×".join(str(shape.get(k, "?")) for k in ("batch", "heads", "seq", "head_dim"))
         with st.expander(f"Collection '{c.name}': {len(c.sources)} runs, {len(c.skipped)} skipped"):
             st.markdown(

@@ -7,6 +7,7 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts
+from dashboard.engine import review
 from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
 from dashboard.engine.speed import representative_step
 from dashboard.runs import Selection
@@ -48,13 +49,12 @@ def render(sel: Selection) -> None:
 
     st.subheader("Kernel sequence, in launch order")
     seq = sequence_diff(a, step_a, b, step_b)
-    counts = seq.group_by("op").len()
-    count = dict(zip(counts["op"].to_list(), counts["len"].to_list()))
+    count = review.sequence_counts(seq)
     with st.container(key="timeline_counts", horizontal=True):
-        st.metric("same in both", count.get("equal", 0))
-        st.metric("only in A (removed in B)", count.get("delete", 0))
-        st.metric("only in B (added in B)", count.get("insert", 0))
-        st.metric("changed at that point", count.get("replace", 0))
+        st.metric("same in both", count["equal"])
+        st.metric("only in A (removed in B)", count["delete"])
+        st.metric("only in B (added in B)", count["insert"])
+        st.metric("changed at that point", count["replace"])
     only_diff = st.toggle("Show only the differences", value=True, key="tl_only_diff")
     shown = seq.filter(pl.col("op") != "equal") if only_diff else seq
     shown = shown.with_columns(
