@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import pandas as pd
 import polars as pl
 import streamlit as st
 
 ALARM_BG = "background-color: #fde0dc; color: #8b0000; font-weight: 600"
 NOTE_BG = "background-color: #fff4ce"
 ADDED_BG = "background-color: #e3f4e1"
-
-Column = tuple[str, Any]  # (display name, st.column_config entry or None)
 
 
 def us(label: str, help: str | None = None, digits: int = 1, width: str | None = None) -> Any:
@@ -62,7 +59,3 @@ def show(
         shown = data.style.apply(lambda r: [styles[r.name]] * len(r), axis=1)
     with st.container(key=key):
         st.dataframe(shown, hide_index=True, column_config={c: cfg for c, cfg in columns.items() if cfg is not None}, height=height)
-
-
-def pandas(frame: pl.DataFrame) -> pd.DataFrame:
-    return frame.to_pandas()
