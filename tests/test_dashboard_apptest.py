@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import polars as pl
 import pytest
+from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from dashboard.engine import load_trace
@@ -506,18 +507,27 @@ def test_a_forced_backend_that_did_not_run_raises_the_fallback_alarm(app, tmp_pa
 # ---------------------------------------------------------------- downloads
 
 
-def test_report_downloads_are_offered_when_the_report_module_exists(app):
-    at = app()
-    try:
-        from dashboard import report
-    except ImportError:
-        report = None
-    offered = hasattr(report, "html_report") and hasattr(report, "markdown_report")
-    buttons = [b.proto.label for b in at.get("download_button")]
-    if offered:
-        assert any("HTML report" in b for b in buttons) and any("Markdown" in b for b in buttons)
-    else:
-        assert buttons == []
+def test_the_share_buttons_make_the_report_and_summary_of_the_selected_runs(app, monkeypatch):
+    made: dict[str, tuple] = {}  # deferred file id -> (file name, mime type, the callable the button runs)
+    register = MediaFileManager.add_deferred
+
+    def record(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        file_id = register(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+        made[file_id] = (file_name, mimetype, data_callable)
+        return file_id
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    at = app(params={"run": [sample_id("naive_inplace"), sample_id("sdpa-flash")], "baseline": sample_id("sdpa-flash")})
+    buttons = {b.proto.label: made[b.proto.deferred_file_id] for b in at.get("download_button")}
+    html = next(v for k, v in buttons.items() if k.startswith("HTML report"))
+    markdown = next(v for k, v in buttons.items() if k.startswith("Markdown summary"))
+    assert html[0].endswith(".html") and html[1] == "text/html"
+    assert markdown[0].endswith(".md") and markdown[1] == "text/markdown"
+    text = markdown[2]()
+    assert "sdpa-flash" in text.splitlines()[0]  # the baseline is named at the top
+    assert "naive_inplace" in text and "sdpa-math" not in text  # the selected runs, and only those
+    page = html[2]()
+    assert "<html" in page.lower() and "sdpa-flash" in page and "sdpa-math" not in page
 
 
 def test_parsing_reports_progress_with_each_files_size_and_parses_once():
