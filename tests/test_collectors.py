@@ -21,10 +21,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from collectors import hub
 from collectors.__main__ import main
-from collectors.manifest import read_manifest
+from collectors.manifest import Manifest, Run, Skip, read_manifest
 from collectors.parity import compare, reference
+from collectors.report import render as render_table
+from collectors.report import summarize_run as summarize_table_row
 from collectors.variants import VARIANTS, Unavailable, Variant, naive
-from dashboard.engine import load_trace, summarize
+from dashboard.engine import load_trace, review, summarize
 
 TINY = ["--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16"]
 ACTIVE = 2
@@ -191,6 +193,47 @@ def test_forced_math_runs_the_unfused_math_path(collection: Path) -> None:
 def test_the_key_averages_table_is_written_beside_each_trace(collection: Path) -> None:
     table = (collection / "naive.txt").read_text()
     assert "aten::masked_fill" in table and "aten::clone" in table and "attention::naive" in table
+
+
+def as_manifest(folder: Path) -> Manifest:
+    """The collection's runs.json as the collector's own Manifest object."""
+    data = read_manifest(folder)
+    data.pop("schema", None)
+    return Manifest(**{**data, "runs": [Run(**r) for r in data["runs"]], "skipped": [Skip(**s) for s in data["skipped"]]})
+
+
+def test_the_end_of_run_table_shows_the_numbers_the_dashboard_shows(collection: Path) -> None:
+    manifest = as_manifest(collection)
+    lines = render_table(manifest, collection).splitlines()
+    assert "step ms (median, CPU step span)" in lines[0]  # a CPU collection: the step span, as the dashboard says
+    cells = {}
+    for line in lines[2 : 2 + len(manifest.runs)]:
+        parts = [c.strip() for c in line.split("  ") if c.strip()]
+        cells[parts[0]] = parts
+    assert len(cells) == len(manifest.runs)
+    traces = {(f"{r.variant} (compiled)" if r.compiled else r.variant): load_trace(collection / r.trace) for r in manifest.runs}
+    shown = review.overview(traces, None)  # the dashboard's overview row of each run
+    for row in shown.iter_rows(named=True):
+        label, backend, step_ms, work, copies_cell, parity = cells[row["run"]]
+        assert abs(float(step_ms) - row["median_step_us"] / 1000.0) <= 0.0005
+        assert work == f"{row['work_per_step']:g} leaf ops"
+        assert copies_cell == f"{row['copies_per_step']:g} ({row['hidden_copies_per_step']:g} hidden)"
+        assert backend == (row["backends"].replace(", ", "+") or "?")
+    assert cells["naive"][4] == "1 (1 hidden)"  # the clone inside masked_fill, once per step
+
+
+def test_the_end_of_run_table_of_a_gpu_trace_shows_device_busy_time() -> None:
+    from dashboard.engine.kernels import per_step
+    from dashboard.engine.speed import step_time
+
+    data = Path(__file__).resolve().parent / "data"
+    name = "tracelens_h100_bert_sdpa_flash.json.gz"
+    run = Run("bert", None, False, name, "", {"passed": True, "max_abs": 0.0})
+    row, source = summarize_table_row(data, run)
+    trace = load_trace(data / name)
+    assert source == "device busy" and step_time(trace).source == "device busy"
+    assert abs(float(row[2]) - step_time(trace).median_us / 1000.0) <= 0.0005
+    assert row[3] == f"{per_step(trace)['work'].median():g} kernels"
 
 
 def noncausal(q: torch.Tensor) -> object:
