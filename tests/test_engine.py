@@ -349,3 +349,16 @@ def test_long_kernel_sequences_align_window_by_window():
     assert (i, j) == (len(a), len(b))
     assert sum(i2 - i1 for op, i1, i2, _, _ in ops if op == "equal") >= 0.95 * (len(a) - 3_500)
     assert aligned_opcodes(a, a) == [("equal", 0, len(a), 0, len(a))] or all(op == "equal" for op, *_ in aligned_opcodes(a, a))
+
+
+def test_a_cut_far_from_any_event_boundary_is_salvaged_event_by_event(tmp_path):
+    doc = oracle.raw(DATA / "hta_triton_example.json.gz")
+    events = doc.pop("traceEvents")
+    huge = {"ph": "X", "cat": "cpu_op", "name": "x" * 3_000_000, "pid": 1, "tid": 1, "ts": 1, "dur": 1}
+    text = json.dumps({**doc, "traceEvents": events + [huge]})
+    cut = text[: text.index("x" * 1000) + 2_500_000]  # inside the last event, 2.5 MB past its start
+    path = tmp_path / "killed_late.json"
+    path.write_text(cut)
+    trace = load_trace(path)
+    assert trace.events.height == sum(1 for e in events if e.get("ph") == "X")
+    assert len(trace.warnings) == 1 and f"salvaged {len(events):,} complete events" in trace.warnings[0]

@@ -167,6 +167,11 @@ def _decode(
         raise TraceError(f"{label}: JSON but not a trace: the top level is neither an object nor an array of events") from None
     except msgspec.DecodeError as exc:
         if "truncated" in str(exc):
+            closed = _close_cut_file(data, first)
+            if closed is not None:
+                lost = len(data) - closed[1]
+                warnings.append(_cut_warning(label, "read every complete event before the cut", lost, len(data)))
+                return _decode(closed[0], label, warnings, progress)
             meta, events = _salvage(data, label, warnings)
             return meta, iter([events])
         raise TraceError(f"{label}: not valid JSON ({exc})") from None
@@ -209,8 +214,38 @@ def _decode_each(chunk: list[Any], label: str, warnings: list[str], note: str) -
     return kept
 
 
+_EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
+CUT_SEARCH = 1 << 20  # how far back from a cut to look for the end of the last whole event, bytes
+CUT_TRIES = 64
+
+
+def _close_cut_file(data: bytes, first: bytes) -> tuple[bytes, int] | None:
+    """A trace cut off mid-write, closed after its last whole event: (the closed document, bytes
+    kept), or None when no cut point near the end closes it. Fast: the closed file then takes
+    the normal path, where the event-by-event salvage builds a dict per event."""
+    tail_start = max(len(data) - CUT_SEARCH, 0)
+    gaps = [m.start() for m in _EVENT_GAP.finditer(data, tail_start)]
+    closing = b"]" if first == b"[" else b"]}"
+    for end in reversed(gaps[-CUT_TRIES:]):
+        candidate = data[: end + 1] + closing
+        try:
+            (_decode_raw_list if first == b"[" else _decode_top)(candidate)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        return candidate, end + 1
+    return None
+
+
+def _cut_warning(label: str, what: str, lost: int, size: int) -> str:
+    return (
+        f"{label}: the file is cut off (the profiler was probably killed mid-write); {what}, "
+        f"lost the last {lost:,} bytes ({100.0 * lost / max(size, 1):.1f}% of the file)"
+    )
+
+
 def _salvage(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, Any], list[_Event]]:
-    """A trace cut off mid-write: keep the metadata before traceEvents and every complete event."""
+    """A trace cut off mid-write that no cut point near its end closes: keep the metadata before
+    traceEvents and every complete event, read one by one."""
     text = data.decode("utf-8", errors="replace")
     meta: dict[str, Any] = {}
     if text.lstrip().startswith("["):
@@ -243,11 +278,7 @@ def _salvage(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, An
         raise TraceError(f"{label}: not a trace: the JSON is cut off and holds no complete trace event")
     lost = len(data) - len(text[:pos].encode("utf-8", errors="replace"))
     events = _decode_each(raw_events, label, warnings, note="while salvaging")
-    warnings.append(
-        f"{label}: the file is cut off (the profiler was probably killed mid-write); "
-        f"salvaged {len(events):,} complete events, lost the last {lost:,} bytes "
-        f"({100.0 * lost / max(len(data), 1):.1f}% of the file)"
-    )
+    warnings.append(_cut_warning(label, f"salvaged {len(events):,} complete events", lost, len(data)))
     return meta, events
 
 
