@@ -362,3 +362,35 @@ def test_a_cut_far_from_any_event_boundary_is_salvaged_event_by_event(tmp_path):
     trace = load_trace(path)
     assert trace.events.height == sum(1 for e in events if e.get("ph") == "X")
     assert len(trace.warnings) == 1 and f"salvaged {len(events):,} complete events" in trace.warnings[0]
+
+
+@pytest.mark.parametrize("name", ["hta_a100_control.json.gz", "hta_v100_test.json.gz", "kineto_legacy_resnet50_v100.pt.trace.json.gz"])
+def test_copy_chains_on_real_training_traces_match_the_ops_that_hold_each_launch(loaded, name):
+    trace, doc = loaded(name)
+    events = oracle.complete(doc)
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") and "correlation" in e.get("args", {})}
+    memcpy = [e for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy") and e["args"].get("correlation") in launches]
+    table = copies(trace)
+    assert table.filter(pl.col("kind") != "kernel").height == len([e for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy")])
+    origin = min(float(e["ts"]) for e in events)
+    by_start = {(row["ts_ns"], row["name"]): row["op_chain"] for row in table.iter_rows(named=True)}
+    for e in memcpy[:: max(1, len(memcpy) // 15)]:  # a spread of the memcpys, each checked by hand
+        launch = launches[e["args"]["correlation"]]
+        held = oracle.enclosing_ops(doc, launch["pid"], launch["tid"], float(launch["ts"]), float(launch["ts"]) + float(launch.get("dur", 0)))
+        want = [op["name"] for op in held if not op["name"].startswith("ProfilerStep#")]
+        key = (round((float(e["ts"]) - origin) * 1000), e["name"])
+        assert by_start[key] == want, e["name"]
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_attention_is_detected_only_where_attention_ops_ran(loaded, name):
+    trace, doc = loaded(name)
+    names = {e["name"] for e in oracle.complete(doc) if e.get("cat") in ("cpu_op", "Operator", "kernel", "Kernel")}
+    fused = {n for n in names if "scaled_dot_product" in n or "flash_fwd" in n or "fmha" in n}
+    softmax = {n for n in names if n in ("aten::softmax", "aten::_softmax")}
+    found = detect_backends(trace)
+    if fused:
+        assert found.backends and set(found.all_evidence) & fused
+    elif not softmax:
+        assert found.backends == []

@@ -470,7 +470,8 @@ def _normalize(frame: pl.DataFrame) -> pl.DataFrame:
         .otherwise(None)
         .alias("kind"),
     ).drop("kind_arg")
-    frame = frame.sort(["pid", "tid", "ts_ns", "dur_ns"], descending=[False, False, False, True])
+    # stable: two spans with the same start and length nest in file order, parent first (µs-resolution traces have many)
+    frame = frame.sort(["pid", "tid", "ts_ns", "dur_ns"], descending=[False, False, False, True], maintain_order=True)
     return frame.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("id"),
         pl.col("cat").cast(pl.Categorical),
