@@ -143,6 +143,7 @@ def test_upload_a_trace_and_open_every_tab_in_a_real_browser(server):
                 page.locator(f".st-key-{key}").wait_for(timeout=60_000)
                 _settle(page)
                 assert page.locator("[data-testid='stException']").count() == 0, f"{tab}: the app raised"
+                assert page.get_by_text("tab could not be drawn").count() == 0, f"{tab}: the tab failed to draw"
                 if tab != "Overview":
                     assert "tab=" + tab.replace(" ", "+") in page.url or "tab=" + tab.replace(" ", "%20") in page.url
                 _screenshot(page, ARTIFACTS / f"{i}-{tab.lower().replace(' ', '-')}.png")
