@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from dashboard.engine.backends import detect_backends, fallback, requested_backend
-from dashboard.engine.copies import copies
+from dashboard.engine.backends import NOT_FORCED, detect_backends, fallback, requested_backend
+from dashboard.engine.copies import copies_in_steps
 from dashboard.engine.kernels import family_per_step, per_step, work_unit
 from dashboard.engine.model import Trace
-from dashboard.engine.speed import speed_table, step_time
+from dashboard.engine.speed import speed_table, step_time, step_time_column
 from dashboard.engine.summary import device_info
 
 SEVERITY_ALARM = "alarm"  # wrong work or wrong numbers: must be fixed or explained
@@ -43,9 +43,7 @@ def step_count(trace: Trace) -> int:
 def step_time_total_ns(trace: Trace) -> int:
     """The time the step-time statistics use, summed over all steps (ns): device busy time on
     GPU traces, the CPU step span otherwise (the same choice as speed.step_time)."""
-    table = per_step(trace)
-    column = "busy_ns" if trace.has_gpu else "dur_ns"
-    return int(table[column].sum() or 0)
+    return int(per_step(trace)[step_time_column(trace)].sum() or 0)
 
 
 VERDICT_FALLBACK = "FALLBACK"  # a forced backend was asked for, and another one ran
@@ -61,7 +59,7 @@ def backend_check(trace: Trace) -> dict:
     into plain matmul/softmax kernels) the trace cannot tell, and the verdict is 'unverified'."""
     found = detect_backends(trace)
     requested = requested_backend(trace)
-    if not requested or requested in ("default", "eager", "none"):
+    if not requested or requested in NOT_FORCED:
         verdict = VERDICT_NOT_FORCED
     elif not fallback(requested, found.backends):
         verdict = VERDICT_AS_REQUESTED
@@ -104,7 +102,7 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
     for label, trace in runs.items():
         st = step_time(trace)
         steps = per_step(trace)
-        table = copies(trace)
+        table = copies_in_steps(trace)
         n = step_count(trace)
         check = backend_check(trace)
         par = parity(trace) or {}
@@ -133,7 +131,7 @@ def copy_groups(runs: dict[str, Trace]) -> pl.DataFrame:
     copies first, then by time."""
     frames = []
     for label, trace in runs.items():
-        table = copies(trace)
+        table = copies_in_steps(trace)
         if table.height == 0:
             continue
         n = step_count(trace)
