@@ -122,7 +122,6 @@ def test_upload_a_trace_and_open_every_tab_in_a_real_browser(server):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
-    started = time.monotonic()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -151,4 +150,3 @@ def test_upload_a_trace_and_open_every_tab_in_a_real_browser(server):
             assert not errors, errors
         finally:
             browser.close()
-    assert time.monotonic() - started < 120
