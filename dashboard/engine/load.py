@@ -145,6 +145,8 @@ def load_trace(
 
 # Events are decoded this many at a time, so that only one batch of Python structs is alive at once.
 BATCH = 25000
+# traceEvents arrays up to this size are decoded in one go (their structs are a few tens of MB).
+ONE_BATCH_BYTES = 48 << 20
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _decode_one = msgspec.json.Decoder(_Event).decode
 
@@ -179,11 +181,19 @@ def _decode(
     if raw_events is None:
         keys = ", ".join(list(top)[:5]) or "none"
         raise TraceError(f"{label}: JSON but not a trace: no traceEvents key (top-level keys: {keys})")
+    meta = {key: msgspec.json.decode(raw) for key, raw in top.items()}
+    if len(raw_events) <= ONE_BATCH_BYTES:  # small enough to decode at once: one pass fewer
+        try:
+            events = _decode_events(raw_events)
+            if progress:
+                progress(0.0)
+            return meta, iter([events])
+        except msgspec.ValidationError:
+            pass  # not a list, or odd events: the batched path says which
     try:
         raws = _decode_raw_list(raw_events)
     except msgspec.ValidationError:
         raise TraceError(f"{label}: JSON but not a trace: traceEvents is not a list") from None
-    meta = {key: msgspec.json.decode(raw) for key, raw in top.items()}
     return meta, _batches(raws, label, warnings, progress)
 
 
