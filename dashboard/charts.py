@@ -129,7 +129,7 @@ def step_time_bars(speed: pl.DataFrame, log: bool = False) -> go.Figure:
         go.Bar(
             x=runs, y=median, marker_color=[run_color(i) for i in range(len(runs))],
             error_y={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "color": "#444"},
-            text=[_format_us(m) for m in median], textposition="outside", cliponaxis=False,
+            text=[format_us(m) for m in median], textposition="outside", cliponaxis=False,
             customdata=list(zip(speed["p10_us"].to_list(), speed["p90_us"].to_list(), speed["time_source"].to_list())),
             hovertemplate="%{x}<br>median %{y:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>",
         )
@@ -333,7 +333,8 @@ def _format_count(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def _format_us(value: float | None) -> str:
+def format_us(value: float | None) -> str:
+    """µs as a short label: '16.6 ms' or '2.24 µs'; '' for a missing value."""
     if value is None or value != value:
         return ""
     if value >= 1000:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from dashboard.engine.backends import detect_backends
 from dashboard.engine.copies import copies_in_steps
-from dashboard.engine.kernels import per_step, work_unit
+from dashboard.engine.kernels import per_step, step_count, work_unit
 from dashboard.engine.model import Trace
 from dashboard.engine.review import backend_check, parity
 from dashboard.engine.speed import step_time
@@ -45,7 +45,7 @@ def _work_per_step(trace: Trace) -> float:
 
 def _copy_chains(trace: Trace) -> tuple[float, set[tuple[str, str]]]:
     table = copies_in_steps(trace)
-    steps = max(trace.steps.height, 1)
+    steps = step_count(trace)
     chains = {(kind, " > ".join(chain)) for kind, chain in zip(table["kind"].to_list(), table["op_chain"].to_list())}
     return table.height / steps, chains
 

@@ -1,7 +1,8 @@
 """Device work: what ran on the device per step, by kernel and by kernel family.
 
 On a GPU trace the unit of device work is a kernel, GPU memcpy or GPU memset. In a CPU-only trace
-(no GPU events at all) it is the leaf cpu_op: an op with no child op on its thread.
+(no GPU events at all) it is the leaf cpu_op: an op that does work (not a view, an allocation or
+bookkeeping) and holds no other such op.
 Times are in ns unless a column name says otherwise.
 """
 
@@ -49,6 +50,11 @@ def family_expr(name: pl.Expr, cat: pl.Expr | None = None) -> pl.Expr:
     for family, pattern in FAMILY_PATTERNS:
         expr = expr.when(lowered.str.contains(pattern)).then(pl.lit(family))
     return expr.otherwise(pl.lit("other"))
+
+
+def step_count(trace: Trace) -> int:
+    """Number of steps (1 for a trace without ProfilerStep, which is one implicit step)."""
+    return max(trace.steps.height, 1)
 
 
 def work_unit(trace: Trace) -> str:
@@ -157,7 +163,7 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
     """One row per kernel name (leaf op name on CPU traces) over all steps: name, family, count,
     per_step (count / steps), total_ns, mean_ns, share (of all device work time, 0..1)."""
     work = work_events(trace).filter(pl.col("step").is_not_null())
-    steps = max(trace.steps.height, 1)
+    steps = step_count(trace)
     total = work["dur_ns"].sum() or 1
     return (
         work.group_by("name", "family")

@@ -1,9 +1,10 @@
 """Bytes or a path -> Trace.
 
 The fast path decodes the trace with msgspec into small typed structs that keep only the fields
-the analyses need (no dict per event), then builds polars columns. Files cut off mid-write are
-salvaged event by event; anything else that is not a trace raises TraceError with one line that
-names the file and the problem.
+the analyses need (no dict per event), then builds polars columns. A file cut off mid-write is
+closed after its last whole event and read the same way (event by event only when that fails);
+anything else that is not a trace raises TraceError with one line that names the file and the
+problem.
 """
 
 from __future__ import annotations
@@ -231,8 +232,8 @@ CUT_TRIES = 64
 
 def _close_cut_file(data: bytes, first: bytes) -> tuple[bytes, int] | None:
     """A trace cut off mid-write, closed after its last whole event: (the closed document, bytes
-    kept), or None when no cut point near the end closes it. Fast: the closed file then takes
-    the normal path, where the event-by-event salvage builds a dict per event."""
+    kept), or None when no cut point near the end closes it. The closed file takes the fast path,
+    where the event-by-event salvage would build a dict per event."""
     tail_start = max(len(data) - CUT_SEARCH, 0)
     gaps = [m.start() for m in _EVENT_GAP.finditer(data, tail_start)]
     closing = b"]" if first == b"[" else b"]}"
@@ -356,7 +357,7 @@ def _category(raw: pl.Expr) -> pl.Expr:
 
 def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
     """Columns of one batch of complete events, as read: only Python-to-column copies here; the
-    parsing runs once over the whole trace (see _finish_events)."""
+    text columns are parsed later, once the file's bytes are freed (see _finish_events)."""
     no_args = _Args()
     args = [e.args if isinstance(e.args, _Args) else no_args for e in batch]
     return pl.DataFrame(
@@ -460,9 +461,7 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: st
         "id", _category(pl.col("cat")).cast(pl.Categorical), "name", "ph", "pid", "tid",
         (_ns(pl.col("ts_abs")).fill_null(origin_ns) - origin_ns).alias("ts_ns"),
     )
-    meta = dict(meta)
-    meta.setdefault("_origin_ns", origin_ns)
-    return Trace(source=label, events=frame, flows=flows, steps=steps, meta=meta, warnings=warnings)
+    return Trace(source=label, events=frame, flows=flows, steps=steps, meta=dict(meta), warnings=warnings)
 
 
 def _normalize(frame: pl.DataFrame) -> pl.DataFrame:

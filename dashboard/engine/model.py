@@ -44,8 +44,10 @@ class Trace:
 
     @property
     def has_gpu(self) -> bool:
-        """True when the trace holds any kernel, GPU memcpy or GPU memset."""
-        return self.events.filter(pl.col("cat").is_in(GPU_CATEGORIES)).height > 0
+        """True when the trace holds any kernel, GPU memcpy or GPU memset (asked often: kept)."""
+        if "has_gpu" not in self._analyses:
+            self._analyses["has_gpu"] = bool(self.events["cat"].is_in(GPU_CATEGORIES).any())
+        return self._analyses["has_gpu"]
 
     @property
     def implicit_step(self) -> bool:

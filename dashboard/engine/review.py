@@ -12,7 +12,7 @@ import polars as pl
 
 from dashboard.engine.backends import NOT_FORCED, detect_backends, fallback, requested_backend
 from dashboard.engine.copies import copies_in_steps
-from dashboard.engine.kernels import family_per_step, per_step, work_unit
+from dashboard.engine.kernels import family_per_step, per_step, step_count, work_unit
 from dashboard.engine.model import Trace
 from dashboard.engine.speed import speed_table, step_time, step_time_column
 from dashboard.engine.summary import device_info
@@ -33,11 +33,6 @@ COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
     "count": pl.Int64, "per_step": pl.Float64, "bytes_per_step": pl.Float64, "us_per_step": pl.Float64,
     "share": pl.Float64,
 }
-
-
-def step_count(trace: Trace) -> int:
-    """Number of steps (1 for a trace without ProfilerStep, which is one implicit step)."""
-    return max(trace.steps.height, 1)
 
 
 def step_time_total_ns(trace: Trace) -> int:

@@ -38,7 +38,7 @@ def render(sel: Selection) -> None:
                 share = f"{row['share']:.1%} of the step time" if row["share"] is not None else "share unknown"
                 st.error(
                     f"**{row['run']}: hidden {row['kind']} copy**, {row['per_step']:.4g} per step, {size} per step, "
-                    f"{_time(row['us_per_step'])} per step ({share})  \nfrom `{row['op_chain']}`",
+                    f"{charts.format_us(row['us_per_step'])} per step ({share})  \nfrom `{row['op_chain']}`",
                     icon=":material/content_copy:",
                 )
             if mine.height > MAX_BOXES:
@@ -100,7 +100,3 @@ def render(sel: Selection) -> None:
         height=tables.fit(every.height, 420),
     )
 
-
-def _time(us: float) -> str:
-    """µs as a short string: '16.6 ms' or '2.24 µs'."""
-    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
