@@ -17,16 +17,20 @@ from dashboard.engine.model import GPU_CATEGORIES, Trace
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # Python frames interleave with ops on the same thread in some traces; they nest on a lane of their own.
 _OWN_LANE = ("python_function",)
+# Integer-µs traces round ts and dur apart: a child may end up to one tick after its parent.
+TICK_NS = 1000
+_NO_REACH = np.iinfo(np.int64).min
 
 
 def nesting(frame: pl.DataFrame) -> pl.DataFrame:
-    """Add depth (0 = outermost) and parent (id of the innermost enclosing event) per thread.
+    """Add depth (0 = outermost) and parent (id of the innermost enclosing event) per lane.
 
-    The frame must be sorted by (pid, tid, ts_ns, -dur_ns) with id = row number. Vectorized: for
-    properly nested spans, an event's depth is the number of earlier-starting spans on its thread
-    minus those that ended at or before its start; its parent is the last earlier span one level up.
+    The frame must be sorted by (pid, tid, ts_ns, -dur_ns, file order) with id = row number. A
+    lane is a thread (pid, tid); python_function events nest on a lane of their own. An event's
+    parent is the innermost earlier span of its lane that holds its start (p.ts <= e.ts < p.end)
+    and does not end before the event ends by more than one 1 µs tick (integer-µs traces round ts
+    and dur apart). A zero-length event holds nothing.
     """
-    n = frame.height
     lane = (
         frame.select(
             pl.struct(
@@ -39,35 +43,99 @@ def nesting(frame: pl.DataFrame) -> pl.DataFrame:
     ts = frame["ts_ns"].to_numpy()
     end = ts + frame["dur_ns"].to_numpy()
     # Python frames sort among the ops of their thread; order rows by lane so lanes are contiguous.
-    order = np.lexsort((-(end - ts), ts, lane))
-    lane_o, ts_o, end_o = lane[order], ts[order], end[order]
-    depth_o = np.empty(n, dtype=np.int64)
-    bounds = np.flatnonzero(np.diff(lane_o)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
-        ends_sorted = np.sort(end_o[lo:hi])
-        closed = np.searchsorted(ends_sorted, ts_o[lo:hi], side="right")
-        closed -= end_o[lo:hi] == ts_o[lo:hi]  # a zero-length span does not close itself
-        depth_o[lo:hi] = np.maximum(np.arange(hi - lo) - closed, 0)
-    parent_o = np.full(n, -1, dtype=np.int64)
-    positions = np.arange(n)
-    for d in range(1, int(depth_o.max(initial=0)) + 1):
-        here = positions[depth_o == d]
-        above = positions[depth_o == d - 1]
-        if not len(here) or not len(above):
-            continue
-        k = np.searchsorted(above, here) - 1
-        ok = k >= 0
-        cand = np.where(ok, above[np.maximum(k, 0)], -1)
-        same_lane = ok & (lane_o[np.maximum(cand, 0)] == lane_o[here])
-        parent_o[here] = np.where(same_lane, order[np.maximum(cand, 0)], -1)
-    depth = np.empty(n, dtype=np.int64)
-    parent = np.empty(n, dtype=np.int64)
-    depth[order] = depth_o
-    parent[order] = parent_o
+    order = np.lexsort((np.arange(frame.height), -(end - ts), ts, lane))
+    parent_o = innermost_holders(lane[order], ts[order], end[order])
+    parent = np.full(frame.height, -1, dtype=np.int64)
+    has_parent = parent_o >= 0
+    parent[order[has_parent]] = order[parent_o[has_parent]]
     return frame.with_columns(
-        pl.Series("depth", depth, dtype=pl.Int32),
+        pl.Series("depth", _depths(parent), dtype=pl.Int32),
         pl.Series("parent", parent, dtype=pl.Int64).replace(-1, None),
     )
+
+
+def innermost_holders(lane: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each event's parent as an index into the same arrays (-1: none), for arrays sorted by
+    (lane, ts, -duration, file order); ts and end in ns.
+
+    The parent is the latest earlier span of the lane that reaches far enough: end > e.ts and
+    end >= e.end - TICK_NS (an earlier span of the lane starts at or before e.ts). That is what
+    a stack walk finds, the innermost open span that holds the event, without a Python loop."""
+    n = len(ts)
+    parent = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent
+    reach = np.where(end > ts, end, _NO_REACH)  # a zero-length span holds nothing
+    need = np.maximum(ts + 1, end - TICK_NS)
+    # most events sit right after their parent: settle those in one pass
+    prev_holds = np.zeros(n, dtype=bool)
+    prev_holds[1:] = (lane[1:] == lane[:-1]) & (reach[:-1] >= need[1:])
+    parent[prev_holds] = np.flatnonzero(prev_holds) - 1
+    # no earlier span of the lane reaches far enough: no parent (most kernels, top-level ops)
+    furthest = (
+        pl.DataFrame({"lane": lane, "reach": reach})
+        .select(pl.col("reach").shift(1).cum_max().over("lane").fill_null(_NO_REACH))
+        .to_series()
+        .to_numpy()
+    )
+    todo = np.flatnonzero(~prev_holds & (furthest >= need))
+    if todo.size:
+        parent[todo] = _latest_at_least(reach, todo, need[todo])
+    return parent
+
+
+def _latest_at_least(values: np.ndarray, before: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """For each query q: the largest j < before[q] with values[j] >= floor[q] (-1 if none).
+    A max segment tree over `values`, climbed and then descended by all queries at once:
+    O(log n) numpy passes."""
+    n = len(values)
+    size = 1 << max(int(n - 1).bit_length(), 0)
+    tree = np.full(2 * size, _NO_REACH, dtype=np.int64)
+    tree[size : size + n] = values
+    level = size
+    while level > 1:
+        half = level // 2
+        tree[half:level] = np.maximum(tree[level : 2 * level : 2], tree[level + 1 : 2 * level : 2])
+        level = half
+    # climb: a right child's left sibling covers the indices just before the ones seen so far
+    node = size + before
+    live = np.arange(before.size)
+    hit_query, hit_node = [], []
+    while live.size:
+        x = node[live]
+        got = ((x & 1) == 1) & (tree[x - 1] >= floor[live])
+        hit_query.append(live[got])
+        hit_node.append(x[got] - 1)
+        x >>= 1
+        keep = ~got & (x > 1)
+        node[live[keep]] = x[keep]
+        live = live[keep]
+    query = np.concatenate(hit_query)
+    x = np.concatenate(hit_node)
+    # descend: the rightmost leaf under the hit node that reaches the floor
+    want = floor[query]
+    inner = np.flatnonzero(x < size)
+    while inner.size:
+        right = 2 * x[inner] + 1
+        x[inner] = np.where(tree[right] >= want[inner], right, right - 1)
+        inner = inner[x[inner] < size]
+    result = np.full(before.size, -1, dtype=np.int64)
+    result[query] = x - size
+    return result
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each event, by pointer doubling over the parent links (-1: none)."""
+    depth = (parent >= 0).astype(np.int64)  # edges from each event to `jump`
+    jump = parent.copy()
+    live = np.flatnonzero(jump >= 0)
+    while live.size:
+        up = jump[live]
+        gained, further = depth[up], jump[up]  # read before writing: every event moves in step
+        depth[live] += gained
+        jump[live] = further
+        live = live[further >= 0]
+    return depth
 
 
 def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
