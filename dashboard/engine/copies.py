@@ -1,36 +1,61 @@
 """Copies: every GPU memcpy and copy kernel (or, in a CPU-only trace, every tensor aten::copy_),
-attributed to the chain of CPU ops that caused it, e.g. aten::masked_fill > aten::clone > aten::copy_.
+attributed to the chain of CPU ops that caused it, e.g. aten::masked_fill > aten::clone > aten::copy_,
+and sorted into one class (COPY_CLASSES says which and why). Only `hidden` copies are alarms.
 
-A copy is *hidden* when the op that started its chain is not one that asks for a copy
-(aten::copy_, aten::to, aten::clone, ...): the copy was made inside another op, as the
-out-of-place masked_fill does with its clone. Reading a value back to Python (aten::item in the
-chain, as `if tensor:` does) is asked for, not hidden. A copy that only converts a Python scalar
-(a 0-dim input, as `scores * 0.125` produces) is not a tensor copy and is left out.
+A copy's origin is the op the user's code called: the outermost op of its chain that is not a
+wrapper (autograd engine nodes, compiled regions, TorchScript `forward`, record_function and
+module annotations). A copy that only converts a Python scalar (a 0-dim input, as
+`scores * 0.125` produces) is not a tensor copy and is left out.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import polars as pl
 
 from dashboard.engine.model import Trace, per_trace
 
-# Outermost ops that ask for a copy: a copy under one of these is expected, not hidden.
+# Ops whose job is to move or convert data: a copy whose origin is one of these was asked for.
 REQUESTED_COPY_OPS = frozenset(
     {
-        "aten::copy_", "aten::to", "aten::_to_copy", "aten::clone", "aten::contiguous",
-        "aten::_local_scalar_dense", "aten::item", "aten::cpu", "aten::cuda", "aten::lift_fresh",
+        "aten::copy_", "aten::copy", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::to",
+        "aten::_to_copy", "aten::clone", "aten::contiguous", "aten::_local_scalar_dense", "aten::item",
+        "aten::cpu", "aten::cuda", "aten::lift_fresh", "aten::lift_fresh_copy", "aten::cat", "aten::_cat",
+        "aten::concat", "aten::concatenate", "aten::stack", "aten::hstack", "aten::vstack", "aten::index_copy",
+        "aten::index_copy_", "aten::pin_memory", "aten::_pin_memory", "aten::to_dense", "aten::repeat",
+        "aten::tile", "aten::tensor", "aten::scalar_tensor", "aten::new_tensor", "aten::detach_copy",
     }
 )
 # A chain through one of these reads a value back to Python (`.item()`, `if tensor:`): the user
 # asked for that value, so its tiny device-to-host copy is a sync to know about, not a hidden copy.
 SCALAR_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
-# Ops that only wrap other ops: never the origin of a copy.
-WRAPPER_OPS = (
-    r"^(autograd::engine::evaluate_function: |CompiledFunction|TorchDynamo Cache Lookup|Torch-Compiled Region|"
-    r"Pregraph bytecode|AOTDispatcher|## |DistributedDataParallel|nn\.Module: )|^[A-Za-z]+Backward\d*$"
+# Autograd engine work: backward nodes and gradient accumulation.
+AUTOGRAD_OPS = re.compile(r"^autograd::engine::evaluate_function: |^torch::autograd::|^\w+Backward\d*$")
+# Ops that only wrap other ops (besides autograd nodes): never the origin of a copy.
+WRAPPER_OPS = re.compile(
+    r"^(CompiledFunction|CompiledFunctionBackward|Torch-Compiled Region|TorchDynamo Cache Lookup|Pregraph bytecode|"
+    r"AOTDispatcher|## |DistributedDataParallel|nn\.Module: |record_param_comms$|forward$|\w*profiler\w*::)"
+)
+# record_function annotations have no op namespace and read like prose: "Optimizer.step#SGD.step".
+ANNOTATION = re.compile(r"^[^:]*[.#( ][^:]*$")
+# Collectives and their staging (DDP's reducer copies buckets into gradients).
+COMMUNICATION_OPS = re.compile(
+    r"^(c10d::|_?c10d_functional::|nccl:|gloo:|record_param_comms$)|torch\.distributed|ddp\.reducer|"
+    r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|^All2All",
+    re.IGNORECASE,
+)
+
+# The classes, in the order they are decided (the first that applies wins), with the reason.
+HIDDEN, REQUESTED, AUTOGRAD, COMMUNICATION, UNATTRIBUTED = "hidden", "requested", "autograd", "communication", "unattributed"
+COPY_CLASSES: tuple[tuple[str, str], ...] = (
+    (COMMUNICATION, "an op of the chain is a collective or its staging (c10d::, nccl:, DDP's reducer): the copy is part of communication"),
+    (AUTOGRAD, "the chain runs inside the autograd engine (a *Backward node, AccumulateGrad): gradient work the user's code did not call"),
+    (REQUESTED, "the origin's job is to move data (to, copy_, clone, contiguous, cat, stack, ...) or the chain reads a value back (item)"),
+    (HIDDEN, "the origin is an op that does not ask for a copy (masked_fill > clone > copy_, layer_norm > contiguous > clone)"),
+    (UNATTRIBUTED, "no op holds the launch, or only wrappers do (a compiled region's own kernel, a copy outside any op)"),
 )
 COPY_KERNEL = r"direct_copy_kernel|copy_kernel|copy_device_to_device"
 CHAIN_CATEGORIES = ("cpu_op",)
@@ -46,15 +71,35 @@ DTYPE_BYTES: dict[str, int] = {
 COPY_COLUMNS = {
     "id": pl.Int64, "step": pl.Int64, "kind": pl.String, "name": pl.String, "ts_ns": pl.Int64,
     "dur_ns": pl.Int64, "bytes": pl.Int64, "gbps": pl.Float64, "device": pl.Int64, "stream": pl.Int64,
-    "op_chain": pl.List(pl.String), "origin": pl.String, "hidden": pl.Boolean,
+    "op_chain": pl.List(pl.String), "origin": pl.String, "copy_class": pl.String, "hidden": pl.Boolean,
 }
+
+
+def is_wrapper(name: str) -> bool:
+    """An op that only wraps others: an autograd node, a compiled region or an annotation."""
+    return bool(AUTOGRAD_OPS.search(name) or WRAPPER_OPS.search(name) or ANNOTATION.search(name))
+
+
+def classify_chain(chain: list[str]) -> tuple[str | None, str]:
+    """(origin, copy class) of one op chain, outermost op first (see COPY_CLASSES)."""
+    origin = next((name for name in chain if not is_wrapper(name)), None)
+    if any(COMMUNICATION_OPS.search(name) for name in chain):
+        return origin, COMMUNICATION
+    if any(AUTOGRAD_OPS.search(name) for name in chain):
+        return origin, AUTOGRAD
+    if origin is None:
+        return None, UNATTRIBUTED
+    if origin in REQUESTED_COPY_OPS or any(name in SCALAR_READS for name in chain):
+        return origin, REQUESTED
+    return origin, HIDDEN
 
 
 @per_trace
 def copies(trace: Trace) -> pl.DataFrame:
     """Every copy: id, step, kind (DtoD, HtoD, DtoH, PtoP, ..., 'kernel' for a copy kernel, 'cpu'
     in a CPU-only trace), name, ts_ns, dur_ns, bytes (null when unknown), gbps (GB/s), device,
-    stream, op_chain (outermost op first), origin (the op that started the chain), hidden."""
+    stream, op_chain (outermost op first), origin (the op the user's code called), copy_class
+    (see COPY_CLASSES), hidden (copy_class == 'hidden')."""
     ev = trace.events
     if trace.has_gpu:
         found = ev.filter(
@@ -74,26 +119,22 @@ def copies(trace: Trace) -> pl.DataFrame:
     names = _names_of(trace, {node for path in paths for node in path})
     # joined then split in polars: building a list column element by element is slow
     joined = [CHAIN_SEP.join(names[node] for node in path) for path in paths]
+    verdicts = {chain: classify_chain(chain.split(CHAIN_SEP) if chain else []) for chain in set(joined)}
     found = found.with_columns(
-        pl.Series("op_chain", joined, dtype=pl.String).str.split(CHAIN_SEP).list.eval(pl.element().filter(pl.element() != ""))
+        pl.Series("op_chain", joined, dtype=pl.String).str.split(CHAIN_SEP).list.eval(pl.element().filter(pl.element() != "")),
+        pl.Series("origin", [verdicts[chain][0] for chain in joined], dtype=pl.String),
+        pl.Series("copy_class", [verdicts[chain][1] for chain in joined], dtype=pl.String),
     )
     found = _fill_bytes_from_shapes(trace, found, paths, names)
     # Only a 0-dim source converted by aten::to/_to_copy (`scores * 0.125`) is a scalar conversion;
     # a GPU memcpy is always kept, whatever its size.
     converts = pl.col("op_chain").list.eval(pl.element().is_in(["aten::to", "aten::_to_copy"])).list.any()
     found = found.filter(~(pl.col("scalar") & converts & (pl.col("cat") != "gpu_memcpy")))
-    # The origin is the outermost op that is not a wrapper (autograd node, compiled region, ...).
-    origin = pl.col("op_chain").list.eval(pl.element().filter(~pl.element().str.contains(WRAPPER_OPS))).list.first()
     return found.select(
         "id", "step", "kind", pl.col("name").cast(pl.String), "ts_ns", "dur_ns", "bytes",
         pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None).alias("gbps"),
-        "device", "stream", "op_chain",
-        origin.alias("origin"),
-        (
-            origin.is_not_null()
-            & ~origin.is_in(list(REQUESTED_COPY_OPS))
-            & ~pl.col("op_chain").list.eval(pl.element().is_in(list(SCALAR_READS))).list.any()
-        ).fill_null(False).alias("hidden"),
+        "device", "stream", "op_chain", "origin", "copy_class",
+        (pl.col("copy_class") == HIDDEN).alias("hidden"),
     )
 
 
@@ -182,17 +223,22 @@ def copies_in_steps(trace: Trace) -> pl.DataFrame:
 
 
 def copy_summary(table: pl.DataFrame) -> pl.DataFrame:
-    """Copies grouped by kind and op chain: kind, op_chain, hidden, count, bytes (summed), dur_ns."""
+    """Copies grouped by kind and op chain: kind, op_chain, copy_class, hidden, count, bytes
+    (summed), dur_ns. Hidden first, then by count; ties in a fixed order (kind, chain)."""
     if table.height == 0:
-        return pl.DataFrame(schema={"kind": pl.String, "op_chain": pl.List(pl.String), "hidden": pl.Boolean, "count": pl.UInt32, "bytes": pl.Int64, "dur_ns": pl.Int64})
+        return pl.DataFrame(schema={"kind": pl.String, "op_chain": pl.List(pl.String), "copy_class": pl.String, "hidden": pl.Boolean, "count": pl.UInt32, "bytes": pl.Int64, "dur_ns": pl.Int64})
     return (
-        table.group_by("kind", "op_chain", "hidden")
+        table.group_by("kind", "op_chain", "copy_class", "hidden")
         .agg(
             pl.len().alias("count"),
             # unknown sizes stay unknown rather than summing to 0
             pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()).alias("bytes"),
             pl.col("dur_ns").sum().alias("dur_ns"),
         )
-        .sort(["hidden", "count"], descending=[True, True])
+        .sort(
+            [pl.col("hidden"), pl.col("count"), pl.col("kind"), pl.col("op_chain").list.join(CHAIN_SEP)],
+            descending=[True, True, False, False],
+            nulls_last=True,
+        )
     )
 
