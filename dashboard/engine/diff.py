@@ -1,4 +1,10 @@
-"""Timelines of one step and the difference between two steps' kernel sequences."""
+"""What changed between two runs: kernels ranked by their effect on step time, the CPU ops beside
+them, a one-line reading of the big changes, and the two steps' kernel sequences aligned in
+launch order.
+
+"Per step" means over the steps a user picked: one step of each run, or (the default) every step,
+where a per-step figure is the total over all steps divided by their number (so that rows add up
+to the step's total). Times are ns unless a column name says otherwise."""
 
 from __future__ import annotations
 
@@ -6,8 +12,8 @@ from difflib import SequenceMatcher
 
 import polars as pl
 
-from dashboard.engine.kernels import family_expr, work_events
-from dashboard.engine.model import GPU_CATEGORIES, Trace
+from dashboard.engine.kernels import family_expr, step_count, work_events
+from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
 
 TIMELINE_CPU = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 DIFF_WINDOW = 2_000  # kernels aligned at once (see aligned_opcodes)
@@ -46,18 +52,27 @@ def timeline(trace: Trace, step: int) -> pl.DataFrame:
 
 
 def work_sequence(trace: Trace, step: int) -> pl.DataFrame:
-    """The step's units of device work in launch order: pos, name, family, dur_ns."""
+    """The step's units of device work in launch order: pos, name, family, dur_ns, stream.
+
+    Launch order is the order of the CPU calls that launched them (the launch's ts, then its
+    correlation id), whatever stream each ran on; work whose launch is not in the trace, and the
+    leaf ops of a CPU-only trace, take their own start time."""
+    ev = trace.events
+    launch_ts = ev.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts"))
+    work = work_events(trace).filter(pl.col("step") == step).join(
+        ev.select("id", "launch", "correlation"), on="id", how="left"
+    )
     return (
-        work_events(trace)
-        .filter(pl.col("step") == step)
-        .sort("ts_ns")
-        .select(pl.int_range(pl.len()).alias("pos"), pl.col("name").cast(pl.String), "family", "dur_ns")
+        work.join(launch_ts, on="launch", how="left")
+        .with_columns(pl.coalesce("launch_ts", "ts_ns").alias("order_ns"))
+        .sort("order_ns", "correlation", "ts_ns", "id", nulls_last=True)
+        .select(pl.int_range(pl.len()).alias("pos"), pl.col("name").cast(pl.String), "family", "dur_ns", "stream")
     )
 
 
 def sequence_diff(a: Trace, step_a: int, b: Trace, step_b: int) -> pl.DataFrame:
-    """The two steps' kernel sequences aligned in order: op ('equal', 'insert', 'delete',
-    'replace'), a_pos, a_name, a_family, a_dur_ns, b_pos, b_name, b_family, b_dur_ns.
+    """The two steps' kernel sequences aligned in launch order: op ('equal', 'insert', 'delete',
+    'replace'), a_pos, a_name, a_family, a_dur_ns, a_stream, b_pos, b_name, b_family, b_dur_ns, b_stream.
     'insert' = only in b, 'delete' = only in a, 'replace' = different kernels at that point."""
     sa, sb = work_sequence(a, step_a), work_sequence(b, step_b)
     names_a, names_b = sa["name"].to_list(), sb["name"].to_list()
@@ -69,9 +84,9 @@ def sequence_diff(a: Trace, step_a: int, b: Trace, step_b: int) -> pl.DataFrame:
             rows.append({"op": op if in_a and in_b else ("delete" if in_a else "insert"), "a_pos": i if in_a else None, "b_pos": j if in_b else None})
     aligned = pl.DataFrame(rows, schema={"op": pl.String, "a_pos": pl.Int64, "b_pos": pl.Int64})
     return (
-        aligned.join(sa.rename({"pos": "a_pos", "name": "a_name", "family": "a_family", "dur_ns": "a_dur_ns"}), on="a_pos", how="left", maintain_order="left")
-        .join(sb.rename({"pos": "b_pos", "name": "b_name", "family": "b_family", "dur_ns": "b_dur_ns"}), on="b_pos", how="left", maintain_order="left")
-        .select("op", "a_pos", "a_name", "a_family", "a_dur_ns", "b_pos", "b_name", "b_family", "b_dur_ns")
+        aligned.join(sa.rename({"pos": "a_pos", "name": "a_name", "family": "a_family", "dur_ns": "a_dur_ns", "stream": "a_stream"}), on="a_pos", how="left", maintain_order="left")
+        .join(sb.rename({"pos": "b_pos", "name": "b_name", "family": "b_family", "dur_ns": "b_dur_ns", "stream": "b_stream"}), on="b_pos", how="left", maintain_order="left")
+        .select("op", "a_pos", "a_name", "a_family", "a_dur_ns", "a_stream", "b_pos", "b_name", "b_family", "b_dur_ns", "b_stream")
     )
 
 
@@ -115,3 +130,168 @@ def family_time_diff(a: Trace, step_a: int, b: Trace, step_b: int) -> pl.DataFra
         .with_columns((pl.col("b_ns") - pl.col("a_ns")).alias("delta_ns"))
         .sort("family")
     )
+
+
+# Changes of a name between two runs, in the order they are decided.
+CHANGES: tuple[str, ...] = ("added", "removed", "more", "fewer", "slower", "faster", "same")
+SLOWER, FASTER = 1.05, 0.95  # mean-duration ratios beyond which a name is 'slower' / 'faster'
+GROUP_BY = ("name", "base")  # kernels by full name, or by base name (templates and namespaces folded)
+
+
+def chosen_steps(trace: Trace, step: int | None) -> list[int]:
+    """The steps a per-step figure covers: [step], or every step of the trace when step is None."""
+    if step is None:
+        return trace.steps["step"].to_list()
+    if step not in trace.steps["step"].to_list():
+        raise KeyError(f"no step {step} in {trace.source}")
+    return [step]
+
+
+def _per_step(frame: pl.DataFrame, keys: list[str], steps: list[int], side: str) -> pl.DataFrame:
+    """count and total time per step of each key over the chosen steps: {side}_per_step,
+    {side}_ns_per_step, {side}_mean_ns."""
+    n = max(len(steps), 1)
+    return (
+        frame.filter(pl.col("step").is_in(steps))
+        .group_by(keys)
+        .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total"))
+        .select(
+            *keys,
+            (pl.col("count") / n).alias(f"{side}_per_step"),
+            (pl.col("total") / n).alias(f"{side}_ns_per_step"),
+            (pl.col("total") / pl.col("count")).alias(f"{side}_mean_ns"),
+        )
+    )
+
+
+def _changes(base: pl.DataFrame, other: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Join two _per_step frames and name each key's change; ranked by the change of its time per
+    step (largest first, either sign), then of its count, then by key."""
+    joined = base.join(other, on=keys, how="full", coalesce=True).with_columns(
+        pl.col("base_per_step", "other_per_step", "base_ns_per_step", "other_ns_per_step").fill_null(0.0)
+    )
+    ratio = pl.col("other_mean_ns") / pl.col("base_mean_ns")
+    change = (
+        pl.when(pl.col("base_per_step") == 0).then(pl.lit("added"))
+        .when(pl.col("other_per_step") == 0).then(pl.lit("removed"))
+        .when(pl.col("other_per_step") > pl.col("base_per_step")).then(pl.lit("more"))
+        .when(pl.col("other_per_step") < pl.col("base_per_step")).then(pl.lit("fewer"))
+        .when(ratio > SLOWER).then(pl.lit("slower"))
+        .when(ratio < FASTER).then(pl.lit("faster"))
+        .otherwise(pl.lit("same"))
+    )
+    return (
+        joined.with_columns(
+            (pl.col("other_per_step") - pl.col("base_per_step")).alias("delta_per_step"),
+            (pl.col("other_ns_per_step") - pl.col("base_ns_per_step")).alias("delta_ns_per_step"),
+            change.alias("change"),
+        )
+        .sort(
+            [pl.col("delta_ns_per_step").abs(), pl.col("delta_per_step").abs(), *keys],
+            descending=[True, True] + [False] * len(keys),
+        )
+        .select(
+            *keys, "change", "base_per_step", "other_per_step", "delta_per_step",
+            "base_ns_per_step", "other_ns_per_step", "delta_ns_per_step", "base_mean_ns", "other_mean_ns",
+        )
+    )
+
+
+def _base_names(names: pl.Series) -> pl.Series:
+    """Each kernel name's base name (namespace::function, template arguments and signature
+    dropped: split_embedding_*<2ul> and <5ul> fold into one), parsed once per distinct name."""
+    from dashboard.engine.names import parse
+
+    distinct = names.unique().drop_nulls().to_list()
+    mapping = {name: parse(name).qualname or name for name in distinct}
+    return names.replace_strict(mapping, default=None, return_dtype=pl.String)
+
+
+def kernel_diff(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None, by: str = "name") -> pl.DataFrame:
+    """Units of device work of `other` against `base`, ranked by their effect on step time:
+    name, family, change (see CHANGES), base_per_step, other_per_step, delta_per_step,
+    base_ns_per_step, other_ns_per_step, delta_ns_per_step (total time per step), base_mean_ns,
+    other_mean_ns. by='base' groups template instances of one kernel under its base name."""
+    if by not in GROUP_BY:
+        raise ValueError(f"by must be one of {', '.join(GROUP_BY)}")
+    sides = []
+    for trace, step, side in ((base, step_base, "base"), (other, step_other, "other")):
+        work = work_events(trace).select("step", pl.col("name").cast(pl.String), "family", "dur_ns")
+        if by == "base":
+            work = work.with_columns(_base_names(work["name"]).alias("name"))
+        sides.append(_per_step(work, ["name", "family"], chosen_steps(trace, step), side))
+    return _changes(sides[0], sides[1], ["name", "family"])
+
+
+def explained(changes: pl.DataFrame, top: int) -> tuple[float, float]:
+    """(change of the summed work time per step that the first `top` rows of a kernel_diff or
+    op_diff frame account for, the change over all rows), both ns per step. Rows of both signs
+    count with their sign, so the share can pass 100% when other rows pull the other way."""
+    total = float(changes["delta_ns_per_step"].sum() or 0.0)
+    return float(changes.head(top)["delta_ns_per_step"].sum() or 0.0), total
+
+
+OP_CATEGORIES = ("cpu_op", "user_annotation") + LAUNCH_CATEGORIES
+
+
+def op_diff(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> pl.DataFrame:
+    """CPU ops, annotations and runtime calls (cudaLaunchKernel, cudaGraphLaunch, ...) of `other`
+    against `base`, per step, ranked like kernel_diff: name, cat, change, base_per_step,
+    other_per_step, delta_per_step, base_ns_per_step, other_ns_per_step, delta_ns_per_step,
+    base_mean_ns, other_mean_ns. ProfilerStep spans themselves are left out."""
+    sides = []
+    for trace, step, side in ((base, step_base, "base"), (other, step_other, "other")):
+        ops = trace.events.filter(
+            pl.col("cat").is_in(OP_CATEGORIES) & ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+        ).select("step", pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), "dur_ns")
+        sides.append(_per_step(ops, ["name", "cat"], chosen_steps(trace, step), side))
+    return _changes(sides[0], sides[1], ["name", "cat"])
+
+
+COMPILED_OPS = r"^(CompiledFunction|CompiledFunctionBackward|Torch-Compiled Region|TorchDynamo Cache Lookup)\b"
+GRAPH_LAUNCHES = r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)"
+KERNEL_LAUNCHES = r"^(cudaLaunchKernel|cuLaunchKernel|hipLaunchKernel|hipExtModuleLaunchKernel|hipModuleLaunchKernel)"
+
+
+def readings(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> list[str]:
+    """One line for each big change whose cause the trace shows plainly: torch.compile switched on
+    or off, CUDA graphs, an attention backend change, a copy class the baseline does not have."""
+    from dashboard.engine.backends import detect_backends
+    from dashboard.engine.copies import copies
+
+    ops = op_diff(base, other, step_base, step_other)
+    lines: list[str] = []
+
+    def names(pattern: str, change: str) -> list[str]:
+        return sorted(ops.filter(pl.col("name").str.contains(pattern) & (pl.col("change") == change))["name"].to_list())
+
+    def per_step(pattern: str, side: str) -> float:
+        return float(ops.filter(pl.col("name").str.contains(pattern))[f"{side}_per_step"].sum())
+
+    compiled_in, compiled_out = names(COMPILED_OPS, "added"), names(COMPILED_OPS, "removed")
+    removed = ops.filter(pl.col("change") == "removed").height
+    if compiled_in and not per_step(COMPILED_OPS, "base"):
+        gone = f"{removed:,} op names of the baseline are gone" if removed != 1 else "1 op name of the baseline is gone"
+        lines.append(f"compiled: {', '.join(compiled_in)} appear (torch.compile); {gone}")
+    elif compiled_out and not per_step(COMPILED_OPS, "other"):
+        lines.append(f"no longer compiled: {', '.join(compiled_out)} are gone")
+    graphs_base, graphs_other = per_step(GRAPH_LAUNCHES, "base"), per_step(GRAPH_LAUNCHES, "other")
+    if graphs_other and not graphs_base:
+        lines.append(
+            f"CUDA graphs: {graphs_other:.4g} graph launches per step replay kernels; kernel launches fell from "
+            f"{per_step(KERNEL_LAUNCHES, 'base'):,.4g} to {per_step(KERNEL_LAUNCHES, 'other'):,.4g} per step"
+        )
+    elif graphs_base and not graphs_other:
+        lines.append(f"no CUDA graphs: the baseline's {graphs_base:.4g} graph launches per step are gone")
+    before, after = detect_backends(base).backends, detect_backends(other).backends
+    if before != after:
+        lines.append(f"attention backend: {', '.join(before) or 'none'} -> {', '.join(after) or 'none'}")
+    steps = {side: set(chosen_steps(t, s)) for side, t, s in (("base", base, step_base), ("other", other, step_other))}
+    classes = {
+        side: set(copies(t).filter(pl.col("step").is_in(list(steps[side])))["copy_class"].to_list())
+        for side, t in (("base", base), ("other", other))
+    }
+    for copy_class in sorted(classes["other"] - classes["base"]):
+        count = copies(other).filter(pl.col("step").is_in(list(steps["other"])) & (pl.col("copy_class") == copy_class)).height
+        lines.append(f"new copy class: {copy_class} ({count / max(len(steps['other']), 1):.4g} per step, none in the baseline)")
+    return lines

@@ -1,0 +1,161 @@
+"""The diff that explains, on HTA's public control/test pair (the same workload, the test run with
+torch.compile and CUDA graphs): kernels ranked by time, the op-level diff, base names, launch
+order and the readings, each against a json-module reading of the two files."""
+
+from __future__ import annotations
+
+from collections import Counter
+from difflib import SequenceMatcher
+
+import polars as pl
+import pytest
+
+import oracle
+from dashboard.engine import load_trace
+from dashboard.engine.diff import chosen_steps, explained, kernel_diff, op_diff, readings, sequence_diff
+
+CONTROL, TEST = "hta_a100_control.json.gz", "hta_v100_test.json.gz"
+SAMPLES = oracle.DATA.parent.parent / "sample_traces" / "cpu"
+OP_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"}
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return {name: (load_trace(oracle.DATA / name), oracle.raw(oracle.DATA / name)) for name in (CONTROL, TEST)}
+
+
+def _gpu_in_steps(doc: dict, steps: set[str]) -> list[tuple[dict, dict]]:
+    """(GPU event, its launch) for each kernel/memcpy/memset whose launch lies in one of `steps`."""
+    events = oracle.complete(doc)
+    launches = {}
+    for e in events:
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {}):
+            launches.setdefault(e["args"]["correlation"], e)
+    spans = [(name, start, end) for name, start, end in oracle.step_spans(doc) if name in steps]
+    out = []
+    for e in events:
+        if e.get("cat") not in oracle.GPU_CATS:
+            continue
+        call = launches.get(e.get("args", {}).get("correlation"))
+        if call is not None and any(start <= call["ts"] < end for _, start, end in spans):
+            out.append((e, call))
+    return out
+
+
+def _time_per_step(doc: dict, steps: set[str]) -> dict[str, float]:
+    """kernel name -> total duration in ns per step over `steps`."""
+    total: Counter = Counter()
+    for e, _ in _gpu_in_steps(doc, steps):
+        total[e["name"]] += e.get("dur", 0) * 1000
+    return {name: ns / len(steps) for name, ns in total.items()}
+
+
+def test_kernel_changes_are_ranked_by_their_effect_on_step_time(pair):
+    (control, cdoc), (test, tdoc) = pair[CONTROL], pair[TEST]
+    step = {"ProfilerStep#1009"}
+    before, after = _time_per_step(cdoc, step), _time_per_step(tdoc, step)
+    want = sorted(((after.get(n, 0) - before.get(n, 0)), n) for n in set(before) | set(after))
+    want.sort(key=lambda d: -abs(d[0]))
+    changes = kernel_diff(control, test, 1009, 1009)
+    got = list(zip(changes["delta_ns_per_step"].head(5).to_list(), changes["name"].head(5).to_list()))
+    assert got == [(pytest.approx(delta), name) for delta, name in want[:5]]
+    top = changes["name"].head(3).to_list()
+    # the two NCCL kernels keep their counts and gain 10 ms each: ranked by count they were 118-120th
+    assert any(n.startswith("ncclKernel_SendRecv") for n in top) and any(n.startswith("ncclKernel_AllReduce") for n in top)
+    nccl = changes.filter(pl.col("name").str.starts_with("ncclKernel_"))
+    assert set(nccl.head(2)["change"]) == {"slower"}
+    top12, total = explained(changes, 12)
+    assert total == pytest.approx(sum(after.values()) - sum(before.values()))
+    assert top12 == pytest.approx(sum(d for d, _ in want[:12]))
+
+
+def test_over_all_steps_each_kernel_is_its_total_time_divided_by_the_steps(pair):
+    (control, cdoc), (test, tdoc) = pair[CONTROL], pair[TEST]
+    steps = {name for name, _, _ in oracle.step_spans(cdoc)}
+    assert len(steps) == 6
+    before, after = _time_per_step(cdoc, steps), _time_per_step(tdoc, steps)
+    changes = kernel_diff(control, test)
+    assert changes.height == len(set(before) | set(after))
+    for row in changes.iter_rows(named=True):
+        assert row["base_ns_per_step"] == pytest.approx(before.get(row["name"], 0))
+        assert row["other_ns_per_step"] == pytest.approx(after.get(row["name"], 0))
+
+
+def _op_names(doc: dict) -> Counter:
+    """Names of CPU ops, annotations and runtime calls that start inside a ProfilerStep, by count."""
+    spans = oracle.step_spans(doc)
+    names: Counter = Counter()
+    for e in oracle.complete(doc):
+        if e.get("cat") in OP_CATS and not e["name"].startswith("ProfilerStep#"):
+            if any(start <= e["ts"] < end for _, start, end in spans):
+                names[e["name"]] += 1
+    return names
+
+
+def test_the_op_diff_shows_what_torch_compile_and_cuda_graphs_changed_on_the_cpu(pair):
+    (control, cdoc), (test, tdoc) = pair[CONTROL], pair[TEST]
+    before, after = _op_names(cdoc), _op_names(tdoc)
+    ops = op_diff(control, test)
+    assert set(ops.filter(pl.col("change") == "added")["name"]) == set(after) - set(before)
+    assert set(ops.filter(pl.col("change") == "removed")["name"]) == set(before) - set(after)
+    assert len(set(before) - set(after)) == 72
+    assert {"CompiledFunction", "CompiledFunctionBackward", "cudaGraphLaunch"} <= set(after) - set(before)
+    launch = ops.filter(pl.col("name") == "cudaLaunchKernel").row(0, named=True)
+    assert (launch["base_per_step"], launch["other_per_step"]) == (before["cudaLaunchKernel"] / 6, after["cudaLaunchKernel"] / 6)
+    assert (launch["base_per_step"], launch["other_per_step"]) == (1428, 811)
+
+
+def test_the_readings_name_torch_compile_and_cuda_graphs(pair):
+    lines = readings(pair[CONTROL][0], pair[TEST][0])
+    assert lines[0].startswith("compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); 72 op names")
+    assert lines[1] == "CUDA graphs: 2 graph launches per step replay kernels; kernel launches fell from 1,428 to 811 per step"
+
+
+def test_the_readings_name_a_backend_change_and_a_new_hidden_copy():
+    inplace, naive, sdpa = (load_trace(SAMPLES / f"{v}.json.gz") for v in ("naive_inplace", "naive", "sdpa"))
+    assert readings(inplace, naive) == ["new copy class: hidden (1 per step, none in the baseline)"]
+    assert readings(naive, sdpa) == ["attention backend: eager -> cpu_flash"]
+    assert readings(naive, naive) == []
+
+
+def test_template_instances_fold_into_their_base_name(pair):
+    (control, cdoc), (test, tdoc) = pair[CONTROL], pair[TEST]
+    prefix = "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1<"
+    base = "split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1"
+    found = {}
+    for name, doc in ((CONTROL, cdoc), (TEST, tdoc)):
+        steps = {step for step, _, _ in oracle.step_spans(doc)}
+        found[name] = (Counter(e["name"] for e, _ in _gpu_in_steps(doc, steps) if e["name"].startswith(prefix)), len(steps))
+    # one kernel, another template instance in each run (<..., 2ul> against <..., 5ul>)
+    assert set(found[CONTROL][0]).isdisjoint(found[TEST][0])
+    by_name = kernel_diff(control, test).filter(pl.col("name").str.starts_with(prefix))
+    assert sorted(by_name["change"]) == ["added", "removed"]
+    by_base = kernel_diff(control, test, by="base")
+    row = by_base.filter(pl.col("name").str.ends_with(base))
+    assert row.height == 1
+    assert row["base_per_step"][0] == pytest.approx(sum(found[CONTROL][0].values()) / found[CONTROL][1])
+    assert row["other_per_step"][0] == pytest.approx(sum(found[TEST][0].values()) / found[TEST][1])
+    assert row["change"][0] not in ("added", "removed")
+    assert by_base.height < kernel_diff(control, test).height
+
+
+def _launch_ordered(doc: dict, step: str) -> list[str]:
+    """The step's kernel, memcpy and memset names ordered by their launch call (ts, then correlation)."""
+    found = _gpu_in_steps(doc, {step})
+    found.sort(key=lambda pair: (pair[1]["ts"], pair[1]["args"]["correlation"]))
+    return [e["name"] for e, _ in found]
+
+
+def test_kernel_sequences_are_aligned_in_launch_order_across_streams(pair):
+    (control, cdoc), (test, tdoc) = pair[CONTROL], pair[TEST]
+    a, b = _launch_ordered(cdoc, "ProfilerStep#1009"), _launch_ordered(tdoc, "ProfilerStep#1009")
+    equal = sum(i2 - i1 for op, i1, i2, _, _ in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes() if op == "equal")
+    aligned = sequence_diff(control, 1009, test, 1009)
+    assert aligned.filter(pl.col("op") == "equal").height == equal == 726
+    assert aligned.filter(pl.col("a_pos").is_not_null()).sort("a_pos")["a_name"].to_list() == a
+
+
+def test_a_step_that_does_not_exist_is_named():
+    trace = load_trace(SAMPLES / "naive.json.gz")
+    with pytest.raises(KeyError, match="no step 12345"):
+        chosen_steps(trace, 12345)
