@@ -1,0 +1,321 @@
+"""The trace store: parse a trace once, reopen it from Parquet, share it by id.
+
+A folder (default: the user's cache dir, `~/.cache/attnscope`, or $ATTNSCOPE_STORE; a team
+server names its own) holding:
+
+    catalog.sqlite3                          the catalog (SQLite in WAL mode): traces, runs, files, views
+    schema=<N>/trace=<sha256>/events.parquet one folder per parsed trace, keyed by the SHA-256 of the
+                             flows.parquet   file's bytes and the engine's schema version; hive-style,
+                             steps.parquet   so polars, DuckDB or Spark can scan a fleet without attnscope
+                             trace.json      (the Trace's other fields: source, meta, warnings, ...)
+    tmp/                                     folders being written; renamed into place when complete
+
+Writes are atomic: a trace's folder is written under tmp/ and renamed into place, and its catalog
+row is added after the rename, so a half-written entry is never read. A folder of another schema
+version is never read: its trace is parsed again. Runs name traces (one per rank); a run's label,
+who added it (upload, cli, collector) and its notes live in the catalog; saved views (runs,
+labels, baseline, tab, note) get short ids for a link in a review.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import time
+import uuid
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Union
+
+import polars as pl
+
+from dashboard.engine.load import TraceError, load_trace
+from dashboard.engine.model import Cut, Trace
+
+# Bump when the Trace's tables or fields change meaning: older entries are then parsed again.
+SCHEMA_VERSION = 1
+TABLES = ("events", "flows", "steps")
+ADDED_BY = ("upload", "cli", "collector", "dashboard")
+_CHUNK = 8 << 20
+
+_CATALOG = """
+CREATE TABLE IF NOT EXISTS traces (
+    sha TEXT NOT NULL, schema INTEGER NOT NULL, source TEXT NOT NULL, size INTEGER NOT NULL,
+    device_type TEXT, device_name TEXT, events INTEGER NOT NULL, stored_bytes INTEGER NOT NULL,
+    created_at REAL NOT NULL, last_opened REAL NOT NULL, pinned INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (sha, schema));
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, label TEXT NOT NULL, added_by TEXT NOT NULL, created_at REAL NOT NULL,
+    notes TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS run_ranks (
+    run_id TEXT NOT NULL, rank INTEGER NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (run_id, rank));
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, sha TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS views (
+    view_id TEXT PRIMARY KEY, payload TEXT NOT NULL, created_at REAL NOT NULL);
+"""
+
+
+def default_root() -> Path:
+    """$ATTNSCOPE_STORE, else $XDG_CACHE_HOME/attnscope, else ~/.cache/attnscope."""
+    if os.environ.get("ATTNSCOPE_STORE"):
+        return Path(os.environ["ATTNSCOPE_STORE"])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "attnscope"
+
+
+def sha256_of(source: Union[str, os.PathLike, bytes]) -> str:
+    """Hex SHA-256 of a file's bytes (read in chunks) or of bytes."""
+    digest = hashlib.sha256()
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        digest.update(source)
+    else:
+        with open(source, "rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredTrace:
+    """A catalog row: the trace's id (sha), what it was called, its size in bytes (as uploaded),
+    the device, complete events, bytes on disk in the store, and when it was last opened (epoch s)."""
+
+    sha: str
+    source: str
+    size: int
+    device_type: str | None
+    device_name: str | None
+    events: int
+    stored_bytes: int
+    created_at: float
+    last_opened: float
+    pinned: bool
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run: one trace per rank (rank 0 for a single-process trace), a label, who added it."""
+
+    run_id: str
+    label: str
+    added_by: str
+    created_at: float
+    notes: str
+    ranks: tuple[tuple[int, str], ...]  # (rank, sha)
+
+
+class Store:
+    """A folder of parsed traces with its catalog. Safe for several processes at once: SQLite in
+    WAL mode serializes catalog writes, and trace folders appear by atomic rename."""
+
+    def __init__(self, root: Union[str, os.PathLike, None] = None, max_bytes: int | None = None) -> None:
+        self.root = Path(root) if root is not None else default_root()
+        self.max_bytes = max_bytes
+        try:
+            (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+            with closing(self._connect()) as db:
+                db.executescript(_CATALOG)
+        except (OSError, sqlite3.Error) as exc:
+            raise TraceError(f"trace store {self.root}: cannot open ({exc})") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.root / "catalog.sqlite3", timeout=30, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA busy_timeout=30000")
+        return db
+
+    def _folder(self, sha: str) -> Path:
+        return self.root / f"schema={SCHEMA_VERSION}" / f"trace={sha}"
+
+    # -- traces -------------------------------------------------------------------------------
+
+    def has(self, sha: str) -> bool:
+        """True when the trace is stored under this schema version (catalog row and folder)."""
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT 1 FROM traces WHERE sha=? AND schema=?", (sha, SCHEMA_VERSION)).fetchone()
+        return row is not None and (self._folder(sha) / "trace.json").is_file()
+
+    def get(self, sha: str) -> Trace | None:
+        """The stored trace, read from Parquet, or None when it is not stored (or only under
+        another schema version). Marks it as opened now (for eviction)."""
+        if not self.has(sha):
+            return None
+        folder = self._folder(sha)
+        try:
+            fields = json.loads((folder / "trace.json").read_text(encoding="utf-8"))
+            tables = {name: pl.read_parquet(folder / f"{name}.parquet", memory_map=True) for name in TABLES}
+        except (OSError, ValueError, pl.exceptions.PolarsError):
+            return None  # damaged on disk: the caller parses the file again
+        cut = fields.pop("cut", None)
+        trace = Trace(**tables, **fields, cut=Cut(**cut) if cut else None)
+        with closing(self._connect()) as db:
+            db.execute("UPDATE traces SET last_opened=? WHERE sha=? AND schema=?", (time.time(), sha, SCHEMA_VERSION))
+        return trace
+
+    def put(self, trace: Trace, sha: str) -> None:
+        """Store a parsed trace under its file's SHA-256 (atomically; a no-op when present)."""
+        if self.has(sha):
+            return
+        from dashboard.engine.summary import device_info
+
+        tmp = self.root / "tmp" / uuid.uuid4().hex
+        tmp.mkdir(parents=True)
+        try:
+            for name in TABLES:
+                getattr(trace, name).write_parquet(tmp / f"{name}.parquet", compression="lz4")
+            (tmp / "trace.json").write_text(json.dumps(_fields(trace), sort_keys=True), encoding="utf-8")
+            final = self._folder(sha)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(tmp, final)
+            except OSError:  # another process stored it first (or a stale folder from a crash)
+                if not (final / "trace.json").is_file():
+                    shutil.rmtree(final, ignore_errors=True)
+                    os.rename(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        stored = sum(f.stat().st_size for f in self._folder(sha).iterdir())
+        device = device_info(trace)
+        now = time.time()
+        with closing(self._connect()) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,"
+                "COALESCE((SELECT pinned FROM traces WHERE sha=? AND schema=?), 0))",
+                (sha, SCHEMA_VERSION, trace.source, trace.size_bytes, device["type"], device["name"],
+                 trace.events.height, stored, now, now, sha, SCHEMA_VERSION),
+            )
+        self.evict()
+
+    def open(self, path: Union[str, os.PathLike], name: str | None = None) -> tuple[Trace, str]:
+        """(trace, sha) for a trace file: from the store when its bytes were parsed before, else
+        parsed and stored. A file seen before with the same size and mtime is not hashed again."""
+        path = Path(path)
+        try:
+            stat = path.stat()
+        except OSError:
+            return load_trace(path, name=name), ""  # load_trace names the problem
+        key = str(path.resolve())
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT sha FROM files WHERE path=? AND size=? AND mtime_ns=?", (key, stat.st_size, stat.st_mtime_ns)).fetchone()
+        if row is not None:
+            stored = self.get(row[0])
+            if stored is not None:
+                return stored, row[0]
+        data = path.read_bytes()
+        sha = sha256_of(data)
+        with closing(self._connect()) as db:
+            db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (key, stat.st_size, stat.st_mtime_ns, sha))
+        trace = self.get(sha)
+        if trace is None:
+            trace = load_trace(data, name=name or path.name)
+            self.put(trace, sha)
+        return trace, sha
+
+    def open_bytes(self, data: bytes, name: str) -> tuple[Trace, str]:
+        """(trace, sha) for an upload's bytes: from the store, else parsed and stored."""
+        sha = sha256_of(data)
+        trace = self.get(sha)
+        if trace is None:
+            trace = load_trace(data, name=name)
+            self.put(trace, sha)
+        return trace, sha
+
+    def traces(self) -> list[StoredTrace]:
+        """Every stored trace of this schema version, most recently opened first."""
+        with closing(self._connect()) as db:
+            rows = db.execute(
+                "SELECT sha, source, size, device_type, device_name, events, stored_bytes, created_at, last_opened, pinned "
+                "FROM traces WHERE schema=? ORDER BY last_opened DESC, sha",
+                (SCHEMA_VERSION,),
+            ).fetchall()
+        return [StoredTrace(*row[:-1], pinned=bool(row[-1])) for row in rows]
+
+    def pin(self, sha: str, pinned: bool = True) -> None:
+        """Keep a trace whatever the size cap (a run the team keeps)."""
+        with closing(self._connect()) as db:
+            db.execute("UPDATE traces SET pinned=? WHERE sha=?", (int(pinned), sha))
+
+    def evict(self) -> list[str]:
+        """Under a size cap, remove the least recently opened unpinned traces until the store fits;
+        the ids removed. Runs that named them lose those ranks."""
+        if self.max_bytes is None:
+            return []
+        removed: list[str] = []
+        total = sum(t.stored_bytes for t in self.traces())
+        for trace in sorted(self.traces(), key=lambda t: (t.last_opened, t.sha)):
+            if total <= self.max_bytes:
+                break
+            if trace.pinned:
+                continue
+            with closing(self._connect()) as db:
+                db.execute("DELETE FROM traces WHERE sha=? AND schema=?", (trace.sha, SCHEMA_VERSION))
+            shutil.rmtree(self._folder(trace.sha), ignore_errors=True)
+            total -= trace.stored_bytes
+            removed.append(trace.sha)
+        return removed
+
+    # -- runs and views -------------------------------------------------------------------------
+
+    def add_run(self, ranks: Iterable[tuple[int, str]], label: str, added_by: str, notes: str = "", run_id: str | None = None) -> str:
+        """Name stored traces as one run (rank, sha pairs); returns the run id (by default the
+        first 12 hex digits of the SHA-256 of its traces' ids, so the same files make the same run)."""
+        if added_by not in ADDED_BY:
+            raise ValueError(f"added_by must be one of {', '.join(ADDED_BY)}")
+        ranks = tuple(sorted(ranks))
+        run_id = run_id or hashlib.sha256(" ".join(f"{r}:{s}" for r, s in ranks).encode()).hexdigest()[:12]
+        with closing(self._connect()) as db:
+            db.execute("BEGIN IMMEDIATE")
+            exists = db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            if not exists:
+                db.execute("INSERT INTO runs VALUES (?,?,?,?,?)", (run_id, label, added_by, time.time(), notes))
+                db.executemany("INSERT OR REPLACE INTO run_ranks VALUES (?,?,?)", [(run_id, r, s) for r, s in ranks])
+            db.execute("COMMIT")
+        return run_id
+
+    def runs(self) -> list[Run]:
+        """Every run, newest first."""
+        with closing(self._connect()) as db:
+            rows = db.execute("SELECT run_id, label, added_by, created_at, notes FROM runs ORDER BY created_at DESC, run_id").fetchall()
+            ranks = db.execute("SELECT run_id, rank, sha FROM run_ranks ORDER BY run_id, rank").fetchall()
+        by_run: dict[str, list[tuple[int, str]]] = {}
+        for run_id, rank, sha in ranks:
+            by_run.setdefault(run_id, []).append((rank, sha))
+        return [Run(*row, ranks=tuple(by_run.get(row[0], ()))) for row in rows]
+
+    def run(self, run_id: str) -> Run | None:
+        return next((r for r in self.runs() if r.run_id == run_id), None)
+
+    def set_label(self, run_id: str, label: str) -> None:
+        with closing(self._connect()) as db:
+            db.execute("UPDATE runs SET label=? WHERE run_id=?", (label, run_id))
+
+    def save_view(self, payload: dict[str, Any]) -> str:
+        """Store a view (runs, labels, baseline, tab, note) and return its short id (the first 10
+        hex digits of the SHA-256 of its canonical JSON: the same view gets the same id)."""
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        view_id = hashlib.sha256(text.encode()).hexdigest()[:10]
+        with closing(self._connect()) as db:
+            db.execute("INSERT OR IGNORE INTO views VALUES (?,?,?)", (view_id, text, time.time()))
+        return view_id
+
+    def view(self, view_id: str) -> dict[str, Any] | None:
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT payload FROM views WHERE view_id=?", (view_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+
+def _fields(trace: Trace) -> dict[str, Any]:
+    """The Trace's fields besides its tables, as JSON (the cut as a dict)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(trace):
+        if f.name in TABLES or f.name.startswith("_"):
+            continue
+        value = getattr(trace, f.name)
+        out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return out

@@ -1,0 +1,141 @@
+"""The trace store: a trace parsed once reopens from Parquet with the same tables and summary;
+entries appear atomically; another schema version is parsed again; a size cap evicts the least
+recently opened unpinned traces; runs and saved views keep their labels and ids."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+
+import pytest
+
+import oracle
+from dashboard.engine import load_trace, summarize
+from dashboard.engine import store as store_module
+from dashboard.engine.store import SCHEMA_VERSION, Store, sha256_of
+
+TRACES = sorted(p.name for p in oracle.DATA.glob("*.json.gz"))
+SAMPLES = oracle.DATA.parent.parent / "sample_traces" / "cpu"
+
+
+def _summary(trace) -> str:
+    return json.dumps(summarize(trace), sort_keys=True)
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_a_stored_trace_reopens_with_the_same_tables_and_summary(tmp_path, name):
+    path = oracle.DATA / name
+    store = Store(tmp_path / "store")
+    first, sha = store.open(path)
+    again, sha_again = Store(tmp_path / "store").open(path)  # a new process would see the same
+    assert sha == sha_again == sha256_of(path)
+    fresh = load_trace(path)
+    for table in ("events", "flows", "steps"):
+        assert getattr(again, table).equals(getattr(fresh, table)), table
+    assert (again.source, again.meta, again.warnings, again.size_bytes) == (fresh.source, fresh.meta, fresh.warnings, fresh.size_bytes)
+    assert _summary(again) == _summary(fresh)
+
+
+def test_a_trace_in_the_store_is_not_parsed_again(tmp_path, monkeypatch):
+    store = Store(tmp_path)
+    path = SAMPLES / "naive.json.gz"
+    store.open(path)
+    copy = tmp_path / "renamed.json.gz"
+    shutil.copy(path, copy)  # same bytes under another name: found by content
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(store_module, "load_trace", refuse)
+    trace, sha = store.open(copy)
+    assert sha == sha256_of(path)
+    assert trace.events.height == len(oracle.complete(oracle.raw(path)))
+
+
+def test_a_changed_file_is_hashed_and_parsed_again(tmp_path):
+    store = Store(tmp_path / "store")
+    path = tmp_path / "run.json.gz"
+    shutil.copy(SAMPLES / "naive.json.gz", path)
+    _, first = store.open(path)
+    shutil.copy(SAMPLES / "sdpa.json.gz", path)
+    os.utime(path, ns=(1, 1))
+    trace, second = store.open(path)
+    assert first != second == sha256_of(SAMPLES / "sdpa.json.gz")
+    assert trace.events.height == len(oracle.complete(oracle.raw(SAMPLES / "sdpa.json.gz")))
+
+
+def test_half_written_and_other_schema_entries_are_never_read(tmp_path):
+    store = Store(tmp_path)
+    data = (SAMPLES / "naive.json.gz").read_bytes()
+    sha = sha256_of(data)
+    # a folder left in tmp/ by a crash, and a folder under an older schema with a catalog row
+    (tmp_path / "tmp" / "crashed").mkdir()
+    (tmp_path / "tmp" / "crashed" / "events.parquet").write_bytes(b"half")
+    old = tmp_path / f"schema={SCHEMA_VERSION - 1}" / f"trace={sha}"
+    old.mkdir(parents=True)
+    (old / "trace.json").write_text("{}")
+    with store._connect() as db:
+        db.execute("INSERT INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,0)", (sha, SCHEMA_VERSION - 1, "old", 1, None, None, 1, 1, 0, 0))
+    assert store.get(sha) is None
+    trace, got = store.open_bytes(data, "naive.json.gz")
+    assert got == sha and trace.events.height == len(oracle.complete(oracle.raw(SAMPLES / "naive.json.gz")))
+    # a folder damaged on disk is parsed again, not misread
+    (tmp_path / f"schema={SCHEMA_VERSION}" / f"trace={sha}" / "events.parquet").write_bytes(b"damaged")
+    assert store.get(sha) is None
+    assert store.open_bytes(data, "naive.json.gz")[0].events.height == trace.events.height
+
+
+def test_the_size_cap_evicts_the_least_recently_opened_unpinned_traces(tmp_path):
+    names = ["naive", "naive_inplace", "sdpa"]
+    store = Store(tmp_path)
+    shas = {name: store.open(SAMPLES / f"{name}.json.gz")[1] for name in names}
+    sizes = {t.sha: t.stored_bytes for t in store.traces()}
+    store.pin(shas["naive"])
+    store.get(shas["naive_inplace"])  # opened after sdpa: sdpa is the least recently opened unpinned
+    store.max_bytes = sum(sizes.values()) - 1
+    assert store.evict() == [shas["sdpa"]]
+    assert {t.sha for t in store.traces()} == {shas["naive"], shas["naive_inplace"]}
+    store.max_bytes = 1
+    assert store.evict() == [shas["naive_inplace"]]  # the pinned run stays whatever the cap
+    assert [t.sha for t in store.traces()] == [shas["naive"]]
+
+
+def test_runs_and_saved_views_keep_labels_and_ids(tmp_path):
+    store = Store(tmp_path)
+    _, sha = store.open(SAMPLES / "naive.json.gz")
+    run_id = store.add_run([(0, sha)], "naive, before", "cli")
+    assert store.add_run([(0, sha)], "again", "upload") == run_id  # the same files make the same run
+    store.set_label(run_id, "naive (out-of-place masked_fill)")
+    reopened = Store(tmp_path).run(run_id)
+    assert (reopened.label, reopened.added_by, reopened.ranks) == ("naive (out-of-place masked_fill)", "cli", ((0, sha),))
+    view = {"runs": [run_id], "labels": {run_id: "naive"}, "baseline": run_id, "tab": "Copies", "note": "PR 12"}
+    view_id = store.save_view(view)
+    assert len(view_id) == 10 and Store(tmp_path).view(view_id) == view
+    assert store.save_view(dict(reversed(view.items()))) == view_id
+    assert store.view("nope") is None
+    with pytest.raises(ValueError):
+        store.add_run([(0, sha)], "x", "somebody")
+
+
+def _store_one(root: str) -> str:
+    return Store(root).open(SAMPLES / "sdpa.json.gz")[1]
+
+
+def test_two_processes_storing_the_same_trace_leave_one_entry(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        shas = pool.map(_store_one, [str(tmp_path)] * 4)
+    assert len(set(shas)) == 1
+    store = Store(tmp_path)
+    assert [t.sha for t in store.traces()] == shas[:1]
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert store.get(shas[0]).events.height == len(oracle.complete(oracle.raw(SAMPLES / "sdpa.json.gz")))
+
+
+def test_an_unusable_store_folder_is_one_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(store_module.TraceError, match="trace store .*cannot open"):
+        Store(blocker / "store")
