@@ -6,26 +6,102 @@ only the names in the trace tell. One trace can hold several backends.
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from dashboard.engine.model import Trace, per_trace
+from dashboard.engine.names import parse
 
-# backend -> regex over cpu_op and kernel names (case-sensitive; first the op names PyTorch
-# dispatches to, then the kernels they launch).
-BACKEND_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("cpu_flash", r"^aten::_scaled_dot_product_flash_attention_for_cpu"),
-    ("flash", r"^aten::_scaled_dot_product_flash_attention$|^aten::_flash_attention_forward$|pytorch_flash::flash_fwd|pytorch_flash::flash_bwd"),
-    ("efficient", r"^aten::_scaled_dot_product_efficient_attention$|^aten::_efficient_attention_forward$|fmha_cutlassF|fmha_cutlassB"),
-    ("cudnn", r"^aten::_scaled_dot_product_cudnn_attention$|cudnn_generated_fort_native_sdpa|cudnn.*sdpa"),
-    ("math", r"^aten::_scaled_dot_product_attention_math"),
-    ("triton", r"^triton_\w*(attention|attn|flash|sdpa|fmha)"),
-    # Kernels-hub ops register under their own namespace (e.g. _flash_attn_<hash>::fwd), and the
-    # upstream FlashAttention kernel is flash::flash_fwd_kernel without PyTorch's prefix.
-    ("hub", r"^_?flash_attn\w*::|^kernels_community\w*::|^(void )?flash::flash_fwd|^(void )?flash::flash_bwd|(^|[^_])flash::compute_attn"),
+@dataclass(frozen=True)
+class AttentionBackend:
+    """One row of BACKEND_TABLE. op / kernel: regular expressions (case-sensitive) over the
+    function name of a cpu_op or a kernel (names.parse(...).qualname: no return type, parameters or
+    template arguments; a generic launcher's kernel argument for cutlass::device_kernel and
+    ck_tile::kentry); '' when the backend shows no such name. fused: one kernel does the whole
+    attention (false for the unfused math path)."""
+
+    name: str
+    op: str
+    kernel: str
+    library: str
+    vendor: str
+    fused: bool = True
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return _compiled(self.op, self.kernel)
+
+
+# Every attention implementation the engine recognises, in the order they are reported. A name
+# belongs to the first row it matches. kernels.family_expr's 'fused attention' family is exactly
+# the names of the fused rows, so the Kernels tab and the Backends tab cannot disagree.
+BACKEND_TABLE: tuple[AttentionBackend, ...] = (
+    AttentionBackend(
+        "cpu_flash", r"^aten::_scaled_dot_product_flash_attention_for_cpu(_backward)?$", "",
+        "PyTorch SDPA, flash attention for CPU", "CPU (any)"),
+    AttentionBackend(
+        "flash", r"^aten::(_scaled_dot_product_flash_attention(_backward)?|_flash_attention_(forward|backward))$",
+        r"^pytorch_flash::",
+        "PyTorch SDPA flash backend (PyTorch's copy of FlashAttention-2, pytorch_flash::flash_fwd_kernel)",
+        "NVIDIA; on ROCm the same op runs AOTriton or CK kernels"),
+    AttentionBackend(
+        "efficient", r"^aten::(_scaled_dot_product_efficient_attention(_backward)?|_efficient_attention_(forward|backward))$",
+        r"^fmha_cutlass[FB]\w*$|^PyTorchMemEffAttention::",
+        "PyTorch SDPA memory-efficient backend (xFormers' CUTLASS kernels, fmha_cutlassF_*)", "NVIDIA"),
+    AttentionBackend(
+        "cudnn", r"^aten::(_scaled_dot_product_cudnn_attention(_backward)?|_cudnn_attention_(forward|backward))$",
+        r"^cudnn\w*_sdpa",
+        "PyTorch SDPA cuDNN backend (cudnn_generated_fort_native_sdpa_*, launched by cuLaunchKernelEx)", "NVIDIA"),
+    AttentionBackend(
+        "math", r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", "",
+        "PyTorch SDPA math path: unfused bmm + softmax kernels", "any", fused=False),
+    AttentionBackend(
+        "flash-attn", r"^flash_attn(_3)?::|^_vllm_fa\d_C::",
+        r"^(flash::)?flash_(fwd|bwd)\w*$|^flash::(FlashAttn\w*|flash_\w+)$|flash_attncute",
+        "FlashAttention 2/3/4 (Dao-AILab flash-attn and its vLLM fork): flash::flash_fwd_kernel, "
+        "flash::FlashAttnFwdSm90 (under cutlass::device_kernel), CuTe-DSL flash_attncute kernels", "NVIDIA"),
+    AttentionBackend(
+        "hub", r"^_flash_attn\w*::|^_?kernels_community\w*::", "",
+        "Hugging Face kernels hub (an op namespace per build hash, e.g. _flash_attn_<hash>::fwd; "
+        "its kernels are FlashAttention's, reported as flash-attn)", "NVIDIA"),
+    AttentionBackend(
+        "aotriton", "", r"^attn_fwd$|^attn_bwd\w*$|^bwd_kernel_(dk_dv|dq|fuse)$|^bwd_preprocess(_varlen)?$",
+        "AOTriton (ahead-of-time compiled Triton): PyTorch's flash and memory-efficient SDPA on ROCm", "AMD"),
+    AttentionBackend(
+        "ck", r"^aiter::(mha|fmha)_\w*$",
+        r"^ck_tile::Fmha\w*$|^ck::\w*([Ff]mha|[Mm]ultihead_?[Aa]ttention)\w*$|^fmha_(fwd|bwd)_\w*$",
+        "Composable Kernel FMHA (ck_tile::Fmha*Kernel under ck_tile::kentry, often mangled; "
+        "also through AMD aiter's mha ops)", "AMD"),
+    AttentionBackend(
+        "flashinfer", r"^flashinfer::\w*(prefill|decode|attention|mla)\w*$",
+        r"^(flashinfer::(\w+::)*)?(Batch|Single)(Prefill|Decode)With\w*KVCache\w*$|"
+        r"^flashinfer::(\w+::)*\w*(Attention|MLA|MergeStates)\w*$",
+        "FlashInfer (BatchPrefillWithPagedKVCacheKernel, BatchDecodeWithPagedKVCacheKernel, MLA, merge states)", "NVIDIA"),
+    AttentionBackend(
+        "trtllm", r"^trtllm::attention\w*$",
+        r"^fmhaSm\d+\w*Kernel|^fmha_v2_\w+$|(^|::)masked_multihead_attention_kernel\w*$|(^|::)xqa_kernel\w*$|^kernel_mha$",
+        "TensorRT-LLM attention: trtllm-gen fmhaSm90/Sm100 kernels (also shipped in FlashInfer), fmha_v2, "
+        "masked multi-head attention, XQA", "NVIDIA"),
+    AttentionBackend(
+        "vllm-paged", r"^_(rocm_)?C::paged_attention\w*$",
+        r"^(vllm::)?paged_attention_(v[12]|ll4mi)\w*$",
+        "vLLM paged attention (paged_attention_v1/v2_kernel; ll4mi on ROCm)", "NVIDIA, AMD"),
+    AttentionBackend(
+        "xformers", r"^xformers(_flash\d?)?::", "",
+        "xFormers ops (its CUTLASS kernels carry the same fmha_cutlassF_* names as PyTorch's and count as efficient)",
+        "NVIDIA, AMD"),
+    AttentionBackend(
+        "triton", "",
+        r"^triton_\w*(attention|attn|flash|sdpa|fmha)|^kernel_(unified|paged)_attention_[23]d$|^_attn_(fwd|bwd)\w*$",
+        "Triton kernels named for attention: vLLM's kernel_unified_attention_2d/3d, the Triton tutorial's "
+        "_attn_fwd, generated triton_*attention* kernels", "any (Triton)"),
 )
-BACKENDS: tuple[str, ...] = tuple(b for b, _ in BACKEND_PATTERNS) + ("inductor", "eager")
+BACKEND_NAMES: tuple[str, ...] = tuple(b.name for b in BACKEND_TABLE)
+BACKENDS: tuple[str, ...] = BACKEND_NAMES + ("inductor", "eager")
 # What the collectors write as backend_requested when no one backend was forced.
 NOT_FORCED = ("default", "eager", "none")
 SDPA_OP = r"^aten::(scaled_dot_product_attention|_scaled_dot_product_)"
@@ -36,12 +112,41 @@ EAGER_SOFTMAX = r"^aten::(_?softmax|_safe_softmax)$"
 INDUCTOR_SOFTMAX = r"(cpp|triton)_\w*fused\w*softmax"
 
 
+LAUNCH_SCHEMA: dict[str, pl.DataType] = {
+    "backend": pl.String, "kernel": pl.String, "op": pl.String, "launch": pl.String, "count": pl.Int64,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(op: str, kernel: str) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in (op, kernel) if p) or "(?!)")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def attention_backend(name: str) -> AttentionBackend | None:
+    """The BACKEND_TABLE row an op or kernel name belongs to (first match), or None. The row's
+    patterns are matched against the name's function name (names.parse), not the raw text."""
+    qualname = parse(name).qualname
+    return next((row for row in BACKEND_TABLE if row.pattern.search(qualname)), None)
+
+
+def is_fused_attention(name: str) -> bool:
+    """True for the ops and kernels of a fused attention backend (every row but math)."""
+    row = attention_backend(name)
+    return row is not None and row.fused
+
+
 @dataclass
 class Backends:
-    """backends: detected names in BACKENDS order; evidence: backend -> distinct names that prove it."""
+    """backends: detected names in BACKENDS order; evidence: backend -> distinct op and kernel names
+    that prove it; launches: one row per (backend, kernel, op, launch) with the number of kernel
+    events: op is the innermost cpu_op around the launch call (None when the launch sits under no
+    op, e.g. a CUDA/HIP graph replay, or its call is not in the trace), launch the runtime call
+    (cudaLaunchKernel, cuLaunchKernelEx, hipGraphLaunch, ...)."""
 
     backends: list[str] = field(default_factory=list)
     evidence: dict[str, list[str]] = field(default_factory=dict)
+    launches: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=LAUNCH_SCHEMA))
 
     @property
     def all_evidence(self) -> list[str]:
@@ -50,15 +155,18 @@ class Backends:
 
 @per_trace
 def detect_backends(trace: Trace) -> Backends:
-    """Detect attention backends from cpu_op and kernel names."""
+    """Detect attention backends from cpu_op and kernel names (BACKEND_TABLE), then hand-written
+    attention compiled by inductor or run eagerly."""
     ev = trace.events.filter(pl.col("cat").is_in(["cpu_op", "kernel"]))
     names = ev.select(pl.col("name").cast(pl.String).unique()).to_series()
+    by_name = {name: row.name for name in names.to_list() if name and (row := attention_backend(name)) is not None}
     found = Backends()
-    for backend, pattern in BACKEND_PATTERNS:
-        hits = sorted(names.filter(names.str.contains(pattern)).to_list())
+    for backend in BACKEND_NAMES:
+        hits = sorted(name for name, b in by_name.items() if b == backend)
         if hits:
             found.backends.append(backend)
             found.evidence[backend] = hits
+    found.launches = _launches(trace, by_name)
     inductor = _inductor_evidence(trace, names, found.backends)
     if inductor:
         found.backends.append("inductor")
@@ -68,6 +176,51 @@ def detect_backends(trace: Trace) -> Backends:
         found.backends.append("eager")
         found.evidence["eager"] = eager
     return found
+
+
+def _launches(trace: Trace, by_name: dict[str, str]) -> pl.DataFrame:
+    """Attention kernels with the op and runtime call that launched them (see Backends)."""
+    ev = trace.events
+    kernels = ev.filter((pl.col("cat") == "kernel") & pl.col("name").cast(pl.String).is_in(list(by_name)))
+    if kernels.height == 0:
+        return pl.DataFrame(schema=LAUNCH_SCHEMA)
+    launch = kernels["launch"].fill_null(-1).to_numpy()
+    op = enclosing_cpu_op(trace, launch)
+    names = ev["name"].cast(pl.String)
+    return (
+        kernels.select(pl.col("name").cast(pl.String).alias("kernel"))
+        .with_columns(
+            pl.col("kernel").replace_strict(by_name, return_dtype=pl.String).alias("backend"),
+            pl.Series("op", [names[int(i)] if i >= 0 else None for i in op], dtype=pl.String),
+            pl.Series("launch", [names[int(i)] if i >= 0 else None for i in launch], dtype=pl.String),
+        )
+        .group_by("backend", "kernel", "op", "launch")
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+        .sort("backend", "kernel", "op", nulls_last=True)
+        .select(list(LAUNCH_SCHEMA))
+    )
+
+
+def enclosing_cpu_op(trace: Trace, ids: np.ndarray) -> np.ndarray:
+    """For each event id (-1 = none), the id of the innermost cpu_op that holds it on its thread,
+    or -1. Walks the `parent` column one nesting level per pass, for all ids at once."""
+    ev = trace.events
+    parent = ev["parent"].fill_null(-1).to_numpy()
+    is_op = (ev["cat"] == "cpu_op").to_numpy()
+    result = np.full(len(ids), -1, dtype=np.int64)
+    node = np.where(ids >= 0, parent[np.maximum(ids, 0)], -1)
+    while (node >= 0).any():
+        hit = (node >= 0) & is_op[np.maximum(node, 0)]
+        result[hit] = node[hit]
+        node = np.where((node >= 0) & ~hit, parent[np.maximum(node, 0)], -1)
+    return result
+
+
+def attention_launches(runs: dict[str, Trace]) -> pl.DataFrame:
+    """Backends.launches of every run with a leading `run` column (label), in run order."""
+    frames = [detect_backends(t).launches.select(pl.lit(label).alias("run"), pl.all()) for label, t in runs.items()]
+    schema = {"run": pl.String, **LAUNCH_SCHEMA}
+    return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
 
 def _inductor_evidence(trace: Trace, names: pl.Series, fused: list[str]) -> list[str]:
@@ -117,6 +270,10 @@ def fallback(requested: str | None, detected: list[str]) -> bool:
         return False
     # torch.compile lowers the forced math path into generated kernels (inductor); that is still
     # the math path, compiled, not a fallback.
-    aliases = {"flash": {"flash", "cpu_flash"}, "cpu_flash": {"cpu_flash", "flash"}, "math": {"math", "inductor"}}
+    # The hub's kernels are FlashAttention's own: a hub run whose op names were lost still shows them.
+    aliases = {
+        "flash": {"flash", "cpu_flash"}, "cpu_flash": {"cpu_flash", "flash"}, "math": {"math", "inductor"},
+        "hub": {"hub", "flash-attn"},
+    }
     wanted = aliases.get(requested, {requested})
     return not (wanted & set(detected))
