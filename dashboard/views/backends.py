@@ -1,5 +1,6 @@
 """Backends tab: which attention implementation each run asked for, which one really ran (by the
-op and kernel names in the trace), the names that prove it, and the fallback alarm."""
+op and kernel names in the trace), the kernels that prove it with the op that launched them, and
+the fallback alarm. A run where nothing is recognised says so: no green banner for it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import polars as pl
 import streamlit as st
 
 from dashboard.engine import review
-from dashboard.engine.backends import BACKEND_PATTERNS
+from dashboard.engine.backends import BACKEND_TABLE, attention_launches
 from dashboard.runs import Selection
 from dashboard.views import tables
 
@@ -17,21 +18,7 @@ VERDICT_STYLE = {review.VERDICT_FALLBACK: tables.ALARM_BG, review.VERDICT_UNVERI
 def render(sel: Selection) -> None:
     frame = review.backend_table(sel.runs)
     with st.container(key="backend_alarms"):
-        alarms = frame.filter(pl.col("verdict") == review.VERDICT_FALLBACK)
-        if alarms.height == 0:
-            st.success("No backend fallback: every run that forced an SDPA backend shows no other backend.", icon=":material/check_circle:")
-        for row in alarms.iter_rows(named=True):
-            st.error(
-                f"**{row['run']}: backend fallback.** Requested **{row['requested']}**, but the trace shows **{row['detected']}**. "
-                "PyTorch falls back silently (e.g. to the unfused math path), so these numbers are not the requested kernel's.",
-                icon=":material/swap_horiz:",
-            )
-        for row in frame.filter(pl.col("verdict") == review.VERDICT_UNVERIFIED).iter_rows(named=True):
-            st.warning(
-                f"**{row['run']}: unverified.** Requested **{row['requested']}**, but no attention op or kernel is named in "
-                "the trace (torch.compile may have decomposed it into plain kernels), so which backend ran cannot be read from it.",
-                icon=":material/help:",
-            )
+        _banners(frame)
     st.caption(
         "*Requested* comes from the collectors' metadata (empty for traces from elsewhere; 'default' = plain SDPA, which "
         "picks for itself). *Detected* = every backend whose op or kernel names appear in the trace; 'eager' = "
@@ -50,8 +37,63 @@ def render(sel: Selection) -> None:
         highlight=lambda row: VERDICT_STYLE.get(row["verdict"], ""),
         height=tables.fit(frame.height),
     )
+    launches = attention_launches(sel.runs)
+    st.subheader("Attention kernels and the op that launched them")
+    if launches.height == 0:
+        st.info("No attention kernel in these runs (on a CPU-only trace the op is the evidence).", icon=":material/info:")
+    else:
+        tables.show(
+            launches,
+            "tbl_attention_kernels",
+            {
+                "run": tables.text("run"),
+                "backend": tables.text("backend"),
+                "kernel": tables.text("kernel", width="large"),
+                "op": tables.text("launched by op", "Innermost cpu_op around the launch call; empty when none holds it "
+                                  "(a CUDA/HIP graph replay) or the call is not in the trace"),
+                "launch": tables.text("launch call"),
+                "count": tables.count("kernels"),
+            },
+            height=tables.fit(launches.height),
+        )
     with st.expander("How each backend is recognised"):
         st.dataframe(
-            pl.DataFrame({"backend": [b for b, _ in BACKEND_PATTERNS], "names matching (regular expression)": [p for _, p in BACKEND_PATTERNS]}),
+            pl.DataFrame(
+                {
+                    "backend": [b.name for b in BACKEND_TABLE],
+                    "library": [b.library for b in BACKEND_TABLE],
+                    "vendor": [b.vendor for b in BACKEND_TABLE],
+                    "op names (regular expression)": [b.op for b in BACKEND_TABLE],
+                    "kernel names (regular expression)": [b.kernel for b in BACKEND_TABLE],
+                }
+            ),
             hide_index=True,
         )
+
+
+def _banners(frame: pl.DataFrame) -> None:
+    """Fallback alarms, unverified warnings, a plain note for runs where nothing was recognised, and
+    a success banner naming only the runs where a backend was found and it is the one asked for."""
+    for row in frame.filter(pl.col("verdict") == review.VERDICT_FALLBACK).iter_rows(named=True):
+        st.error(
+            f"**{row['run']}: backend fallback.** Requested **{row['requested']}**, but the trace shows **{row['detected']}**. "
+            "PyTorch falls back silently (e.g. to the unfused math path), so these numbers are not the requested kernel's.",
+            icon=":material/swap_horiz:",
+        )
+    for row in frame.filter(pl.col("verdict") == review.VERDICT_UNVERIFIED).iter_rows(named=True):
+        st.warning(
+            f"**{row['run']}: unverified.** Requested **{row['requested']}**, but no attention op or kernel is named in "
+            "the trace (torch.compile may have decomposed it into plain kernels), so which backend ran cannot be read from it.",
+            icon=":material/help:",
+        )
+    nothing = frame.filter((pl.col("detected") == "") & (pl.col("verdict") != review.VERDICT_UNVERIFIED))
+    for row in nothing.iter_rows(named=True):
+        st.info(
+            f"**{row['run']}: no attention backend found.** No op or kernel in this trace is one the engine recognises "
+            "(see 'How each backend is recognised' below), so it cannot say which attention ran, or whether it fell back.",
+            icon=":material/search_off:",
+        )
+    fine = frame.filter((pl.col("detected") != "") & (pl.col("verdict") != review.VERDICT_FALLBACK))
+    if fine.height:
+        shown = ", ".join(f"{r['run']} ({r['detected']})" for r in fine.iter_rows(named=True))
+        st.success(f"No backend fallback in {shown}.", icon=":material/check_circle:")
