@@ -1,0 +1,103 @@
+"""Adding trace files and folders to a store: discovery, parsing fanned out over Dask, runs.
+
+Files named directly are one run each. A folder's traces (searched recursively) that carry
+distinct distributedInfo ranks are one run of several ranks, labelled by the folder's name;
+the others in it are one run each. Parsing fans out over Dask distributed: a LocalCluster of
+worker processes by default, or an existing cluster at `scheduler` (dask-jobqueue and
+dask-kubernetes deployments work the same: workers must see the store's folder and the files).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Union
+
+from dashboard.engine.load import TraceError
+from dashboard.engine.ranks import rank_of
+from dashboard.engine.store import Store
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass
+class Ingested:
+    """What one ingest did: runs added (run_id, label, ranks as (rank, sha)), and the files that
+    could not be read, each with its one-line reason."""
+
+    runs: list[tuple[str, str, tuple[tuple[int, str], ...]]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+
+def discover(paths: Iterable[Union[str, os.PathLike]]) -> list[tuple[str | None, list[Path]]]:
+    """Groups of trace files: (folder label, its trace files sorted) for each folder given, and
+    (None, [file]) for each file given. A path that does not exist is its own group, so that
+    parsing names the problem."""
+    groups: list[tuple[str | None, list[Path]]] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+            groups.append((path.resolve().name, files))
+        else:
+            groups.append((None, [path]))
+    return groups
+
+
+def parse_into(root: str, path: str) -> tuple[str, str | None, int | None, str | None]:
+    """Parse one file into the store at `root` (a worker's task): (path, sha, rank, error)."""
+    try:
+        trace, sha = Store(root).open(path)
+    except TraceError as exc:
+        return path, None, None, str(exc)
+    return path, sha, rank_of(trace), None
+
+
+def ingest(
+    paths: Iterable[Union[str, os.PathLike]],
+    store: Store,
+    workers: int = 1,
+    scheduler: str | None = None,
+    added_by: str = "cli",
+) -> Ingested:
+    """Parse every trace under `paths` into `store` and add its runs. workers > 1 or a scheduler
+    address fan the parsing out over Dask; workers == 1 parses in this process."""
+    groups = discover(paths)
+    files = [str(p) for _, members in groups for p in members]
+    root = str(store.root)
+    if scheduler or workers > 1:
+        results = _map_on_dask(root, files, workers, scheduler)
+    else:
+        results = [parse_into(root, f) for f in files]
+    parsed = dict(zip(files, results))
+    out = Ingested()
+    for folder, members in groups:
+        good = [parsed[str(p)] for p in members if parsed[str(p)][1] is not None]
+        out.errors += [(path, error) for path, _, _, error in (parsed[str(p)] for p in members) if error]
+        ranks = [rank for _, _, rank, _ in good]
+        if folder is not None and len(good) > 1 and None not in ranks and len(set(ranks)) == len(ranks):
+            run = [(rank, sha) for _, sha, rank, _ in good]
+            out.runs.append(_add(store, run, folder, added_by))
+            continue
+        for path, sha, rank, _ in good:
+            out.runs.append(_add(store, [(rank or 0, sha)], Path(path).name, added_by))
+    return out
+
+
+def _add(store: Store, ranks: list[tuple[int, str]], label: str, added_by: str) -> tuple[str, str, tuple[tuple[int, str], ...]]:
+    run_id = store.add_run(ranks, label, added_by)
+    return run_id, label, tuple(sorted(ranks))
+
+
+def _map_on_dask(root: str, files: list[str], workers: int, scheduler: str | None) -> list[tuple]:
+    """parse_into over `files` on Dask: a LocalCluster of `workers` processes, or `scheduler`."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise TraceError("parsing on several workers needs Dask: pip install 'attnscope[cluster]'") from None
+    if scheduler:
+        with Client(scheduler) as client:
+            return client.gather(client.map(parse_into, [root] * len(files), files, pure=False))
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+        return client.gather(client.map(parse_into, [root] * len(files), files, pure=False))
