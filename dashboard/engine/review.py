@@ -14,14 +14,19 @@ from dashboard.engine.backends import NOT_FORCED, detect_backends, fallback, req
 from dashboard.engine.copies import copies_in_steps
 from dashboard.engine.kernels import family_per_step, per_step, step_count, work_unit
 from dashboard.engine.model import Trace
-from dashboard.engine.speed import speed_table, step_time, step_time_column
+from dashboard.engine.speed import (
+    GROUP_CPU, GROUP_GPU, MIXED_DEVICES_WHY, Group, device_group, device_groups, group_baselines, speed_table, step_time,
+    step_time_column,
+)
 from dashboard.engine.summary import device_info
+
+__all__ = ["GROUP_CPU", "GROUP_GPU", "MIXED_DEVICES_WHY", "Group", "device_group", "device_groups", "group_baselines"]
 
 SEVERITY_ALARM = "alarm"  # wrong work or wrong numbers: must be fixed or explained
 SEVERITY_NOTE = "note"  # worth knowing when reading the numbers
 
 OVERVIEW_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.String, "device": pl.String, "device_name": pl.String, "steps": pl.Int64,
+    "run": pl.String, "group": pl.String, "baseline": pl.String, "device": pl.String, "device_name": pl.String, "steps": pl.Int64,
     "median_step_us": pl.Float64, "p10_step_us": pl.Float64, "p90_step_us": pl.Float64, "time_source": pl.String,
     "work_unit": pl.String, "work_per_step": pl.Float64, "copies_per_step": pl.Float64,
     "hidden_copies_per_step": pl.Float64, "backend_requested": pl.String, "backends": pl.String,
@@ -30,7 +35,7 @@ OVERVIEW_SCHEMA: dict[str, pl.DataType] = {
 FINDING_SCHEMA: dict[str, pl.DataType] = {"run": pl.String, "severity": pl.String, "kind": pl.String, "message": pl.String}
 COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.String, "kind": pl.String, "op_chain": pl.String, "origin": pl.String, "hidden": pl.Boolean,
-    "count": pl.Int64, "per_step": pl.Float64, "bytes_per_step": pl.Float64, "us_per_step": pl.Float64,
+    "copy_class": pl.String, "count": pl.Int64, "per_step": pl.Float64, "bytes_per_step": pl.Float64, "us_per_step": pl.Float64,
     "share": pl.Float64,
 }
 
@@ -45,19 +50,25 @@ VERDICT_FALLBACK = "FALLBACK"  # a forced backend was asked for, and another one
 VERDICT_UNVERIFIED = "unverified"  # a forced backend was asked for, but no attention op or kernel is named
 VERDICT_AS_REQUESTED = "as requested"
 VERDICT_NOT_FORCED = "not forced"  # plain SDPA, hand-written attention, or a trace from elsewhere
+# a forced backend whose op torch.compile replaced by inductor's generated kernels: no fallback,
+# but not the requested kernels either (e.g. sdpa-math compiled runs no _scaled_dot_product_attention_math)
+VERDICT_COMPILED = "compiled: inductor replaced the {requested} path"
+INDUCTOR = "inductor"
 
 
 def backend_check(trace: Trace) -> dict:
     """Requested vs detected attention backend: {requested (str | None), detected (list[str]),
     evidence (list[str]), verdict}. The verdict is FALLBACK only when another backend is seen;
-    when no attention op or kernel is named at all (e.g. torch.compile decomposed the math path
-    into plain matmul/softmax kernels) the trace cannot tell, and the verdict is 'unverified'."""
+    'compiled: inductor replaced the <backend> path' when the requested backend's own op is absent
+    and inductor's generated kernels ran instead (torch.compile lowered it); when no attention op or
+    kernel is named at all the trace cannot tell, and the verdict is 'unverified'."""
     found = detect_backends(trace)
     requested = requested_backend(trace)
     if not requested or requested in NOT_FORCED:
         verdict = VERDICT_NOT_FORCED
     elif not fallback(requested, found.backends):
-        verdict = VERDICT_AS_REQUESTED
+        replaced = INDUCTOR in found.backends and not ({requested, "cpu_" + requested} & set(found.backends))
+        verdict = VERDICT_COMPILED.format(requested=requested) if replaced else VERDICT_AS_REQUESTED
     elif found.backends:
         verdict = VERDICT_FALLBACK
     else:
@@ -78,6 +89,11 @@ def backend_table(runs: dict[str, Trace]) -> pl.DataFrame:
     )
 
 
+def is_compiled_verdict(verdict: str | None) -> bool:
+    """True for a VERDICT_COMPILED verdict (whatever backend it names)."""
+    return bool(verdict) and verdict.startswith(VERDICT_COMPILED.split("{")[0])
+
+
 def parity(trace: Trace) -> dict | None:
     """The collectors' parity record {max_abs, max_rel, atol, rtol, passed}, or None."""
     value = trace.collector.get("parity")
@@ -85,14 +101,17 @@ def parity(trace: Trace) -> dict | None:
 
 
 def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
-    """One row per run: run, device ('cuda' | 'rocm' | 'cpu' | 'other'), device_name, steps,
+    """One row per run: run, group (GROUP_GPU or GROUP_CPU), baseline (the run it is measured
+    against: its device group's, see speed.device_groups), device ('cuda' | 'rocm' | 'cpu' |
+    'other'), device_name (from deviceProperties, else the collectors' metadata), steps,
     median/p10/p90_step_us (µs), time_source, work_unit ('kernel' = kernels + GPU memcpy + memset;
     'leaf cpu_op' on CPU-only traces), work_per_step (median over steps), copies_per_step and
     hidden_copies_per_step (count / steps), backend_requested, backends (detected, comma-joined,
     '' when none), backend_verdict (see backend_check), parity_passed and parity_max_abs (None without collector metadata),
-    speedup (baseline median / run median; > 1 is faster)."""
+    speedup (group baseline median / run median; > 1 is faster; never across device groups)."""
     speed = speed_table(runs, baseline or "") if runs else None
     speedup = dict(zip(speed["run"], speed["speedup"])) if speed is not None else {}
+    against = dict(zip(speed["run"], speed["baseline"])) if speed is not None else {}
     rows = []
     for label, trace in runs.items():
         st = step_time(trace)
@@ -102,9 +121,11 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
         check = backend_check(trace)
         par = parity(trace) or {}
         device = device_info(trace)
+        name = device["name"] or trace.collector.get("device_name")
         rows.append(
             {
-                "run": label, "device": device["type"], "device_name": device["name"], "steps": trace.steps.height,
+                "run": label, "group": device_group(trace), "baseline": against.get(label), "device": device["type"],
+                "device_name": str(name) if name else None, "steps": trace.steps.height,
                 "median_step_us": st.median_us, "p10_step_us": st.p10_us, "p90_step_us": st.p90_us,
                 "time_source": st.source, "work_unit": work_unit(trace),
                 "work_per_step": float(steps["work"].median()) if steps.height else 0.0,
@@ -120,7 +141,8 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
 
 def copy_groups(runs: dict[str, Trace]) -> pl.DataFrame:
     """Copies of every run grouped by (kind, op chain): run, kind, op_chain (' > '-joined,
-    outermost op first), origin, hidden, count, per_step (count / steps), bytes_per_step (None
+    outermost op first), origin, hidden, copy_class (copies.COPY_CLASSES: hidden, requested,
+    autograd, communication, unattributed; only hidden ones are alarms), count, per_step (count / steps), bytes_per_step (None
     when the trace does not tell the size), us_per_step (µs), share (copy time / step time, the
     step time being device busy time on GPU traces and the step span on CPU traces). Hidden
     copies first, then by time."""
@@ -132,14 +154,14 @@ def copy_groups(runs: dict[str, Trace]) -> pl.DataFrame:
         n = step_count(trace)
         total = step_time_total_ns(trace) or None
         frames.append(
-            table.group_by("kind", "op_chain", "origin", "hidden")
+            table.group_by("kind", "op_chain", "origin", "hidden", "copy_class")
             .agg(
                 pl.len().cast(pl.Int64).alias("count"),
                 pl.when(pl.col("bytes").is_null().all()).then(None).otherwise(pl.col("bytes").sum()).alias("bytes"),
                 pl.col("dur_ns").sum().alias("dur_ns"),
             )
             .select(
-                pl.lit(label).alias("run"), "kind", pl.col("op_chain").list.join(" > "), "origin", "hidden", "count",
+                pl.lit(label).alias("run"), "kind", pl.col("op_chain").list.join(" > "), "origin", "hidden", "copy_class", "count",
                 (pl.col("count") / n).alias("per_step"),
                 (pl.col("bytes") / n).cast(pl.Float64).alias("bytes_per_step"),
                 (pl.col("dur_ns") / n / 1000.0).alias("us_per_step"),
@@ -188,16 +210,17 @@ def findings(
     Alarms: 'hidden copy' (a copy made inside another op, with bytes and share of the step),
     'backend fallback' (another SDPA backend ran than the one requested), 'parity failure' (the
     output disagreed with the fp32 reference). Notes: 'more copies' (more copies per step than
-    the baseline), 'backend unverified' (a backend was forced but the trace names no attention op
-    or kernel), 'no steps' (no ProfilerStep: the whole trace is one step), 'trace' (loader
-    warnings such as a salvaged cut-off file). Pass `overview_table` and `groups` when already
+    the run's baseline, which is always of the same device group), 'backend compiled' (the
+    requested backend's op was replaced by inductor's kernels), 'backend unverified' (a backend
+    was forced but the trace names no attention op or kernel), 'no steps' (no ProfilerStep: the
+    whole trace is one step), 'trace' (loader warnings such as a salvaged cut-off file). Messages
+    are plain text: trace strings (op and kernel names) are quoted as they are, unescaped. Pass `overview_table` and `groups` when already
     computed for the same runs and baseline, to avoid computing them twice."""
     rows: list[dict[str, str]] = []
     groups = copy_groups(runs) if groups is None else groups
     view = overview(runs, baseline) if overview_table is None else overview_table
-    base_copies = None
-    if baseline in runs:
-        base_copies = view.filter(pl.col("run") == baseline)["copies_per_step"][0]
+    copies_of = dict(zip(view["run"].to_list(), view["copies_per_step"].to_list()))
+    against = group_baselines(runs, baseline) if runs else {}
     for row in view.iter_rows(named=True):
         label = row["run"]
         trace = runs[label]
@@ -213,7 +236,8 @@ def findings(
                     f"{share:.1%} of the step time" if share is not None else "",
                 ) if part
             )
-            more = f" (and {hidden.height - 1} other chains)" if hidden.height > 1 else ""
+            others = hidden.height - 1
+            more = f" (and {others} other {_plural(others, 'chain', 'chains')})" if others else ""
             rows.append(_finding(
                 label, SEVERITY_ALARM, "hidden copy",
                 f"{per_step:.4g} hidden {_plural(per_step, 'copy', 'copies')} per step"
@@ -224,6 +248,12 @@ def findings(
             rows.append(_finding(
                 label, SEVERITY_ALARM, "backend fallback",
                 f"requested SDPA backend '{row['backend_requested']}' but the trace shows {row['backends']}",
+            ))
+        elif is_compiled_verdict(row["backend_verdict"]):
+            rows.append(_finding(
+                label, SEVERITY_NOTE, "backend compiled",
+                f"requested SDPA backend '{row['backend_requested']}', but torch.compile replaced its op by inductor's "
+                f"generated kernels ({row['backends']}): the numbers are the compiled kernels', not the {row['backend_requested']} path's",
             ))
         elif row["backend_verdict"] == VERDICT_UNVERIFIED:
             rows.append(_finding(
@@ -238,10 +268,12 @@ def findings(
                 f"output differs from the fp32 reference: max abs {_num(par.get('max_abs'))}, max rel "
                 f"{_num(par.get('max_rel'))} (atol {_num(par.get('atol'))}, rtol {_num(par.get('rtol'))})",
             ))
-        if base_copies is not None and label != baseline and row["copies_per_step"] > base_copies:
+        base = against.get(label)
+        if base is not None and label != base and row["copies_per_step"] > copies_of[base]:
+            mine, theirs = row["copies_per_step"], copies_of[base]
             rows.append(_finding(
                 label, SEVERITY_NOTE, "more copies",
-                f"{row['copies_per_step']:.4g} copies per step against {base_copies:.4g} in the baseline '{baseline}'",
+                f"{mine:.4g} {_plural(mine, 'copy', 'copies')} per step against {theirs:.4g} in the baseline '{base}'",
             ))
         if trace.implicit_step:
             rows.append(_finding(label, SEVERITY_NOTE, "no steps", "no ProfilerStep in the trace: the whole trace counts as one step"))

@@ -1,6 +1,9 @@
 """Step times, speedups, throughput and cost.
 
-Speedup is base time / other time, so > 1 means faster than the baseline.
+Speedup is base time / other time, so > 1 means faster than the baseline. Runs are compared only
+within their device group: a CPU-only trace's step time is its CPU step span and a GPU trace's is
+device busy time, so a ratio across the two would mean nothing. Each group has its own baseline
+(the chosen one when it is in the group, else the group's first run).
 """
 
 from __future__ import annotations
@@ -11,6 +14,47 @@ import polars as pl
 
 from dashboard.engine.kernels import per_step
 from dashboard.engine.model import Trace
+
+
+GROUP_GPU = "GPU"
+GROUP_CPU = "CPU-only"
+DEFAULT_USD_PER_GPU_HOUR = 2.0  # the dashboard's and `attnscope compare`'s price of a GPU hour
+MIXED_DEVICES_WHY = (
+    "GPU and CPU-only runs are measured differently (device busy time and kernels on GPU traces, the CPU "
+    "step span and leaf CPU ops on CPU-only ones), so each group is compared with its own baseline and no "
+    "speedup, work ratio or copy count is set across them."
+)
+
+
+def device_group(trace: Trace) -> str:
+    """GROUP_GPU for a trace with GPU work (kernels, memcpy, memset), GROUP_CPU otherwise."""
+    return GROUP_GPU if trace.has_gpu else GROUP_CPU
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs that may be compared with each other: name (GROUP_GPU or GROUP_CPU), runs (labels in
+    display order) and the baseline they are measured against."""
+
+    name: str
+    runs: list[str]
+    baseline: str
+
+
+def device_groups(traces: dict[str, Trace], baseline: str | None) -> list[Group]:
+    """The runs split by device group, the chosen baseline's group first, then in order of first
+    appearance. Each group's baseline is `baseline` when it belongs to the group, else the
+    group's first run."""
+    members: dict[str, list[str]] = {}
+    for label, trace in traces.items():
+        members.setdefault(device_group(trace), []).append(label)
+    groups = [Group(name, labels, baseline if baseline in labels else labels[0]) for name, labels in members.items()]
+    return sorted(groups, key=lambda g: g.baseline != baseline)
+
+
+def group_baselines(traces: dict[str, Trace], baseline: str | None) -> dict[str, str]:
+    """Run label -> the label of the baseline it is measured against (its group's)."""
+    return {label: g.baseline for g in device_groups(traces, baseline) for label in g.runs}
 
 
 @dataclass(frozen=True)
@@ -54,34 +98,44 @@ def tokens_per_step(trace: Trace) -> int | None:
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def speed_table(traces: dict[str, Trace], baseline: str, usd_per_gpu_hour: float | None = None) -> pl.DataFrame:
-    """One row per run: run, median_us, p10_us, p90_us, steps, time_source, speedup (baseline
-    median / run median; > 1 is faster), tokens_per_step, tokens_per_s, usd_per_mtok (cost per
-    million tokens at the given $/GPU-hour)."""
+SPEED_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String, "group": pl.String, "baseline": pl.String, "median_us": pl.Float64, "p10_us": pl.Float64,
+    "p90_us": pl.Float64, "steps": pl.Int64, "time_source": pl.String, "speedup": pl.Float64,
+    "tokens_per_step": pl.Int64, "tokens_per_s": pl.Float64, "usd_per_hour": pl.Float64, "usd_per_mtok": pl.Float64,
+}
+
+
+def speed_table(
+    traces: dict[str, Trace],
+    baseline: str,
+    usd_per_gpu_hour: float | None = None,
+    usd_per_cpu_hour: float | None = None,
+) -> pl.DataFrame:
+    """One row per run: run, group (device_group), baseline (the run it is measured against: its
+    group's, see device_groups), median_us, p10_us, p90_us, steps, time_source, speedup (baseline
+    median / run median; > 1 is faster; never across device groups), tokens_per_step,
+    tokens_per_s, usd_per_hour (the price applied: per GPU-hour on GPU runs, per CPU-hour on
+    CPU-only runs; None when not given) and usd_per_mtok (cost per million tokens at that price)."""
     rows = []
     times = {label: step_time(t) for label, t in traces.items()}
-    base = times.get(baseline)
+    against = group_baselines(traces, baseline)
     for label, trace in traces.items():
         st = times[label]
+        base = times[against[label]]
+        group = device_group(trace)
+        price = usd_per_gpu_hour if group == GROUP_GPU else usd_per_cpu_hour
         tokens = tokens_per_step(trace)
         tok_s = tokens / (st.median_us / 1e6) if tokens and st.median_us > 0 else None
-        cost = usd_per_gpu_hour / 3600.0 / tok_s * 1e6 if tok_s and usd_per_gpu_hour else None
-        speedup = base.median_us / st.median_us if base and base.median_us > 0 and st.median_us > 0 else None
+        cost = price / 3600.0 / tok_s * 1e6 if tok_s and price else None
+        speedup = base.median_us / st.median_us if base.median_us > 0 and st.median_us > 0 else None
         rows.append(
             {
-                "run": label, "median_us": st.median_us, "p10_us": st.p10_us, "p90_us": st.p90_us, "steps": st.steps,
-                "time_source": st.source, "speedup": speedup, "tokens_per_step": tokens, "tokens_per_s": tok_s,
-                "usd_per_mtok": cost,
+                "run": label, "group": group, "baseline": against[label], "median_us": st.median_us, "p10_us": st.p10_us,
+                "p90_us": st.p90_us, "steps": st.steps, "time_source": st.source, "speedup": speedup,
+                "tokens_per_step": tokens, "tokens_per_s": tok_s, "usd_per_hour": price, "usd_per_mtok": cost,
             }
         )
-    return pl.DataFrame(
-        rows,
-        schema={
-            "run": pl.String, "median_us": pl.Float64, "p10_us": pl.Float64, "p90_us": pl.Float64, "steps": pl.Int64,
-            "time_source": pl.String, "speedup": pl.Float64, "tokens_per_step": pl.Int64, "tokens_per_s": pl.Float64,
-            "usd_per_mtok": pl.Float64,
-        },
-    )
+    return pl.DataFrame(rows, schema=SPEED_SCHEMA)
 
 
 def representative_step(trace: Trace) -> int:
