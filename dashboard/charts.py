@@ -27,18 +27,25 @@ FAMILY_COLORS: dict[str, str] = {
     "other": "#b0b0b0",
 }
 FAMILY_ORDER: tuple[str, ...] = tuple(FAMILY_COLORS)
+# Twenty distinguishable run colours: a run keeps its colour (its place among all loaded runs), so
+# the palette must outlast a bundled collection plus a few uploads before it repeats.
 RUN_COLORS: tuple[str, ...] = (
-    "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac",
+    "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#79706e",
+    "#1f3a93", "#c05a00", "#2f6b2f", "#a4161a", "#2a9d8f", "#6a3d9a", "#b8860b", "#5c4033", "#d6336c", "#495057",
 )
+Colors = dict[str, str]  # run label -> colour
 HIDDEN_COLOR = "#d62728"
 REQUESTED_COLOR = "#9ecae1"
 FASTER_COLOR = "#2ca02c"
+BASELINE_COLOR = "#9e9e9e"
 SLOWER_COLOR = "#d62728"
 
 # Above this many events in one timeline, events narrower than a screen pixel are merged per lane.
 TIMELINE_MAX_EVENTS = 20_000
 TIMELINE_PIXELS = 2_000
 LANE_PX = 18
+LABEL_PX = 14  # the least height a lane label needs; denser lanes show every n-th label
+TIMELINE_MAX_HEIGHT = 4000
 NAME_CHARS = 90  # hover shows kernel names up to this length
 CPU_LANE = re.compile(r"^CPU (\S+) depth (\d+)$")
 GPU_LANE = re.compile(r"^GPU (\S+) stream (\S+)$")
@@ -50,6 +57,12 @@ def family_color(family: str) -> str:
 
 def run_color(i: int) -> str:
     return RUN_COLORS[i % len(RUN_COLORS)]
+
+
+def run_colors(runs: list[str], colors: Colors | None = None) -> list[str]:
+    """Each run's colour: from `colors` (label -> colour, as the dashboard assigns them, stable
+    whatever else is selected), else by position."""
+    return [(colors or {}).get(run) or run_color(i) for i, run in enumerate(runs)]
 
 
 def _family_rank(family: str) -> int:
@@ -95,8 +108,9 @@ def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str) -
     return _base_layout(fig, f"Device work per step ({unit}), by kernel family")
 
 
-def family_grouped(families: pl.DataFrame, runs: list[str], value: str) -> go.Figure:
-    """Per kernel family, one bar per run. value: 'count' (count_per_step) or 'time' (us_per_step)."""
+def family_grouped(families: pl.DataFrame, runs: list[str], value: str, colors: Colors | None = None) -> go.Figure:
+    """Per kernel family, one bar per run. value: 'count' (count_per_step) or 'time' (us_per_step).
+    `colors`: run label -> colour (see run_colors)."""
     column, axis, title = (
         ("count_per_step", "count per step", "Count per step by kernel family")
         if value == "count"
@@ -104,12 +118,12 @@ def family_grouped(families: pl.DataFrame, runs: list[str], value: str) -> go.Fi
     )
     present = sorted(set(families["family"].to_list()), key=_family_rank)
     fig = go.Figure()
-    for i, run in enumerate(runs):
+    for run, color in zip(runs, run_colors(runs, colors)):
         part = families.filter(pl.col("run") == run)
         values = dict(zip(part["family"].to_list(), part[column].to_list()))
         fig.add_trace(
             go.Bar(
-                name=run, x=present, y=[values.get(f, 0.0) for f in present], marker_color=run_color(i),
+                name=run, x=present, y=[values.get(f, 0.0) for f in present], marker_color=color,
                 hovertemplate=run + "<br>%{x}: %{y:.4g} " + axis + "<extra></extra>",
             )
         )
@@ -118,49 +132,64 @@ def family_grouped(families: pl.DataFrame, runs: list[str], value: str) -> go.Fi
     return _base_layout(fig, title)
 
 
-def step_time_bars(speed: pl.DataFrame, log: bool = False) -> go.Figure:
-    """Median time per step with its p10-p90 spread as error bars. `speed`: speed.speed_table.
-    `log`: logarithmic y axis, for runs that differ by orders of magnitude."""
+def step_time_bars(speed: pl.DataFrame, log: bool = False, colors: Colors | None = None, title: str = "") -> go.Figure:
+    """Median time per step with its p10-p90 spread as error bars; each bar's value is written
+    above its whisker, so the two never cover each other. `speed`: speed.speed_table. `log`:
+    logarithmic y axis, for runs that differ by orders of magnitude. `colors`: run -> colour."""
     runs = speed["run"].to_list()
     median = speed["median_us"].to_list()
+    p90 = speed["p90_us"].to_list()
     low = [m - p for m, p in zip(median, speed["p10_us"].to_list())]
-    high = [p - m for m, p in zip(median, speed["p90_us"].to_list())]
+    high = [p - m for m, p in zip(median, p90)]
     fig = go.Figure(
         go.Bar(
-            x=runs, y=median, marker_color=[run_color(i) for i in range(len(runs))],
+            x=runs, y=median, marker_color=run_colors(runs, colors), showlegend=False,
             error_y={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "color": "#444"},
-            text=[format_us(m) for m in median], textposition="outside", cliponaxis=False,
-            customdata=list(zip(speed["p10_us"].to_list(), speed["p90_us"].to_list(), speed["time_source"].to_list())),
+            customdata=list(zip(speed["p10_us"].to_list(), p90, speed["time_source"].to_list())),
             hovertemplate="%{x}<br>median %{y:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>",
         )
     )
+    fig.add_trace(
+        go.Scatter(
+            x=runs, y=[max(m, p) if p == p else m for m, p in zip(median, p90)], mode="text",
+            text=[format_us(m) for m in median], textposition="top center", cliponaxis=False, showlegend=False, hoverinfo="skip",
+        )
+    )
     fig.update_yaxes(title_text="µs per step (median; whiskers: p10 to p90)", type="log" if log else "linear", rangemode="normal" if log else "tozero")
-    return _base_layout(fig, "Median time per step, with spread")
+    return _base_layout(fig, title or "Median time per step, with spread")
 
 
 def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False) -> go.Figure:
-    """Speedup against the baseline (> 1 is faster), with a line at 1; `log`: logarithmic y axis."""
+    """Speedup against the baseline (> 1 is faster), with a dashed line at 1; the baseline's own
+    bar is labelled 'baseline' (no floating label to collide with the bars'). `speed`: the rows
+    of one device group of speed.speed_table; `log`: logarithmic y axis."""
     runs = speed["run"].to_list()
     values = speed["speedup"].to_list()
-    colors = [FASTER_COLOR if (v or 0) >= 1 else SLOWER_COLOR for v in values]
-    text = [("" if v is None or v <= 0 else (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower")) for v in values]
+    colors = [BASELINE_COLOR if r == baseline else (FASTER_COLOR if (v or 0) >= 1 else SLOWER_COLOR) for r, v in zip(runs, values)]
+    text = [
+        "baseline" if r == baseline else ("" if v is None or v <= 0 else (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower"))
+        for r, v in zip(runs, values)
+    ]
     fig = go.Figure(
         go.Bar(
             x=runs, y=values, marker_color=colors, text=text, textposition="outside", cliponaxis=False,
             hovertemplate="%{x}: %{y:.3g}× the baseline's speed<extra></extra>",
         )
     )
-    fig.add_hline(y=1.0, line_dash="dash", line_color="#444", annotation_text=f"baseline: {baseline}", annotation_position="top left")
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#444")
     fig.update_yaxes(title_text="speedup (baseline time / run time)", type="log" if log else "linear", rangemode="normal" if log else "tozero")
     return _base_layout(fig, f"Speedup against {baseline} (above 1 = faster)")
 
 
-def throughput_bars(speed: pl.DataFrame) -> go.Figure:
-    """Tokens per second (left) and dollars per million tokens (right), runs with tokens only."""
+def throughput_bars(speed: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
+    """Tokens per second (left) and dollars per million tokens (right), runs with tokens only.
+    `colors`: run -> colour."""
     known = speed.filter(pl.col("tokens_per_s").is_not_null())
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens / s (higher is better)", "$ per million tokens (lower is better)"))
     runs = known["run"].to_list()
-    colors = [run_color(speed["run"].to_list().index(r)) for r in runs]
+    every = speed["run"].to_list()
+    palette = dict(zip(every, run_colors(every, colors)))
+    colors = [palette[r] for r in runs]
     fig.add_trace(
         go.Bar(x=runs, y=known["tokens_per_s"].to_list(), marker_color=colors, showlegend=False,
                text=[f"{v:,.0f}" for v in known["tokens_per_s"].to_list()], textposition="outside", cliponaxis=False,
@@ -177,12 +206,24 @@ def throughput_bars(speed: pl.DataFrame) -> go.Figure:
     return _base_layout(fig, "Throughput and cost")
 
 
+COPY_CLASS_COLORS: dict[str, tuple[str, str]] = {  # copy class -> (legend name, colour); hidden first, in red
+    "hidden": ("hidden (made inside another op)", HIDDEN_COLOR),
+    "requested": ("requested (copy_/to/clone...)", REQUESTED_COLOR),
+    "autograd": ("autograd (gradient work)", "#c7a4d6"),
+    "communication": ("communication (collectives)", "#17becf"),
+    "unattributed": ("unattributed (no op holds it)", "#c8c8c8"),
+}
+
+
 def copy_time_bars(groups: pl.DataFrame, runs: list[str]) -> go.Figure:
-    """Copy time per step per run, hidden copies (made inside another op) apart from requested
-    ones. `groups`: review.copy_groups."""
+    """Copy time per step per run, stacked by copy class (hidden, the alarm, in red; requested,
+    autograd, communication, unattributed). `groups`: review.copy_groups."""
     fig = go.Figure()
-    for hidden, name, color in ((True, "hidden (made inside another op)", HIDDEN_COLOR), (False, "requested (copy_/to/clone...)", REQUESTED_COLOR)):
-        part = groups.filter(pl.col("hidden") == hidden).group_by("run").agg(pl.col("us_per_step").sum(), pl.col("per_step").sum())
+    present = set(groups["copy_class"].to_list()) if "copy_class" in groups.columns else set()
+    classes = [c for c in COPY_CLASS_COLORS if c in present] + sorted(c for c in present - set(COPY_CLASS_COLORS) if c)
+    for copy_class in classes or ["hidden"]:
+        name, color = COPY_CLASS_COLORS.get(copy_class, (copy_class, FAMILY_COLORS["other"]))
+        part = groups.filter(pl.col("copy_class") == copy_class).group_by("run").agg(pl.col("us_per_step").sum(), pl.col("per_step").sum())
         us = dict(zip(part["run"].to_list(), part["us_per_step"].to_list()))
         count = dict(zip(part["run"].to_list(), part["per_step"].to_list()))
         fig.add_trace(
@@ -197,12 +238,15 @@ def copy_time_bars(groups: pl.DataFrame, runs: list[str]) -> go.Figure:
     return _base_layout(fig, "Time spent copying per step", height=320)
 
 
-def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str) -> go.Figure:
-    """Time by kernel family in the two compared steps. `diff`: diff.family_time_diff (ns)."""
+def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str, color_a: str | None = None, color_b: str | None = None) -> go.Figure:
+    """Time by kernel family in the two compared steps. `diff`: diff.family_time_diff (ns);
+    `color_a`/`color_b`: the two runs' colours (distinct ones are used when they are the same)."""
     ordered = diff.sort(pl.col("family").map_elements(_family_rank, return_dtype=pl.Int64))
     families = ordered["family"].to_list()
+    color_a = color_a or run_color(0)
+    color_b = color_b if color_b and color_b != color_a else next(c for c in RUN_COLORS if c != color_a)
     fig = go.Figure()
-    for side, label, color in (("a", label_a, run_color(0)), ("b", label_b, run_color(1))):
+    for side, label, color in (("a", label_a, color_a), ("b", label_b, color_b)):
         fig.add_trace(
             go.Bar(
                 name=label, x=families, y=[v / 1000.0 for v in ordered[f"{side}_ns"].to_list()], marker_color=color,
@@ -272,7 +316,9 @@ def timeline_pair(
     a, b = merge_small_events(a, max_events), merge_small_events(b, max_events)
     lanes_a, lanes_b = lane_order(a["lane"].to_list()), lane_order(b["lane"].to_list())
     rows_a, rows_b = max(len(lanes_a), 1), max(len(lanes_b), 1)
-    height = int(min(max((rows_a + rows_b) * LANE_PX + 170, 360), 2400))
+    height = int(min(max((rows_a + rows_b) * LANE_PX + 170, 360), TIMELINE_MAX_HEIGHT))
+    lane_px = (height - 170) / (rows_a + rows_b)
+    label_every = max(1, int(np.ceil(LABEL_PX / lane_px)))  # many threads: label every n-th lane, never overlapping
     fig = make_subplots(
         rows=2, cols=1, shared_xaxes=True, vertical_spacing=70 / height,
         row_heights=[rows_a / (rows_a + rows_b), rows_b / (rows_a + rows_b)],
@@ -303,17 +349,18 @@ def timeline_pair(
             )
             shown.add(family)
             names = part["name"].str.slice(0, NAME_CHARS).to_list()
-            custom = np.column_stack([part["start_us"].to_numpy(), part["dur_us"].to_numpy()]).round(3)
+            custom = list(zip(part["start_us"].round(3).to_list(), part["dur_us"].round(3).to_list(), part["lane"].to_list()))
             fig.add_trace(
                 go.Scattergl(
                     x=(start + end) / 2, y=y, mode="markers", marker={"color": color, "size": LANE_PX * 0.7, "opacity": 0},
                     name=family, legendgroup=family, showlegend=False, text=names, customdata=custom,
-                    hovertemplate="<b>%{text}</b><br>" + family + "<br>start %{customdata[0]} µs · duration %{customdata[1]} µs<extra></extra>",
+                    hovertemplate="<b>%{text}</b><br>" + family + " · %{customdata[2]}<br>start %{customdata[0]} µs · duration %{customdata[1]} µs<extra></extra>",
                 ),
                 row=row, col=1,
             )
+        labelled = lanes[::label_every]
         fig.update_yaxes(
-            tickmode="array", tickvals=[position[lane] for lane in lanes], ticktext=lanes, autorange=False,
+            tickmode="array", tickvals=[position[lane] for lane in labelled], ticktext=labelled, autorange=False,
             range=[-0.5, len(lanes) - 0.5], showgrid=False, zeroline=False, row=row, col=1,
         )
     fig.update_xaxes(title_text="µs since the start of the step", row=2, col=1)

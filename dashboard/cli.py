@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from dashboard.engine import TraceError, load_trace, summarize
 from dashboard.engine.backends import BACKENDS
 from dashboard.engine.model import Trace
+from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_GPU, device_group
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -55,9 +56,7 @@ def _human(summary: dict[str, Any]) -> str:
             lines.append(f"    {copy['count']:>6,} x {copy['kind']:<6} {size:>16}  {' > '.join(copy['op_chain'])}")
         if len(hidden) > 10:
             lines.append(f"    ... and {len(hidden) - 10} more op chains")
-    for warning in summary["warnings"]:
-        lines.append(f"  warning: {warning}")
-    return "\n".join(lines)
+    return "\n".join(lines)  # (warnings go to stderr once, not here as well)
 
 
 def _analysis_error(trace: Trace, exc: Exception) -> str:
@@ -102,6 +101,19 @@ def _labels(traces: list[Trace]) -> dict[str, Trace]:
     return labels
 
 
+def _mixed_devices(traces: list[Trace]) -> str | None:
+    """Why these traces cannot be compared as one group (GPU and CPU-only runs among them), or None."""
+    gpu = [t.source for t in traces if device_group(t) == GROUP_GPU]
+    cpu = [t.source for t in traces if device_group(t) != GROUP_GPU]
+    if not gpu or not cpu:
+        return None
+    return (
+        f"{', '.join(gpu)} {'is a GPU trace' if len(gpu) == 1 else 'are GPU traces'} and {', '.join(cpu)} "
+        f"{'is' if len(cpu) == 1 else 'are'} CPU-only: their step times and work are measured differently, so no speedup "
+        "or work ratio is set across them; pass --group-by-device to compare each group against its own baseline"
+    )
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from dashboard.report import build_review, render_html, render_markdown  # plotly loads only when asked for
 
@@ -110,10 +122,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"attnscope: error: {error}", file=sys.stderr)
     if errors:
         return EXIT_BAD_INPUT
-    runs = _labels(traces)
+    mixed = _mixed_devices(traces)
+    if mixed and not args.group_by_device:
+        print(f"attnscope: error: {mixed}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    runs = _labels(traces)  # (loader warnings are in the report's findings, once)
     baseline = next(iter(runs))
     try:
-        review = build_review(runs, baseline, args.usd_per_gpu_hour)
+        review = build_review(runs, baseline, args.usd_per_gpu_hour, args.usd_per_cpu_hour)
         markdown = render_markdown(review)
         html = render_html(review) if args.html else ""
     except Exception as exc:
@@ -190,8 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("others", nargs="+", help="traces to compare against it")
     compare.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
     compare.add_argument("--markdown", metavar="FILE", help="write a Markdown summary for a pull-request comment")
-    compare.add_argument("--usd-per-gpu-hour", type=float, default=None, metavar="USD",
-                         help="price of a GPU hour, for the cost per million tokens")
+    compare.add_argument("--usd-per-gpu-hour", type=float, default=DEFAULT_USD_PER_GPU_HOUR, metavar="USD",
+                         help=f"price of a GPU-hour, for the cost per million tokens of GPU runs (default {DEFAULT_USD_PER_GPU_HOUR:g}, "
+                         "as in the dashboard)")
+    compare.add_argument("--usd-per-cpu-hour", type=float, default=None, metavar="USD",
+                         help="price of a CPU machine-hour, for the cost of CPU-only runs (default: none, no cost shown)")
+    compare.add_argument("--group-by-device", action="store_true",
+                         help="allow GPU and CPU-only traces in one report: each group is compared with its own baseline "
+                         "(the first trace of the group); without it such a mix exits 2")
     compare.set_defaults(run=cmd_compare)
 
     gate = sub.add_parser(
@@ -200,8 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="By default fails on a new copy, on SDPA running on the math path, on a backend "
         "fallback, on a recorded parity failure and on any increase of kernels per step.",
     )
-    gate.add_argument("base")
-    gate.add_argument("candidate")
+    gate.add_argument("base", metavar="BASE", help="the baseline trace the candidate must hold against (.json or .json.gz)")
+    gate.add_argument("candidate", metavar="CANDIDATE",
+                      help="the trace under test; GPU against GPU, or CPU-only against CPU-only (a mix exits 2)")
     gate.add_argument("--max-kernel-increase", type=float, default=0.0, metavar="PCT",
                       help="allowed growth of kernels (device work) per step, in percent (default 0)")
     copies_rule = gate.add_mutually_exclusive_group()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -22,7 +23,7 @@ from dashboard.engine import review
 from dashboard.engine.diff import timeline
 from dashboard.engine.kernels import kernel_delta, work_unit
 from dashboard.engine.model import Trace
-from dashboard.engine.speed import representative_step, speed_table
+from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, Group, device_groups, representative_step, speed_table
 
 KERNEL_CHANGES_SHOWN = 12
 LONG_CELL = 160
@@ -40,15 +41,33 @@ class Review:
     copies: pl.DataFrame
     backends: pl.DataFrame
     speed: pl.DataFrame
-    changes: dict[str, pl.DataFrame]
+    changes: dict[str, pl.DataFrame]  # run -> kernel_delta against its group's baseline
+    groups: list[Group] = field(default_factory=list)  # device groups, each with its baseline
+    usd_per_gpu_hour: float | None = None
+    usd_per_cpu_hour: float | None = None
+    colors: dict[str, str] = field(default_factory=dict)  # run -> colour (the dashboard's), else by position
+
+    def against(self, label: str) -> str:
+        """The baseline `label` is measured against (its device group's)."""
+        return next((g.baseline for g in self.groups if label in g.runs), self.baseline)
 
 
-def build_review(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float | None = None) -> Review:
-    """Compute every table of the comparison of `runs` (label -> Trace) against `baseline`."""
+def build_review(
+    runs: dict[str, Trace],
+    baseline: str,
+    usd_per_gpu_hour: float | None = DEFAULT_USD_PER_GPU_HOUR,
+    usd_per_cpu_hour: float | None = None,
+    colors: dict[str, str] | None = None,
+) -> Review:
+    """Compute every table of the comparison of `runs` (label -> Trace) against `baseline`; GPU
+    and CPU-only runs are compared within their own group (speed.device_groups). Cost uses
+    `usd_per_gpu_hour` for GPU runs and `usd_per_cpu_hour` for CPU-only runs (None: no cost)."""
     if baseline not in runs:
         raise KeyError(f"baseline {baseline!r} is not among the runs")
     overview = review.overview(runs, baseline)
     groups = review.copy_groups(runs)
+    split = device_groups(runs, baseline)
+    against = {label: g.baseline for g in split for label in g.runs}
     return Review(
         runs=runs,
         baseline=baseline,
@@ -57,9 +76,32 @@ def build_review(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float 
         families=review.families(runs),
         copies=groups,
         backends=review.backend_table(runs),
-        speed=speed_table(runs, baseline, usd_per_gpu_hour),
-        changes={label: kernel_delta(runs[baseline], t) for label, t in runs.items() if label != baseline},
+        speed=speed_table(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour),
+        changes={label: kernel_delta(runs[against[label]], t) for label, t in runs.items() if label != against[label]},
+        groups=split,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        usd_per_cpu_hour=usd_per_cpu_hour,
+        colors=dict(colors or {}),
     )
+
+
+def _price_line(rv: Review) -> str:
+    """Which prices the cost column uses, in words (plain text)."""
+    names = {g.name for g in rv.groups}
+    parts = []
+    if GROUP_GPU in names:
+        parts.append(f"${rv.usd_per_gpu_hour:.2f} per GPU-hour for GPU runs" if rv.usd_per_gpu_hour else "no GPU-hour price given")
+    if GROUP_CPU in names:
+        parts.append(f"${rv.usd_per_cpu_hour:.2f} per CPU-hour for CPU-only runs" if rv.usd_per_cpu_hour else "no CPU-hour price given, so no cost for CPU-only runs")
+    return "Cost per million tokens at " + "; ".join(parts) + "."
+
+
+def _group_rows(frame: pl.DataFrame, group: Group) -> pl.DataFrame:
+    return frame.filter(pl.col("run").is_in(group.runs))
+
+
+def _group_title(group: Group) -> str:
+    return f"{group.name} runs, against {group.baseline}"
 
 
 def _changed(rv: Review) -> dict[str, pl.DataFrame]:
@@ -88,6 +130,7 @@ FORMATS: dict[str, Any] = {
     "share": lambda v: f"{v:.1%}",
     "bytes_per_step": lambda v: f"{v:,.0f}",
     "usd_per_mtok": lambda v: f"{v:.4g}",
+    "usd_per_hour": lambda v: f"{v:.2f}",
     "tokens_per_s": lambda v: f"{v:,.0f}",
     "speedup": lambda v: f"{v:.3f}",
     "parity_max_abs": lambda v: f"{v:.3g}",
@@ -100,16 +143,27 @@ def _fmt(column: str, value: Any) -> str:
     return _cell(value)
 
 
+# What GitHub-flavoured Markdown would read in a trace string: emphasis (* _ ~), code (`), links
+# and images ([ ] ( ) !), HTML (< > &), table cells (|), headings (#), math ($) and escapes (\).
+MD_SPECIAL = re.compile(r"([\\`*_~\[\]()!<>&|#$])")
+
+
+def md_text(value: Any) -> str:
+    """A string from a trace (run label, op chain, kernel name, message) for Markdown, shown
+    literally: special characters backslash-escaped, on one line."""
+    return MD_SPECIAL.sub(r"\\\1", " ".join(str(value).splitlines()))
+
+
 def _md_table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
-    """A Markdown table of `frame` with {column: header}."""
+    """A Markdown table of `frame` with {column: header}; every cell shown literally."""
     head = "| " + " | ".join(columns.values()) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"
-    rows = ["| " + " | ".join(_fmt(c, row[c]).replace("|", "\\|") for c in columns) + " |" for row in frame.iter_rows(named=True)]
+    rows = ["| " + " | ".join(md_text(_fmt(c, row[c])) for c in columns) + " |" for row in frame.iter_rows(named=True)]
     return "\n".join([head, rule, *rows])
 
 
 OVERVIEW_COLUMNS = {
-    "run": "run", "device_name": "device", "steps": "steps", "median_step_us": "median step (µs)",
+    "run": "run", "device_label": "device", "steps": "steps", "median_step_us": "median step (µs)",
     "work_per_step": "work per step", "work_unit": "unit", "copies_per_step": "copies per step",
     "hidden_copies_per_step": "hidden copies per step", "backend_requested": "backend requested",
     "backends": "backend detected", "backend_verdict": "backend check", "parity_passed": "parity passed",
@@ -117,13 +171,14 @@ OVERVIEW_COLUMNS = {
 }
 FAMILY_COLUMNS = {"run": "run", "family": "family", "count_per_step": "count per step", "us_per_step": "µs per step"}
 COPY_COLUMNS = {
-    "run": "run", "kind": "kind", "op_chain": "op chain", "hidden": "hidden", "per_step": "per step",
+    "run": "run", "kind": "kind", "op_chain": "op chain", "hidden": "hidden", "copy_class": "class", "per_step": "per step",
     "bytes_per_step": "bytes per step", "us_per_step": "µs per step", "share": "share of step",
 }
 BACKEND_COLUMNS = {"run": "run", "requested": "requested", "detected": "detected", "verdict": "check", "evidence": "evidence"}
 SPEED_COLUMNS = {
     "run": "run", "median_us": "median step (µs)", "p10_us": "p10 (µs)", "p90_us": "p90 (µs)", "steps": "steps",
-    "time_source": "time", "speedup": "speedup", "tokens_per_s": "tokens/s", "usd_per_mtok": "$ per M tokens",
+    "time_source": "time", "speedup": "speedup", "tokens_per_s": "tokens/s", "usd_per_hour": "$ per hour",
+    "usd_per_mtok": "$ per M tokens",
 }
 CHANGE_COLUMNS = {
     "name": "kernel", "family": "family", "base_per_step": "baseline per step", "other_per_step": "run per step",
@@ -131,34 +186,58 @@ CHANGE_COLUMNS = {
 }
 
 
-def markdown_report(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float | None = None) -> str:
+def markdown_report(
+    runs: dict[str, Trace],
+    baseline: str,
+    usd_per_gpu_hour: float | None = DEFAULT_USD_PER_GPU_HOUR,
+    usd_per_cpu_hour: float | None = None,
+) -> str:
     """A Markdown summary fit for a pull-request comment: findings first, then the tables."""
-    return render_markdown(build_review(runs, baseline, usd_per_gpu_hour))
+    return render_markdown(build_review(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour))
+
+
+def _with_device_label(frame: pl.DataFrame) -> pl.DataFrame:
+    """The overview with a `device_label` column: 'cuda · NVIDIA H100 80GB HBM3', 'cpu · AMD EPYC', 'cpu'."""
+    return frame.with_columns(
+        pl.concat_str([pl.col("device"), pl.col("device_name")], separator=" · ", ignore_nulls=True).alias("device_label")
+    )
 
 
 def render_markdown(rv: Review) -> str:
-    """The Markdown summary of a computed review."""
+    """The Markdown summary of a computed review. Trace strings are escaped (md_text)."""
     others = [label for label in rv.runs if label != rv.baseline]
-    parts = [f"## attnscope review: {', '.join(others) or rv.baseline} against baseline `{rv.baseline}`", ""]
+    parts = [f"## attnscope review: {md_text(', '.join(others) or rv.baseline)} against baseline **{md_text(rv.baseline)}**", ""]
+    split = len(rv.groups) > 1
+    if split:
+        parts += [f"> {md_text(review.MIXED_DEVICES_WHY)} "
+                  + "; ".join(f"{g.name} runs against **{md_text(g.baseline)}**" for g in rv.groups) + ".", ""]
     parts.append("### Findings")
     if rv.findings.height:
         ordered = rv.findings.sort(pl.col("severity") != review.SEVERITY_ALARM, maintain_order=True)
         for row in ordered.iter_rows(named=True):
             mark = "**ALARM**" if row["severity"] == review.SEVERITY_ALARM else "note"
-            parts.append(f"- {mark} `{row['run']}` {row['kind']}: {row['message']}")
+            parts.append(f"- {mark} **{md_text(row['run'])}** {row['kind']}: {md_text(row['message'])}")
     else:
         parts.append("- nothing to flag: no hidden copies, no backend fallback, no parity failure")
     units = sorted({work_unit(t) for t in rv.runs.values()})
-    parts += ["", "### Overview", f"Work is counted in {' and '.join(units)}s; speedup > 1 means faster than the baseline.", "",
-              _md_table(rv.overview, OVERVIEW_COLUMNS)]
-    parts += ["", "### Device work per step by kernel family", "", _md_table(rv.families, FAMILY_COLUMNS)]
+    overview = _with_device_label(rv.overview)
+    parts += ["", "### Overview", f"Work is counted in {md_text(' and '.join(u + 's' for u in units))}; speedup > 1 means faster than the baseline.", ""]
+    for group in rv.groups:
+        if split:
+            parts += [f"#### {md_text(_group_title(group))}", ""]
+        parts += [_md_table(_group_rows(overview, group), OVERVIEW_COLUMNS), ""]
+    parts += ["### Device work per step by kernel family", "", _md_table(rv.families, FAMILY_COLUMNS)]
     for label, moved in _changed(rv).items():
-        parts += ["", f"#### Kernels that changed: `{label}` against `{rv.baseline}` (top {KERNEL_CHANGES_SHOWN})", ""]
+        parts += ["", f"#### Kernels that changed: {md_text(label)} against {md_text(rv.against(label))} (top {KERNEL_CHANGES_SHOWN})", ""]
         parts.append(_md_table(moved.with_columns(pl.col("name").str.slice(0, 100)), CHANGE_COLUMNS) if moved.height else "No kernel changed.")
     parts += ["", "### Copies", "", _md_table(rv.copies, COPY_COLUMNS) if rv.copies.height else "No copies in any run."]
     parts += ["", "### Attention backend", "", _md_table(rv.backends, BACKEND_COLUMNS)]
-    parts += ["", "### Speed", "", _md_table(rv.speed, SPEED_COLUMNS)]
-    parts += ["", f"<sub>attnscope {__version__}; traces: " + ", ".join(f"`{t.source}`" for t in rv.runs.values()) + "</sub>", ""]
+    parts += ["", "### Speed", "", md_text(_price_line(rv)), ""]
+    for group in rv.groups:
+        if split:
+            parts += [f"#### {md_text(_group_title(group))}", ""]
+        parts += [_md_table(_group_rows(rv.speed, group), SPEED_COLUMNS), ""]
+    parts += [f"<sub>attnscope {__version__}; traces: " + ", ".join(md_text(t.source) for t in rv.runs.values()) + "</sub>", ""]
     return "\n".join(parts)
 
 
@@ -196,8 +275,22 @@ def _html_table(frame: pl.DataFrame, columns: dict[str, str], row_class: str | N
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _figure(fig: go.Figure) -> str:
-    return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False})
+def _figure(fig: go.Figure, name: str) -> str:
+    """A figure as data: its plotly JSON in a <script type="application/json"
+    class="attnscope-figure" data-name=...> block (tools and tests read it with a JSON parser),
+    drawn into the <div> before it by DRAW_FIGURES."""
+    text = fig.to_json().replace("</", "<\\/")
+    return (f'<div class="figure"></div><script type="application/json" class="attnscope-figure" '
+            f'data-name="{html.escape(name)}">{text}</script>')
+
+
+# Draws every figure block into the <div> just before it (plotly.js is inlined in the <head>).
+DRAW_FIGURES = """<script>
+document.querySelectorAll('script.attnscope-figure').forEach(function (block) {
+  var fig = JSON.parse(block.textContent);
+  Plotly.newPlot(block.previousElementSibling, fig.data, fig.layout, {displaylogo: false, responsive: true});
+});
+</script>"""
 
 
 def _embedded(rv: Review) -> str:
@@ -211,6 +304,8 @@ def _embedded(rv: Review) -> str:
         "copies": rv.copies.to_dicts(),
         "backends": rv.backends.to_dicts(),
         "speed": rv.speed.to_dicts(),
+        "groups": [{"name": g.name, "runs": g.runs, "baseline": g.baseline} for g in rv.groups],
+        "prices": {"usd_per_gpu_hour": rv.usd_per_gpu_hour, "usd_per_cpu_hour": rv.usd_per_cpu_hour},
     }
     text = json.dumps(_finite(data), default=str).replace("</", "<\\/")
     return f'<script type="application/json" id="attnscope-data">{text}</script>'
@@ -227,20 +322,30 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def html_report(runs: dict[str, Trace], baseline: str, usd_per_gpu_hour: float | None = None) -> str:
+def html_report(
+    runs: dict[str, Trace],
+    baseline: str,
+    usd_per_gpu_hour: float | None = DEFAULT_USD_PER_GPU_HOUR,
+    usd_per_cpu_hour: float | None = None,
+    colors: dict[str, str] | None = None,
+) -> str:
     """One self-contained HTML page (plotly.js inlined once; no external script, style or font)."""
-    return render_html(build_review(runs, baseline, usd_per_gpu_hour))
+    return render_html(build_review(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour, colors))
 
 
 def render_html(rv: Review) -> str:
-    """The self-contained HTML page of a computed review."""
+    """The self-contained HTML page of a computed review. Every trace string is HTML-escaped."""
     labels = list(rv.runs)
     others = [label for label in labels if label != rv.baseline]
     units = sorted({work_unit(t) for t in rv.runs.values()})
+    split = len(rv.groups) > 1
     body: list[str] = [f"<h1>attnscope review: {html.escape(', '.join(others) or rv.baseline)} against baseline "
                        f"<code>{html.escape(rv.baseline)}</code></h1>"]
     body.append(f'<p class="muted">Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by attnscope {__version__}. '
                 "Speedup &gt; 1 means faster than the baseline.</p>")
+    if split:
+        body.append(f'<div class="note" id="device-groups">{html.escape(review.MIXED_DEVICES_WHY)} '
+                    + "; ".join(f"{html.escape(g.name)} runs against <b>{html.escape(g.baseline)}</b>" for g in rv.groups) + ".</div>")
     body.append("<h2>Findings</h2>")
     if rv.findings.height:
         ordered = rv.findings.sort(pl.col("severity") != review.SEVERITY_ALARM, maintain_order=True)
@@ -249,30 +354,42 @@ def render_html(rv: Review) -> str:
                         f"{html.escape(row['message'])}</div>")
     else:
         body.append('<div class="ok">Nothing to flag: no hidden copies, no backend fallback, no parity failure.</div>')
-    body += ["<h2>Overview</h2>", f"<p>Work is counted in {html.escape(' and '.join(units))}s.</p>",
-             _html_table(rv.overview, OVERVIEW_COLUMNS)]
-    body += ["<h2>Kernels per step</h2>", _figure(charts.work_by_family_stacked(rv.families, labels, " / ".join(units))),
-             _html_table(rv.families, FAMILY_COLUMNS)]
+    overview = _with_device_label(rv.overview)
+    body += ["<h2>Overview</h2>", f"<p>Work is counted in {html.escape(' and '.join(u + 's' for u in units))}.</p>"]
+    for group in rv.groups:
+        if split:
+            body.append(f"<h3>{html.escape(_group_title(group))}</h3>")
+        body.append(_html_table(_group_rows(overview, group), OVERVIEW_COLUMNS))
+    body.append("<h2>Kernels per step</h2>")
+    for group in rv.groups:
+        fam = _group_rows(rv.families, group)
+        group_units = sorted({work_unit(rv.runs[r]) for r in group.runs})
+        body.append(_figure(charts.work_by_family_stacked(fam, group.runs, " / ".join(group_units)), f"work-{group.name}"))
+    body.append(_html_table(rv.families, FAMILY_COLUMNS))
     for label, moved in _changed(rv).items():
-        body.append(f"<h3>Kernels that changed: {html.escape(label)} against {html.escape(rv.baseline)}</h3>")
+        body.append(f"<h3>Kernels that changed: {html.escape(label)} against {html.escape(rv.against(label))}</h3>")
         body.append(_html_table(moved, CHANGE_COLUMNS) if moved.height else "<p>No kernel changed.</p>")
-    body += ["<h2>Copies</h2>", _figure(charts.copy_time_bars(rv.copies, labels)) if rv.copies.height else "",
+    body += ["<h2>Copies</h2>", _figure(charts.copy_time_bars(rv.copies, labels), "copies") if rv.copies.height else "",
              _html_table(rv.copies, COPY_COLUMNS, row_class="hidden-copy") if rv.copies.height else "<p>No copies in any run.</p>"]
     body += ["<h2>Attention backend</h2>", _html_table(rv.backends, BACKEND_COLUMNS)]
-    body += ["<h2>Speed</h2>", _figure(charts.step_time_bars(rv.speed)), _figure(charts.speedup_bars(rv.speed, rv.baseline)),
-             _html_table(rv.speed, SPEED_COLUMNS)]
+    body += ["<h2>Speed</h2>", f"<p>{html.escape(_price_line(rv))}</p>"]
+    for group in rv.groups:
+        speed = _group_rows(rv.speed, group)
+        if split:
+            body.append(f"<h3>{html.escape(_group_title(group))}</h3>")
+        body += [_figure(charts.step_time_bars(speed, colors=rv.colors), f"step-time-{group.name}"),
+                 _figure(charts.speedup_bars(speed, group.baseline), f"speedup-{group.name}"), _html_table(speed, SPEED_COLUMNS)]
     body.append("<h2>Timelines</h2>")
-    base = rv.runs[rv.baseline]
-    base_step = representative_step(base)
-    for label in others or [rv.baseline]:
-        trace = rv.runs[label]
-        step = representative_step(trace)
-        body.append(f"<p class=muted>Median step of each run: {html.escape(rv.baseline)} step {base_step}, "
+    pairs = [(rv.against(label), label) for label in others if label != rv.against(label)] or [(rv.baseline, rv.baseline)]
+    for base_label, label in pairs:
+        base, trace = rv.runs[base_label], rv.runs[label]
+        base_step, step = representative_step(base), representative_step(trace)
+        body.append(f"<p class=muted>Median step of each run: {html.escape(base_label)} step {base_step}, "
                     f"{html.escape(label)} step {step}.</p>")
-        body.append(_figure(charts.timeline_pair(timeline(base, base_step), timeline(trace, step), rv.baseline, label)))
+        body.append(_figure(charts.timeline_pair(timeline(base, base_step), timeline(trace, step), base_label, label), f"timeline-{label}"))
     page = "\n".join(body)
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         f"<title>attnscope review: {html.escape(rv.baseline)}</title><style>{CSS}</style>"
-        f"<script>{plotly.offline.get_plotlyjs()}</script></head><body>\n{page}\n{_embedded(rv)}\n</body></html>\n"
+        f"<script>{plotly.offline.get_plotlyjs()}</script></head><body>\n{page}\n{_embedded(rv)}\n{DRAW_FIGURES}\n</body></html>\n"
     )

@@ -110,3 +110,23 @@ def test_strange_but_readable_traces_are_summarized_or_named_never_a_traceback(t
     assert result["float_ids.json"]["counts"] == {"cpu_op": 1, "user_annotation": 1}
     assert any("negative duration" in w for w in result["float_ids.json"]["warnings"])
     assert result["args_list.json"]["counts"] == {"cpu_op": 1, "user_annotation": 1}
+
+
+def test_each_warning_is_printed_once(tmp_path):
+    negative = _trace_file(tmp_path, "negative.json", [STEP, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                                                             "ts": 5, "dur": -3}])
+    for args in (("summary", str(negative)), ("summary", "--json", str(negative))):
+        out = run(*args)
+        assert out.returncode == 0, out.stderr
+        printed = [line for line in (out.stdout + out.stderr).splitlines() if "negative duration" in line and "warning" in line]
+        assert len(printed) == 1, printed
+        assert printed[0] in out.stderr.splitlines()
+
+
+def test_check_explains_base_and_candidate():
+    out = run("check", "--help")
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    for name in ("BASE", "CANDIDATE"):
+        line = next(i for i, text in enumerate(lines) if text.strip().startswith(name))
+        assert len(lines[line].strip()) > len(name) + 5 or lines[line + 1].startswith(" " * 10)  # a help text beside it

@@ -84,27 +84,66 @@ def compared(tmp_path_factory) -> dict:
     return {"html": html.read_text(), "md": md.read_text()}
 
 
+def literal(text: str) -> str:
+    """What a Markdown reader sees: CommonMark's backslash escapes of ASCII punctuation removed."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+
+
 def _md_rows(markdown: str, heading: str) -> list[dict[str, str]]:
-    """The rows of the first Markdown table after `heading`, as {header: cell}."""
-    lines = markdown[markdown.index(heading):].splitlines()
+    """The rows of the first Markdown table after `heading`, as {header: cell as a reader sees it}.
+    Cells are split on unescaped pipes only."""
+    lines = markdown.splitlines()
+    lines = lines[next(i for i, line in enumerate(lines) if literal(line).startswith(heading)):]
     start = next(i for i, line in enumerate(lines) if line.startswith("| "))
     header = [c.strip() for c in lines[start].strip("|").split("|")]
     rows = []
     for line in lines[start + 2:]:
         if not line.startswith("|"):
             break
-        rows.append(dict(zip(header, [c.strip() for c in line.strip("|").split("|")])))
+        cells = re.split(r"(?<!\\)\|", line.strip()[1:-1])
+        rows.append(dict(zip(header, [literal(c.strip()) for c in cells])))
     return rows
+
+
+class _Figures(HTMLParser):
+    """The report's figures as data: each <script type="application/json" class="attnscope-figure">
+    block parsed with the json module, by its data-name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.figures: dict[str, dict] = {}
+        self._name: str | None = None
+        self._text = ""
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "script" and attrs.get("type") == "application/json" and "attnscope-figure" in (attrs.get("class") or ""):
+            self._name, self._text = attrs.get("data-name"), ""
+
+    def handle_data(self, data):
+        if self._name is not None:
+            self._text += data
+
+    def handle_endtag(self, tag):
+        if self._name is not None and tag == "script":
+            self.figures[self._name] = json.loads(self._text)
+            self._name = None
+
+
+def figures(page: str) -> dict[str, dict]:
+    parser = _Figures()
+    parser.feed(page)
+    return parser.figures
 
 
 def test_the_markdown_puts_the_hidden_copy_alarm_first(compared):
     md = compared["md"]
     assert md.index("### Findings") < md.index("### Overview")
-    findings = md[md.index("### Findings"):md.index("### Overview")]
-    assert "**ALARM** `naive` hidden copy" in findings
+    findings = literal(md[md.index("### Findings"):md.index("### Overview")])
+    assert "**ALARM** **naive** hidden copy" in findings
     assert "aten::masked_fill > aten::clone > aten::copy_" in findings
     alarms = [line for line in findings.splitlines() if line.startswith("- **ALARM**")]
-    assert len(alarms) == 1 and alarms[0].startswith("- **ALARM** `naive` hidden copy")
+    assert len(alarms) == 1 and alarms[0].startswith("- **ALARM** **naive** hidden copy")
 
 
 def test_the_markdown_overview_carries_the_traces_numbers(compared):
@@ -149,8 +188,12 @@ def test_the_html_is_self_contained_and_embeds_the_same_numbers(compared):
     hidden = [c for c in data["copies"] if c["hidden"]]
     assert [c["op_chain"] for c in hidden] == ["aten::masked_fill > aten::clone > aten::copy_"]
     assert [f["kind"] for f in data["findings"] if f["severity"] == "alarm"] == ["hidden copy"]
-    # one step's timeline of each compared run against the baseline's: two timeline figures here
-    assert page.count("µs since the start of the step") == 2
+    # one step's timeline of each compared run against the baseline's: two timeline figures here,
+    # read as data (plotly may write µ as \\u00b5 in its JSON: the text of the page is no oracle)
+    drawn = figures(page)
+    timelines = [f for f in drawn.values() if f["layout"].get("xaxis2", {}).get("title", {}).get("text") == "µs since the start of the step"]
+    assert len(timelines) == 2
+    assert any(name.startswith("step-time") for name in drawn) and any(name.startswith("speedup") for name in drawn)
 
 
 def test_compare_on_gpu_traces_reports_their_memcpy_and_kernels(tmp_path):
@@ -271,7 +314,7 @@ def test_more_copies_of_a_known_chain_fail_the_gate(tmp_path):
     base.write_text(json.dumps(doc))
     out = check(str(base), str(SAMPLES / "naive.json.gz"), "--max-kernel-increase", "1000")
     assert out.returncode == 1
-    assert out.stdout.strip().splitlines() == ["naive.json.gz: more copies: 1 per step against 0.333333 in the baseline"]
+    assert out.stdout.strip().splitlines() == ["naive.json.gz: more copies: 1 hidden per step against 0.333333 in the baseline"]
 
 
 def test_check_flags_are_validated():
@@ -284,3 +327,94 @@ def test_check_flags_are_validated():
 def test_compare_that_cannot_write_its_report_exits_2(tmp_path):
     out = run("compare", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--markdown", str(tmp_path / "no" / "such" / "dir.md"))
     assert out.returncode == 2 and "cannot write" in out.stderr
+
+
+# ---------- GPU and CPU-only runs side by side ----------
+
+H100 = DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
+
+
+def test_compare_and_check_both_refuse_a_cpu_and_gpu_pair_unless_grouping_is_asked_for(tmp_path):
+    pair = (str(SAMPLES / "naive.json.gz"), str(H100))
+    out = run("compare", *pair)
+    assert out.returncode == 2 and "--group-by-device" in out.stderr and "Traceback" not in out.stderr
+    assert check(*pair).returncode == 2
+    md = tmp_path / "grouped.md"
+    html = tmp_path / "grouped.html"
+    out = run("compare", *pair, str(SAMPLES / "sdpa.json.gz"), str(DATA / "hta_mi250_rocm_minitoy.json.gz"),
+              "--group-by-device", "--markdown", str(md), "--html", str(html))
+    assert out.returncode == 0, out.stderr
+    text = md.read_text()
+    assert "measured differently" in literal(text)
+    cpu = {r["run"]: r for r in _md_rows(text, "#### CPU-only runs, against naive")}
+    gpu = {r["run"]: r for r in _md_rows(text, "#### GPU runs, against tracelens_h100_bert_sdpa_flash.json.gz")}
+    assert set(cpu) == {"naive", "sdpa"} and set(gpu) == {"tracelens_h100_bert_sdpa_flash.json.gz", "hta_mi250_rocm_minitoy.json.gz"}
+    naive = median(raw_step_spans_us(raw_sample("naive.json.gz")))
+    sdpa = median(raw_step_spans_us(raw_sample("sdpa.json.gz")))
+    assert float(cpu["sdpa"]["speedup vs baseline"]) == pytest.approx(naive / sdpa, rel=1e-3)  # against naive, never the GPU run
+    assert float(gpu["tracelens_h100_bert_sdpa_flash.json.gz"]["speedup vs baseline"]) == 1.0
+    findings = literal(text[text.index("### Findings"):text.index("### Overview")])
+    for line in findings.splitlines():
+        if "more copies" in line:  # a note only ever against the run's own group's baseline
+            gpu_run = "minitoy" in line or "h100" in line.split("more copies")[0]
+            assert ("naive" in line.split("baseline")[-1]) != gpu_run
+    data = json.loads(_data_block(html.read_text()))
+    assert [(g["name"], g["baseline"]) for g in data["groups"]] == [("CPU-only", "naive"), ("GPU", "tracelens_h100_bert_sdpa_flash.json.gz")]
+    drawn = figures(html.read_text())
+    assert {"speedup-CPU-only", "speedup-GPU"} <= set(drawn)
+    assert drawn["speedup-GPU"]["data"][0]["x"] == ["tracelens_h100_bert_sdpa_flash.json.gz", "hta_mi250_rocm_minitoy.json.gz"]
+
+
+def _data_block(page: str) -> str:
+    refs = _Refs()
+    refs.feed(page)
+    return refs.data_block
+
+
+def test_reports_show_the_device_of_cpu_runs_and_the_cost_the_app_shows(tmp_path):
+    md = tmp_path / "cpu.md"
+    out = run("compare", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--markdown", str(md), "--usd-per-cpu-hour", "0.5")
+    assert out.returncode == 0, out.stderr
+    text = md.read_text()
+    rows = {r["run"]: r for r in _md_rows(text, "### Overview")}
+    manifest = json.loads((SAMPLES / "runs.json").read_text())
+    assert rows["naive"]["device"] == f"cpu · {manifest['device_name']}"
+    speed = {r["run"]: r for r in _md_rows(text, "### Speed")}
+    doc = raw_sample("sdpa.json.gz")
+    tokens_per_s = doc["attnscope"]["tokens_per_step"] / (median(raw_step_spans_us(doc)) / 1e6)
+    assert float(speed["sdpa"]["$ per M tokens"]) == pytest.approx(0.5 / 3600 / tokens_per_s * 1e6, rel=1e-3)
+    assert "0.50 per CPU-hour" in literal(text)
+    out = run("compare", str(H100), str(DATA / "hta_mi250_rocm_minitoy.json.gz"), "--markdown", str(md))
+    assert "$2.00 per GPU-hour" in literal(md.read_text())  # the dashboard's default price, said out loud
+
+
+def test_trace_strings_are_literal_in_both_reports(tmp_path):
+    doc = raw_sample("naive.json.gz")
+    doc["attnscope"]["variant"] = "a|b `c` [x](http://e.example) *em* _u_ <script>alert(1)</script>"
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(doc))
+    md, html = tmp_path / "odd.md", tmp_path / "odd.html"
+    out = run("compare", str(SAMPLES / "sdpa.json.gz"), str(odd), "--markdown", str(md), "--html", str(html))
+    assert out.returncode == 0, out.stderr
+    text = md.read_text()
+    label = doc["attnscope"]["variant"]
+    rows = {r["run"]: r for r in _md_rows(text, "### Overview")}
+    assert label in rows  # the pipe did not split the cell, and the reader sees the label as written
+    for raw in ("`c`", "[x](", "*em*", "_u_", "<script>", "a|b"):
+        assert raw not in text  # each one escaped
+    hidden = [r for r in _md_rows(text, "### Copies") if r["hidden"] == "yes"]
+    assert hidden[0]["op chain"] == "aten::masked_fill > aten::clone > aten::copy_"
+    page = html.read_text()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_compiled_math_run_says_inductor_replaced_the_math_path():
+    out = run("compare", str(SAMPLES / "sdpa-math.json.gz"), str(SAMPLES / "sdpa-math.compiled.json.gz"))
+    assert out.returncode == 0, out.stderr
+    rows = {r["run"]: r for r in _md_rows(out.stdout, "### Attention backend")}
+    doc = raw_sample("sdpa-math.compiled.json.gz")
+    names = {e["name"] for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
+    assert doc["attnscope"]["backend_requested"] == "math"
+    assert not any(n.startswith("aten::_scaled_dot_product_attention_math") for n in names)  # the math op never ran
+    assert rows["sdpa-math (compiled)"]["check"] == "compiled: inductor replaced the math path"
+    assert rows["sdpa-math"]["check"] == "as requested"
