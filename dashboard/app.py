@@ -16,8 +16,9 @@ from typing import Callable
 
 import streamlit as st
 
-from dashboard import report, runs
-from dashboard.views import backends, copies, kernels, link, overview, speedups, timeline
+from dashboard import charts, report, runs
+from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
+from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, timeline
 
 TABS = {
     "Overview": overview.render,
@@ -28,10 +29,14 @@ TABS = {
     "Backends": backends.render,
 }
 TAB_FAILED = "The {tab} tab could not be drawn for the selected runs:"
+SIDEBAR_PX = 400  # room for the run picker and the rename table
 
 
 def main() -> None:
-    st.set_page_config(page_title="attnscope: attention profiles side by side", page_icon=":material/bolt:", layout="wide")
+    st.set_page_config(
+        page_title="attnscope: attention profiles side by side", page_icon=":material/bolt:", layout="wide",
+        initial_sidebar_state=SIDEBAR_PX,
+    )
     st.title("attnscope", anchor=False)
     st.caption(
         "Attention profiles side by side: kernels per step, hidden copies, timelines, which SDPA backend really ran, "
@@ -54,14 +59,15 @@ def draw_tab(name: str, render: Callable[[runs.Selection], None], selection: run
         render(selection)
     except Exception as exc:  # noqa: BLE001 - one bad run must not take the dashboard down
         st.error(
-            f"{TAB_FAILED.format(tab=name)} {type(exc).__name__}: {runs.one_line(str(exc))}. "
+            f"{TAB_FAILED.format(tab=name)} {type(exc).__name__}: {literal.md(runs.one_line(str(exc)))}. "
             "The other tabs are unaffected; deselecting the run that causes it brings this one back.",
             icon=":material/error:",
         )
 
 
 def pick_runs() -> runs.Selection | None:
-    """The sidebar: uploads, parsing with progress, labels, which runs to compare and the baseline."""
+    """The sidebar: uploads, parsing with progress, one-click sets of runs, which runs to compare,
+    the baseline and labels."""
     cache = runs.trace_cache()
     collections, loose, failures = runs.discover(extra=runs.extra_paths())
     pending: list[runs.Pending] = []
@@ -73,7 +79,8 @@ def pick_runs() -> runs.Selection | None:
     sidebar.header("Runs")
     uploads = sidebar.file_uploader(
         "Add torch.profiler traces (.json or .json.gz)", type=["json", "gz"], accept_multiple_files=True, key="uploads",
-        help="Any Chrome-trace JSON written by torch.profiler / Kineto, up to 1 GB each. Parsed once, then cached.",
+        help="Any Chrome-trace JSON written by torch.profiler / Kineto, up to 1 GB each. Parsed once, then cached. "
+        "Your uploads become the comparison, the first one the baseline; the samples stay one click away.",
     )
     digests: dict[str, str] = st.session_state.setdefault("upload_digests", {})
     taken = {p.source.id for p in pending}
@@ -88,7 +95,7 @@ def pick_runs() -> runs.Selection | None:
     loaded, bad = runs.open_all(pending, progress=lambda frac, text: slot.progress(frac, text=text), cache=cache)
     slot.empty()
     for failure in failures + bad:
-        sidebar.error(failure.message, icon=":material/error:")
+        sidebar.error(literal.md(failure.message), icon=":material/error:")
 
     if not loaded:
         st.info(
@@ -98,24 +105,24 @@ def pick_runs() -> runs.Selection | None:
         )
         return None
 
-    labels = run_labels(loaded)
     ids = [r.source.id for r in loaded]
-    bundled = [r.source.id for r in loaded if r.source.collection is not None or r.source.path is not None]
-    missing = link.seed_list("sel_runs", "run", ids, bundled or ids)
-    known: set[str] = st.session_state.setdefault("known_runs", set())
-    fresh = [i for i in ids if i not in known and i.startswith("upload/")]
-    if fresh and "sel_runs" in st.session_state:
-        st.session_state["sel_runs"] = st.session_state["sel_runs"] + [i for i in fresh if i not in st.session_state["sel_runs"]]
-    known.update(ids)
+    link.seed_labels("label", ids)
+    labels = run_labels(loaded)
+    sets = runs.run_sets(loaded)
+    if "link_wanted" not in st.session_state:  # what a shared link asked for, kept for when its uploads arrive
+        st.session_state["link_wanted"] = (st.query_params.get_all("run"), st.query_params.get("baseline"))
+    missing = link.seed_list("sel_runs", "run", ids, runs.first_look(sets))
+    follow_uploads(ids)
     if missing:
         st.session_state["link_missing"] = missing
     still_missing = [m for m in st.session_state.get("link_missing", []) if m not in ids]
     if still_missing:
-        sidebar.info("This link names runs that are not loaded here: " + ", ".join(still_missing) + ". Upload them to see them.")
+        sidebar.info("This link names runs that are not loaded here: " + ", ".join(literal.md(m) for m in still_missing) + ". Upload them to see them.")
 
+    pick_sets(sidebar, sets)
     chosen = sidebar.multiselect(
         "Compare", ids, key="sel_runs", format_func=labels.get, placeholder="Choose runs to compare",
-        help="The runs every tab shows side by side, in this order.",
+        help="The runs every tab shows side by side, in this order. GPU and CPU-only runs are compared in separate groups.",
     )
     link.publish("run", chosen)
     if not chosen:
@@ -124,47 +131,93 @@ def pick_runs() -> runs.Selection | None:
     link.seed_choice("baseline", "baseline", chosen, chosen[0])
     baseline = sidebar.selectbox(
         "Baseline", chosen, key="baseline", format_func=labels.get,
-        help="Speedups, kernel differences and 'more copies' notes are measured against this run.",
+        help="Speedups, kernel differences and 'more copies' notes are measured against this run (a run of the other "
+        "device kind is measured against the first run of its own kind).",
     )
     link.publish("baseline", baseline)
     edit_labels(sidebar, loaded, labels)
+    link.publish_labels("label")
     by_id = {r.source.id: r for r in loaded}
+    colour = {ident: charts.run_color(i) for i, ident in enumerate(ids)}  # by place among all loaded runs: stable
     selection = runs.Selection(
         runs={labels[i]: by_id[i].trace for i in chosen},
         baseline=labels[baseline],
         ids={labels[i]: i for i in chosen},
         collections=collections,
+        colors={labels[i]: colour[i] for i in chosen},
     )
     offer_downloads(sidebar, selection)
     return selection
 
 
+def follow_uploads(ids: list[str]) -> None:
+    """When new files are uploaded, the comparison becomes the uploads, the first one the
+    baseline (unless the baseline already is an upload); when they complete a shared link's
+    runs, the link's selection and baseline are restored instead."""
+    known: set[str] = st.session_state.setdefault("known_runs", set())
+    uploaded = [i for i in ids if i.startswith("upload/")]
+    fresh = [i for i in uploaded if i not in known]
+    known.update(ids)
+    if not fresh:
+        return
+    wanted, wanted_baseline = st.session_state.get("link_wanted", ([], None))
+    if any(i in wanted for i in fresh):
+        chosen = [i for i in wanted if i in ids]
+        st.session_state["sel_runs"] = chosen
+        st.session_state["baseline"] = wanted_baseline if wanted_baseline in chosen else chosen[0]
+        return
+    st.session_state["sel_runs"] = uploaded
+    if st.session_state.get("baseline") not in uploaded:
+        st.session_state["baseline"] = uploaded[0]
+
+
+def pick_sets(sidebar, sets: list[runs.RunSet]) -> None:
+    """One button per set of runs (each collection, the command line's files, the uploads):
+    a click makes that set the comparison, its first run the baseline."""
+
+    def choose(ids: list[str]) -> None:
+        st.session_state["sel_runs"] = list(ids)
+        st.session_state["baseline"] = ids[0]
+
+    sidebar.caption("Compare one set of runs:")
+    with sidebar.container(horizontal=True, key="run_sets"):
+        for rs in sets:
+            kind = "GPU" if rs.gpu else "CPU"
+            st.button(
+                f"{rs.name} · {len(rs.ids)}", key=f"pick_{rs.name}", on_click=choose, args=(rs.ids,),
+                help=f"Compare the {len(rs.ids)} runs of '{rs.name}' ({kind} traces), the first as the baseline",
+                icon=":material/memory:" if kind == "GPU" else ":material/computer:",
+            )
+
+
 def run_labels(loaded: list[runs.Run]) -> dict[str, str]:
     """Run id -> label shown everywhere: the user's own label, else the default, made unique."""
-    defaults = runs.unique_labels([r.label for r in loaded], [r.source.collection or ("upload" if r.source.id.startswith("upload/") else "file") for r in loaded])
-    own: dict[str, str] = st.session_state.setdefault("label_overrides", {})
+    defaults = runs.unique_labels([r.label for r in loaded], [runs.origin(r.source) for r in loaded])
+    own: dict[str, str] = st.session_state.setdefault(link.LABELS, {})
     wanted = [own.get(r.source.id) or d for r, d in zip(loaded, defaults)]
     final = runs.unique_labels(wanted, [None] * len(wanted))
     return {r.source.id: label for r, label in zip(loaded, final)}
 
 
 def edit_labels(sidebar, loaded: list[runs.Run], labels: dict[str, str]) -> None:
-    """A small table to rename runs. Edits are folded into session state, then the table is drawn
-    afresh (a new key), so the next edit is never lost."""
+    """A small table to rename runs. Edits are folded into session state (and so into the link),
+    then the table is drawn afresh (a new key), so the next edit is never lost."""
     version = st.session_state.setdefault("label_editor_version", 0)
     key = f"label_editor_{version}"
     with sidebar.expander("Rename runs"):
         st.data_editor(
-            {"label": [labels[r.source.id] for r in loaded], "file": [r.source.name for r in loaded],
-             "from": [r.source.collection or ("upload" if r.source.id.startswith("upload/") else "file") for r in loaded],
-             "size": [runs.format_bytes(r.size_bytes) for r in loaded]},
-            key=key, disabled=["file", "from", "size"], hide_index=True,
-            column_config={"label": st.column_config.TextColumn("label", help="Double-click to rename", required=True)},
+            {"label": [labels[r.source.id] for r in loaded],
+             "file": [f"{runs.origin(r.source)}: {r.source.name} ({runs.format_bytes(r.size_bytes)})" for r in loaded]},
+            key=key, disabled=["file"], hide_index=True, width="stretch",
+            column_config={
+                "label": st.column_config.TextColumn("label", help="Double-click to rename; the link keeps the name", required=True, width="medium"),
+                "file": st.column_config.TextColumn("from", width="medium"),
+            },
         )
     state = st.session_state.get(key) or {}
     changes = state.get("edited_rows") or {}
     if changes:
-        own: dict[str, str] = st.session_state.setdefault("label_overrides", {})
+        own: dict[str, str] = st.session_state.setdefault(link.LABELS, {})
         for row, change in changes.items():
             if "label" in change and 0 <= int(row) < len(loaded):
                 text = str(change["label"] or "").strip()
@@ -177,16 +230,27 @@ def edit_labels(sidebar, loaded: list[runs.Run], labels: dict[str, str]) -> None
         st.rerun()
 
 
+def link_price(param: str, default: float | None) -> float | None:
+    """A price as the link holds it (the Speedups tab writes it there)."""
+    raw = st.query_params.get(param)
+    try:
+        return float(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
 def offer_downloads(sidebar, selection: runs.Selection) -> None:
-    """HTML report and Markdown summary of the selected runs, made when the button is pressed."""
+    """HTML report and Markdown summary of the selected runs, made when the button is pressed, at
+    the prices the Speedups tab shows."""
     sidebar.subheader("Share")
     chosen, baseline = dict(selection.runs), selection.baseline or ""
+    usd, usd_cpu = link_price("usd", DEFAULT_USD_PER_GPU_HOUR), link_price("usd_cpu", None)
     sidebar.download_button(
-        "HTML report (works offline)", data=lambda: report.html_report(chosen, baseline),
+        "HTML report (works offline)", data=lambda: report.html_report(chosen, baseline, usd, usd_cpu, colors=selection.colors),
         file_name="attnscope-report.html", mime="text/html", icon=":material/download:", key="dl_html",
     )
     sidebar.download_button(
-        "Markdown summary (for a PR comment)", data=lambda: report.markdown_report(chosen, baseline),
+        "Markdown summary (for a PR comment)", data=lambda: report.markdown_report(chosen, baseline, usd, usd_cpu),
         file_name="attnscope-summary.md", mime="text/markdown", icon=":material/download:", key="dl_md",
     )
 

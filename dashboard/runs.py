@@ -414,9 +414,67 @@ def pending_upload(name: str, data: bytes, digest: str, taken: set[str]) -> Pend
 @dataclass
 class Selection:
     """What the tabs draw: the selected runs as {label: Trace} in display order, the baseline's
-    label, each label's run id (for links) and the collections on offer."""
+    label, each label's run id (for links), the collections on offer and each label's colour
+    (fixed by the run's place among all loaded runs, so it does not change with the selection)."""
 
     runs: dict[str, Trace]
     baseline: str | None
     ids: dict[str, str]
     collections: list[Collection] = field(default_factory=list)
+    colors: dict[str, str] = field(default_factory=dict)
+
+
+UPLOADS = "uploads"
+FILES = "files"
+
+
+def origin(source: Source) -> str:
+    """Where a run comes from: its collection's name, UPLOADS, or FILES (a loose file)."""
+    if source.collection is not None:
+        return source.collection
+    return UPLOADS if source.id.startswith("upload/") else FILES
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """Runs that belong together and are picked with one click: a collection, the loose files
+    named on the command line, or the uploads. `bundled`: a collection under sample_traces/;
+    `gpu`: at least one of its runs holds GPU work."""
+
+    name: str
+    ids: list[str]
+    bundled: bool
+    gpu: bool
+
+
+def run_sets(loaded: list[Run], root: Path = SAMPLE_ROOT) -> list[RunSet]:
+    """The loaded runs by origin, in order of first appearance."""
+    sets: dict[str, list[Run]] = {}
+    for run in loaded:
+        sets.setdefault(origin(run.source), []).append(run)
+    root = root.resolve()
+
+    def bundled(members: list[Run]) -> bool:
+        path = members[0].source.path
+        return members[0].source.collection is not None and path is not None and root in path.resolve().parents
+
+    return [
+        RunSet(name, [r.source.id for r in members], bundled(members), any(r.trace.has_gpu for r in members))
+        for name, members in sets.items()
+    ]
+
+
+def first_look(sets: list[RunSet]) -> list[str]:
+    """What the dashboard selects at first open, one set of runs, never CPU and GPU samples
+    mixed: the uploads if any; else what the command line named (loose files and extra
+    collections together); else the first bundled collection with GPU runs (what the tool is
+    for: kernels, copies, a flash backend); else the first collection."""
+    uploads = [s for s in sets if s.name == UPLOADS]
+    if uploads:
+        return uploads[0].ids
+    extra = [i for s in sets if not s.bundled for i in s.ids]
+    if extra:
+        return extra
+    gpu = [s for s in sets if s.gpu]
+    chosen = gpu[0] if gpu else (sets[0] if sets else None)
+    return chosen.ids if chosen else []

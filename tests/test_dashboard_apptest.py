@@ -11,11 +11,14 @@ import gzip
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
 import polars as pl
 import pytest
+
+import oracle
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
@@ -30,6 +33,7 @@ from dashboard.runs import ENV_TRACES, trace_cache
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "dashboard" / "app.py"
 SAMPLE = REPO / "sample_traces" / "cpu"
+GPU_SAMPLE = REPO / "sample_traces" / "gpu-public"
 DATA = REPO / "tests" / "data"
 H100 = DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
 A100 = DATA / "hta_a100_control.json.gz"
@@ -56,6 +60,30 @@ def sample_id(label: str) -> str:
     """The run id a link uses for a run of the bundled collection."""
     entry = next(r for r in manifest()["runs"] if (f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]) == label)
     return f"{manifest()['collection']}/{entry['trace'].removesuffix('.json.gz')}"
+
+
+def cpu_link() -> dict:
+    """URL parameters that select the whole CPU collection (the app opens on the GPU one)."""
+    return {"run": [sample_id(label) for label in sample_runs()]}
+
+
+def gpu_manifest() -> dict:
+    return json.loads((GPU_SAMPLE / "runs.json").read_text())
+
+
+def gpu_runs() -> dict[str, Path]:
+    """label -> trace path for every run of the bundled GPU collection, as its manifest lists them."""
+    return {r["variant"]: GPU_SAMPLE / r["trace"] for r in gpu_manifest()["runs"]}
+
+
+def gpu_ids() -> list[str]:
+    return [f"{gpu_manifest()['collection']}/{r['trace'].removesuffix('.json.gz')}" for r in gpu_manifest()["runs"]]
+
+
+def literal(body: str) -> str:
+    """What a reader sees of a Markdown body: CommonMark's backslash escapes of ASCII punctuation
+    removed (the rule from the CommonMark spec, written here independently of the app)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", body)
 
 
 @pytest.fixture
@@ -101,23 +129,37 @@ def close(a: float | None, b: float | None, rel: float = 1e-9) -> bool:
     return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-12)
 
 
+def as_list(value) -> list[str]:
+    """A query parameter as a list (AppTest gives a single value as a string)."""
+    return [value] if isinstance(value, str) else list(value)
+
+
 def texts(elements) -> list[str]:
-    return [e.value for e in elements]
+    """The text a reader sees in each Markdown element (escapes removed)."""
+    return [literal(e.value) for e in elements]
 
 
 # ---------------------------------------------------------------- runs and overview
 
 
-def test_the_app_opens_on_the_bundled_collection_without_an_upload(app):
+def test_the_app_opens_on_the_gpu_sample_collection_alone_and_the_cpu_one_is_one_click_away(app):
     at = app()
     shown = table(at, "tbl_overview")
-    assert shown["run"].tolist() == list(sample_runs())
-    assert at.multiselect[0].value == [sample_id(label) for label in sample_runs()]
+    assert shown["run"].tolist() == list(gpu_runs())  # GPU samples only, never mixed with the CPU ones
+    assert at.multiselect[0].value == gpu_ids()
+    assert at.selectbox(key="baseline").value == gpu_ids()[0]
+    assert set(shown["work_unit"]) == {"kernel"}
+    assert "flash" in set(shown["backends"])  # a flash backend on the first screen
+    assert (shown["copies_per_step"] > 0).any()  # and GPU copies
+    assert len(at.multiselect[0].options) == len(gpu_runs()) + len(sample_runs())
+    at.button(key="pick_cpu").click().run()
+    assert table(at, "tbl_overview")["run"].tolist() == list(sample_runs())
     assert at.selectbox(key="baseline").value == sample_id(next(iter(sample_runs())))
+    assert at.query_params["run"] == [sample_id(label) for label in sample_runs()]
 
 
 def test_overview_numbers_equal_the_engines(app):
-    at = app()
+    at = app(params=cpu_link())
     shown = table(at, "tbl_overview").set_index("run")
     traces = {label: load_trace(path) for label, path in sample_runs().items()}
     base = step_time(traces["naive"]).median_us
@@ -139,7 +181,7 @@ def test_overview_numbers_equal_the_engines(app):
 
 
 def test_overview_makes_the_naive_hidden_copy_an_alarm(app):
-    at = app()
+    at = app(params=cpu_link())
     alarms = [t for t in texts(at.get_by_key("findings").error) if t.startswith("**naive: hidden copy")]
     assert len(alarms) == 1
     assert "aten::masked_fill > aten::clone > aten::copy_" in alarms[0]
@@ -163,6 +205,52 @@ def test_overview_on_a_real_gpu_trace_counts_kernels(app):
     assert row["backends"] == "flash"
 
 
+def test_the_gpu_sample_collection_is_what_its_manifest_says(app):
+    at = app()
+    shown = table(at, "tbl_overview").set_index("run")
+    for label, path in gpu_runs().items():
+        doc = oracle.raw(path)
+        row = shown.loc[label]
+        assert row["steps"] == len(oracle.step_spans(doc)) or (row["steps"] == 1 and not oracle.step_spans(doc))
+        props = doc.get("deviceProperties") or [{}]
+        if props[0].get("name"):
+            assert props[0]["name"] in row["device_label"]
+    bert = oracle.complete(oracle.raw(gpu_runs()["h100-bert-flash"]))
+    flash = [e["name"] for e in bert if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"]]
+    assert len(flash) == 4 and shown.loc["h100-bert-flash", "backends"] == "flash"
+    readme = (GPU_SAMPLE / "README.md").read_text()
+    for entry in gpu_manifest()["runs"]:
+        assert entry["trace"] in readme and entry["source"] in readme and entry["licence"] in readme
+    assert sum(p.stat().st_size for p in GPU_SAMPLE.iterdir()) < 1_000_000  # the repository stays small
+
+
+def test_cpu_and_gpu_runs_are_separate_groups_each_against_its_own_baseline(app):
+    chosen = [sample_id("naive"), gpu_ids()[0], sample_id("sdpa"), gpu_ids()[1]]
+    at = app(params={"run": chosen, "baseline": sample_id("naive")})
+    why = texts(at.get_by_key("device_groups").info)
+    assert len(why) == 1 and "measured differently" in why[0] and "naive" in why[0]
+    cpu, gpu = table(at, "tbl_overview_cpu").set_index("run"), table(at, "tbl_overview_gpu").set_index("run")
+    assert list(cpu.index) == ["naive", "sdpa"] and list(gpu.index) == list(gpu_runs())[:2]
+    naive, sdpa = load_trace(sample_runs()["naive"]), load_trace(sample_runs()["sdpa"])
+    bert, qwen = (load_trace(p) for p in list(gpu_runs().values())[:2])
+    # each group against its own baseline: naive for the CPU runs, the first GPU run for the GPU ones
+    assert close(cpu.loc["sdpa", "speedup"], step_time(naive).median_us / step_time(sdpa).median_us)
+    assert close(gpu.loc["h100-qwen-chat-flash", "speedup"], step_time(bert).median_us / step_time(qwen).median_us)
+    assert close(gpu.loc["h100-bert-flash", "speedup"], 1.0)
+    notes = texts(at.get_by_key("findings").warning)
+    more = [t for t in notes if "more copies" in t]
+    # a 'more copies' note only ever names a baseline of the run's own group
+    assert all("'naive'" not in t for t in more if t.startswith("h100")) and all("h100" not in t.split("baseline")[-1] for t in more if t.startswith("sdpa"))
+    for tab, keys in (("Speedups", ("tbl_speed_cpu", "tbl_speed_gpu")), ("Kernels", ("chart_kernels_count_cpu", "chart_kernels_count_gpu"))):
+        at = app(tab, params={"run": chosen, "baseline": sample_id("naive")})
+        for key in keys:
+            assert at.get_by_key(key) is not None
+    speed = table(at := app("Speedups", params={"run": chosen, "baseline": sample_id("naive")}), "tbl_speed_gpu").set_index("run")
+    assert close(speed.loc["h100-qwen-chat-flash", "speedup"], step_time(bert).median_us / step_time(qwen).median_us)
+    fig = figure(at, "chart_speedup_gpu")["data"][0]
+    assert fig["x"] == list(gpu_runs())[:2] and fig["text"][0] == "baseline"
+
+
 def test_a_link_restores_runs_baseline_and_tab(app):
     chosen = [sample_id("sdpa"), sample_id("naive"), sample_id("naive_inplace")]
     at = app("Kernels", params={"run": chosen, "baseline": sample_id("naive")})
@@ -181,7 +269,7 @@ def test_a_link_naming_a_run_that_is_not_loaded_says_so(app):
     assert any("upload/theirs.json.gz" in t for t in texts(at.sidebar.info))
 
 
-def test_a_bad_upload_shows_its_error_and_the_other_runs_stay(app):
+def test_a_bad_upload_shows_its_error_and_the_good_one_becomes_the_comparison(app):
     at = app()
     at.file_uploader[0].set_value(
         [("broken.json.gz", b"\x1f\x8b this is not gzip", "application/gzip"), (H100.name, H100.read_bytes(), "application/gzip")]
@@ -191,7 +279,29 @@ def test_a_bad_upload_shows_its_error_and_the_other_runs_stay(app):
     errors = texts(at.sidebar.error)
     assert len(errors) == 1 and "broken.json.gz" in errors[0]
     runs = table(at, "tbl_overview")["run"].tolist()
-    assert runs == list(sample_runs()) + ["tracelens_h100_bert_sdpa_flash"]  # the upload is selected at once
+    assert runs == ["tracelens_h100_bert_sdpa_flash"]  # the upload alone: the samples are not selected
+    assert at.selectbox(key="baseline").value == "upload/" + H100.name
+    assert {"tracelens_h100_bert_sdpa_flash", "h100-bert-flash", "naive"} <= set(at.multiselect[0].options)  # all on offer
+
+
+def test_two_uploads_become_the_comparison_with_the_first_as_baseline_and_the_samples_one_click_away(app):
+    first, second = DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz", A100
+    at = app(params=cpu_link())
+    at.file_uploader[0].set_value([(p.name, p.read_bytes(), "application/gzip") for p in (first, second)])
+    at.run()
+    assert not at.exception
+    ids = ["upload/" + first.name, "upload/" + second.name]
+    assert at.multiselect[0].value == ids
+    assert at.selectbox(key="baseline").value == ids[0]
+    assert as_list(at.query_params["run"]) == ids and at.query_params["baseline"] == ids[0]
+    shown = table(at, "tbl_overview").set_index("run")
+    assert list(shown.index) == [first.name.removesuffix(".json.gz"), second.name.removesuffix(".json.gz")]
+    base, other = load_trace(first), load_trace(second)
+    assert close(shown.iloc[1]["speedup"], step_time(base).median_us / step_time(other).median_us)
+    found = texts(at.get_by_key("findings").warning) if at.get_by_key("findings").warning else []
+    assert not any("CPU" in t for t in found)
+    at.button(key="pick_cpu").click().run()  # the samples, one click away
+    assert at.multiselect[0].value == [sample_id(label) for label in sample_runs()]
 
 
 def test_a_runs_json_that_is_not_an_object_is_an_error_naming_it_and_the_other_runs_stay(app, tmp_path):
@@ -201,8 +311,9 @@ def test_a_runs_json_that_is_not_an_object_is_an_error_naming_it_and_the_other_r
     at = app(params={"run": [sample_id("naive"), "file/" + H100.name]}, traces=[folder, H100])
     errors = texts(at.sidebar.error)
     assert len(errors) == 1 and str(folder / "runs.json") in errors[0] and "a list" in errors[0]
-    assert table(at, "tbl_overview")["run"].tolist() == ["naive", "tracelens_h100_bert_sdpa_flash"]
-    assert len(at.multiselect[0].options) == len(sample_runs()) + 1  # every bundled run, and the good extra file
+    assert table(at, "tbl_overview_cpu")["run"].tolist() == ["naive"]  # a CPU-only and a GPU run: two groups
+    assert table(at, "tbl_overview_gpu")["run"].tolist() == ["tracelens_h100_bert_sdpa_flash"]
+    assert len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + 1  # every bundled run, and the good extra file
 
 
 def test_an_extra_path_that_does_not_exist_is_an_error_naming_it(app, tmp_path):
@@ -211,7 +322,7 @@ def test_an_extra_path_that_does_not_exist_is_an_error_naming_it(app, tmp_path):
     errors = texts(at.sidebar.error)
     assert errors == [f"{gone}: no such file or folder"]
     assert table(at, "tbl_overview")["run"].tolist() == ["tracelens_h100_bert_sdpa_flash"]
-    assert len(at.multiselect[0].options) == len(sample_runs()) + 1
+    assert len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + 1
 
 
 def test_a_manifest_run_whose_trace_is_missing_is_an_error_and_similar_names_keep_their_own_ids(app, tmp_path):
@@ -241,9 +352,9 @@ def test_a_tab_the_engine_fails_on_shows_one_error_and_the_rest_of_the_app_stays
     assert len(errors) == 1
     assert errors[0].startswith("The Backends tab could not be drawn") and "ValueError: no backend table today" in errors[0]
     assert "second line" not in errors[0] and "Traceback" not in errors[0]
-    assert at.multiselect[0].value == [sample_id(label) for label in sample_runs()]  # the sidebar is intact
+    assert at.multiselect[0].value == gpu_ids()  # the sidebar is intact
     at = app()  # and the other tabs draw as before
-    assert table(at, "tbl_overview")["run"].tolist() == list(sample_runs())
+    assert table(at, "tbl_overview")["run"].tolist() == list(gpu_runs())
 
 
 def test_discovery_names_every_source_it_cannot_open_and_opens_a_file_named_twice_once(tmp_path):
@@ -264,14 +375,51 @@ def test_discovery_names_every_source_it_cannot_open_and_opens_a_file_named_twic
 
 
 def test_labels_default_to_the_variant_and_can_be_edited(app):
-    at = app()
-    at.session_state["label_editor_0"] = {"edited_rows": {0: {"label": "masked_fill out of place"}}, "added_rows": [], "deleted_rows": []}
+    at = app(params=cpu_link())
+    row = 0  # the rename table lists every loaded run: the CPU collection's first
+    at.session_state["label_editor_0"] = {"edited_rows": {row: {"label": "masked_fill out of place"}}, "added_rows": [], "deleted_rows": []}
     at.run()
     assert not at.exception
     runs = table(at, "tbl_overview")["run"].tolist()
     assert runs[0] == "masked_fill out of place"
     assert runs[1:] == list(sample_runs())[1:]
     assert at.query_params["run"][0] == sample_id("naive")  # links keep the stable id, not the label
+    assert as_list(at.query_params["label"]) == [f"{sample_id('naive')}=masked_fill out of place"]  # and carry the label
+
+
+def test_a_renamed_run_keeps_its_name_after_a_reload_and_in_a_shared_link(app):
+    at = app(params=cpu_link())
+    row = 0
+    at.session_state["label_editor_0"] = {"edited_rows": {row: {"label": "scores = q·kᵀ *clone*"}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    link = {"run": at.query_params["run"], "baseline": at.query_params["baseline"], "label": at.query_params["label"]}
+    reloaded = app(params=link)  # a new session from the same URL: a reload, or a colleague's browser
+    assert table(reloaded, "tbl_overview")["run"].tolist()[0] == "scores = q·kᵀ *clone*"
+    assert as_list(reloaded.query_params["label"]) == as_list(link["label"])
+    assert literal(reloaded.selectbox(key="baseline").format_func(sample_id("naive"))) == "scores = q·kᵀ *clone*"
+
+
+def test_a_link_label_for_an_upload_waits_for_the_upload(app):
+    ident = "upload/" + H100.name
+    at = app(params={"run": [ident], "baseline": ident, "label": [f"{ident}=their H100 run"]})
+    assert any(ident in t for t in texts(at.sidebar.info))
+    at.file_uploader[0].set_value([(H100.name, H100.read_bytes(), "application/gzip")])
+    at.run()
+    assert table(at, "tbl_overview")["run"].tolist() == ["their H100 run"]
+    assert as_list(at.query_params["label"]) == [f"{ident}=their H100 run"]
+
+
+def test_a_run_keeps_its_colour_whatever_else_is_selected(app):
+    ids = [sample_id("naive"), sample_id("sdpa"), sample_id("sdpa-math")]
+    colours = []
+    for chosen in (ids, ids[1:], [ids[2], ids[0]]):
+        at = app("Speedups", params={"run": chosen})
+        bars = figure(at, "chart_speed_time")["data"][0]
+        colours.append(dict(zip(bars["x"], bars["marker"]["color"])))
+    for label in ("naive", "sdpa", "sdpa-math"):
+        seen = {c[label] for c in colours if label in c}
+        assert len(seen) == 1, (label, colours)
+    assert len({colours[0][label] for label in ("naive", "sdpa", "sdpa-math")}) == 3
 
 
 def test_switching_tabs_never_parses_again(app):
@@ -286,7 +434,7 @@ def test_switching_tabs_never_parses_again(app):
 
 
 def test_kernels_tab_shows_counts_and_times_per_family_and_every_kernel(app):
-    at = app("Kernels")
+    at = app("Kernels", params=cpu_link())
     traces = {label: load_trace(path) for label, path in sample_runs().items()}
     counts = figure(at, "chart_kernels_count")
     times = figure(at, "chart_kernels_time")
@@ -337,7 +485,7 @@ def test_the_kernel_change_summary_counts_each_kind_of_change_per_run(app):
 
 
 def test_copies_tab_makes_the_naive_masked_fill_copy_stand_out(app):
-    at = app("Copies")
+    at = app("Copies", params=cpu_link())
     alarms = texts(at.get_by_key("copies_alarms").error)
     assert len(alarms) == 1 and alarms[0].startswith("**naive: hidden cpu copy**")
     assert "aten::masked_fill > aten::clone > aten::copy_" in alarms[0]
@@ -445,9 +593,9 @@ def test_timeline_stays_responsive_for_a_step_with_100k_events(app, tmp_path):
 
 
 def test_speedups_tab_equals_the_speed_table_at_the_chosen_price(app):
-    at = app("Speedups", params={"usd": "3.5"})
+    at = app("Speedups", params={**cpu_link(), "usd_cpu": "3.5"})
     traces = {label: load_trace(path) for label, path in sample_runs().items()}
-    expect = speed_table(traces, "naive", 3.5)
+    expect = speed_table(traces, "naive", None, 3.5)
     shown = table(at, "tbl_speed")
     assert shown["run"].tolist() == expect["run"].to_list()
     for column in ("median_us", "p10_us", "p90_us", "speedup", "tokens_per_s", "usd_per_mtok"):
@@ -456,7 +604,9 @@ def test_speedups_tab_equals_the_speed_table_at_the_chosen_price(app):
     assert set(shown["tokens_per_step"]) == {shape["batch"] * shape["seq"]}
     bars = figure(at, "chart_speed_time")["data"][0]
     assert all(close(a, b) for a, b in zip(bars["y"], expect["median_us"]))
-    assert at.number_input(key="usd_per_hour").value == 3.5
+    assert at.number_input(key="usd_per_cpu_hour").value == 3.5
+    with pytest.raises(KeyError):  # CPU-only runs: no GPU-hour price is offered, none applied
+        at.number_input(key="usd_per_hour")
 
 
 def test_speedups_tab_says_when_tokens_are_unknown(app):
@@ -470,7 +620,7 @@ def test_speedups_tab_says_when_tokens_are_unknown(app):
 
 
 def test_backends_tab_shows_requested_detected_and_evidence(app):
-    at = app("Backends", traces=[H100])
+    at = app("Backends", params={"run": cpu_link()["run"] + ["file/" + H100.name]}, traces=[H100])
     shown = table(at, "tbl_backends").set_index("run")
     for label, path in sample_runs().items():
         trace = load_trace(path)
@@ -519,7 +669,7 @@ def test_the_share_buttons_make_the_report_and_summary_of_the_selected_runs(app,
     markdown = next(v for k, v in buttons.items() if k.startswith("Markdown summary"))
     assert html[0].endswith(".html") and html[1] == "text/html"
     assert markdown[0].endswith(".md") and markdown[1] == "text/markdown"
-    text = markdown[2]()
+    text = literal(markdown[2]())
     assert "sdpa-flash" in text.splitlines()[0]  # the baseline is named at the top
     assert "naive_inplace" in text and "sdpa-math" not in text  # the selected runs, and only those
     page = html[2]()

@@ -9,9 +9,9 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import review
-from dashboard.engine.copies import copies
+from dashboard.engine.copies import COPY_CLASSES, copies
 from dashboard.runs import Selection
-from dashboard.views import tables
+from dashboard.views import literal, tables
 
 MAX_BOXES = 3  # hidden-copy boxes per run; the rest are red rows in the table
 
@@ -19,7 +19,8 @@ EXPLAIN = (
     "A copy is **hidden** when the op that started its chain did not ask for a copy: e.g. "
     "`aten::masked_fill > aten::clone > aten::copy_` copies the whole scores tensor because the "
     "out-of-place masked_fill clones it first (`masked_fill_` does not). Copies under `aten::copy_`, "
-    "`aten::to`, `aten::clone`, `aten::contiguous` at the top are requested, and expected. "
+    "`aten::to`, `aten::clone`, `aten::contiguous` at the top are requested, and expected; copies inside the autograd "
+    "engine are *autograd*, inside a collective *communication*, and copies no op holds *unattributed*. Only hidden copies are alarms. "
     "On CPU-only traces a copy is a tensor `aten::copy_` (scalar conversions are left out)."
 )
 
@@ -37,20 +38,24 @@ def render(sel: Selection) -> None:
                 size = review.format_bytes(row["bytes_per_step"]) or "size unknown"
                 share = f"{row['share']:.1%} of the step time" if row["share"] is not None else "share unknown"
                 st.error(
-                    f"**{row['run']}: hidden {row['kind']} copy**, {row['per_step']:.4g} per step, {size} per step, "
-                    f"{charts.format_us(row['us_per_step'])} per step ({share})  \nfrom `{row['op_chain']}`",
+                    f"**{literal.md(row['run'])}: hidden {literal.md(row['kind'])} copy**, {row['per_step']:.4g} per step, {size} per step, "
+                    f"{charts.format_us(row['us_per_step'])} per step ({share})  \nfrom {literal.code(row['op_chain'])}",
                     icon=":material/content_copy:",
                 )
             if mine.height > MAX_BOXES:
+                more = mine.height - MAX_BOXES
+                total = mine["per_step"].sum()
                 st.error(
-                    f"**{label}:** and {mine.height - MAX_BOXES} more op chains with hidden copies "
-                    f"({mine['per_step'].sum():.4g} hidden copies per step in all): see the red rows below.",
+                    f"**{literal.md(label)}:** and {more} more op {'chain' if more == 1 else 'chains'} with hidden copies "
+                    f"({total:.4g} hidden {'copy' if total == 1 else 'copies'} per step in all): see the red rows below.",
                     icon=":material/content_copy:",
                 )
     st.caption(EXPLAIN)
 
     with st.container(key="chart_copies"):
         st.plotly_chart(charts.copy_time_bars(groups, list(runs)), key="fig_copies")
+    if len(review.device_groups(runs, sel.baseline)) > 1:
+        st.caption("GPU copies are timed on the device, CPU copies on the CPU: the bars are side by side, not a ratio.")
 
     st.subheader("Copies grouped by the op chain that made them")
     tables.show(
@@ -59,6 +64,7 @@ def render(sel: Selection) -> None:
         {
             "run": tables.text("run"),
             "hidden": st.column_config.CheckboxColumn("hidden!"),
+            "copy_class": tables.text("class", "; ".join(f"{name}: {why}" for name, why in COPY_CLASSES)),
             "kind": tables.text("kind", "DtoD, HtoD, DtoH...: a GPU memcpy; kernel: a copy kernel; cpu: a CPU copy_"),
             "op_chain": tables.text("op chain (outermost first)", width="large"),
             "per_step": tables.count("copies / step"),
@@ -89,6 +95,7 @@ def render(sel: Selection) -> None:
             "run": tables.text("run"),
             "step": tables.count("step"),
             "hidden": st.column_config.CheckboxColumn("hidden!"),
+            "copy_class": tables.text("class"),
             "kind": tables.text("kind"),
             "name": tables.text("event"),
             "bytes": st.column_config.NumberColumn("size", format="bytes"),

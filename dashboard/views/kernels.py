@@ -10,7 +10,7 @@ from dashboard import charts
 from dashboard.engine import review
 from dashboard.engine.kernels import kernel_delta, kernel_table, work_unit
 from dashboard.runs import Selection
-from dashboard.views import tables
+from dashboard.views import literal, tables
 
 CHANGE_WORDS = {
     "added": "only in this run", "removed": "only in the baseline", "more": "launched more often",
@@ -26,14 +26,22 @@ def render(sel: Selection) -> None:
     if "leaf cpu_op" in units.values():
         st.info(
             "CPU-only traces have no kernels: their unit of work is the leaf CPU op (an op that does work — not a view, an allocation or torch.compile bookkeeping — and holds no other such op). "
-            "Runs counted that way: " + ", ".join(label for label, u in units.items() if u == "leaf cpu_op") + ".",
+            "Runs counted that way: " + ", ".join(literal.md(label) for label, u in units.items() if u == "leaf cpu_op") + ".",
             icon=":material/memory:",
         )
+    split = review.device_groups(runs, sel.baseline)
+    if len(split) > 1:
+        st.info(literal.md(review.MIXED_DEVICES_WHY), icon=":material/call_split:")
     fam = review.families(runs)
-    with st.container(key="chart_kernels_count"):
-        st.plotly_chart(charts.family_grouped(fam, list(runs), "count"), key="fig_kernels_count")
-    with st.container(key="chart_kernels_time"):
-        st.plotly_chart(charts.family_grouped(fam, list(runs), "time"), key="fig_kernels_time")
+    for group in split:
+        suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
+        mine = fam.filter(pl.col("run").is_in(group.runs))
+        if len(split) > 1:
+            st.markdown(tables.group_heading(group))
+        with st.container(key=f"chart_kernels_count{suffix}"):
+            st.plotly_chart(charts.family_grouped(mine, group.runs, "count", sel.colors), key=f"fig_kernels_count{suffix}")
+        with st.container(key=f"chart_kernels_time{suffix}"):
+            st.plotly_chart(charts.family_grouped(mine, group.runs, "time", sel.colors), key=f"fig_kernels_time{suffix}")
 
     st.subheader("Every kernel, per run")
     st.caption("Over all profiled steps. Share is the kernel's part of the run's total device work time. Sort by any column; "
@@ -57,14 +65,19 @@ def render(sel: Selection) -> None:
         height=420,
     )
 
-    others = [label for label in runs if label != sel.baseline]
-    st.subheader(f"Against the baseline: {sel.baseline}")
+    against = {label: g.baseline for g in split for label in g.runs}
+    others = [label for label in runs if label != against[label]]
+    heading = f"Against the baseline: {sel.baseline}" if len(split) == 1 else "Against each group's baseline: " + ", ".join(
+        f"{g.baseline} ({g.name})" for g in split
+    )
+    st.subheader(heading, anchor=False)
     if sel.baseline is None or not others:
-        st.info("Select at least two runs to compare kernels against the baseline.")
+        st.info("Select at least two runs of the same kind (GPU or CPU-only) to compare kernels against the baseline.")
         return
-    base = runs[sel.baseline]
     deltas = pl.concat(
-        [kernel_delta(base, runs[label]).select(pl.lit(label).alias("run"), pl.all()) for label in others], how="vertical_relaxed"
+        [kernel_delta(runs[against[label]], runs[label]).select(pl.lit(label).alias("run"), pl.lit(against[label]).alias("baseline"), pl.all())
+         for label in others],
+        how="vertical_relaxed",
     ).with_columns((pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"), (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"))
     summary = review.kernel_change_counts(deltas, others)
     present = [c for c in summary.columns if c != "run"]
@@ -83,6 +96,7 @@ def render(sel: Selection) -> None:
         "tbl_kernels_delta",
         {
             "run": tables.text("run"),
+            "baseline": tables.text("against") if len(split) > 1 else None,
             "change": tables.text("change"),
             "name": tables.text("kernel (or leaf op)", width="medium"),
             "family": tables.text("family"),

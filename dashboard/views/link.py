@@ -1,8 +1,10 @@
 """What a shared link carries: widget state seeded from st.query_params on a session's first run,
 and written back on every run, so a pasted URL restores the same runs, baseline and choices.
 
-(The tab itself is bound with st.tabs(..., bind="query-params").) Values in the URL are stable
-run ids, never the editable labels, so renaming a run does not break a link.
+(The tab itself is bound with st.tabs(..., bind="query-params").) Runs are named in the URL by
+their stable ids, never by the editable labels, so renaming a run does not break a link; the
+labels travel beside them as `label=<run id>=<label>` (repeated), so a reload or a shared link
+shows the author's names.
 """
 
 from __future__ import annotations
@@ -51,11 +53,12 @@ def seed_choice(key: str, param: str, options: Sequence[Any], default: Any, pars
         st.session_state[key] = default
 
 
-def seed_number(key: str, param: str, default: float) -> None:
-    """Initialise a number input's state from the URL parameter `param` on first sight."""
+def seed_number(key: str, param: str, default: float | None) -> None:
+    """Initialise a number input's state from the URL parameter `param` on first sight (None:
+    an empty input)."""
     seeded: set[str] = st.session_state.setdefault(SEEDED, set())
-    if key in seeded:
-        return
+    if key in seeded and key in st.session_state:
+        return  # (a widget's state is dropped while its tab is closed: then the URL still has its value)
     value = default
     raw = st.query_params.get(param)
     if raw is not None:
@@ -63,7 +66,7 @@ def seed_number(key: str, param: str, default: float) -> None:
             value = float(raw)
         except ValueError:
             value = default
-    st.session_state[key] = value
+    st.session_state[key] = value if value is None or value == value else default
     seeded.add(key)
 
 
@@ -77,3 +80,34 @@ def publish(param: str, value: Any) -> None:
         st.query_params[param] = [str(v) for v in value]
     else:
         st.query_params[param] = str(value)
+
+
+LABELS = "label_overrides"  # session state: run id -> the user's label
+PENDING_LABELS = "label_pending"  # session state: 'id=label' values of the URL whose run is not loaded (yet)
+
+
+def seed_labels(param: str, ids: Sequence[str]) -> dict[str, str]:
+    """The user's labels, run id -> label: on a session's first run taken from the repeated URL
+    parameter `param` ('<run id>=<label>'); a value naming a run that is not loaded waits until
+    it is (an upload named by a shared link). Ids may hold '=', so each value is matched against
+    the loaded ids (the longest that fits), not split blindly."""
+    own: dict[str, str] = st.session_state.setdefault(LABELS, {})
+    seeded: set[str] = st.session_state.setdefault(SEEDED, set())
+    if LABELS not in seeded:
+        st.session_state[PENDING_LABELS] = list(st.query_params.get_all(param))
+        seeded.add(LABELS)
+    waiting: list[str] = []
+    for raw in st.session_state.get(PENDING_LABELS, []):
+        match = max((i for i in ids if raw.startswith(i + "=")), key=len, default=None)
+        if match is None:
+            waiting.append(raw)
+        elif raw[len(match) + 1:].strip():
+            own.setdefault(match, raw[len(match) + 1:].strip())
+    st.session_state[PENDING_LABELS] = waiting
+    return own
+
+
+def publish_labels(param: str) -> None:
+    """Write the user's labels (and those still waiting for their run) into the URL."""
+    own: dict[str, str] = st.session_state.get(LABELS, {})
+    publish(param, [f"{ident}={label}" for ident, label in own.items()] + list(st.session_state.get(PENDING_LABELS, [])))

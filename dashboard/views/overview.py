@@ -1,5 +1,6 @@
 """Overview tab: what must not be missed (alarms first), then one row per run, then the two
-pictures that tell the story: work per step by kernel family, and time per step."""
+pictures that tell the story: work per step by kernel family, and time per step. GPU and CPU-only
+runs are shown as separate groups, each against its own baseline."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import streamlit as st
 from dashboard import charts
 from dashboard.engine import review
 from dashboard.runs import Collection, Selection
-from dashboard.views import tables
+from dashboard.views import literal, tables
 
 ICONS = {"hidden copy": ":material/content_copy:", "backend fallback": ":material/swap_horiz:", "parity failure": ":material/rule:"}
+UNIT_WORDS = {"kernel": "kernels", "leaf cpu_op": "leaf CPU ops"}
 
 
 def render(sel: Selection) -> None:
@@ -19,7 +21,10 @@ def render(sel: Selection) -> None:
     table = review.overview(runs, sel.baseline)
     groups = review.copy_groups(runs)
     found = review.findings(runs, sel.baseline, overview_table=table, groups=groups)
+    split = review.device_groups(runs, sel.baseline)
     show_findings(found)
+    if len(split) > 1:
+        show_split(split)
 
     st.subheader("Runs side by side")
     st.caption(
@@ -29,60 +34,75 @@ def render(sel: Selection) -> None:
     )
     shown = table.with_columns(
         pl.concat_str([pl.col("device"), pl.col("device_name")], separator=" · ", ignore_nulls=True).alias("device_label"),
-        pl.col("backend_requested").fill_null("—"),
     )
-    tables.show(
+    tables.show_by_group(
         shown,
         "tbl_overview",
         {
             "run": st.column_config.TextColumn("run", width="medium", pinned=True),
-            "device_label": tables.text("device", width="small"),
+            "device_label": tables.text("device", width="medium"),
             "steps": tables.count("steps", width="small"),
             "median_step_us": tables.us("median µs", "Median over steps; 'time from' says which time", width="small"),
-            "speedup": tables.ratio("speedup", f"Baseline median / run median; > 1 is faster than {sel.baseline}", width="small"),
+            "speedup": tables.ratio("speedup", "The group baseline's median / this run's median; > 1 is faster. Never across GPU and CPU-only runs", width="small"),
             "work_per_step": tables.count("work / step", "Median over steps of the units named in 'counted as'", width="small"),
-            "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace", width="small"),
+            "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"),
             "copies_per_step": tables.count("copies/step", width="small"),
             "hidden_copies_per_step": tables.count("hidden/step", "Copies made inside another op (e.g. masked_fill's clone), per step", width="small"),
-            "backends": tables.text("backend", "Attention backend detected from op and kernel names", width="small"),
-            "backend_requested": tables.text("requested", width="small"),
-            "backend_verdict": tables.text("check", "FALLBACK: another backend ran than the one forced", width="small"),
+            "backends": tables.text("backend", "Attention backend detected from op and kernel names"),
+            "backend_requested": tables.text("requested", "The backend the collectors forced ('default': SDPA picks); empty for traces from elsewhere"),
+            "backend_verdict": tables.text("check", "FALLBACK: another backend ran than the one forced; compiled: torch.compile replaced it"),
             "parity_passed": st.column_config.CheckboxColumn("parity ok", help="Against an fp32 reference, from the collector's metadata", width="small"),
         },
+        split,
         highlight=_row_style,
-        height=tables.fit(shown.height),
     )
 
-    left, right = st.columns(2)
     fam = review.families(runs)
     # the overview already holds speed.step_time's numbers: the chart reads them under speed_table's names
     step_times = table.select(
         "run", pl.col("median_step_us").alias("median_us"), pl.col("p10_step_us").alias("p10_us"),
         pl.col("p90_step_us").alias("p90_us"), "time_source",
     )
-    units = set(table["work_unit"].to_list())
-    unit = "kernels" if units == {"kernel"} else ("leaf CPU ops" if units == {"leaf cpu_op"} else "kernels or leaf CPU ops")
-    with left, st.container(key="chart_overview_work"):
-        st.plotly_chart(charts.work_by_family_stacked(fam, list(runs), unit), key="fig_overview_work")
-    with right, st.container(key="chart_overview_time"):
-        st.plotly_chart(charts.step_time_bars(step_times), key="fig_overview_time")
+    for group in split:
+        suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
+        units = set(table.filter(pl.col("run").is_in(group.runs))["work_unit"].to_list())
+        unit = " or ".join(UNIT_WORDS.get(u, u) for u in sorted(units))
+        title = "" if len(split) == 1 else f"{group.name} runs: median time per step"
+        left, right = st.columns(2)
+        with left, st.container(key=f"chart_overview_work{suffix}"):
+            st.plotly_chart(
+                charts.work_by_family_stacked(fam.filter(pl.col("run").is_in(group.runs)), group.runs, unit), key=f"fig_overview_work{suffix}"
+            )
+        with right, st.container(key=f"chart_overview_time{suffix}"):
+            st.plotly_chart(
+                charts.step_time_bars(step_times.filter(pl.col("run").is_in(group.runs)), colors=sel.colors, title=title),
+                key=f"fig_overview_time{suffix}",
+            )
 
     show_collections(sel.collections)
 
 
+def show_split(split: list[review.Group]) -> None:
+    """The one line that says why GPU and CPU-only runs are apart, naming each group's baseline."""
+    named = "; ".join(f"{g.name} runs against {literal.md(g.baseline)}" for g in split)
+    with st.container(key="device_groups"):
+        st.info(f"{literal.md(review.MIXED_DEVICES_WHY)} ({named}.)", icon=":material/call_split:")
+
+
 def show_findings(found: pl.DataFrame) -> None:
-    """Alarms as red boxes, notes as yellow; a green line when there is no alarm."""
+    """Alarms as red boxes, notes as yellow; a green line when there is no alarm. Run labels and
+    messages quote trace strings, shown literally."""
     alarms = found.filter(pl.col("severity") == review.SEVERITY_ALARM)
     notes = found.filter(pl.col("severity") == review.SEVERITY_NOTE)
     with st.container(key="findings"):
         if alarms.height == 0:
             st.success("No hidden copy, backend fallback or parity failure in the selected runs.", icon=":material/check_circle:")
         for row in alarms.iter_rows(named=True):
-            st.error(f"**{row['run']}: {row['kind']}.** {row['message']}", icon=ICONS.get(row["kind"], ":material/error:"))
+            st.error(f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}", icon=ICONS.get(row["kind"], ":material/error:"))
         if notes.height:
-            with st.expander(f"{notes.height} note(s) worth knowing", expanded=notes.height <= 3):
+            with st.expander(f"{notes.height} {'note' if notes.height == 1 else 'notes'} worth knowing", expanded=notes.height <= 3):
                 for row in notes.iter_rows(named=True):
-                    st.warning(f"**{row['run']}: {row['kind']}.** {row['message']}", icon=":material/info:")
+                    st.warning(f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}", icon=":material/info:")
 
 
 def _row_style(row: dict) -> str:
@@ -95,17 +115,29 @@ def _row_style(row: dict) -> str:
 
 
 def show_collections(collections: list[Collection]) -> None:
-    """What each bundled collection is, and which variants it could not run (and why)."""
+    """What each bundled collection is, and which variants it could not run (and why). Only the
+    facts its manifest states are listed."""
     for c in collections:
         m = c.manifest
         shape = m.get("shape") if isinstance(m.get("shape"), dict) else {}
-        dims = "×".join(str(shape.get(k, "?")) for k in ("batch", "heads", "seq", "head_dim"))
-        with st.expander(f"Collection '{c.name}': {len(c.sources)} runs, {len(c.skipped)} skipped"):
-            st.markdown(
-                f"- device: **{m.get('device', '?')}** {m.get('device_name') or ''}\n"
-                f"- dtype **{m.get('dtype', '?')}**, shape batch×heads×seq×head_dim = **{dims}**\n"
-                f"- created {m.get('created', '?')} with torch {m.get('torch_version', '?')}\n"
-                f"- folder `{c.folder.name}/`, command `{m.get('command', '?')}`"
-            )
+        facts = []
+        if m.get("about"):
+            facts.append(literal.md(m["about"]))
+        if m.get("device") or m.get("device_name"):
+            facts.append(f"device: **{literal.md(m.get('device') or '')}** {literal.md(m.get('device_name') or '')}")
+        if m.get("dtype") or shape:
+            dims = "×".join(str(shape.get(k, "?")) for k in ("batch", "heads", "seq", "head_dim"))
+            facts.append(f"dtype **{literal.md(m.get('dtype', '?'))}**" + (f", shape batch×heads×seq×head\\_dim = **{literal.md(dims)}**" if shape else ""))
+        if m.get("created") or m.get("torch_version"):
+            facts.append(f"created {literal.md(m.get('created', '?'))} with torch {literal.md(m.get('torch_version', '?'))}")
+        where = f"folder `{c.folder.name}/`"
+        if m.get("command"):
+            where += f", command `{m['command']}`"
+        facts.append(where)
+        skipped = f", {len(c.skipped)} skipped" if c.skipped else ""
+        with st.expander(f"Collection '{c.name}': {len(c.sources)} {'run' if len(c.sources) == 1 else 'runs'}{skipped}"):
+            st.markdown("\n".join(f"- {fact}" for fact in facts))
             for skip in c.skipped:
-                st.markdown(f"- skipped **{skip.get('variant')}**{' (compiled)' if skip.get('compiled') else ''}: {skip.get('reason')}")
+                st.markdown(
+                    f"- skipped **{literal.md(skip.get('variant'))}**{' (compiled)' if skip.get('compiled') else ''}: {literal.md(skip.get('reason'))}"
+                )

@@ -1,5 +1,6 @@
 """Speedups tab: median time per step with its spread, speedup against the baseline, tokens per
-second where the trace says how many tokens a step processes, and cost per million tokens."""
+second where the trace says how many tokens a step processes, and cost per million tokens. GPU
+and CPU-only runs are separate groups, each against its own baseline and at its own price."""
 
 from __future__ import annotations
 
@@ -7,36 +8,51 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts
-from dashboard.engine.speed import speed_table
+from dashboard.engine import review
+from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, speed_table
 from dashboard.runs import Selection
-from dashboard.views import link, tables
+from dashboard.views import link, literal, tables
 
-DEFAULT_USD_PER_GPU_HOUR = 2.0
+
+def prices(groups: list[review.Group]) -> tuple[float | None, float | None]:
+    """The price inputs for the groups present: $ per GPU-hour (default DEFAULT_USD_PER_GPU_HOUR)
+    and $ per CPU-hour (empty by default: a CPU run's cost is not a GPU-hour's). Both live in
+    the link ('usd', 'usd_cpu'); the share buttons read them from session state."""
+    link.seed_number("usd_per_hour", "usd", DEFAULT_USD_PER_GPU_HOUR)
+    link.seed_number("usd_per_cpu_hour", "usd_cpu", None)
+    names = {g.name for g in groups}
+    gpu = cpu = None
+    if GROUP_GPU in names:
+        gpu = st.number_input(
+            "$ per GPU-hour", min_value=0.0, step=0.25, key="usd_per_hour", format="%.2f",
+            help="What one GPU-hour costs you; cost per million tokens = price / 3600 / (tokens per second) × 10⁶. GPU runs only.",
+        )
+    if GROUP_CPU in names:
+        cpu = st.number_input(
+            "$ per CPU-hour", min_value=0.0, step=0.05, key="usd_per_cpu_hour", format="%.2f", value=None,
+            placeholder="not set", help="What an hour of the CPU machine costs you, for the CPU-only runs (empty: no cost).",
+        )
+    link.publish("usd", f"{gpu:g}" if gpu is not None and gpu != DEFAULT_USD_PER_GPU_HOUR else None)
+    link.publish("usd_cpu", f"{cpu:g}" if cpu is not None else None)
+    return gpu, cpu
 
 
 def render(sel: Selection) -> None:
-    link.seed_number("usd_per_hour", "usd", DEFAULT_USD_PER_GPU_HOUR)
+    split = review.device_groups(sel.runs, sel.baseline)
     left, right = st.columns([1, 3])
     with left:
-        usd = st.number_input(
-            "$ per GPU-hour", min_value=0.0, step=0.25, key="usd_per_hour", format="%.2f",
-            help="What one device-hour costs you; cost per million tokens = price / 3600 / (tokens per second) × 10⁶.",
-        )
-    link.publish("usd", f"{usd:g}" if usd != DEFAULT_USD_PER_GPU_HOUR else None)
-    speed = speed_table(sel.runs, sel.baseline or "", usd)
+        usd, usd_cpu = prices(split)
+    speed = speed_table(sel.runs, sel.baseline or "", usd, usd_cpu)
     with right:
         st.caption(
-            f"Speedup = the baseline's median step time / the run's (above 1 = faster than **{sel.baseline}**). "
-            "Spread = 10th to 90th percentile over the profiled steps. Tokens per step come from the collectors' "
+            f"Speedup = the baseline's median step time / the run's (above 1 = faster than **{literal.md(sel.baseline)}**"
+            + (", or than its group's baseline" if len(split) > 1 else "")
+            + "). Spread = 10th to 90th percentile over the profiled steps. Tokens per step come from the collectors' "
             "metadata (batch × sequence length)."
         )
-        if speed["time_source"].n_unique() > 1:
-            st.warning(
-                "These runs measure step time differently (device busy time on GPU traces, the CPU step span on "
-                "CPU-only traces): compare GPU runs with GPU runs.",
-                icon=":material/warning:",
-            )
-    tables.show(
+        if len(split) > 1:
+            st.info(literal.md(review.MIXED_DEVICES_WHY), icon=":material/call_split:")
+    tables.show_by_group(
         speed,
         "tbl_speed",
         {
@@ -49,24 +65,35 @@ def render(sel: Selection) -> None:
             "speedup": tables.ratio("speedup vs baseline"),
             "tokens_per_step": tables.count("tokens / step"),
             "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
+            "usd_per_hour": st.column_config.NumberColumn("$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"),
             "usd_per_mtok": st.column_config.NumberColumn("$ / million tokens", format="$%.4g"),
         },
-        height=tables.fit(speed.height),
+        split,
     )
     log = st.toggle("Logarithmic axes (when runs differ by orders of magnitude)", key="speed_log")
-    a, b = st.columns(2)
-    with a, st.container(key="chart_speed_time"):
-        st.plotly_chart(charts.step_time_bars(speed, log=log), key="fig_speed_time")
-    with b, st.container(key="chart_speedup"):
-        st.plotly_chart(charts.speedup_bars(speed, sel.baseline or "", log=log), key="fig_speedup")
+    for group in split:
+        suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
+        mine = speed.filter(pl.col("run").is_in(group.runs))
+        title = "" if len(split) == 1 else f"{group.name} runs: median time per step"
+        a, b = st.columns(2)
+        with a, st.container(key=f"chart_speed_time{suffix}"):
+            st.plotly_chart(charts.step_time_bars(mine, log=log, colors=sel.colors, title=title), key=f"fig_speed_time{suffix}")
+        with b, st.container(key=f"chart_speedup{suffix}"):
+            st.plotly_chart(charts.speedup_bars(mine, group.baseline, log=log), key=f"fig_speedup{suffix}")
     known = speed.filter(pl.col("tokens_per_s").is_not_null())
     if known.height:
         with st.container(key="chart_throughput"):
-            st.plotly_chart(charts.throughput_bars(speed), key="fig_throughput")
+            st.plotly_chart(charts.throughput_bars(speed, sel.colors), key="fig_throughput")
     missing = speed.filter(pl.col("tokens_per_step").is_null())["run"].to_list()
     if missing:
         st.info(
-            "No tokens per step in " + ", ".join(missing) + " (not written by the attnscope collectors), so no "
+            "No tokens per step in " + ", ".join(literal.md(m) for m in missing) + " (not written by the attnscope collectors), so no "
             "tokens/s or cost for them.",
+            icon=":material/info:",
+        )
+    unpriced = speed.filter(pl.col("tokens_per_s").is_not_null() & pl.col("usd_per_hour").is_null())["run"].to_list()
+    if unpriced:
+        st.info(
+            "No cost for " + ", ".join(literal.md(m) for m in unpriced) + ": set the $ per CPU-hour to price the CPU-only runs.",
             icon=":material/info:",
         )

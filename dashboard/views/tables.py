@@ -11,9 +11,13 @@ from typing import Any, Callable
 import polars as pl
 import streamlit as st
 
+from dashboard.engine.speed import GROUP_GPU, Group
+from dashboard.views import literal
+
 ALARM_BG = "background-color: #fde0dc; color: #8b0000; font-weight: 600"
 NOTE_BG = "background-color: #fff4ce"
 ADDED_BG = "background-color: #e3f4e1"
+MISSING = "—"  # what an empty cell shows (Streamlit would write "None")
 
 
 def us(label: str, help: str | None = None, digits: int = 1, width: str | None = None) -> Any:
@@ -50,12 +54,48 @@ def show(
     height: int | str = "auto",
 ) -> None:
     """Draw `frame` restricted to `columns` (engine name -> column config, whose label is the
-    display name), inside a container keyed `key` so tests can find it. `highlight(row)` returns
+    display name; a None config leaves the column out), inside a container keyed `key` so tests can find it. `highlight(row)` returns
     a CSS style for a whole row, or ''."""
-    data = frame.select([c for c in columns if c in frame.columns]).to_pandas()
+    data = frame.select([c for c, cfg in columns.items() if c in frame.columns and cfg is not None]).to_pandas()
     shown: Any = data
     if highlight is not None and len(data):
         styles = [highlight(row) for row in frame.select(frame.columns).iter_rows(named=True)]
         shown = data.style.apply(lambda r: [styles[r.name]] * len(r), axis=1)
     with st.container(key=key):
-        st.dataframe(shown, hide_index=True, column_config={c: cfg for c, cfg in columns.items() if cfg is not None}, height=height)
+        st.dataframe(
+            shown, hide_index=True, column_config={c: cfg for c, cfg in columns.items() if cfg is not None}, height=height,
+            placeholder=MISSING,
+        )
+
+
+def group_key(group: Group | str) -> str:
+    """'gpu' or 'cpu': the suffix of a device group's element keys."""
+    name = group.name if isinstance(group, Group) else group
+    return "gpu" if name == GROUP_GPU else "cpu"
+
+
+def group_heading(group: Group) -> str:
+    """One bold Markdown line naming a device group and its baseline."""
+    return f"**{group.name} runs** · baseline **{literal.md(group.baseline)}**"
+
+
+def show_by_group(
+    frame: pl.DataFrame,
+    key: str,
+    columns: dict[str, Any],
+    groups: list[Group],
+    *,
+    highlight: Callable[[dict[str, Any]], str] | None = None,
+    most: int = 600,
+) -> None:
+    """`frame` (with a `run` column) as one table under `key` when the runs form one device
+    group; else one table per group (keyed `key`_gpu / `key`_cpu), each under its heading,
+    all inside a container keyed `key`."""
+    if len(groups) <= 1:
+        show(frame, key, columns, highlight=highlight, height=fit(frame.height, most))
+        return
+    with st.container(key=key):
+        for group in groups:
+            part = frame.filter(pl.col("run").is_in(group.runs))
+            st.markdown(group_heading(group))
+            show(part, f"{key}_{group_key(group)}", columns, highlight=highlight, height=fit(part.height, most))

@@ -11,7 +11,7 @@ from dashboard.engine import review
 from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
 from dashboard.engine.speed import representative_step
 from dashboard.runs import Selection
-from dashboard.views import link, tables
+from dashboard.views import link, literal, tables
 
 OP_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "replace": "changed"}
 OP_STYLE = {"insert": tables.ALARM_BG, "delete": tables.ADDED_BG, "replace": tables.NOTE_BG}
@@ -21,8 +21,10 @@ def render(sel: Selection) -> None:
     runs = sel.runs
     labels = list(runs)
     ids = [sel.ids[label] for label in labels]
+    group_of = {sel.ids[label]: review.device_group(t) for label, t in runs.items()}
     first = sel.ids.get(sel.baseline or "", ids[0])
-    second = next((i for i in ids if i != first), first)
+    # B defaults to another run of A's kind: a GPU step beside a CPU-only step compares nothing
+    second = next((i for i in ids if i != first and group_of[i] == group_of[first]), None) or next((i for i in ids if i != first), first)
     link.seed_choice("tl_a", "a", ids, first)
     link.seed_choice("tl_b", "b", ids, second)
     name = {sel.ids[label]: label for label in labels}
@@ -38,6 +40,12 @@ def render(sel: Selection) -> None:
         link.publish(param, value)
 
     label_a, label_b = f"A: {name[id_a]} step {step_a}", f"B: {name[id_b]} step {step_b}"
+    if group_of[id_a] != group_of[id_b]:
+        st.warning(
+            f"A is a {group_of[id_a]} run and B a {group_of[id_b]} run: their times are measured differently (device busy "
+            "time against the CPU step span), so read the two timelines for their shape, not their lengths.",
+            icon=":material/call_split:",
+        )
     st.caption(
         "Both steps start at 0 µs. One row per GPU stream, then one row per CPU thread and nesting depth "
         "(depth 0 = outermost op). Colour = kernel family. Hover a bar's middle for its name and times; "
@@ -85,7 +93,9 @@ def render(sel: Selection) -> None:
     )
     left, right = st.columns([3, 2])
     with left, st.container(key="chart_timeline_family"):
-        st.plotly_chart(charts.family_diff_bars(fam_ns, label_a, label_b), key="fig_timeline_family")
+        st.plotly_chart(
+            charts.family_diff_bars(fam_ns, label_a, label_b, sel.colors.get(name[id_a]), sel.colors.get(name[id_b])), key="fig_timeline_family"
+        )
     with right:
         tables.show(
             fam,
