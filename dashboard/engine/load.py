@@ -14,43 +14,72 @@ import json
 import os
 import re
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, TypeVar, Union
 
 import msgspec
 import numpy as np
 import polars as pl
 
-from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
+from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Cut, Trace
 from dashboard.engine.steps import assign_steps, find_steps, nesting
 
 GZIP_MAGIC = b"\x1f\x8b"
 
-# Lower-cased category as written -> normalized category. Unknown categories are kept as written.
-CATEGORY_ALIASES: dict[str, str] = {
-    "cpu_op": "cpu_op",
-    "operator": "cpu_op",
-    "user_annotation": "user_annotation",
-    "gpu_user_annotation": "gpu_user_annotation",
-    "python_function": "python_function",
-    "kernel": "kernel",
-    "gpu_memcpy": "gpu_memcpy",
-    "memcpy": "gpu_memcpy",
-    "gpu_memset": "gpu_memset",
-    "memset": "gpu_memset",
-    "cuda_runtime": "cuda_runtime",
-    "runtime": "cuda_runtime",
-    "cuda_driver": "cuda_driver",
-    "driver": "cuda_driver",
-    "ac2g": "ac2g",
-    "async_cpu_to_gpu": "ac2g",
-    "async": "ac2g",
-    "fwdbwd": "fwdbwd",
-    "trace": "Trace",
-    "overhead": "overhead",
-    "cpu_instant_event": "cpu_instant_event",
-    "cuda_sync": "cuda_sync",
+# Every category the loader knows, lower-cased as written (Kineto's ActivityType names, the 2021
+# legacy names, older flow names) -> (the normalized category the analyses read, its role, the
+# accelerator it implies). One table: the aliases, the launch and device roles, the vendor shown
+# by summary.device_info and the "not analysed" warning all come from it.
+# Roles: device (work on the accelerator; normalized to model.GPU_CATEGORIES), launch (the host
+# call that queued it, tied by args.correlation; model.LAUNCH_CATEGORIES), host (CPU spans the
+# analyses read), flow (ac2g/fwdbwd links), quiet (profiler bookkeeping: nothing to analyse, no
+# warning), unread (known, kept in the events table, not analysed: named in a warning).
+# Categories missing here are kept as written and warned about like unread ones.
+DEVICE, LAUNCH, HOST, FLOW, QUIET, UNREAD = "device", "launch", "host", "flow", "quiet", "unread"
+CATEGORIES: dict[str, tuple[str, str, str | None]] = {
+    "cpu_op": ("cpu_op", HOST, None),
+    "operator": ("cpu_op", HOST, None),
+    "user_annotation": ("user_annotation", HOST, None),
+    "gpu_user_annotation": ("gpu_user_annotation", HOST, None),
+    "python_function": ("python_function", HOST, None),
+    "kernel": ("kernel", DEVICE, None),
+    "gpu_memcpy": ("gpu_memcpy", DEVICE, None),
+    "memcpy": ("gpu_memcpy", DEVICE, None),
+    "gpu_memset": ("gpu_memset", DEVICE, None),
+    "memset": ("gpu_memset", DEVICE, None),
+    "mtia_ccp_events": ("kernel", DEVICE, "mtia"),
+    "cuda_runtime": ("cuda_runtime", LAUNCH, None),  # ROCm writes its hip* calls here too
+    "runtime": ("cuda_runtime", LAUNCH, None),
+    "cuda_driver": ("cuda_driver", LAUNCH, None),
+    "driver": ("cuda_driver", LAUNCH, None),
+    "mtia_runtime": ("mtia_runtime", LAUNCH, "mtia"),
+    "glow_runtime": ("glow_runtime", LAUNCH, None),
+    "xpu_runtime": ("xpu_runtime", LAUNCH, "xpu"),
+    "xpu_driver": ("xpu_driver", LAUNCH, "xpu"),
+    "hpu_op": ("hpu_op", LAUNCH, "hpu"),
+    "privateuse1_runtime": ("privateuse1_runtime", LAUNCH, "privateuse1"),
+    "privateuse1_driver": ("privateuse1_driver", LAUNCH, "privateuse1"),
+    "ac2g": ("ac2g", FLOW, None),
+    "async_cpu_to_gpu": ("ac2g", FLOW, None),
+    "async": ("ac2g", FLOW, None),
+    "fwdbwd": ("fwdbwd", FLOW, None),
+    "trace": ("Trace", QUIET, None),
+    "overhead": ("overhead", QUIET, None),
+    "cpu_instant_event": ("cpu_instant_event", QUIET, None),
+    "external_correlation": ("external_correlation", QUIET, None),
+    "cuda_sync": ("cuda_sync", UNREAD, None),
+    "cuda_event": ("cuda_event", UNREAD, None),
+    "cuda_profiler_range": ("cuda_profiler_range", UNREAD, None),
+    "gpu_pm_counter": ("gpu_pm_counter", UNREAD, None),
+    "collective_comm": ("collective_comm", UNREAD, None),
+    "mtia_insight": ("mtia_insight", UNREAD, "mtia"),
+    "mtia_counters": ("mtia_counters", UNREAD, "mtia"),
+    "xpu_scope_profiler": ("xpu_scope_profiler", UNREAD, "xpu"),
+    "xpu_sync": ("xpu_sync", UNREAD, "xpu"),
 }
+# Lower-cased category as written -> normalized category. Unknown categories are kept as written.
+CATEGORY_ALIASES: dict[str, str] = {raw: row[0] for raw, row in CATEGORIES.items()}
 
 _LEADING_SPACE = re.compile(rb"\s*")
 _MEMCPY_KIND = re.compile(r"Memcpy\s+(\w+)")
@@ -95,9 +124,28 @@ _decode_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_events = msgspec.json.Decoder(list[_Event]).decode
 
 
+@dataclass
+class _Reading:
+    """What one load learns about its file besides the events, for the warnings and Trace.cut."""
+
+    label: str
+    warnings: list[str] = field(default_factory=list)
+    progress: Callable[[float], None] | None = None
+    gzip_cut: int | None = None  # compressed bytes in the file when its gzip stream is cut off
+    # (JSON bytes kept, JSON bytes present, what was read, whether the traceEvents array had ended)
+    cut: tuple[int, int, str, bool] | None = None
+    replaced: int = 0  # byte sequences that were not UTF-8, read as U+FFFD
+
+
 def read_source(source: Union[str, os.PathLike, bytes], name: str | None = None) -> tuple[bytes, str]:
-    """Return the JSON bytes of a trace (gunzipped when the content starts with gzip's magic) and
-    a display name. A path or raw bytes (an upload) are both accepted."""
+    """Return the JSON bytes of a trace (gunzipped when the content starts with gzip's magic; a
+    cut-off gzip stream gives what it holds) and a display name. A path or raw bytes (an upload)
+    are both accepted."""
+    data, reading = _read(source, name)
+    return data, reading.label
+
+
+def _read(source: Union[str, os.PathLike, bytes], name: str | None) -> tuple[bytes, _Reading]:
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, label = bytes(source), name or "<upload>"
     else:
@@ -111,20 +159,34 @@ def read_source(source: Union[str, os.PathLike, bytes], name: str | None = None)
             raise TraceError(f"{label}: is a directory, not a trace file") from None
         except OSError as exc:
             raise TraceError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    reading = _Reading(label)
     if data[:2] == GZIP_MAGIC:
-        data = _gunzip(data, label)
+        data = _gunzip(data, reading)
     if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte order mark, as some editors write
         data = data[3:]
-    return data, label
+    return data, reading
 
 
-def _gunzip(data: bytes, label: str) -> bytes:
+def _gunzip(data: bytes, reading: _Reading) -> bytes:
+    """The decompressed bytes; for a stream cut off mid-write, all that its whole blocks hold."""
     try:
         return gzip.decompress(data)
     except EOFError:
-        raise TraceError(f"{label}: gzip stream is truncated (the file was cut off after {len(data):,} bytes)") from None
+        pass
     except (OSError, zlib.error) as exc:
-        raise TraceError(f"{label}: not a valid gzip file ({exc})") from None
+        raise TraceError(f"{reading.label}: not a valid gzip file ({exc})") from None
+    reading.gzip_cut = len(data)
+    parts, rest = [], data
+    try:
+        while rest[:2] == GZIP_MAGIC:  # member by member, as gzip.decompress reads them
+            stream = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            parts.append(stream.decompress(rest))
+            if not stream.eof:
+                break
+            rest = stream.unused_data
+    except zlib.error as exc:
+        raise TraceError(f"{reading.label}: not a valid gzip file ({exc})") from None
+    return b"".join(parts)
 
 
 def load_trace(
@@ -133,13 +195,25 @@ def load_trace(
     progress: Callable[[float], None] | None = None,
 ) -> Trace:
     """Load a torch.profiler Chrome trace (.json or .json.gz, any file name) into a Trace.
-    `progress`, when given, is called with the fraction of events decoded (0..1) as loading goes."""
-    data, label = read_source(source, name)
+    `progress`, when given, is called with the fraction of events decoded (0..1) as loading goes.
+    Every failure is a TraceError whose message is one line naming the file."""
+    data, reading = _read(source, name)
+    reading.progress = progress
     size = len(data)
-    warnings: list[str] = []
-    meta, batches = _decode(data, label, warnings, progress)
-    del data  # the batches keep what they still need
-    trace = build_trace(batches, meta, label, warnings)
+    try:
+        meta, batches = _decode(data, reading)
+        del data  # the batches keep what they still need
+        trace = build_trace(batches, meta, reading)
+    except TraceError as exc:
+        if reading.gzip_cut is None:
+            raise
+        problem = str(exc).removeprefix(reading.label + ": ")
+        raise TraceError(
+            f"{reading.label}: gzip stream is truncated (the file was cut off after {reading.gzip_cut:,} bytes) "
+            f"and what it holds cannot be read: {problem}"
+        ) from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceError(f"{reading.label}: not valid JSON ({exc})") from None
     trace.size_bytes = size
     return trace
 
@@ -150,12 +224,26 @@ BATCH = 25000
 ONE_BATCH_BYTES = 48 << 20
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _decode_one = msgspec.json.Decoder(_Event).decode
+T = TypeVar("T")
 
 
-def _decode(
-    data: bytes, label: str, warnings: list[str], progress: Callable[[float], None] | None = None
-) -> tuple[dict[str, Any], Iterator[list[_Event]]]:
+def _utf8_safe(decode: Callable[[bytes], T], raw: bytes, reading: _Reading) -> T:
+    """decode(raw); bytes that are not UTF-8 inside a string are read as U+FFFD (and counted for
+    one warning) instead of failing the file. The error path alone pays for the re-encode."""
+    try:
+        return decode(raw)
+    except msgspec.DecodeError as exc:
+        if "utf-8" not in str(exc).lower():
+            raise
+    raw = bytes(raw)
+    text = raw.decode("utf-8", errors="replace")
+    reading.replaced += text.count("\ufffd") - raw.decode("utf-8", errors="ignore").count("\ufffd")
+    return decode(text.encode("utf-8"))
+
+
+def _decode(data: bytes, reading: _Reading) -> tuple[dict[str, Any], Iterator[list[_Event]]]:
     """Split the document into top-level metadata and batches of typed events; salvage a cut-off file."""
+    label = reading.label
     start = _LEADING_SPACE.match(data).end()  # no strip(): that would copy a 200 MB buffer
     if start == len(data):
         raise TraceError(f"{label}: the file is empty")
@@ -164,30 +252,24 @@ def _decode(
         raise TraceError(f"{label}: not JSON (it starts with {data[start : start + 16]!r})")
     try:
         if first == b"[":  # the bare "JSON array" flavour of the Chrome trace format
-            return {}, _batches(_decode_raw_list(data), label, warnings, progress)
+            return {}, _batches(_decode_raw_list(data), reading)
         top = _decode_top(data)
     except msgspec.ValidationError:
         raise TraceError(f"{label}: JSON but not a trace: the top level is neither an object nor an array of events") from None
     except msgspec.DecodeError as exc:
-        if "truncated" in str(exc):
-            closed = _close_cut_file(data, first)
-            if closed is not None:
-                lost = len(data) - closed[1]
-                warnings.append(_cut_warning(label, "read every complete event before the cut", lost, len(data)))
-                return _decode(closed[0], label, warnings, progress)
-            meta, events = _salvage(data, label, warnings)
-            return meta, iter([events])
+        if _ends_mid_value(exc, len(data)):
+            return _decode_cut(data, first, reading)
         raise TraceError(f"{label}: not valid JSON ({exc})") from None
     raw_events = top.pop("traceEvents", None)
     if raw_events is None:
         keys = ", ".join(list(top)[:5]) or "none"
         raise TraceError(f"{label}: JSON but not a trace: no traceEvents key (top-level keys: {keys})")
-    meta = {key: msgspec.json.decode(raw) for key, raw in top.items()}
+    meta = {key: _utf8_safe(msgspec.json.decode, raw, reading) for key, raw in top.items()}
     if len(raw_events) <= ONE_BATCH_BYTES:  # small enough to decode at once: one pass fewer
         try:
-            events = _decode_events(raw_events)
-            if progress:
-                progress(0.0)
+            events = _utf8_safe(_decode_events, raw_events, reading)
+            if reading.progress:
+                reading.progress(0.0)
             return meta, iter([events])
         except msgspec.ValidationError:
             pass  # not a list, or odd events: the batched path says which
@@ -195,68 +277,117 @@ def _decode(
         raws = _decode_raw_list(raw_events)
     except msgspec.ValidationError:
         raise TraceError(f"{label}: JSON but not a trace: traceEvents is not a list") from None
-    return meta, _batches(raws, label, warnings, progress)
+    return meta, _batches(raws, reading)
 
 
-def _batches(
-    raws: list[msgspec.Raw], label: str, warnings: list[str], progress: Callable[[float], None] | None = None
-) -> Iterator[list[_Event]]:
+_ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _ends_mid_value(exc: msgspec.DecodeError, size: int) -> bool:
+    """True when msgspec's error means the input ends mid-document: "truncated", or a number or
+    literal cut short, which it reports as malformed at the last byte."""
+    found = _ERROR_BYTE.search(str(exc))
+    return "truncated" in str(exc) or (found is not None and int(found.group(1)) >= size - 1)
+
+
+def _decode_cut(data: bytes, first: bytes, reading: _Reading) -> tuple[dict[str, Any], Iterator[list[_Event]]]:
+    """A document that ends mid-write: closed after its last whole event and read on the fast
+    path, or, when no cut point near the end closes it, salvaged event by event."""
+    closed = _close_cut_file(data, first)
+    if closed is not None:
+        try:
+            decoded = _decode(closed[0], reading)
+        except TraceError:
+            pass  # closed inside the metadata before traceEvents: the salvage says so
+        else:
+            reading.cut = (closed[1], len(data), "read every complete event before the cut", closed[2])
+            return decoded
+    meta, events, kept, whole = _salvage(data, reading)
+    reading.cut = (kept, len(data), f"salvaged {len(events):,} complete events", whole)
+    return meta, iter([events])
+
+
+def _batches(raws: list[msgspec.Raw], reading: _Reading) -> Iterator[list[_Event]]:
     """Typed events, BATCH at a time. A batch with a field of an unexpected type is decoded event
     by event, and the events that still cannot be read are skipped with a warning."""
     for start in range(0, len(raws), BATCH):
-        if progress:
-            progress(start / max(len(raws), 1))
+        if reading.progress:
+            reading.progress(start / max(len(raws), 1))
         chunk = raws[start : start + BATCH]
         try:
-            yield _decode_events(b"[" + b",".join(chunk) + b"]")
+            yield _utf8_safe(_decode_events, b"[" + b",".join(chunk) + b"]", reading)
         except msgspec.ValidationError as exc:
-            yield _decode_each(chunk, label, warnings, note=str(exc))
+            yield _decode_each(chunk, reading, note=str(exc))
 
 
-def _decode_each(chunk: list[Any], label: str, warnings: list[str], note: str) -> list[_Event]:
+def _decode_each(chunk: list[Any], reading: _Reading, note: str) -> list[_Event]:
     kept: list[_Event] = []
     for raw in chunk:
         try:
-            kept.append(_decode_one(raw if isinstance(raw, msgspec.Raw) else msgspec.json.encode(raw)))
-        except msgspec.ValidationError:
+            kept.append(_utf8_safe(_decode_one, raw if isinstance(raw, msgspec.Raw) else msgspec.json.encode(raw), reading))
+        except (msgspec.ValidationError, msgspec.DecodeError):
             pass
     if len(kept) < len(chunk):
-        warnings.append(f"{label}: {len(chunk) - len(kept):,} events could not be read and were skipped ({note})")
+        reading.warnings.append(f"{reading.label}: {len(chunk) - len(kept):,} events could not be read and were skipped ({note})")
     return kept
 
 
 _EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
+_ARRAY_END = re.compile(rb"\}\s*\]\s*,")  # the end of an array of objects (traceEvents) with more keys after it
 CUT_SEARCH = 1 << 20  # how far back from a cut to look for the end of the last whole event, bytes
 CUT_TRIES = 64
+_SPACE = b" \t\r\n"
 
 
-def _close_cut_file(data: bytes, first: bytes) -> tuple[bytes, int] | None:
+def _close_cut_file(data: bytes, first: bytes) -> tuple[bytes, int, bool] | None:
     """A trace cut off mid-write, closed after its last whole event: (the closed document, bytes
-    kept), or None when no cut point near the end closes it. The closed file takes the fast path,
+    kept, whether the traceEvents array had already ended, so that only metadata after it was
+    lost), or None when no cut point near the end closes it. The closed file takes the fast path,
     where the event-by-event salvage would build a dict per event."""
     tail_start = max(len(data) - CUT_SEARCH, 0)
-    gaps = [m.start() for m in _EVENT_GAP.finditer(data, tail_start)]
+    ends = [m.start() for m in _EVENT_GAP.finditer(data, tail_start)][-CUT_TRIES:]
+    ends += [m.start() for m in _ARRAY_END.finditer(data, tail_start)][-CUT_TRIES:]
+    last = _last_brace(data)
+    if last is not None:  # cut just after an event's closing brace (and its comma): that event is whole
+        ends.append(last)
     closing = b"]" if first == b"[" else b"]}"
-    for end in reversed(gaps[-CUT_TRIES:]):
+    for end in sorted(set(ends), reverse=True)[:CUT_TRIES]:
         candidate = data[: end + 1] + closing
         try:
-            (_decode_raw_list if first == b"[" else _decode_top)(candidate)
+            top = (_decode_raw_list if first == b"[" else _decode_top)(candidate)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
-        return candidate, end + 1
+        return candidate, end + 1, _array_ended(data, end + 1) or _keys_after_events(top)
     return None
 
 
-def _cut_warning(label: str, what: str, lost: int, size: int) -> str:
-    return (
-        f"{label}: the file is cut off (the profiler was probably killed mid-write); {what}, "
-        f"lost the last {lost:,} bytes ({100.0 * lost / max(size, 1):.1f}% of the file)"
-    )
+def _array_ended(data: bytes, pos: int) -> bool:
+    """True when the next character at or after pos, spaces aside, closes an array."""
+    while pos < len(data) and data[pos] in _SPACE:
+        pos += 1
+    return data[pos : pos + 1] == b"]"
 
 
-def _salvage(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, Any], list[_Event]]:
+def _keys_after_events(top: Any) -> bool:
+    """True when a closed document has top-level keys after traceEvents (so that array ended)."""
+    keys = list(top) if isinstance(top, dict) else []
+    return "traceEvents" in keys and keys[-1] != "traceEvents"
+
+
+_TAIL_BRACE = re.compile(rb"\}\s*,?\s*\Z")
+
+
+def _last_brace(data: bytes) -> int | None:
+    """Position of a closing brace that only whitespace and one comma follow, or None."""
+    match = _TAIL_BRACE.search(data, max(len(data) - 4096, 0))
+    return match.start() if match else None
+
+
+def _salvage(data: bytes, reading: _Reading) -> tuple[dict[str, Any], list[_Event], int, bool]:
     """A trace cut off mid-write that no cut point near its end closes: keep the metadata before
-    traceEvents and every complete event, read one by one."""
+    traceEvents and every complete event, read one by one; also return the JSON bytes kept and
+    whether the traceEvents array had ended before the cut."""
+    label = reading.label
     text = data.decode("utf-8", errors="replace")
     meta: dict[str, Any] = {}
     if text.lstrip().startswith("["):
@@ -287,10 +418,9 @@ def _salvage(data: bytes, label: str, warnings: list[str]) -> tuple[dict[str, An
         raw_events.append(obj)
     if not any(isinstance(e, dict) for e in raw_events):
         raise TraceError(f"{label}: not a trace: the JSON is cut off and holds no complete trace event")
-    lost = len(data) - len(text[:pos].encode("utf-8", errors="replace"))
-    events = _decode_each(raw_events, label, warnings, note="while salvaging")
-    warnings.append(_cut_warning(label, f"salvaged {len(events):,} complete events", lost, len(data)))
-    return meta, events
+    kept = len(text[:pos].encode("utf-8", errors="replace"))
+    whole = pos < end and text[pos] == "]"
+    return meta, _decode_each(raw_events, reading, note="while salvaging"), kept, whole
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -406,41 +536,18 @@ def _flow_frame(batch: list[_Event]) -> pl.DataFrame:
     )
 
 
-def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: str, warnings: list[str]) -> Trace:
-    """Batches of typed events -> the Trace's polars tables (events, flows, steps)."""
-    chunks, flow_chunks, seen = [], [], 0
-    for batch in batches:
-        seen += len(batch)
-        complete = [e for e in batch if e.ph == "X" and len(e.ts)]
-        if complete:
-            chunks.append(_complete_frame(complete))
-        flows = [e for e in batch if e.ph in ("s", "f", "t") and len(e.ts)]
-        if flows:
-            flow_chunks.append(_flow_frame(flows))
-        del batch, complete, flows
+def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], reading: _Reading) -> Trace:
+    """Batches of typed events -> the Trace's polars tables (events, flows, steps), with a warning
+    for everything the file holds that the analyses will not count."""
+    label, warnings = reading.label, reading.warnings
+    chunks, flow_chunks, seen, last_ts = _split_batches(batches)
     if not chunks:
         if warnings:
             raise TraceError(f"{label}: no event could be read ({warnings[-1].removeprefix(label + ': ')})")
         if not seen:
             raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
         raise TraceError(f"{label}: the trace has {seen:,} events but no complete (\"X\") events to analyse")
-    # Parse batch by batch once the file's bytes are gone: one query each, with small transients
-    # (one query over the whole trace holds ~4x the finished frame at once).
-    finished = []
-    while chunks:
-        finished.append(_finish_events(chunks.pop(0)))
-    frame = pl.concat(finished, rechunk=False)  # _normalize's sort writes one contiguous copy
-    del finished
-    unreadable = frame["ts_abs"].null_count()
-    if unreadable:
-        warnings.append(f"{label}: {unreadable:,} events with an unreadable timestamp were skipped")
-        frame = frame.filter(pl.col("ts_abs").is_not_null())
-        if frame.height == 0:
-            raise TraceError(f"{label}: no complete event has a readable timestamp")
-    negative = frame.filter(pl.col("dur_ns") < 0).height
-    if negative:
-        warnings.append(f"{label}: {negative:,} events with a negative duration were read as zero-length")
-        frame = frame.with_columns(pl.col("dur_ns").clip(lower_bound=0))
+    frame, raw_categories = _events_frame(chunks, reading)
     origin_ns = int(frame["ts_abs"].min())
     frame = frame.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")
     frame = _normalize(frame)
@@ -461,7 +568,177 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], label: st
         "id", _category(pl.col("cat")).cast(pl.Categorical), "name", "ph", "pid", "tid",
         (_ns(pl.col("ts_abs")).fill_null(origin_ns) - origin_ns).alias("ts_ns"),
     )
-    return Trace(source=label, events=frame, flows=flows, steps=steps, meta=dict(meta), warnings=warnings)
+    trace = Trace(source=label, events=frame, flows=flows, steps=steps, meta=dict(meta), warnings=warnings,
+                  raw_categories=raw_categories)
+    _note_unread(trace, reading)
+    if reading.cut is not None:
+        trace.cut = _cut(reading, None if last_ts is None else last_ts - origin_ns)
+        warnings.insert(0, _cut_warning(trace, reading))
+    elif reading.gzip_cut is not None:
+        warnings.insert(0, f"{label}: the gzip stream is cut off after {reading.gzip_cut:,} bytes, but only after the "
+                           "trace's JSON had ended: nothing of the trace is missing")
+    return trace
+
+
+def _split_batches(batches: Iterable[list[_Event]]) -> tuple[list[pl.DataFrame], list[pl.DataFrame], int, int | None]:
+    """Complete events and flow events as raw column frames, the number of events seen, and the
+    start (absolute ns) of the last complete event in file order (where a cut file ends)."""
+    chunks, flow_chunks, seen, last = [], [], 0, b""
+    for batch in batches:
+        seen += len(batch)
+        complete = [e for e in batch if e.ph == "X"]  # one without ts is counted as unreadable later
+        if complete:
+            chunks.append(_complete_frame(complete))
+            last = bytes(complete[-1].ts)
+        flows = [e for e in batch if e.ph in ("s", "f", "t") and len(e.ts)]
+        if flows:
+            flow_chunks.append(_flow_frame(flows))
+        del batch, complete, flows
+    last_ts = pl.select(_ns(pl.lit(last, dtype=pl.Binary))).item() if chunks else None
+    return chunks, flow_chunks, seen, last_ts
+
+
+def _events_frame(chunks: list[pl.DataFrame], reading: _Reading) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The raw chunks parsed into one frame of events with readable timestamps (still absolute,
+    ts_abs in ns), and the number of complete events per category as written."""
+    label, warnings = reading.label, reading.warnings
+    # Parse batch by batch once the file's bytes are gone: one query each, with small transients
+    # (one query over the whole trace holds ~4x the finished frame at once).
+    finished, counts = [], []
+    while chunks:
+        chunk = chunks.pop(0)
+        counts.append(chunk.group_by("cat").len())
+        finished.append(_finish_events(chunk))
+    frame = pl.concat(finished, rechunk=False)  # _normalize's sort writes one contiguous copy
+    del finished
+    per_cat = pl.concat(counts).group_by("cat").agg(pl.col("len").sum()).sort("len", descending=True)
+    raw_categories = {cat if cat is not None else "": int(n) for cat, n in per_cat.iter_rows()}
+    unreadable = frame["ts_abs"].null_count()
+    if unreadable:
+        warnings.append(f"{label}: {unreadable:,} events with a missing or unreadable timestamp were skipped")
+        frame = frame.filter(pl.col("ts_abs").is_not_null())
+        if frame.height == 0:
+            raise TraceError(f"{label}: no complete event has a readable timestamp")
+    negative = frame.filter(pl.col("dur_ns") < 0).height
+    if negative:
+        warnings.append(f"{label}: {negative:,} events with a negative duration were read as zero-length")
+        frame = frame.with_columns(pl.col("dur_ns").clip(lower_bound=0))
+    return frame, raw_categories
+
+
+def _note_unread(trace: Trace, reading: _Reading) -> None:
+    """Warn about what the file holds that no analysis will count: events in categories the engine
+    does not analyse, steps without any op or device work, and bytes that were not UTF-8."""
+    label = reading.label
+    unread = {
+        cat or "(no category)": n for cat, n in trace.raw_categories.items()
+        if CATEGORIES.get(cat.lower(), ("", UNREAD, None))[1] == UNREAD
+    }
+    if unread:
+        listed = "; ".join(f"{cat} {n:,}" for cat, n in unread.items())
+        reading.warnings.append(
+            f"{label}: {sum(unread.values()):,} events in categories the engine does not analyse "
+            f"(kept in the events table, counted in no step's work): {listed}"
+        )
+    empty = _empty_steps_warning(trace)
+    if empty:
+        reading.warnings.append(f"{label}: {empty}")
+    if reading.replaced:
+        reading.warnings.append(
+            f"{label}: {reading.replaced:,} byte sequences that are not valid UTF-8 were read as U+FFFD (\ufffd)"
+        )
+
+
+def _empty_steps_warning(trace: Trace) -> str | None:
+    """Why every step's work is 0 when the steps hold no cpu_op and the trace no device event
+    (a CPU trace of gloo collectives holds only annotations, say), or None when they hold work."""
+    ev = trace.events
+    cats = ev["cat"].cast(pl.String)
+    if cats.is_in(GPU_CATEGORIES).any():
+        return None  # device work outside any step is reported with its launches
+    inside = ev.filter(pl.col("step").is_not_null() & ~(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")))
+    if (inside["cat"].cast(pl.String) == "cpu_op").any():
+        return None
+    held = inside.group_by(pl.col("cat").cast(pl.String)).len().sort("len", descending=True)
+    what = ", ".join(f"{cat} {n:,}" for cat, n in held.iter_rows()) or "nothing besides their ProfilerStep marks"
+    where = "the trace (one implicit step) holds" if trace.implicit_step else f"the {trace.steps.height:,} steps hold"
+    return (
+        f"{where} no cpu_op and no device event, only {what}, so every step's work is 0 "
+        "(the profiler recorded annotations without ops, as a CPU trace of gloo collectives can)"
+    )
+
+
+def _cut(reading: _Reading, last_ts_ns: int | None) -> Cut:
+    kept, total, _, whole = reading.cut
+    return Cut(bytes_kept=kept, bytes_total=total, last_ts_ns=last_ts_ns, gzip_bytes=reading.gzip_cut, events_whole=whole)
+
+
+def _cut_warning(trace: Trace, reading: _Reading) -> str:
+    """One line: where the file was cut, what was read, and what that means for device activity."""
+    cut, what = trace.cut, reading.cut[2]
+    stream = f"its gzip stream ends after {cut.gzip_bytes:,} bytes; " if cut.gzip_bytes is not None else ""
+    if cut.events_whole:
+        return (
+            f"{reading.label}: the file is cut off after its traceEvents array had ended (the profiler was probably "
+            f"killed mid-write): {stream}every event was read, {cut.bytes_kept:,} of the {cut.bytes_total:,} JSON "
+            "bytes present; only metadata written after the events is lost"
+        )
+    at = "at an unreadable timestamp" if cut.last_ts_ns is None else f"at ts {_readable_ns(cut.last_ts_ns)} after the trace start"
+    if trace.has_gpu:
+        device = "the device events written after the cut are missing"
+    else:
+        kind = accelerator(trace.raw_categories) or gpu_vendor(trace.meta)
+        device = (f"none survived, so this {kind} trace reads as CPU-only" if kind
+                  else "any device activity is missing")
+    return (
+        f"{reading.label}: the file is cut off {at} (the profiler was probably killed mid-write): {stream}{what}, "
+        f"{cut.bytes_kept:,} of the {cut.bytes_total:,} JSON bytes present ({100.0 * cut.kept_share:.1f}%); "
+        f"whatever was written after that point is lost. Kineto writes device activity after the host ops: {device}"
+    )
+
+
+def _readable_ns(ns: int) -> str:
+    """ns as µs, ms or s, whichever reads best."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:,.3g} {unit}" if abs(ns) < 1000 * scale else f"{ns / scale:,.0f} {unit}"
+    return f"{ns} ns"
+
+
+def accelerator(raw_categories: Iterable[str]) -> str | None:
+    """The accelerator that categories as written imply ("mtia", "xpu", "hpu", "privateuse1";
+    see CATEGORIES), or None for CUDA, ROCm and CPU traces, which share their categories."""
+    for raw in raw_categories:
+        implied = CATEGORIES.get(raw.lower(), ("", "", None))[2]
+        if implied:
+            return implied
+    return None
+
+
+# What a trace's metadata says about its GPU's vendor: version keys that Kineto writes before
+# traceEvents, and words in deviceProperties names. ROCm first: its traces can say "cuda" nowhere.
+GPU_VENDORS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("rocm", ("roctracer_version", "hip_runtime_version", "hip_driver_version"), ("AMD", "Radeon", "Instinct", "MI2", "MI3")),
+    ("cuda", ("cupti_version", "cuda_runtime_version", "cuda_driver_version"), ("NVIDIA", "Tesla", "GeForce", "Quadro", "TITAN")),
+)
+
+
+def device_names(meta: dict[str, Any]) -> list[str]:
+    """The non-empty device names in the trace's deviceProperties, in order."""
+    props = meta.get("deviceProperties")
+    if not isinstance(props, list):
+        return []
+    return [p["name"] for p in props if isinstance(p, dict) and isinstance(p.get("name"), str) and p["name"]]
+
+
+def gpu_vendor(meta: dict[str, Any]) -> str | None:
+    """'rocm' or 'cuda' as the metadata tells (it comes before traceEvents, so a cut file keeps
+    it), or None when it does not say."""
+    names = device_names(meta)
+    for vendor, keys, words in GPU_VENDORS:
+        if any(key in meta for key in keys) or any(word in name for name in names for word in words):
+            return vendor
+    return None
 
 
 def _normalize(frame: pl.DataFrame) -> pl.DataFrame:

@@ -12,9 +12,41 @@ from typing import Any, Callable, TypeVar
 
 import polars as pl
 
-# Categories after normalization (see load.CATEGORY_ALIASES).
+# Categories after normalization (see load.CATEGORIES, the one table of categories and their roles).
+# Device work of every accelerator is one of these three (MTIA's mtia_ccp_events become kernel).
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# Host calls that queue device work, tied to it by args.correlation; other vendors' keep their names.
+LAUNCH_CATEGORIES = (
+    "cuda_runtime", "cuda_driver", "mtia_runtime", "glow_runtime", "xpu_runtime", "xpu_driver", "hpu_op",
+    "privateuse1_runtime", "privateuse1_driver",
+)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where a file cut off mid-write (the profiler killed while writing) was closed.
+
+    bytes_kept: bytes of JSON up to the end of the last whole event that was read.
+    bytes_total: bytes of JSON the file holds (decompressed, for a .json.gz); how long the file
+        would have been is unknown.
+    last_ts_ns: start of the last complete event before the cut in file order, ns from the trace
+        start (None when it had no readable timestamp). Kineto writes host ops first and device
+        activity after them, so events after the cut, device ones above all, are missing.
+    gzip_bytes: for a cut .json.gz, the compressed bytes the file holds; None for plain JSON.
+    events_whole: True when the cut fell after the traceEvents array had ended: every event was
+        read and only metadata written after the events is lost (a milder case than the rest).
+    """
+
+    bytes_kept: int
+    bytes_total: int
+    last_ts_ns: int | None
+    gzip_bytes: int | None = None
+    events_whole: bool = False
+
+    @property
+    def kept_share(self) -> float:
+        """bytes_kept / bytes_total (0..1): the share of the bytes present that was read."""
+        return self.bytes_kept / max(self.bytes_total, 1)
 
 
 @dataclass
@@ -26,11 +58,14 @@ class Trace:
         external_id, bytes, kind (memcpy kind such as DtoD), input_dims and input_types (the raw
         JSON text of those args, when shapes were recorded), depth (nesting on its thread), parent
         (id of the innermost enclosing event on the same thread), launch (for GPU events: id of
-        the cuda_runtime/cuda_driver call with the same correlation), step (ProfilerStep index).
+        the launch call, see LAUNCH_CATEGORIES, with the same correlation), step (ProfilerStep index).
     flows: ac2g / fwdbwd links: id, cat, name, ph, pid, tid, ts_ns.
     steps: name, step (the N of ProfilerStep#N), start_ns, end_ns, dur_ns, implicit.
     meta: the trace's top-level keys except traceEvents (deviceProperties, distributedInfo,
         versions, the collectors' "attnscope" block, ...).
+    raw_categories: complete events per category exactly as the file spells it (before
+        normalization: "mtia_ccp_events", "Kernel", ...), which keeps the vendor visible.
+    cut: where a file cut off mid-write was closed (see Cut), or None for a whole file.
     """
 
     source: str
@@ -40,6 +75,8 @@ class Trace:
     meta: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     size_bytes: int = 0
+    raw_categories: dict[str, int] = field(default_factory=dict)
+    cut: Cut | None = None
     _analyses: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property

@@ -9,27 +9,30 @@ import polars as pl
 from dashboard.engine.backends import detect_backends
 from dashboard.engine.copies import copies, copy_summary
 from dashboard.engine.kernels import per_step, work_unit
+from dashboard.engine.load import accelerator, device_names, gpu_vendor
 from dashboard.engine.model import Trace
 
 
 def device_info(trace: Trace) -> dict[str, Any]:
-    """{"type": "cuda" | "rocm" | "cpu" | "other", "name": deviceProperties name or None}."""
-    props = trace.meta.get("deviceProperties")
-    name = None
-    if isinstance(props, list) and props and isinstance(props[0], dict):
-        name = props[0].get("name")
-    names = trace.events.filter(pl.col("cat").is_in(["cuda_runtime", "cuda_driver"]))["name"].cast(pl.String)
-    hip = bool(names.str.starts_with("hip").any()) if names.len() else False
-    amd = isinstance(name, str) and any(word in name for word in ("AMD", "Radeon", "Instinct", "MI2", "MI3"))
-    if hip or amd:
-        kind = "rocm"
-    elif trace.has_gpu or names.len() or (isinstance(name, str) and "NVIDIA" in name):
-        kind = "cuda"
-    elif not props:
-        kind = "cpu"
-    else:
-        kind = "other"
-    return {"type": kind, "name": name if isinstance(name, str) else None}
+    """{"type": "cuda" | "rocm" | "mtia" | "xpu" | "hpu" | "privateuse1" | "cpu" | "other",
+    "name": the first deviceProperties name or None}. Vendor categories (mtia_ccp_events,
+    xpu_runtime, ...; see load.CATEGORIES) decide first; then hip* launches and the metadata
+    (version keys, device names), which a cut file keeps even when no device event survived."""
+    names = device_names(trace.meta)
+    kind = accelerator(trace.raw_categories)
+    if kind is None:
+        calls = trace.events.filter(pl.col("cat").is_in(["cuda_runtime", "cuda_driver"]))["name"].cast(pl.String)
+        hip = bool(calls.str.starts_with("hip").any()) if calls.len() else False
+        vendor = gpu_vendor(trace.meta)
+        if hip or vendor == "rocm":
+            kind = "rocm"
+        elif trace.has_gpu or calls.len() or vendor == "cuda":
+            kind = "cuda"
+        elif not trace.meta.get("deviceProperties"):
+            kind = "cpu"
+        else:
+            kind = "other"
+    return {"type": kind, "name": names[0] if names else None}
 
 
 def summarize(trace: Trace) -> dict[str, Any]:
@@ -60,7 +63,10 @@ def summarize(trace: Trace) -> dict[str, Any]:
         ],
         "attention": {"backends": found.backends, "evidence": found.all_evidence, "by_backend": found.evidence},
         "copies": [
-            {"kind": row["kind"], "op_chain": row["op_chain"], "hidden": row["hidden"], "count": row["count"], "bytes": row["bytes"]}
+            {
+                "kind": row["kind"], "op_chain": row["op_chain"], "class": row["copy_class"], "hidden": row["hidden"],
+                "count": row["count"], "bytes": row["bytes"],
+            }
             for row in copy_summary(table).iter_rows(named=True)
         ],
         "collector": trace.collector or None,
