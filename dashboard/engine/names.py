@@ -139,7 +139,7 @@ def split_qualified(s: str) -> tuple[str, str, tuple[str, ...]]:
                 args.append(arg.strip())
                 i += 1
                 continue
-        elif ch in "({[" and depth >= 0:
+        elif ch in "({[":
             close = _matching(s, i)
             chunk = s[i:close]
             if depth == 0:
