@@ -1,0 +1,149 @@
+"""Every accelerator's runtime and device categories, and nothing dropped in silence.
+
+There is no public MTIA (or XPU/HPU) trace, so the tests write small ones the way Kineto's
+ChromeTraceLogger does (output_json.cpp: "X" events with cat = toString(ActivityType), device
+events with pid = device and tid = stream, ac2g flow start on the launch and flow end, "bp": "e",
+on the device event, both with id = correlation) and count what they wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import polars as pl
+import pytest
+
+import oracle
+from dashboard.engine import load_trace, summarize
+from dashboard.engine.kernels import per_step, work_unit
+from dashboard.engine.load import CATEGORIES, DEVICE, LAUNCH
+from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from dashboard.engine.summary import device_info
+
+# Kineto's ActivityType names (libkineto/include/ActivityType.h, _activityTypeNames), the oracle
+# for "every category Kineto writes is known".
+KINETO_NAMES = (
+    "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset", "kernel",
+    "external_correlation", "cuda_runtime", "cuda_driver", "cpu_instant_event", "python_function",
+    "overhead", "mtia_runtime", "mtia_ccp_events", "mtia_insight", "cuda_sync", "cuda_event",
+    "mtia_counters", "glow_runtime", "cuda_profiler_range", "hpu_op", "xpu_runtime", "xpu_driver",
+    "collective_comm", "privateuse1_runtime", "privateuse1_driver", "xpu_scope_profiler", "xpu_sync",
+)
+REAL = [
+    "hta_a100_control.json.gz", "hta_v100_test.json.gz", "hta_v100_ns_resolution.pt.trace.json.gz",
+    "kineto_legacy_resnet50_v100.pt.trace.json.gz", "tracelens_h100_bert_sdpa_flash.json.gz",
+    "hta_mi250_rocm_minitoy.json.gz", "hta_triton_example.json.gz",
+]
+
+# ops per step: (op name, device events it launches); the device events take the op's name.
+STEP_OPS = [
+    [("aten::mm", 1), ("aten::add", 1)],
+    [("aten::mm", 1), ("aten::softmax", 2), ("aten::add", 1)],
+    [("aten::bmm", 3)],
+]
+
+
+def vendor_trace(launch_cat: str, device_cat: str, extra: list[dict] | None = None) -> dict:
+    """A small Kineto-shaped trace: one ProfilerStep per STEP_OPS row on host thread (10, 11),
+    each op holding one launch call per device event, the device events on pid 0 / tid 3."""
+    events: list[dict] = []
+    corr, ts = 100, 1_000.0
+    for step, ops in enumerate(STEP_OPS):
+        step_start = ts
+        for op, launches in ops:
+            op_start = ts + 1
+            ts = op_start + 1
+            for _ in range(launches):
+                corr += 1
+                events.append({"ph": "X", "cat": launch_cat, "name": "LaunchKernel", "pid": 10, "tid": 11,
+                               "ts": ts, "dur": 2.5, "args": {"correlation": corr, "External id": corr}})
+                events.append({"ph": "s", "id": corr, "pid": 10, "tid": 11, "ts": ts, "cat": "ac2g", "name": "ac2g"})
+                events.append({"ph": "X", "cat": device_cat, "name": f"{op}_device", "pid": 0, "tid": 3,
+                               "ts": ts + 20, "dur": 7.25, "args": {"correlation": corr, "device": 0, "stream": 3}})
+                events.append({"ph": "f", "id": corr, "pid": 0, "tid": 3, "ts": ts + 20, "cat": "ac2g", "name": "ac2g", "bp": "e"})
+                ts += 3
+            events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 10, "tid": 11, "ts": op_start, "dur": ts - op_start})
+        ts += 5
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 10, "tid": 11,
+                       "ts": step_start, "dur": ts - step_start})
+        ts += 50
+    return {"schemaVersion": 1, "traceEvents": events + (extra or [])}
+
+
+def write(tmp_path, doc: dict, name: str = "vendor.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    "launch_cat, device_cat, kind",
+    [
+        ("mtia_runtime", "mtia_ccp_events", "mtia"),
+        ("xpu_runtime", "kernel", "xpu"),
+        ("xpu_driver", "kernel", "xpu"),
+        ("hpu_op", "kernel", "hpu"),
+        ("privateuse1_runtime", "kernel", "privateuse1"),
+        ("privateuse1_driver", "kernel", "privateuse1"),
+    ],
+)
+def test_an_accelerator_trace_counts_its_device_work_per_step_and_names_its_device(tmp_path, launch_cat, device_cat, kind):
+    trace = load_trace(write(tmp_path, vendor_trace(launch_cat, device_cat)))
+    want = [sum(n for _, n in ops) for ops in STEP_OPS]  # device events written per step: 2, 4, 3
+    assert per_step(trace)["kernel"].to_list() == want == [2, 4, 3]
+    assert per_step(trace)["work"].to_list() == want
+    assert work_unit(trace) == "kernel" and trace.has_gpu
+    assert device_info(trace) == {"type": kind, "name": None}
+    assert trace.warnings == []
+
+
+def test_an_mtia_trace_links_each_ccp_event_to_its_runtime_call_and_keeps_the_categories_as_written(tmp_path):
+    doc = vendor_trace("mtia_runtime", "mtia_ccp_events")
+    trace = load_trace(write(tmp_path, doc))
+    written = Counter(e["cat"] for e in oracle.complete(doc))
+    assert trace.raw_categories == dict(written)
+    summary = summarize(trace)
+    assert summary["counts"]["kernel"] == written["mtia_ccp_events"] == 9
+    assert summary["counts"]["mtia_runtime"] == written["mtia_runtime"] == 9
+    assert summary["device"]["type"] == "mtia"
+    ev = trace.events
+    device = ev.filter(pl.col("cat") == "kernel")
+    launches = ev.select(pl.col("id").alias("launch"), pl.col("cat").cast(pl.String).alias("launch_cat"),
+                         pl.col("correlation").alias("launch_correlation"))
+    linked = device.join(launches, on="launch", how="left")
+    assert linked["launch_cat"].to_list() == ["mtia_runtime"] * 9
+    assert (linked["correlation"] == linked["launch_correlation"]).all()
+    assert sorted(device["stream"].to_list()) == [3] * 9 and set(device["device"].to_list()) == {0}
+    flows = trace.flows
+    assert flows.filter(pl.col("cat") == "ac2g").height == sum(1 for e in doc["traceEvents"] if e.get("cat") == "ac2g") == 18
+
+
+def test_an_mtia_trace_names_the_categories_it_does_not_analyse(tmp_path):
+    insight = [{"ph": "X", "cat": "mtia_insight", "name": f"insight {k}", "pid": 0, "tid": 9, "ts": 1_000 + 10 * k, "dur": 1}
+               for k in range(4)]
+    custom = [{"ph": "X", "cat": "my_vendor_thing", "name": "x", "pid": 0, "tid": 9, "ts": 1_500, "dur": 1}]
+    trace = load_trace(write(tmp_path, vendor_trace("mtia_runtime", "mtia_ccp_events", insight + custom)))
+    assert trace.warnings == [
+        "vendor.json: 5 events in categories the engine does not analyse "
+        "(kept in the events table, counted in no step's work): mtia_insight 4; my_vendor_thing 1"
+    ]
+    assert per_step(trace)["kernel"].to_list() == [2, 4, 3]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_traces_raise_no_category_warning(name):
+    trace = load_trace(oracle.DATA / name)
+    assert not [w for w in trace.warnings if "does not analyse" in w]
+    assert trace.raw_categories == dict(oracle.category_counts(oracle.raw(oracle.DATA / name)))
+
+
+def test_every_category_kineto_writes_is_in_the_one_table_and_the_roles_agree_with_the_model():
+    assert set(KINETO_NAMES) <= set(CATEGORIES)
+    assert {row[0] for row in CATEGORIES.values() if row[1] == LAUNCH} == set(LAUNCH_CATEGORIES)
+    assert {row[0] for row in CATEGORIES.values() if row[1] == DEVICE} == set(GPU_CATEGORIES)
+
+
+def test_cuda_and_rocm_traces_still_say_cuda_and_rocm():
+    assert device_info(load_trace(oracle.DATA / "hta_mi250_rocm_minitoy.json.gz"))["type"] == "rocm"
+    assert device_info(load_trace(oracle.DATA / "hta_v100_test.json.gz")) == {"type": "cuda", "name": "Tesla V100-SXM2-16GB"}
