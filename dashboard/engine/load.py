@@ -1,9 +1,12 @@
 """Bytes or a path -> Trace.
 
 The fast path decodes the trace with msgspec into small typed structs that keep only the fields
-the analyses need (no dict per event), then builds polars columns. A file cut off mid-write is
-closed after its last whole event and read the same way (event by event only when that fails);
-anything else that is not a trace raises TraceError with one line that names the file and the
+the analyses need (no dict per event), then builds polars columns. Categories are normalized
+through one table (CATEGORIES: every accelerator's runtime and device categories in the roles
+the analyses read; what no analysis reads is named in a warning). A file cut off mid-write
+(plain or .json.gz) is closed after its last whole event and read the same way (event by event
+only when that fails), and Trace.cut says where; bytes that are not UTF-8 are read as U+FFFD.
+Anything else that is not a trace raises TraceError with one line that names the file and the
 problem.
 """
 
@@ -16,7 +19,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar, Union
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar, Union
 
 import msgspec
 import numpy as np
@@ -124,6 +127,15 @@ _decode_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_events = msgspec.json.Decoder(list[_Event]).decode
 
 
+class _CutPoint(NamedTuple):
+    """Where a cut-off document was closed, before the events are parsed."""
+
+    kept: int  # JSON bytes up to the end of the last whole event
+    total: int  # JSON bytes present
+    what: str  # what was read, for the warning
+    events_whole: bool  # the traceEvents array had ended before the cut
+
+
 @dataclass
 class _Reading:
     """What one load learns about its file besides the events, for the warnings and Trace.cut."""
@@ -132,8 +144,7 @@ class _Reading:
     warnings: list[str] = field(default_factory=list)
     progress: Callable[[float], None] | None = None
     gzip_cut: int | None = None  # compressed bytes in the file when its gzip stream is cut off
-    # (JSON bytes kept, JSON bytes present, what was read, whether the traceEvents array had ended)
-    cut: tuple[int, int, str, bool] | None = None
+    cut: _CutPoint | None = None
     replaced: int = 0  # byte sequences that were not UTF-8, read as U+FFFD
 
 
@@ -300,10 +311,10 @@ def _decode_cut(data: bytes, first: bytes, reading: _Reading) -> tuple[dict[str,
         except TraceError:
             pass  # closed inside the metadata before traceEvents: the salvage says so
         else:
-            reading.cut = (closed[1], len(data), "read every complete event before the cut", closed[2])
+            reading.cut = _CutPoint(closed[1], len(data), "read every complete event before the cut", closed[2])
             return decoded
     meta, events, kept, whole = _salvage(data, reading)
-    reading.cut = (kept, len(data), f"salvaged {len(events):,} complete events", whole)
+    reading.cut = _CutPoint(kept, len(data), f"salvaged {len(events):,} complete events", whole)
     return meta, iter([events])
 
 
@@ -556,9 +567,10 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], reading: 
     steps = find_steps(frame)
     unlinked = frame.filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_null()).height
     if unlinked and not steps["implicit"][0]:
+        why = ("their launch calls may come after the cut" if reading.cut is not None and not reading.cut.events_whole
+               else "launched before the profiler started, or their runtime calls were dropped")
         warnings.append(
-            f"{label}: {unlinked:,} GPU events have no launch call with their correlation id; "
-            "they belong to no step (launched before the profiler started, or their runtime calls were dropped)"
+            f"{label}: {unlinked:,} GPU events have no launch call with their correlation id; they belong to no step ({why})"
         )
     frame = assign_steps(frame, steps)
 
@@ -669,13 +681,14 @@ def _empty_steps_warning(trace: Trace) -> str | None:
 
 
 def _cut(reading: _Reading, last_ts_ns: int | None) -> Cut:
-    kept, total, _, whole = reading.cut
-    return Cut(bytes_kept=kept, bytes_total=total, last_ts_ns=last_ts_ns, gzip_bytes=reading.gzip_cut, events_whole=whole)
+    point = reading.cut
+    return Cut(bytes_kept=point.kept, bytes_total=point.total, last_ts_ns=last_ts_ns, gzip_bytes=reading.gzip_cut,
+               events_whole=point.events_whole)
 
 
 def _cut_warning(trace: Trace, reading: _Reading) -> str:
     """One line: where the file was cut, what was read, and what that means for device activity."""
-    cut, what = trace.cut, reading.cut[2]
+    cut, what = trace.cut, reading.cut.what
     stream = f"its gzip stream ends after {cut.gzip_bytes:,} bytes; " if cut.gzip_bytes is not None else ""
     if cut.events_whole:
         return (
