@@ -1,0 +1,605 @@
+"""How close attention runs to the hardware: the work of each attention op from its recorded
+shapes, its device time, achieved TFLOP/s and TB/s, and the share of the roofline limit.
+
+Conventions (the README's "Attention efficiency" section says the same):
+- FLOPs count the two matrix products of the forward, 2 FLOP per multiply-add: for every score
+  pair (query i, key j) that is computed, QK^T costs 2*D and PV 2*Dv, per query head. Forward =
+  2*Hq*pairs*(D + Dv) = 4*B*H*Sq*Sk*D without a mask. Softmax, scaling and dropout are not counted.
+- Causal masking counts only the unmasked pairs, exactly, also for Sq != Sk. PyTorch's is_causal
+  aligns the mask to the top-left (query i sees keys 0..i); FlashAttention's own ops (flash_attn,
+  the kernels hub) align it to the bottom-right (query i sees keys 0..i+Sk-Sq).
+- Grouped-query attention: FLOPs use the query heads Hq; bytes read K and V with their own Hkv heads.
+- Backward = the five matrix products of FlashAttention's backward (recomputed QK^T, dV, dP, dQ,
+  dK): 2*Hq*pairs*(3*D + 2*Dv), which is the usual 2.5x the forward when D == Dv.
+- Bytes are the minimum a fused kernel must move: read Q, K, V, write O, and write the fp32
+  log-sum-exp (4 bytes per query row and head) where the backend returns it; backward reads Q, K,
+  V, O, dO and the log-sum-exp and writes dQ, dK, dV. An explicit attention mask adds its bytes
+  (and makes every pair count: the mask's pattern is data, not shape).
+- Varlen batches: the sum over sequences. A trace records only the total and the maximum length,
+  so a varlen call is counted only when those determine every length (one sequence, or
+  total == batch * max); otherwise the row says why it has no number.
+Times are ns in the work, µs in the result columns that say so; TFLOP/s = 10^12 FLOP/s, TB/s = 10^12 bytes/s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from dashboard.engine.backends import detect_backends
+from dashboard.engine.model import GPU_CATEGORIES, Trace
+from dashboard.engine.names import parse
+from dashboard.engine.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override
+
+TOP_LEFT, BOTTOM_RIGHT = "top-left", "bottom-right"
+FORWARD, BACKWARD = "forward", "backward"
+LSE_BYTES = 4  # the log-sum-exp is fp32 in every backend that writes it
+
+# Input type as torch.profiler writes it -> (peak column of peaks.PEAK_TABLE, bytes per element).
+DTYPES: dict[str, tuple[str, int]] = {
+    "float": ("fp32", 4), "c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "double": ("fp64", 8),
+    "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1), "c10::Float8_e4m3fnuz": ("fp8", 1),
+    "c10::Float8_e5m2fnuz": ("fp8", 1),
+}
+# Collector dtype strings (collectors write torch dtype names without the prefix).
+COLLECTOR_DTYPES = {"float32": "float", "bfloat16": "c10::BFloat16", "float16": "c10::Half"}
+
+
+# --- the formulas -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Work:
+    """The work of one attention call: flops (FLOP) and bytes (minimum bytes moved)."""
+
+    flops: int
+    bytes: int
+
+
+def causal_pairs(sq: int, sk: int, align: str = TOP_LEFT) -> int:
+    """Score pairs a causal mask leaves for sq queries and sk keys. Top-left: query i sees keys
+    0..min(i, sk-1); bottom-right: keys 0..i+sk-sq (none while that is negative)."""
+    m = min(sq, sk)
+    if align == TOP_LEFT:
+        return m * (m + 1) // 2 + (sq - m) * sk
+    if align == BOTTOM_RIGHT:
+        return m * (m + 1) // 2 + (sk - m) * m
+    raise ValueError(f"align must be {TOP_LEFT!r} or {BOTTOM_RIGHT!r}, not {align!r}")
+
+
+def score_pairs(sq: int, sk: int, causal: bool, align: str = TOP_LEFT) -> int:
+    """Score pairs computed for one sequence: sq*sk, or the causal count."""
+    return causal_pairs(sq, sk, align) if causal else sq * sk
+
+
+def attention_work(
+    seqs: Sequence[tuple[int, int]], heads_q: int, heads_kv: int, head_dim: int, head_dim_v: int | None = None,
+    *, causal: bool = False, align: str = TOP_LEFT, elem_bytes: int = 2, lse: bool = False,
+    backward: bool = False, extra_bytes: int = 0,
+) -> Work:
+    """FLOPs and minimum bytes of one attention call over sequences given as (query length, key
+    length) pairs (a batch of B equal sequences is B equal pairs; a varlen batch its own lengths).
+    See the module docstring for the conventions."""
+    dv = head_dim if head_dim_v is None else head_dim_v
+    pairs = sum(score_pairs(sq, sk, causal, align) for sq, sk in seqs)
+    tokens_q = sum(sq for sq, _ in seqs)
+    tokens_k = sum(sk for _, sk in seqs)
+    q, o = tokens_q * heads_q * head_dim, tokens_q * heads_q * dv
+    kv = tokens_k * heads_kv * (head_dim + dv)
+    if backward:
+        flops = 2 * heads_q * pairs * (3 * head_dim + 2 * dv)
+        moved = elem_bytes * (2 * q + 2 * kv + 2 * o) + LSE_BYTES * tokens_q * heads_q
+    else:
+        flops = 2 * heads_q * pairs * (head_dim + dv)
+        moved = elem_bytes * (q + kv + o) + (LSE_BYTES * tokens_q * heads_q if lse else 0)
+    return Work(flops, moved + extra_bytes)
+
+
+# --- reading shapes from ops --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OpReader:
+    """Where an attention op keeps its arguments (indices into Input Dims / Concrete Inputs).
+
+    pattern: regular expression over the op name; layout: 'BHSD' (batch, heads, seq, dim) or
+    'BSHD' (varlen: 'THD' when cu_q's tensor is present); q: index of the query (key and value
+    follow it); causal: index of is_causal; mask_type: index of xFormers' custom_mask_type (0 none,
+    1 causal top-left, 2 causal bottom-right); align: how is_causal aligns; lse: True/False, or the
+    index of compute_log_sumexp; mask: index of an attention mask or bias tensor; cu_q/max_q/max_k:
+    varlen cumulative lengths tensor and maximum lengths; window: indices of sliding-window sizes.
+    """
+
+    pattern: str
+    layout: str
+    q: int
+    causal: int | None
+    align: str = TOP_LEFT
+    lse: bool | int = False
+    mask: int | None = None
+    mask_type: int | None = None
+    cu_q: int | None = None
+    max_q: int | None = None
+    max_k: int | None = None
+    window: tuple[int, int] | None = None
+    backward: bool = False
+
+
+# The schemas are PyTorch's native_functions.yaml (2.x) and FlashAttention 2's flash_api.cpp /
+# flash_attn_interface.py custom ops (the kernels hub registers the latter under _flash_attn_<hash>::).
+OP_READERS: tuple[OpReader, ...] = (
+    OpReader(r"^aten::scaled_dot_product_attention$", "BHSD", 0, causal=5, mask=3),
+    OpReader(r"^aten::_scaled_dot_product_flash_attention$", "BHSD", 0, causal=4, lse=True),
+    OpReader(r"^aten::_scaled_dot_product_flash_attention_for_cpu$", "BHSD", 0, causal=4, lse=True, mask=5),
+    OpReader(r"^aten::_scaled_dot_product_efficient_attention$", "BHSD", 0, causal=6, lse=4, mask=3),
+    OpReader(r"^aten::_scaled_dot_product_cudnn_attention$", "BHSD", 0, causal=6, lse=4, mask=3),
+    OpReader(r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", "BHSD", 0, causal=5, mask=3),
+    OpReader(r"^aten::_flash_attention_forward$", "BSHD", 0, causal=8, lse=True, cu_q=3, max_q=5, max_k=6, window=(11, 12)),
+    OpReader(r"^aten::_efficient_attention_forward$", "BSHD", 0, causal=None, mask_type=9, lse=10, mask=3, cu_q=4, max_q=6, max_k=7),
+    OpReader(r"^aten::_scaled_dot_product_flash_attention_backward$", "BHSD", 1, causal=11, backward=True),
+    OpReader(r"^aten::_scaled_dot_product_flash_attention_for_cpu_backward$", "BHSD", 1, causal=7, backward=True),
+    OpReader(r"^aten::_scaled_dot_product_efficient_attention_backward$", "BHSD", 1, causal=11, mask=4, backward=True),
+    OpReader(r"^aten::_scaled_dot_product_cudnn_attention_backward$", "BHSD", 1, causal=14, mask=8, backward=True),
+    OpReader(r"^aten::_flash_attention_backward$", "BSHD", 1, causal=11, cu_q=6, max_q=8, max_k=9, window=(15, 16), backward=True),
+    OpReader(r"^aten::_efficient_attention_backward$", "BSHD", 1, causal=None, mask_type=14, mask=4, cu_q=6, max_q=8, max_k=9, backward=True),
+    OpReader(r"^flash_attn(_3)?::_flash_attn_forward$", "BSHD", 0, causal=5, align=BOTTOM_RIGHT, lse=True, window=(6, 7)),
+    OpReader(r"^flash_attn(_3)?::_flash_attn_varlen_forward$", "BSHD", 0, causal=9, align=BOTTOM_RIGHT, lse=True,
+             cu_q=3, max_q=5, max_k=6, window=(10, 11)),
+    OpReader(r"^flash_attn(_3)?::_flash_attn_backward$", "BSHD", 1, causal=11, align=BOTTOM_RIGHT, window=(12, 13), backward=True),
+    OpReader(r"^flash_attn(_3)?::_flash_attn_varlen_backward$", "BSHD", 1, causal=15, align=BOTTOM_RIGHT,
+             cu_q=9, max_q=11, max_k=12, window=(16, 17), backward=True),
+    OpReader(r"^_flash_attn\w*::fwd$", "BSHD", 0, causal=7, align=BOTTOM_RIGHT, lse=True, window=(8, 9)),
+    OpReader(r"^_flash_attn\w*::varlen_fwd$", "BSHD", 0, causal=15, align=BOTTOM_RIGHT, lse=True, cu_q=4, max_q=10, max_k=11,
+             window=(16, 17)),
+    OpReader(r"^_flash_attn\w*::bwd$", "BSHD", 1, causal=12, align=BOTTOM_RIGHT, window=(13, 14), backward=True),
+)
+_READERS = tuple((re.compile(r.pattern), r) for r in OP_READERS)
+
+# Kernels that carry is_causal as a template argument (FlashAttention 2 and PyTorch's copy of it):
+# function name -> position of Is_causal among the template arguments.
+KERNEL_CAUSAL_ARG: tuple[tuple[str, int], ...] = (
+    (r"(^|::)flash_fwd_kernel$", 2),
+    (r"(^|::)flash_fwd_splitkv_kernel$", 1),
+    (r"(^|::)flash_bwd_dq_dk_dv_loop(_seqk_parallel)?_kernel$", 2),
+)
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """One attention call's problem: batch of equal sequences (sq queries, sk keys), heads and
+    head dims, Input type of the query, masking, and what the backend writes."""
+
+    batch: int
+    sq: int
+    sk: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    head_dim_v: int
+    dtype: str
+    causal: bool
+    align: str = TOP_LEFT
+    lse: bool = False
+    backward: bool = False
+    mask_bytes: int = 0
+
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPES.get(self.dtype, ("", 0))[1]
+
+    @property
+    def peak_dtype(self) -> str | None:
+        return DTYPES.get(self.dtype, (None, 0))[0]
+
+    def work(self) -> Work:
+        return attention_work(
+            [(self.sq, self.sk)] * self.batch, self.heads_q, self.heads_kv, self.head_dim, self.head_dim_v,
+            causal=self.causal, align=self.align, elem_bytes=self.elem_bytes, lse=self.lse,
+            backward=self.backward, extra_bytes=self.mask_bytes,
+        )
+
+    def describe(self) -> str:
+        dt = DTYPES.get(self.dtype, (self.dtype, 0))[0]
+        mask = f"causal ({self.align})" if self.causal else ("masked" if self.mask_bytes else "full")
+        heads = f"H={self.heads_q}" if self.heads_q == self.heads_kv else f"Hq={self.heads_q} Hkv={self.heads_kv}"
+        dims = f"D={self.head_dim}" if self.head_dim == self.head_dim_v else f"D={self.head_dim} Dv={self.head_dim_v}"
+        return f"B={self.batch} {heads} Sq={self.sq} Sk={self.sk} {dims} {dt} {mask}"
+
+
+def reader_for(name: str) -> OpReader | None:
+    """The OP_READERS row of an op name, or None."""
+    return next((r for rx, r in _READERS if rx.search(name)), None)
+
+
+def _bool(text: str | None) -> bool | None:
+    return {"True": True, "False": False, "1": True, "0": False}.get(text or "")
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _nth(items: list[Any] | None, index: int | None) -> Any:
+    return items[index] if items is not None and index is not None and index < len(items) else None
+
+
+def read_shape(
+    name: str, dims_json: str | None, types_json: str | None, concrete_json: str | None = None,
+    causal_hint: bool | None = None,
+) -> AttentionShape | str:
+    """The AttentionShape of one op from its Input Dims / Input type / Concrete Inputs (raw JSON
+    text), or a reason string when they do not determine it. causal_hint: is_causal learnt
+    elsewhere (the kernel's template arguments, the collectors' metadata), used when Concrete
+    Inputs are not at hand."""
+    reader = reader_for(name)
+    if reader is None:
+        return f"{name}: no shape reader for this op"
+    if not dims_json:
+        return f"{name}: shapes not recorded (profile with record_shapes=True)"
+    dims, types = json.loads(dims_json), json.loads(types_json) if types_json else []
+    concrete = json.loads(concrete_json) if concrete_json else None
+    q, k, v = (_nth(dims, reader.q + i) for i in range(3))
+    if not (q and k and v):
+        return f"{name}: query, key or value shape missing"
+    dtype = _nth(types, reader.q) or ""
+    if dtype not in DTYPES:
+        return f"{name}: unknown input type {dtype!r}"
+    mask_dims = _nth(dims, reader.mask)
+    mask_bytes = math.prod(mask_dims) * DTYPES.get(_nth(types, reader.mask) or "", ("", 1))[1] if mask_dims else 0
+    causal, align = _causal(reader, concrete, causal_hint)
+    if mask_bytes:
+        causal = False
+    elif causal is None:
+        return f"{name}: is_causal not recorded (no Concrete Inputs, and no kernel or collector tells)"
+    left, right = (_int(_nth(concrete, i)) for i in (reader.window or (None, None)))
+    # -1 (or absent) is an unbounded side; FlashAttention turns causal into right == 0 itself
+    if (left is not None and left >= 0) or (right is not None and right >= 0 and not (causal and right == 0)):
+        return f"{name}: sliding-window attention (window {left}, {right}): pair count not implemented"
+    lse = reader.lse if isinstance(reader.lse, bool) else bool(_bool(_nth(concrete, reader.lse)))
+    geometry = _geometry(reader, name, dims, q, k, v, concrete)
+    if isinstance(geometry, str):
+        return geometry
+    batch, sq, sk, hq, hkv, d, dv = geometry
+    return AttentionShape(batch, sq, sk, hq, hkv, d, dv, dtype, causal, align, lse and not reader.backward,
+                          reader.backward, mask_bytes)
+
+
+def _causal(reader: OpReader, concrete: list[str] | None, hint: bool | None) -> tuple[bool | None, str]:
+    """(is_causal, alignment) from Concrete Inputs, else the hint."""
+    if reader.mask_type is not None:
+        kind = _int(_nth(concrete, reader.mask_type))
+        if kind is not None:
+            return kind in (1, 2), BOTTOM_RIGHT if kind == 2 else TOP_LEFT
+        return hint, TOP_LEFT
+    flag = _bool(_nth(concrete, reader.causal))
+    return (flag if flag is not None else hint), reader.align
+
+
+def _geometry(reader: OpReader, name: str, dims: list, q: list, k: list, v: list, concrete: list[str] | None
+              ) -> tuple[int, int, int, int, int, int, int] | str:
+    """(batch, sq, sk, heads_q, heads_kv, head_dim, head_dim_v) from the tensors' dims."""
+    cu = _nth(dims, reader.cu_q)
+    if cu:
+        if len(q) != 3 or len(k) != 3:
+            return f"{name}: paged or packed KV cache (key dims {k}): per-sequence lengths are not in the trace"
+        batch, total_q, total_k = cu[0] - 1, q[0], k[0]
+        max_q, max_k = _int(_nth(concrete, reader.max_q)), _int(_nth(concrete, reader.max_k))
+        if batch == 1:
+            sq, sk = total_q, total_k
+        elif max_q and max_k and total_q == batch * max_q and total_k == batch * max_k:
+            sq, sk = max_q, max_k
+        else:
+            return (f"{name}: varlen batch of {batch} sequences ({total_q} query, {total_k} key tokens): "
+                    "per-sequence lengths are not in the trace, only the total and the maximum")
+        return batch, sq, sk, q[1], k[1], q[2], v[2]
+    if reader.layout == "BSHD":
+        if len(q) != 4 or len(k) != 4:
+            return f"{name}: expected [batch, seq, heads, dim] tensors, got {q} and {k}"
+        return q[0], q[1], k[1], q[2], k[2], q[3], v[3]
+    if len(q) < 2 or len(k) < 2:
+        return f"{name}: expected [..., seq, dim] tensors, got {q} and {k}"
+    heads_q = q[-3] if len(q) >= 3 else 1
+    heads_kv = k[-3] if len(k) >= 3 else 1
+    return math.prod(q[:-3]), q[-2], k[-2], heads_q, heads_kv, q[-1], v[-1]
+
+
+def kernel_causal(kernel: str | None) -> bool | None:
+    """is_causal from a FlashAttention kernel's template arguments (KERNEL_CAUSAL_ARG), or None."""
+    if not kernel:
+        return None
+    parsed = parse(kernel)
+    for pattern, index in KERNEL_CAUSAL_ARG:
+        if re.search(pattern, parsed.qualname) and index < len(parsed.template_args):
+            return {"true": True, "false": False}.get(parsed.template_args[index].strip())
+    return None
+
+
+# --- the trace: attention calls, their device work, the roofline -------------------------------
+
+# Raw JSON text of args "Concrete Inputs", when the loader keeps it (is_causal and the maximum
+# varlen lengths live there); without it is_causal comes from kernel names or the collectors.
+CONCRETE_COLUMN = "concrete_inputs"
+# Backends of detect_backends whose evidence is not an attention op or kernel of its own.
+NOT_ATTENTION = ("eager", "inductor")
+NOT_FUSED = ("math",) + NOT_ATTENTION
+
+CALL_SCHEMA: dict[str, pl.DataType] = {
+    "call": pl.Int64, "op": pl.String, "called": pl.String, "kernel": pl.String, "backend": pl.String,
+    "device": pl.Int64, "time_ns": pl.Int64, "kernels": pl.Int64, "pass": pl.String, "shape": pl.String,
+    "dtype": pl.String, "flops": pl.Int64, "bytes": pl.Int64, "reason": pl.String,
+}
+EFFICIENCY_SCHEMA: dict[str, pl.DataType] = {
+    "op": pl.String, "called": pl.String, "kernel": pl.String, "backend": pl.String, "pass": pl.String,
+    "shape": pl.String, "dtype": pl.String, "device": pl.String, "count": pl.Int64, "kernels_per_call": pl.Float64,
+    "mean_us": pl.Float64, "total_us": pl.Float64, "flops": pl.Int64, "bytes": pl.Int64, "tflops": pl.Float64,
+    "tbps": pl.Float64, "intensity": pl.Float64, "peak_tflops": pl.Float64, "peak_tbps": pl.Float64,
+    "roofline_tflops": pl.Float64, "pct_of_roofline": pl.Float64, "bound": pl.String, "reason": pl.String,
+}
+
+
+def nearest_marked(parent: np.ndarray, start: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For each start id (-1 = none), the first id at or above it along `parent` links whose
+    `marked` is true, or -1. All ids climb together, one nesting level per pass."""
+    result = np.full(len(start), -1, dtype=np.int64)
+    node = start.astype(np.int64).copy()
+    while (node >= 0).any():
+        safe = np.maximum(node, 0)
+        hit = (node >= 0) & marked[safe]
+        result[hit] = node[hit]
+        node = np.where((node >= 0) & ~hit, parent[safe], -1)
+    return result
+
+
+def _attention_names(trace: Trace) -> tuple[dict[str, str], set[str], set[str]]:
+    """(name -> backend, attention op names, fused attention kernel names) from detect_backends'
+    evidence and OP_READERS (a reader's op is attention whatever the classifier says)."""
+    evidence = detect_backends(trace).evidence
+    backend = {n: b for b, names in evidence.items() if b not in NOT_ATTENTION for n in names}
+    ev = trace.events
+    op_names = set(ev.filter(pl.col("cat") == "cpu_op")["name"].cast(pl.String).unique().to_list())
+    kernel_names = set(ev.filter(pl.col("cat") == "kernel")["name"].cast(pl.String).unique().to_list())
+    ops = {n for n in op_names if n in backend or reader_for(n) is not None}
+    kernels = {n for n in kernel_names if backend.get(n) not in (None,) + NOT_FUSED}
+    return backend, ops, kernels
+
+
+def attention_calls(trace: Trace) -> pl.DataFrame:
+    """One row per attention call (the innermost attention op of a nest such as
+    scaled_dot_product_attention > _scaled_dot_product_flash_attention > _flash_attention_forward),
+    and one per attention kernel that no such op launched. Columns (CALL_SCHEMA): call (event id of
+    the op; the kernel's id for a kernel without op), op, called (outermost attention op), kernel
+    (the call's longest attention kernel, else its longest device event), backend, device, time_ns
+    (sum of the durations of the device events launched inside the op; on a CPU-only trace the op's
+    own span), kernels (device events per call), pass, shape, dtype, flops, bytes (per call; null
+    with a reason when the shapes do not say)."""
+    ev = trace.events
+    backend, op_names, kernel_names = _attention_names(trace)
+    if not op_names and not kernel_names:
+        return pl.DataFrame(schema=CALL_SCHEMA)
+    parent = ev["parent"].fill_null(-1).to_numpy()
+    names = ev["name"].cast(pl.String)
+    is_att = ((ev["cat"] == "cpu_op") & names.is_in(list(op_names))).to_numpy()
+    att_ids = np.flatnonzero(is_att)
+    above = nearest_marked(parent, parent[att_ids], is_att)
+    is_call = is_att.copy()
+    is_call[above[above >= 0]] = False
+    outer = dict(zip(att_ids.tolist(), above.tolist()))
+    work = _device_work(trace, parent, is_call, kernel_names)
+    calls = _call_rows(trace, np.flatnonzero(is_call), outer, work, backend)
+    orphans = _orphan_rows(trace, work, backend)
+    return pl.concat([calls, orphans]).select(list(CALL_SCHEMA))
+
+
+def _device_work(trace: Trace, parent: np.ndarray, is_call: np.ndarray, kernel_names: set[str]) -> pl.DataFrame:
+    """Device events with the call that launched them: id, name, device, dur_ns, launch, owner
+    (call id or -1), attention (a fused attention kernel)."""
+    gpu = trace.events.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
+        "id", pl.col("name").cast(pl.String), "device", "dur_ns", pl.col("launch").fill_null(-1))
+    owner = nearest_marked(parent, gpu["launch"].to_numpy(), is_call)
+    return gpu.with_columns(pl.Series("owner", owner), pl.col("name").is_in(list(kernel_names)).alias("attention"))
+
+
+def _call_rows(trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: pl.DataFrame,
+               backend: dict[str, str]) -> pl.DataFrame:
+    """CALL_SCHEMA rows of the attention op calls (see attention_calls)."""
+    per_call = (
+        work.filter(pl.col("owner") >= 0)
+        .sort(["attention", "dur_ns"], descending=True)
+        .group_by("owner", maintain_order=True)
+        .agg(pl.col("name").first().alias("kernel"), pl.col("device").first(), pl.col("dur_ns").sum().alias("time_ns"),
+             pl.len().cast(pl.Int64).alias("kernels"), pl.col("name").filter(pl.col("attention")).first().alias("att_kernel"))
+    )
+    by_owner = {row["owner"]: row for row in per_call.iter_rows(named=True)}
+    ev = trace.events
+    columns = ["name", "dur_ns", "input_dims", "input_types"] + ([CONCRETE_COLUMN] if CONCRETE_COLUMN in ev.columns else [])
+    info = ev.select(pl.col("name").cast(pl.String), *columns[1:])
+    hint_default = _collector_causal(trace)
+    cache: dict[tuple, AttentionShape | str] = {}
+    rows = []
+    for call in call_ids.tolist():
+        chain = [call]
+        while outer.get(chain[-1], -1) >= 0:
+            chain.append(outer[chain[-1]])
+        found = by_owner.get(call)
+        hint = kernel_causal(found["att_kernel"]) if found else None
+        shape = _first_shape(info, chain, hint if hint is not None else hint_default, cache)
+        op = info["name"][call]
+        if trace.has_gpu:
+            time_ns, device, kernel, kernels = (found["time_ns"], found["device"], found["kernel"], found["kernels"]) if found else (None, None, None, 0)
+        else:
+            time_ns, device, kernel, kernels = info["dur_ns"][call], None, None, 0
+        reason = shape if isinstance(shape, str) else None
+        if time_ns is None and reason is None:
+            reason = f"{op}: no device work found under the op"
+        rows.append(_row(call, op, info["name"][chain[-1]], kernel, backend.get(op) or backend.get(kernel or ""),
+                         device, time_ns, kernels, shape, reason))
+    return pl.DataFrame(rows, schema=CALL_SCHEMA, orient="row")
+
+
+def _first_shape(info: pl.DataFrame, chain: list[int], hint: bool | None, cache: dict) -> AttentionShape | str:
+    """The shape read from the innermost op of the chain that yields one; else the innermost's reason."""
+    readings = []
+    for node in chain:
+        row = info.row(node)
+        key = (row[0], row[2], row[3], row[4] if len(row) > 4 else None, hint)
+        if key not in cache:
+            cache[key] = read_shape(row[0], row[2], row[3], key[3], hint)
+        readings.append(cache[key])
+        if not isinstance(cache[key], str):
+            return cache[key]
+    return readings[0]
+
+
+def _collector_causal(trace: Trace) -> bool | None:
+    """The collectors' variants are all causal (collectors/variants.py); a block may say otherwise."""
+    if not trace.collector:
+        return None
+    value = trace.collector.get("causal", True)
+    return value if isinstance(value, bool) else None
+
+
+def _row(call: int, op: str | None, called: str | None, kernel: str | None, backend: str | None, device: int | None,
+         time_ns: int | None, kernels: int, shape: AttentionShape | str, reason: str | None) -> tuple:
+    if isinstance(shape, AttentionShape):
+        w = shape.work()
+        described = (BACKWARD if shape.backward else FORWARD, shape.describe(), shape.dtype, w.flops, w.bytes)
+    else:
+        described = (None, None, None, None, None)
+    return (call, op, called, kernel, backend, device, time_ns, kernels, *described, reason)
+
+
+def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str]) -> pl.DataFrame:
+    """CALL_SCHEMA rows of attention kernels that no attention op launched, with the reason."""
+    lone = work.filter(pl.col("attention") & (pl.col("owner") < 0))
+    if lone.height == 0:
+        return pl.DataFrame(schema=CALL_SCHEMA)
+    reason = (
+        pl.when(pl.col("launch") < 0)
+        .then(pl.lit("kernel without its launch call in the trace (launched before the profiler's CPU window, or replayed from a graph): no op, no shapes"))
+        .otherwise(pl.lit("no attention op around the kernel's launch (graph replay or a library that records no op): no shapes"))
+    )
+    return lone.select(
+        pl.col("id").alias("call"), pl.lit(None, pl.String).alias("op"), pl.lit(None, pl.String).alias("called"),
+        pl.col("name").alias("kernel"), pl.col("name").replace_strict(backend, default=None, return_dtype=pl.String).alias("backend"),
+        "device", pl.col("dur_ns").alias("time_ns"), pl.lit(1, pl.Int64).alias("kernels"),
+        *(pl.lit(None, CALL_SCHEMA[c]).alias(c) for c in ("pass", "shape", "dtype", "flops", "bytes")),
+        reason.alias("reason"),
+    )
+
+
+CPU_REASON = "CPU trace: the peaks table has no CPUs (give a peak to get a percentage)"
+
+
+def device_matches(trace: Trace, devices: Sequence[int | None], peak: DevicePeak | Mapping[str, float] | None = None
+                   ) -> dict[int | None, DeviceMatch]:
+    """The peak of each device id (None: the CPU of a CPU-only trace), user's peak laid over it."""
+    out = {}
+    for device in devices:
+        if trace.has_gpu and device is not None:
+            match = match_device(device_properties(trace.meta, device))
+        else:
+            match = DeviceMatch(None, None, {}, CPU_REASON)
+        out[device] = with_override(match, peak)
+    return out
+
+
+def efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = None) -> pl.DataFrame:
+    """Achieved rates of attention, one row per (op, kernel, shape, device) group (EFFICIENCY_SCHEMA):
+    count (calls), kernels_per_call, mean_us / total_us (device time per call / in all; on a
+    CPU-only trace the op's span), flops / bytes (per call), tflops (TFLOP/s) and tbps (TB/s)
+    achieved, intensity (FLOP/byte), peak_tflops (dense peak for the dtype) and peak_tbps,
+    roofline_tflops = min(peak_tflops, intensity * peak_tbps), pct_of_roofline (0..100), bound
+    ('compute' or 'memory'), reason (why a number is missing). peak: a DevicePeak or a mapping such as
+    {"bf16": 989.5, "bandwidth_tbps": 3.35} for a device the table lacks (or to replace its row)."""
+    calls = attention_calls(trace)
+    if calls.height == 0:
+        return pl.DataFrame(schema=EFFICIENCY_SCHEMA)
+    keys = ["op", "called", "kernel", "backend", "pass", "shape", "dtype", "device", "flops", "bytes", "reason"]
+    groups = calls.group_by(keys, maintain_order=True).agg(
+        pl.len().cast(pl.Int64).alias("count"), pl.col("kernels").mean().alias("kernels_per_call"),
+        pl.col("time_ns").sum().alias("total_ns"), pl.col("time_ns").count().alias("timed"),
+    )
+    peaks = _peak_frame(trace, groups, peak)
+    per_ns = pl.col("total_ns") / pl.col("timed")
+    intensity = pl.col("flops") / pl.col("bytes")
+    memory_roof = intensity * pl.col("peak_tbps")
+    roof = pl.when(pl.col("peak_tflops").is_not_null() & memory_roof.is_not_null()).then(pl.min_horizontal("peak_tflops", memory_roof))
+    table = (
+        groups.join(peaks, on=["device", "dtype"], how="left", nulls_equal=True)
+        .with_columns(
+            (per_ns / 1e3).alias("mean_us"), (pl.col("total_ns") / 1e3).alias("total_us"),
+            (pl.col("flops") / per_ns / 1e3).alias("tflops"), (pl.col("bytes") / per_ns / 1e3).alias("tbps"),
+            intensity.alias("intensity"), roof.alias("roofline_tflops"),
+            pl.when(roof.is_not_null()).then(pl.when(pl.col("peak_tflops") <= memory_roof).then(pl.lit("compute")).otherwise(pl.lit("memory"))).alias("bound"),
+        )
+        .with_columns((100 * pl.col("tflops") / pl.col("roofline_tflops")).alias("pct_of_roofline"))
+        .with_columns(
+            pl.coalesce("reason", pl.when(pl.col("flops").is_not_null() & pl.col("roofline_tflops").is_null()).then(pl.col("peak_reason"))).alias("reason"),
+            pl.col("device_name").alias("device"),
+        )
+    )
+    return table.sort("total_us", descending=True, nulls_last=True).select(list(EFFICIENCY_SCHEMA))
+
+
+def _peak_frame(trace: Trace, groups: pl.DataFrame, peak: DevicePeak | Mapping[str, float] | None) -> pl.DataFrame:
+    """device, dtype -> device_name, peak_tflops, peak_tbps, peak_reason (why there is no roofline)."""
+    pairs = groups.select("device", "dtype").unique().rows()
+    matches = device_matches(trace, sorted({d for d, _ in pairs}, key=lambda d: (d is None, d or 0)), peak)
+    rows = []
+    for device, dtype in pairs:
+        match = matches[device]
+        kind = DTYPES.get(dtype or "", (None, 0))[0]
+        tflops = match.peak.tflops(kind) if match.peak and kind else None
+        tbps = match.peak.bandwidth_tbps if match.peak else None
+        label = match.peak.name if match.peak else (str(match.device.get("name") or "") or ("cpu" if device is None else f"device {device}"))
+        if match.peak is None:
+            why = match.reason
+        elif tflops is None or tbps is None:
+            why = f"{label}: no published dense {kind} peak{' or bandwidth' if tbps is None else ''} in the peaks table: give it"
+        else:
+            why = None
+        rows.append((device, dtype, label, tflops, tbps, why))
+    schema = {"device": pl.Int64, "dtype": pl.String, "device_name": pl.String, "peak_tflops": pl.Float64,
+              "peak_tbps": pl.Float64, "peak_reason": pl.String}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The efficiency of attention as plain JSON-ready data for `summary --json`:
+    {"device": {name, matched, matched_by, source, reason}, "calls", "measured" (calls with work,
+    time and a roofline), "time_us" and "ideal_us" (over measured calls: device time, and the time
+    at the roofline), "tflops" (achieved over measured calls), "pct_of_roofline" (100 * ideal / time:
+    the gate's number; None when nothing was measured), "rows" (efficiency() as dicts), "reasons"
+    (distinct reasons some rows have no number)}."""
+    table = efficiency(trace, peak)
+    measured = table.filter(pl.col("pct_of_roofline").is_not_null())
+    time_us = float(measured["total_us"].sum()) if measured.height else 0.0
+    ideal_us = float((measured["flops"] * measured["count"] / measured["roofline_tflops"] / 1e6).sum()) if measured.height else 0.0
+    flops = float((measured["flops"] * measured["count"]).sum()) if measured.height else 0.0
+    device_ids = trace.events.filter(pl.col("cat") == "kernel")["device"].drop_nulls().unique().sort().to_list() if trace.has_gpu else []
+    match = device_matches(trace, [device_ids[0] if device_ids else None], peak)
+    first = next(iter(match.values()))
+    return {
+        "device": {
+            "name": first.device.get("name") if first.device else None,
+            "matched": first.peak.name if first.peak else None,
+            "matched_by": first.matched_by,
+            "source": first.peak.source if first.peak else None,
+            "reason": first.reason,
+        },
+        "calls": int(table["count"].sum()) if table.height else 0,
+        "measured": int(measured["count"].sum()) if measured.height else 0,
+        "time_us": time_us,
+        "ideal_us": ideal_us,
+        "tflops": flops / time_us / 1e6 if time_us else None,
+        "pct_of_roofline": 100 * ideal_us / time_us if time_us else None,
+        "rows": table.to_dicts(),
+        "reasons": sorted({r for r in table["reason"].to_list() if r}),
+    }
