@@ -156,6 +156,9 @@ def step_time_bars(speed: pl.DataFrame, log: bool = False, colors: Colors | None
         )
     )
     fig.update_yaxes(title_text="µs per step (median; whiskers: p10 to p90)", type="log" if log else "linear", rangemode="normal" if log else "tozero")
+    tops = [max(m, p) if p == p else m for m, p in zip(median, p90) if m == m]
+    if tops and not log:  # head room, so the labels above the tallest whisker stay inside the plot
+        fig.update_yaxes(range=[0, max(tops) * 1.18 or 1.0])
     return _base_layout(fig, title or "Median time per step, with spread")
 
 
@@ -185,7 +188,9 @@ def throughput_bars(speed: pl.DataFrame, colors: Colors | None = None) -> go.Fig
     """Tokens per second (left) and dollars per million tokens (right), runs with tokens only.
     `colors`: run -> colour."""
     known = speed.filter(pl.col("tokens_per_s").is_not_null())
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens / s (higher is better)", "$ per million tokens (lower is better)"))
+    priced = known["usd_per_mtok"].is_not_null().any()
+    titles = ("tokens / s (higher is better)", "$ per million tokens (lower is better)")
+    fig = make_subplots(rows=1, cols=2 if priced else 1, subplot_titles=titles if priced else titles[:1])
     runs = known["run"].to_list()
     every = speed["run"].to_list()
     palette = dict(zip(every, run_colors(every, colors)))
@@ -197,6 +202,8 @@ def throughput_bars(speed: pl.DataFrame, colors: Colors | None = None) -> go.Fig
         row=1, col=1,
     )
     cost = known["usd_per_mtok"].to_list()
+    if not priced:  # no price for these runs: no empty cost panel
+        return _base_layout(fig, "Throughput")
     fig.add_trace(
         go.Bar(x=runs, y=cost, marker_color=colors, showlegend=False,
                text=["" if v is None else f"${v:.4g}" for v in cost], textposition="outside", cliponaxis=False,
@@ -256,7 +263,10 @@ def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str, color_a: st
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="µs in the step")
-    return _base_layout(fig, "Time by kernel family in the two steps", height=320)
+    _base_layout(fig, "Time by kernel family in the two steps", height=340)
+    # the two step names are long: legend above the plot, not beside it squeezing the bars
+    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0}, margin={"t": 80})
+    return fig
 
 
 def lane_order(lanes: list[str]) -> list[str]:

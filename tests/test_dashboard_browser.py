@@ -20,8 +20,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
-UPLOAD = REPO / "tests" / "data" / "tracelens_h100_bert_sdpa_flash.json.gz"
-UPLOADED_LABEL = "tracelens_h100_bert_sdpa_flash"
+UPLOADS = [REPO / "tests" / "data" / "tracelens_h100_qwen_chat_sdpa_flash.json.gz", REPO / "tests" / "data" / "hta_a100_control.json.gz"]
+UPLOADED_LABELS = [p.name.removesuffix(".json.gz") for p in UPLOADS]
 CHROMIUM = os.environ.get("ATTNSCOPE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -118,7 +118,15 @@ def _screenshot(page, path: Path) -> None:
     page.set_viewport_size({"width": WIDTH, "height": 1000})
 
 
-def test_upload_a_trace_and_open_every_tab_in_a_real_browser(server):
+def _overview_runs(page) -> list[str]:
+    """The run column of every overview table, read from the grids' accessible rows."""
+    cells = page.locator("[class*='st-key-tbl_overview'] [role=row] [role=gridcell]:first-child").all_inner_texts()
+    return [c.strip() for c in cells if c.strip()]
+
+
+def test_upload_two_gpu_traces_they_alone_are_compared_and_every_tab_draws(server):
+    from urllib.parse import parse_qs, urlparse
+
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -130,12 +138,18 @@ def test_upload_a_trace_and_open_every_tab_in_a_real_browser(server):
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(server)
             page.locator(".st-key-tbl_overview").wait_for(timeout=90_000)
-
-            page.set_input_files("input[type=file]", str(UPLOAD))
-            # the overview grid's accessible rows carry the cell text
-            page.locator(".st-key-tbl_overview [role=row]", has_text=UPLOADED_LABEL).wait_for(state="attached", timeout=60_000)
             _settle(page)
-            assert "upload%2F" + UPLOAD.name in page.url  # the uploaded run is in the link
+            _screenshot(page, ARTIFACTS / "0-first-look.png")
+
+            page.set_input_files("input[type=file]", [str(u) for u in UPLOADS])
+            for label in UPLOADED_LABELS:
+                page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=90_000)
+            _settle(page)
+            query = parse_qs(urlparse(page.url).query)
+            ids = ["upload/" + u.name for u in UPLOADS]
+            assert query["run"] == ids  # the uploads alone, in upload order, in the link
+            assert query["baseline"] == [ids[0]]  # the first upload is the baseline
+            assert _overview_runs(page) == UPLOADED_LABELS
 
             for i, (tab, key) in enumerate(TABS.items(), start=1):
                 page.get_by_role("tab", name=tab).click()
@@ -148,5 +162,39 @@ def test_upload_a_trace_and_open_every_tab_in_a_real_browser(server):
                 _screenshot(page, ARTIFACTS / f"{i}-{tab.lower().replace(' ', '-')}.png")
             assert page.get_by_role("tab", name="Backends").get_attribute("aria-selected") == "true"
             assert not errors, errors
+        finally:
+            browser.close()
+
+
+def test_a_renamed_run_keeps_its_label_after_a_reload_and_cpu_and_gpu_runs_stay_apart(server):
+    from playwright.sync_api import sync_playwright
+
+    label = "naive: aten::_to_copy > *scores* [1]"  # Markdown would eat the underscores, stars and brackets
+    runs = ["cpu/naive", "cpu/sdpa", "gpu-public/tracelens_h100_bert_sdpa_flash", "gpu-public/hta_mi250_rocm_minitoy"]
+    from urllib.parse import urlencode
+
+    url = server + "?" + urlencode([("run", r) for r in runs] + [("baseline", "cpu/naive"), ("label", f"cpu/naive={label}")])
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+            page.goto(url)
+            page.locator(".st-key-tbl_overview_cpu").wait_for(timeout=90_000)
+            _settle(page)
+            page.reload()
+            page.locator(".st-key-tbl_overview_cpu").wait_for(timeout=90_000)
+            _settle(page)
+            assert label in _overview_runs(page)  # the label survived the reload
+            assert f"cpu/naive={label}" in __import__("urllib.parse").parse.parse_qs(__import__("urllib.parse").parse.urlparse(page.url).query)["label"]
+            findings = page.locator(".st-key-findings").inner_text()
+            assert f"{label}: hidden copy." in findings  # shown literally, not as Markdown
+            assert "aten::masked_fill > aten::clone > aten::copy_" in findings
+            assert "measured differently" in page.locator(".st-key-device_groups").inner_text()
+            _screenshot(page, ARTIFACTS / "7-cpu-and-gpu-groups.png")
+            page.get_by_role("tab", name="Speedups").click()
+            page.locator(".st-key-tbl_speed").wait_for(timeout=60_000)
+            _settle(page)
+            _screenshot(page, ARTIFACTS / "8-speedups-cpu-and-gpu.png")
         finally:
             browser.close()

@@ -39,15 +39,15 @@ def render(sel: Selection) -> None:
         shown,
         "tbl_overview",
         {
-            "run": st.column_config.TextColumn("run", width="medium", pinned=True),
+            "run": st.column_config.TextColumn("run", pinned=True),
             "device_label": tables.text("device", width="medium"),
             "steps": tables.count("steps", width="small"),
             "median_step_us": tables.us("median µs", "Median over steps; 'time from' says which time", width="small"),
             "speedup": tables.ratio("speedup", "The group baseline's median / this run's median; > 1 is faster. Never across GPU and CPU-only runs", width="small"),
             "work_per_step": tables.count("work / step", "Median over steps of the units named in 'counted as'", width="small"),
             "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"),
-            "copies_per_step": tables.count("copies/step", width="small"),
-            "hidden_copies_per_step": tables.count("hidden/step", "Copies made inside another op (e.g. masked_fill's clone), per step", width="small"),
+            "copies_per_step": tables.count("copies/step"),
+            "hidden_copies_per_step": tables.count("hidden/step", "Copies made inside another op (e.g. masked_fill's clone), per step"),
             "backends": tables.text("backend", "Attention backend detected from op and kernel names"),
             "backend_requested": tables.text("requested", "The backend the collectors forced ('default': SDPA picks); empty for traces from elsewhere"),
             "backend_verdict": tables.text("check", "FALLBACK: another backend ran than the one forced; compiled: torch.compile replaced it"),
@@ -135,7 +135,7 @@ def show_collections(collections: list[Collection]) -> None:
             where += f", command `{m['command']}`"
         facts.append(where)
         skipped = f", {len(c.skipped)} skipped" if c.skipped else ""
-        with st.expander(f"Collection '{c.name}': {len(c.sources)} {'run' if len(c.sources) == 1 else 'runs'}{skipped}"):
+        with st.expander(f"Collection '{literal.md(c.name)}': {len(c.sources)} {'run' if len(c.sources) == 1 else 'runs'}{skipped}"):
             st.markdown("\n".join(f"- {fact}" for fact in facts))
             for skip in c.skipped:
                 st.markdown(
