@@ -92,7 +92,7 @@ PEAK_TABLE: tuple[DevicePeak, ...] = (
     DevicePeak("V100 PCIe", "NVIDIA", r"V100.*PCIe", (7, 0), 80, None, 14, None, None, 112, None, 0.9,
                "NVIDIA Tesla V100 GPU datasheet, PCIe column (fp16 = 'Tensor Performance')"),
     DevicePeak("MI355X", "AMD", r"MI355X", (9, 5), 256, 288, 157.3, None, 2516.6, 2516.6, 5033.2, 8.0, _MI350),
-    DevicePeak("MI350X", "AMD", r"MI350X", (9, 5), 256, 288, 144.2, None, 2306.9, 2306.9, 4613.7, 8.0, _MI350),
+    DevicePeak("MI350X", "AMD", r"MI350X", (9, 5), 256, 288, 144.2, None, 2306.9, 2306.9, 4613.8, 8.0, _MI350),
     DevicePeak("MI325X", "AMD", r"MI325X", (9, 4), 304, 256, 163.4, 653.7, 1307.4, 1307.4, 2614.9, 6.0, _MI300),
     DevicePeak("MI300X", "AMD", r"MI300X", (9, 4), 304, 192, 163.4, 653.7, 1307.4, 1307.4, 2614.9, 5.3, _MI300),
     DevicePeak("MI250X (one GCD)", "AMD", r"MI250X", (9, 0), 110, 64, 47.85, None, 191.5, 191.5, None, 1.6384, _MI200),
