@@ -13,7 +13,7 @@ import pytest
 
 from dashboard.engine.efficiency import (
     BOTTOM_RIGHT, CONCRETE_COLUMN, TOP_LEFT, AttentionShape, attention_work, causal_pairs, efficiency,
-    efficiency_block, kernel_causal, read_shape,
+    efficiency_block, kernel_causal, read_shape, step_efficiency,
 )
 from dashboard.engine.load import load_trace
 from dashboard.engine.peaks import PEAK_TABLE, DevicePeak, match_device, with_override
@@ -330,3 +330,23 @@ def test_concrete_inputs_column_is_optional():
     assert table["shape"].drop_nulls().str.contains("full").all()
     assert CONCRETE_COLUMN in trace.events.columns or table["flops"].null_count() == 0
     assert math.isfinite(float(table["tflops"].max()))
+
+
+@pytest.mark.parametrize("run", ["naive", "naive_inplace.compiled", "sdpa-math"])
+def test_a_collectors_variant_per_step_has_the_work_of_its_shape_and_the_time_of_its_annotation(run):
+    path = SAMPLES / f"{run}.json.gz"
+    doc = raw(path)
+    shape = doc["attnscope"]["shape"]
+    b, h, s, d = shape["batch"], shape["heads"], shape["seq"], shape["head_dim"]
+    spans = [e["dur"] for e in complete(doc) if e["name"].startswith("attention::") and e.get("cat") == "user_annotation"]
+    row = step_efficiency(load_trace(path)).row(0, named=True)
+    assert row["variant"] == doc["attnscope"]["variant"] and row["steps"] == len(spans) == 3
+    assert row["flops"] == 4 * b * h * d * s * (s + 1) // 2
+    assert row["bytes"] == 4 * b * h * s * d * 4  # Q, K, V, O in fp32
+    assert row["mean_us"] == pytest.approx(sum(spans) / len(spans), rel=1e-6)
+    assert row["pct_of_roofline"] is None and "CPU" in row["reason"]
+    assert efficiency_block(load_trace(path))["per_step"][0]["variant"] == row["variant"]
+
+
+def test_foreign_traces_have_no_per_step_row():
+    assert step_efficiency(load_trace(DATA / "tracelens_h100_bert_sdpa_flash.json.gz")).height == 0

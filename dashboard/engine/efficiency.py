@@ -526,12 +526,19 @@ def efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = Non
         pl.len().cast(pl.Int64).alias("count"), pl.col("kernels").mean().alias("kernels_per_call"),
         pl.col("time_ns").sum().alias("total_ns"), pl.col("time_ns").count().alias("timed"),
     )
-    peaks = _peak_frame(trace, groups, peak)
+    table = _rates(groups, _peak_frame(trace, groups, peak))
+    return table.sort("total_us", descending=True, nulls_last=True).select(list(EFFICIENCY_SCHEMA))
+
+
+def _rates(groups: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
+    """Add mean_us, total_us, tflops, tbps, intensity, peak and roofline columns, pct_of_roofline and
+    bound to rows with flops and bytes (per call), total_ns over `timed` calls, device and dtype;
+    `device` becomes the device's name and a missing peak fills `reason`."""
     per_ns = pl.col("total_ns") / pl.col("timed")
     intensity = pl.col("flops") / pl.col("bytes")
     memory_roof = intensity * pl.col("peak_tbps")
     roof = pl.when(pl.col("peak_tflops").is_not_null() & memory_roof.is_not_null()).then(pl.min_horizontal("peak_tflops", memory_roof))
-    table = (
+    return (
         groups.join(peaks, on=["device", "dtype"], how="left", nulls_equal=True)
         .with_columns(
             (per_ns / 1e3).alias("mean_us"), (pl.col("total_ns") / 1e3).alias("total_us"),
@@ -545,7 +552,6 @@ def efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = Non
             pl.col("device_name").alias("device"),
         )
     )
-    return table.sort("total_us", descending=True, nulls_last=True).select(list(EFFICIENCY_SCHEMA))
 
 
 def _peak_frame(trace: Trace, groups: pl.DataFrame, peak: DevicePeak | Mapping[str, float] | None) -> pl.DataFrame:
@@ -571,13 +577,66 @@ def _peak_frame(trace: Trace, groups: pl.DataFrame, peak: DevicePeak | Mapping[s
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
+STEP_SCHEMA: dict[str, pl.DataType] = {
+    "variant": pl.String, "shape": pl.String, "dtype": pl.String, "device": pl.String, "steps": pl.Int64,
+    "mean_us": pl.Float64, "flops": pl.Int64, "bytes": pl.Int64, "tflops": pl.Float64, "tbps": pl.Float64,
+    "intensity": pl.Float64, "peak_tflops": pl.Float64, "peak_tbps": pl.Float64, "roofline_tflops": pl.Float64,
+    "pct_of_roofline": pl.Float64, "bound": pl.String, "reason": pl.String,
+}
+
+
+def collector_shape(trace: Trace) -> AttentionShape | str:
+    """The attention one step of a collectors' trace computes (one causal forward of q, k, v of the
+    collector's shape and dtype; no log-sum-exp counted: the naive variants write none), or why not."""
+    block = trace.collector
+    shape, dtype = block.get("shape"), COLLECTOR_DTYPES.get(block.get("dtype") or "")
+    if not block:
+        return "no collector metadata: the shape of a step's attention is not known"
+    if not isinstance(shape, dict) or dtype is None:
+        return f"collector metadata without a usable shape or dtype ({shape!r}, {block.get('dtype')!r})"
+    try:
+        b, h, n, d = (int(shape[k]) for k in ("batch", "heads", "seq", "head_dim"))
+    except (KeyError, TypeError, ValueError):
+        return f"collector shape {shape!r} lacks batch, heads, seq or head_dim"
+    causal = _collector_causal(trace)
+    return AttentionShape(b, n, n, h, h, d, d, dtype, causal if causal is not None else True)
+
+
+def step_efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = None) -> pl.DataFrame:
+    """The whole variant per step, for collectors' traces (one attention forward per step), naive
+    variants included: one row (STEP_SCHEMA) with steps, mean_us (per step: the summed durations of
+    the device events launched in the step; on a CPU-only trace the step's attention:: annotation),
+    flops and bytes of the collector's shape, and the rates of efficiency()."""
+    shape = collector_shape(trace)
+    if isinstance(shape, str):
+        return pl.DataFrame(schema=STEP_SCHEMA)
+    ev = trace.events.filter(pl.col("step").is_not_null())
+    if trace.has_gpu:
+        work = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES))
+        device = work["device"].drop_nulls().mode().sort().first() if work["device"].null_count() < work.height else None
+    else:
+        work = ev.filter((pl.col("cat") == "user_annotation") & pl.col("name").cast(pl.String).str.starts_with("attention::"))
+        device = None
+    per_step = work.group_by("step").agg(pl.col("dur_ns").sum())
+    w = shape.work()
+    groups = pl.DataFrame({
+        "variant": [trace.collector.get("variant")], "shape": [shape.describe()], "dtype": [shape.dtype],
+        "device": [device], "steps": [per_step.height], "flops": [w.flops], "bytes": [w.bytes],
+        "total_ns": [per_step["dur_ns"].sum() if per_step.height else None], "timed": [per_step.height],
+        "reason": [None if per_step.height else "no attention work inside any step"],
+    }, schema_overrides={"device": pl.Int64, "reason": pl.String, "total_ns": pl.Int64, "variant": pl.String})
+    table = _rates(groups, _peak_frame(trace, groups, peak))
+    return table.select(list(STEP_SCHEMA))
+
+
 def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = None) -> dict[str, Any]:
     """The efficiency of attention as plain JSON-ready data for `summary --json`:
     {"device": {name, matched, matched_by, source, reason}, "calls", "measured" (calls with work,
     time and a roofline), "time_us" and "ideal_us" (over measured calls: device time, and the time
     at the roofline), "tflops" (achieved over measured calls), "pct_of_roofline" (100 * ideal / time:
     the gate's number; None when nothing was measured), "rows" (efficiency() as dicts), "reasons"
-    (distinct reasons some rows have no number)}."""
+    (distinct reasons some rows have no number), "per_step" (step_efficiency() as dicts: the
+    whole variant per step on collectors' traces, [] on others)}."""
     table = efficiency(trace, peak)
     measured = table.filter(pl.col("pct_of_roofline").is_not_null())
     time_us = float(measured["total_us"].sum()) if measured.height else 0.0
@@ -602,4 +661,5 @@ def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None
         "pct_of_roofline": 100 * ideal_us / time_us if time_us else None,
         "rows": table.to_dicts(),
         "reasons": sorted({r for r in table["reason"].to_list() if r}),
+        "per_step": step_efficiency(trace, peak).to_dicts(),
     }
