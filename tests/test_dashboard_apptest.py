@@ -203,6 +203,8 @@ def test_overview_on_a_real_gpu_trace_counts_kernels(app):
     assert step_time(trace).source == "device busy"
     assert "NVIDIA H100" in row["device_label"]
     assert row["backends"] == "flash"
+    assert row["parity_passed"] is None or pd.isna(row["parity_passed"])  # no collector metadata: an empty cell...
+    assert at.get_by_key("tbl_overview").dataframe[0].proto.placeholder == "—"  # ...drawn as a dash, not "None"
 
 
 def test_the_gpu_sample_collection_is_what_its_manifest_says(app):

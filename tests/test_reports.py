@@ -418,3 +418,36 @@ def test_a_compiled_math_run_says_inductor_replaced_the_math_path():
     assert not any(n.startswith("aten::_scaled_dot_product_attention_math") for n in names)  # the math op never ran
     assert rows["sdpa-math (compiled)"]["check"] == "compiled: inductor replaced the math path"
     assert rows["sdpa-math"]["check"] == "as requested"
+
+
+def test_one_copy_is_one_copy_not_one_copies():
+    from dashboard.engine import load_trace, review
+
+    runs = {"naive_inplace": load_trace(SAMPLES / "naive_inplace.json.gz"), "naive": load_trace(SAMPLES / "naive.json.gz")}
+    doc = raw_sample("naive.json.gz")
+    per_step = hidden_clone_copies(doc) / len(raw_step_spans_us(doc))
+    assert per_step == 1
+    notes = review.findings(runs, "naive_inplace")
+    messages = notes.filter(notes["run"] == "naive")["message"].to_list()
+    assert any(m.startswith("1 hidden copy per step") for m in messages)
+    assert not any(" 1 copies" in f" {m}" or "1 hidden copies" in m for m in messages)
+
+
+def test_dense_timeline_lanes_never_overlap_their_labels():
+    import polars as pl
+
+    from dashboard import charts
+
+    lanes = [f"CPU {t} depth {d}" for t in range(100) for d in range(4)]  # 400 lanes: many threads
+    tl = pl.DataFrame({
+        "lane": lanes, "lane_kind": ["cpu"] * len(lanes), "start_us": [0.0] * len(lanes), "end_us": [1.0] * len(lanes),
+        "dur_us": [1.0] * len(lanes), "name": ["op"] * len(lanes), "family": ["other"] * len(lanes), "cat": ["cpu_op"] * len(lanes),
+        "id": list(range(len(lanes))),
+    })
+    fig = charts.timeline_pair(tl, tl.head(4), "A", "B").to_plotly_json()
+    height = fig["layout"]["height"]
+    top = fig["layout"]["yaxis"]
+    domain = top["domain"][1] - top["domain"][0]
+    px_per_label = domain * (height - 60) / len(top["ticktext"])  # 60 px: the top and bottom margins
+    assert px_per_label >= 12  # font 12: one label per at least 12 px of axis
+    assert len(top["ticktext"]) < len(lanes) and set(top["ticktext"]) <= set(lanes)
