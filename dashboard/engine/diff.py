@@ -15,7 +15,7 @@ import polars as pl
 from dashboard.engine.kernels import family_expr, step_count, work_events
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
 
-TIMELINE_CPU = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+TIMELINE_CPU = ("cpu_op", "user_annotation") + LAUNCH_CATEGORIES  # every vendor's launch calls
 DIFF_WINDOW = 2_000  # kernels aligned at once (see aligned_opcodes)
 
 

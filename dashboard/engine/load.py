@@ -108,6 +108,8 @@ class _Args(msgspec.Struct, gc=False):
     kind: Union[str, int, None] = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    # scalar arguments as text (is_causal, max lengths, dropout): what attention's work depends on
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -517,6 +519,7 @@ def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
             _strs([a.kind for a in args]).alias("kind_arg"),
             _binary([bytes(a.input_dims) for a in args]).alias("input_dims"),
             _binary([bytes(a.input_types) for a in args]).alias("input_types"),
+            _binary([bytes(a.concrete_inputs) for a in args]).alias("concrete_inputs"),
         ]
     )
 
@@ -530,6 +533,7 @@ def _finish_events(frame: pl.DataFrame) -> pl.DataFrame:
         _ns(pl.col("dur_ns")).fill_null(0).alias("dur_ns"),
         _text(pl.col("input_dims")).alias("input_dims"),
         _text(pl.col("input_types")).alias("input_types"),
+        _text(pl.col("concrete_inputs")).alias("concrete_inputs"),
     )
 
 

@@ -55,8 +55,8 @@ class Trace:
 
     events: one row per complete ("X") event, sorted by (pid, tid, ts_ns, -dur_ns); `id` is the
         row number. Columns: id, cat, name, pid, tid, ts_ns, dur_ns, stream, device, correlation,
-        external_id, bytes, kind (memcpy kind such as DtoD), input_dims and input_types (the raw
-        JSON text of those args, when shapes were recorded), depth (nesting on its thread), parent
+        external_id, bytes, kind (memcpy kind such as DtoD), input_dims, input_types and
+        concrete_inputs (the raw JSON text of those args, when shapes were recorded), depth (nesting on its thread), parent
         (id of the innermost enclosing event on the same thread), launch (for GPU events: id of
         the launch call, see LAUNCH_CATEGORIES, with the same correlation), step (ProfilerStep index).
     flows: ac2g / fwdbwd links: id, cat, name, ph, pid, tid, ts_ns.

@@ -38,7 +38,7 @@ from dashboard.engine.load import TraceError, load_trace
 from dashboard.engine.model import Cut, Trace
 
 # Bump when the Trace's tables or fields change meaning: older entries are then parsed again.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: events gained concrete_inputs
 TABLES = ("events", "flows", "steps")
 ADDED_BY = ("upload", "cli", "collector", "dashboard")
 _CHUNK = 8 << 20
