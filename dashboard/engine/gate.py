@@ -12,6 +12,7 @@ import polars as pl
 
 from dashboard.engine.backends import detect_backends
 from dashboard.engine.copies import copies_in_steps
+from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.kernels import per_step, step_count, work_unit
 from dashboard.engine.model import Trace
 from dashboard.engine.review import backend_check, parity
@@ -26,7 +27,9 @@ class Rules:
     require_backend: an attention backend the candidate must show (e.g. 'flash').
     forbid_math: fail when the candidate runs SDPA's math path and the baseline does not.
     min_speedup: baseline median step time / candidate's must be at least this.
-    require_parity: the candidate must carry a passing parity record (a recorded failure always fails)."""
+    require_parity: the candidate must carry a passing parity record (a recorded failure always fails).
+    min_attention_efficiency: the candidate's attention must reach this % of the device's roofline
+        (efficiency_block's pct_of_roofline); a trace where it cannot be measured fails, with why."""
 
     max_kernel_increase_pct: float = 0.0
     no_new_copies: bool = True
@@ -34,6 +37,7 @@ class Rules:
     forbid_math: bool = True
     min_speedup: float | None = None
     require_parity: bool = False
+    min_attention_efficiency: float | None = None
 
 
 class IncomparableError(ValueError):
@@ -98,6 +102,17 @@ def check(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[str]:
         speedup = b / c if c > 0 else float("nan")
         if not speedup >= rules.min_speedup:
             problems.append(f"speedup {speedup:.3f}x is below the required {rules.min_speedup:g}x ({c:.1f} us against {b:.1f} us per step)")
+    if rules.min_attention_efficiency is not None:
+        block = efficiency_block(candidate)
+        pct = block["pct_of_roofline"]
+        if pct is None:
+            why = "; ".join(block["reasons"][:2]) or block["device"]["reason"] or "no attention op with shapes"
+            problems.append(f"attention efficiency required, but it cannot be measured on the candidate: {why}")
+        elif pct < rules.min_attention_efficiency:
+            problems.append(
+                f"attention reaches {pct:.1f}% of the roofline ({block['tflops']:.1f} TFLOP/s), "
+                f"below the required {rules.min_attention_efficiency:g}%"
+            )
     record = parity(candidate)
     if record is not None and record.get("passed") is False:
         problems.append(f"parity failure: max abs error {record.get('max_abs')} against the fp32 reference")

@@ -8,6 +8,7 @@ import polars as pl
 
 from dashboard.engine.backends import detect_backends
 from dashboard.engine.copies import copies, copy_summary
+from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.kernels import per_step, work_unit
 from dashboard.engine.load import accelerator, device_names, gpu_vendor
 from dashboard.engine.model import Trace
@@ -69,6 +70,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
             }
             for row in copy_summary(table).iter_rows(named=True)
         ],
+        "efficiency": efficiency_block(trace),
         "collector": trace.collector or None,
         "warnings": list(trace.warnings),
     }
