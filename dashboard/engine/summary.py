@@ -9,6 +9,7 @@ import polars as pl
 from dashboard.engine.backends import detect_backends
 from dashboard.engine.copies import copies, copy_summary
 from dashboard.engine.efficiency import efficiency_block
+from dashboard.engine.graphs import graph_summary, graph_warning
 from dashboard.engine.kernels import per_step, work_unit
 from dashboard.engine.load import accelerator, device_names, gpu_vendor
 from dashboard.engine.model import Trace
@@ -71,6 +72,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
             for row in copy_summary(table).iter_rows(named=True)
         ],
         "efficiency": efficiency_block(trace),
+        "graphs": graph_summary(trace),
         "collector": trace.collector or None,
-        "warnings": list(trace.warnings),
+        "warnings": list(trace.warnings) + [line for line in (graph_warning(trace),) if line],
     }

@@ -1,0 +1,80 @@
+"""CUDA/HIP graph replays: one launch call (cudaGraphLaunch, hipGraphLaunch) replays many kernels,
+all carrying the launch's correlation id. Each replayed kernel belongs to the step of its graph
+launch and is blamed on the CPU op that holds that launch, if any.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
+
+GRAPH_LAUNCH = r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)"
+
+
+@per_trace
+def graph_replays(trace: Trace) -> pl.DataFrame:
+    """One row per graph launch: launch (event id), step, name, op (the innermost cpu_op holding
+    the launch, None when no op does), kernels (device events it replayed), device_ns (their
+    summed duration). Sorted by the launch's time."""
+    ev = trace.events
+    launches = ev.filter(pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("name").cast(pl.String).str.contains(GRAPH_LAUNCH))
+    schema = {"launch": pl.Int64, "step": pl.Int64, "name": pl.String, "op": pl.String, "kernels": pl.UInt32, "device_ns": pl.Int64}
+    if launches.height == 0:
+        return pl.DataFrame(schema=schema)
+    replayed = (
+        ev.filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_in(launches["id"].to_list()))
+        .group_by("launch")
+        .agg(pl.len().alias("kernels"), pl.col("dur_ns").sum().alias("device_ns"))
+    )
+    return (
+        launches.select(pl.col("id").alias("launch"), "step", pl.col("name").cast(pl.String), "ts_ns")
+        .with_columns(pl.Series("op", _holding_op(trace, launches["id"].to_numpy()), dtype=pl.String))
+        .join(replayed, on="launch", how="left")
+        .with_columns(pl.col("kernels").fill_null(0).cast(pl.UInt32), pl.col("device_ns").fill_null(0))
+        .sort("ts_ns", "launch")
+        .select(list(schema))
+    )
+
+
+def _holding_op(trace: Trace, ids: np.ndarray) -> list[str | None]:
+    """For each event id: the name of the innermost cpu_op that holds it (None when none does)."""
+    parent = trace.events["parent"].fill_null(-1).to_numpy()
+    is_op = (trace.events["cat"] == "cpu_op").to_numpy()
+    names = trace.events["name"].cast(pl.String)
+    found: list[str | None] = []
+    for node in ids:
+        node = int(parent[node])
+        while node >= 0 and not is_op[node]:
+            node = int(parent[node])
+        found.append(names[node] if node >= 0 else None)
+    return found
+
+
+def graph_summary(trace: Trace) -> dict[str, Any]:
+    """{"launches": graph launches, "kernels": device events they replayed, "without_op": replayed
+    device events whose launch no CPU op holds (counted in their step, blamed on no op),
+    "ops": {op name: replayed device events}} for `summary --json`."""
+    table = graph_replays(trace)
+    ops = table.filter(pl.col("op").is_not_null()).group_by("op").agg(pl.col("kernels").sum()).sort("op")
+    return {
+        "launches": table.height,
+        "kernels": int(table["kernels"].sum() or 0),
+        "without_op": int(table.filter(pl.col("op").is_null())["kernels"].sum() or 0),
+        "ops": {row["op"]: int(row["kernels"]) for row in ops.iter_rows(named=True)},
+    }
+
+
+def graph_warning(trace: Trace) -> str | None:
+    """A line for the summary's warnings when replayed kernels cannot be blamed on an op."""
+    found = graph_summary(trace)
+    if not found["without_op"]:
+        return None
+    return (
+        f"{trace.source}: {found['without_op']:,} device events replayed by {found['launches']:,} graph launch"
+        f"{'es' if found['launches'] != 1 else ''} sit under no CPU op: they count in their step, but no op can be blamed "
+        "for them (profile with record_shapes/with_stack around the graph's replay to see its caller)"
+    )

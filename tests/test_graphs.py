@@ -1,0 +1,44 @@
+"""CUDA/HIP graph replays: the kernels one graph launch replays are counted in its step and blamed
+on the op that holds the launch; when no op does, a warning gives the number."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import oracle
+from dashboard.engine import load_trace, summarize
+from dashboard.engine.graphs import graph_replays
+
+GRAPH_CALLS = {"cudaGraphLaunch", "hipGraphLaunch"}
+
+
+def _replayed(name: str) -> tuple[int, Counter]:
+    """(graph launches, device events per launch correlation) read with the json module."""
+    events = oracle.complete(oracle.raw(oracle.DATA / name))
+    graphs = {e["args"]["correlation"] for e in events if e.get("name") in GRAPH_CALLS and "correlation" in e.get("args", {})}
+    per = Counter(e["args"]["correlation"] for e in events if e.get("cat") in oracle.GPU_CATS and e.get("args", {}).get("correlation") in graphs)
+    return len(graphs), per
+
+
+def test_vllm_decode_replays_its_kernels_from_one_graph_launch_under_no_op():
+    name = "tracelens_vllm_decode_graph_unified_attention.json.gz"
+    launches, per = _replayed(name)
+    trace = load_trace(oracle.DATA / name)
+    summary = summarize(trace)
+    assert summary["graphs"] == {"launches": launches, "kernels": sum(per.values()), "without_op": sum(per.values()), "ops": {}}
+    assert launches == 1 and sum(per.values()) == 421
+    assert any(f"{sum(per.values()):,} device events replayed by 1 graph launch sit under no CPU op" in w for w in summary["warnings"])
+    # the replayed kernels count in the (implicit) step with the others
+    all_gpu = sum(1 for e in oracle.complete(oracle.raw(oracle.DATA / name)) if e.get("cat") in oracle.GPU_CATS)
+    assert summary["steps"][0]["work"] == all_gpu
+
+
+def test_compiled_cuda_graphs_are_blamed_on_the_compiled_function_that_replays_them():
+    name = "hta_v100_test.json.gz"
+    launches, per = _replayed(name)
+    table = graph_replays(load_trace(oracle.DATA / name))
+    assert table.height == launches == 12
+    assert sorted(table["kernels"].to_list()) == sorted(per.values())
+    assert set(table["op"]) == {"CompiledFunction", "CompiledFunctionBackward"}
+    assert table.group_by("step").len()["len"].to_list() == [2] * 6
+    assert summarize(load_trace(oracle.DATA / name))["graphs"]["without_op"] == 0
