@@ -50,6 +50,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help=f"any of: {', '.join(VARIANTS)} (default all; commas also separate)")
     p.add_argument("--active", type=_positive, default=3, help="profiled steps per trace (default 3)")
     p.add_argument("--compile", action="store_true", help="also profile each variant under torch.compile")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help='also profile each variant compiled with mode="reduce-overhead", its kernels replayed '
+                        "from a CUDA graph (CUDA only)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random q, k, v (default 0)")
     p.add_argument("--out", type=Path, help="output folder, created if missing (default traces/<device>)")
     p.add_argument("--allow-parity-failures", action="store_true",
@@ -71,6 +74,8 @@ def build_config(args: argparse.Namespace, argv: list[str]) -> Config:
     """Resolve defaults that depend on the device; raise UsageError for impossible requests."""
     device = _device(args.device)
     gpu = device.type == "cuda"
+    if args.cuda_graphs and not gpu:
+        raise UsageError("--cuda-graphs: CUDA graphs need a CUDA device (this run is on the CPU)")
     base = GPU_SHAPE if gpu else CPU_SHAPE
     shape = Shape(
         batch=args.batch or base.batch,
@@ -86,6 +91,7 @@ def build_config(args: argparse.Namespace, argv: list[str]) -> Config:
         shape=shape,
         active=args.active,
         compile=args.compile,
+        cuda_graphs=args.cuda_graphs,
         out=_out_dir(args.out or Path("traces") / device.type),
         seed=args.seed,
         command=shlex.join([*PROG.split(), *argv]),

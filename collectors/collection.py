@@ -42,6 +42,7 @@ class Config:
     out: Path
     seed: int
     command: str
+    cuda_graphs: bool = False
 
 
 def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, seed: int) -> QKV:
@@ -63,6 +64,8 @@ def collect(cfg: Config, log: Callable[[str], None] | None = None) -> Manifest:
         ran = _collect_one(cfg, variant, qkv, ref, manifest, compiled=False, log=log)
         if ran and cfg.compile:
             _collect_one(cfg, variant, qkv, ref, manifest, compiled=True, log=log)
+        if ran and cfg.cuda_graphs:
+            _collect_one(cfg, variant, qkv, ref, manifest, compiled=True, graphs=True, log=log)
         manifest.write(cfg.out)
     manifest.write(cfg.out)
     return manifest
@@ -76,32 +79,35 @@ def _collect_one(
     manifest: Manifest,
     *,
     compiled: bool,
+    graphs: bool = False,
     log: Callable[[str], None],
 ) -> bool:
-    """Check and profile one (variant, compiled) pair; record a Run or a Skip. True if it ran."""
-    label = f"{variant.name} (compiled)" if compiled else variant.name
+    """Check and profile one (variant, compiled) pair; record a Run or a Skip. True if it ran.
+    graphs: compile with mode="reduce-overhead", so that the kernels replay from a CUDA graph."""
+    label = f"{variant.name} (CUDA graphs)" if graphs else f"{variant.name} (compiled)" if compiled else variant.name
     try:
         fn = variant.bind(qkv[0])
         if compiled:
-            fn = torch.compile(fn)
+            fn = torch.compile(fn, mode="reduce-overhead") if graphs else torch.compile(fn)
         with _kernel_names(compiled):
             out = _first_call(fn, qkv, compiled)
     except Unavailable as exc:
-        manifest.skipped.append(Skip(variant.name, variant.backend, compiled, str(exc)))
+        manifest.skipped.append(Skip(variant.name, variant.backend, compiled, str(exc), cuda_graphs=graphs))
         log(f"{label}: skipped: {exc}")
         return False
     parity = compare(out, ref, cfg.dtype)
     del out
-    stem = f"{variant.name}.compiled" if compiled else variant.name
+    stem = f"{variant.name}.graphs" if graphs else f"{variant.name}.compiled" if compiled else variant.name
     meta = describe(
         variant=variant.name, backend=variant.backend, shape=cfg.shape, q=qkv[0],
         compiled=compiled, seed=cfg.seed, parity=parity,
     )
+    meta["cuda_graphs"] = graphs
     written = profile_attention(
         fn, qkv, label=variant.name, out_dir=cfg.out, stem=stem, active=cfg.active, metadata=meta
     )
     manifest.runs.append(
-        Run(variant.name, variant.backend, compiled, written.trace.name, written.table.name, parity.as_dict())
+        Run(variant.name, variant.backend, compiled, written.trace.name, written.table.name, parity.as_dict(), cuda_graphs=graphs)
     )
     log(f"{label}: {_parity_line(parity)} -> {written.trace.name}")
     return True

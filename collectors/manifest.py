@@ -53,6 +53,7 @@ class Run:
     trace: str
     table: str
     parity: dict[str, Any]
+    cuda_graphs: bool = False  # compiled with mode="reduce-overhead": kernels replayed from CUDA graphs
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Skip:
     backend_requested: str | None
     compiled: bool
     reason: str
+    cuda_graphs: bool = False
 
 
 @dataclass

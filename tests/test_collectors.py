@@ -6,6 +6,7 @@ JSON with nothing but gzip/json and a ts/dur nesting walk written here.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import sys
@@ -270,6 +271,33 @@ def test_compile_runs_as_a_separate_trace(tmp_path: Path) -> None:
     assert meta["compiled"] is True and runs[1]["trace"] != runs[0]["trace"]
 
 
+def test_cuda_graphs_compile_with_reduce_overhead_into_a_trace_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CUDA graphs need a GPU; on the CPU the test checks the wiring: torch.compile is asked for
+    # mode="reduce-overhead" and the run is written, described and listed as a CUDA-graphs run.
+    from collectors.__main__ import build_config, parse_args
+    from collectors.collection import collect
+
+    modes = []
+
+    def compile_(fn, **kwargs):
+        modes.append(kwargs.get("mode"))
+        return fn
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    argv = [*TINY, "--active", "1", "--variants", "naive", "--out", str(tmp_path)]
+    cfg = build_config(parse_args(argv), argv)
+    manifest = collect(dataclasses.replace(cfg, cuda_graphs=True), log=lambda line: None)
+    assert modes == ["reduce-overhead"]
+    runs = read_manifest(tmp_path)["runs"]
+    assert [(r["variant"], r["compiled"], r["cuda_graphs"], r["trace"]) for r in runs] == [
+        ("naive", False, False, "naive.json.gz"), ("naive", True, True, "naive.graphs.json.gz")
+    ]
+    assert raw(tmp_path / "naive.graphs.json.gz")["attnscope"]["cuda_graphs"] is True
+    assert len(manifest.runs) == 2
+
+
 def test_a_compile_failure_is_a_skip_with_its_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -288,7 +316,7 @@ def test_a_compile_failure_is_a_skip_with_its_reason(
 
 @pytest.mark.parametrize(
     "args",
-    [["--variants", "naive", "bogus"], ["--batch", "0"], ["--dtype", "fp8"], ["--out", "FILE"]],
+    [["--variants", "naive", "bogus"], ["--batch", "0"], ["--dtype", "fp8"], ["--out", "FILE"], ["--cuda-graphs"]],
 )
 def test_bad_input_is_one_error_line_and_exit_2(
     args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
