@@ -554,15 +554,18 @@ def _flow_frame(batch: list[_Event]) -> pl.DataFrame:
 def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], reading: _Reading) -> Trace:
     """Batches of typed events -> the Trace's polars tables (events, flows, steps), with a warning
     for everything the file holds that the analyses will not count."""
+    return _build_trace((_read_batch(batch) for batch in batches), meta, reading)
+
+
+def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading) -> Trace:
     label, warnings = reading.label, reading.warnings
-    chunks, flow_chunks, seen, last_ts = _split_batches(batches)
-    if not chunks:
+    frame, flow_chunks, seen, last_ts, raw_categories = _events_frame(parts, reading)
+    if frame is None:
         if warnings:
             raise TraceError(f"{label}: no event could be read ({warnings[-1].removeprefix(label + ': ')})")
         if not seen:
             raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
         raise TraceError(f"{label}: the trace has {seen:,} events but no complete (\"X\") events to analyse")
-    frame, raw_categories = _events_frame(chunks, reading)
     origin_ns = int(frame["ts_abs"].min())
     frame = frame.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")
     frame = _normalize(frame)
@@ -578,11 +581,11 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], reading: 
         )
     frame = assign_steps(frame, steps)
 
-    flow_schema = {"id": pl.String, "cat": pl.String, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String, "ts_abs": pl.Binary}
+    flow_schema = {"id": pl.String, "cat": pl.String, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String, "ts_abs": pl.Int64}
     flows = pl.concat(flow_chunks) if flow_chunks else pl.DataFrame(schema=flow_schema)
     flows = flows.select(
         "id", _category(pl.col("cat")).cast(pl.Categorical), "name", "ph", "pid", "tid",
-        (_ns(pl.col("ts_abs")).fill_null(origin_ns) - origin_ns).alias("ts_ns"),
+        (pl.col("ts_abs").fill_null(origin_ns) - origin_ns).alias("ts_ns"),
     )
     trace = Trace(source=label, events=frame, flows=flows, steps=steps, meta=dict(meta), warnings=warnings,
                   raw_categories=raw_categories)
@@ -596,38 +599,57 @@ def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], reading: 
     return trace
 
 
-def _split_batches(batches: Iterable[list[_Event]]) -> tuple[list[pl.DataFrame], list[pl.DataFrame], int, int | None]:
-    """Complete events and flow events as raw column frames, the number of events seen, and the
-    start (absolute ns) of the last complete event in file order (where a cut file ends)."""
-    chunks, flow_chunks, seen, last = [], [], 0, b""
-    for batch in batches:
-        seen += len(batch)
-        complete = [e for e in batch if e.ph == "X"]  # one without ts is counted as unreadable later
-        if complete:
-            chunks.append(_complete_frame(complete))
-            last = bytes(complete[-1].ts)
-        flows = [e for e in batch if e.ph in ("s", "f", "t") and len(e.ts)]
-        if flows:
-            flow_chunks.append(_flow_frame(flows))
-        del batch, complete, flows
-    last_ts = pl.select(_ns(pl.lit(last, dtype=pl.Binary))).item() if chunks else None
-    return chunks, flow_chunks, seen, last_ts
+@dataclass
+class _Part:
+    """One batch of events read into columns: the complete events (text columns parsed, ts_abs
+    in absolute ns), the flow events (ts_abs likewise), the complete events per category as
+    written, the number of events seen, and the ts text of the last complete event in file order
+    (where a cut file ends). Built in a worker process for a slice of a large file."""
+
+    events: pl.DataFrame | None
+    flows: pl.DataFrame | None
+    counts: pl.DataFrame | None
+    seen: int
+    last_ts: bytes
 
 
-def _events_frame(chunks: list[pl.DataFrame], reading: _Reading) -> tuple[pl.DataFrame, dict[str, int]]:
-    """The raw chunks parsed into one frame of events with readable timestamps (still absolute,
-    ts_abs in ns), and the number of complete events per category as written."""
+def _read_batch(batch: list[_Event]) -> _Part:
+    """Typed events -> a _Part (the Python structs can be freed once it returns)."""
+    complete = [e for e in batch if e.ph == "X"]  # one without ts is counted as unreadable later
+    events = counts = flows = None
+    last = b""
+    if complete:
+        raw = _complete_frame(complete)
+        counts = raw.group_by("cat").len()
+        events = _finish_events(raw)
+        last = bytes(complete[-1].ts)
+    flow_events = [e for e in batch if e.ph in ("s", "f", "t") and len(e.ts)]
+    if flow_events:
+        flows = _flow_frame(flow_events).with_columns(_ns(pl.col("ts_abs")).alias("ts_abs"))
+    return _Part(events, flows, counts, len(batch), last)
+
+
+def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFrame | None, list[pl.DataFrame], int, int | None, dict[str, int]]:
+    """The parts joined: one frame of complete events with readable timestamps (still absolute,
+    ts_abs in ns; None when there is none), the flow frames, the number of events seen, the start
+    (absolute ns) of the last complete event in file order, and the number of complete events per
+    category as written."""
     label, warnings = reading.label, reading.warnings
-    # Parse batch by batch once the file's bytes are gone: one query each, with small transients
-    # (one query over the whole trace holds ~4x the finished frame at once).
-    finished, counts = [], []
-    while chunks:
-        chunk = chunks.pop(0)
-        counts.append(chunk.group_by("cat").len())
-        finished.append(_finish_events(chunk))
+    finished, flow_chunks, counts, seen, last = [], [], [], 0, b""
+    for part in parts:
+        seen += part.seen
+        if part.events is not None:
+            finished.append(part.events)
+            counts.append(part.counts)
+            last = part.last_ts
+        if part.flows is not None:
+            flow_chunks.append(part.flows)
+    if not finished:
+        return None, flow_chunks, seen, None, {}
+    last_ts = pl.select(_ns(pl.lit(last, dtype=pl.Binary))).item()
     frame = pl.concat(finished, rechunk=False)  # _normalize's sort writes one contiguous copy
     del finished
-    per_cat = pl.concat(counts).group_by("cat").agg(pl.col("len").sum()).sort("len", descending=True)
+    per_cat = pl.concat(counts).group_by("cat").agg(pl.col("len").sum()).sort(["len", "cat"], descending=[True, False], nulls_last=True)
     raw_categories = {cat if cat is not None else "": int(n) for cat, n in per_cat.iter_rows()}
     unreadable = frame["ts_abs"].null_count()
     if unreadable:
@@ -639,7 +661,7 @@ def _events_frame(chunks: list[pl.DataFrame], reading: _Reading) -> tuple[pl.Dat
     if negative:
         warnings.append(f"{label}: {negative:,} events with a negative duration were read as zero-length")
         frame = frame.with_columns(pl.col("dur_ns").clip(lower_bound=0))
-    return frame, raw_categories
+    return frame, flow_chunks, seen, last_ts, raw_categories
 
 
 def _note_unread(trace: Trace, reading: _Reading) -> None:
