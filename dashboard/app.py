@@ -69,6 +69,7 @@ def pick_runs() -> runs.Selection | None:
     """The sidebar: uploads, parsing with progress, one-click sets of runs, which runs to compare,
     the baseline and labels."""
     cache = runs.trace_cache()
+    apply_saved_view(cache)
     collections, loose, failures = runs.discover(extra=runs.extra_paths())
     pending: list[runs.Pending] = []
     for source in [s for c in collections for s in c.sources] + loose:
@@ -90,6 +91,11 @@ def pick_runs() -> runs.Selection | None:
         item = runs.pending_upload(upload.name, data, digest, taken)
         taken.add(item.source.id)
         pending.append(item)
+    for ident, digest in link_sources().items():  # uploads a shared link names: from the store
+        if ident not in taken:
+            stored = runs.pending_stored(ident, digest, cache)
+            (pending if isinstance(stored, runs.Pending) else failures).append(stored)
+            taken.add(ident)
 
     slot = st.empty()
     loaded, bad = runs.open_all(pending, progress=lambda frac, text: slot.progress(frac, text=text), cache=cache)
@@ -137,6 +143,8 @@ def pick_runs() -> runs.Selection | None:
     link.publish("baseline", baseline)
     edit_labels(sidebar, loaded, labels)
     link.publish_labels("label")
+    digest_of = {r.source.id: r.digest for r in loaded}
+    link.publish("src", [f"{i}={digest_of[i]}" for i in chosen if i.startswith("upload/")])
     by_id = {r.source.id: r for r in loaded}
     colour = {ident: charts.run_color(i) for i, ident in enumerate(ids)}  # by place among all loaded runs: stable
     selection = runs.Selection(
@@ -147,7 +155,74 @@ def pick_runs() -> runs.Selection | None:
         colors={labels[i]: colour[i] for i in chosen},
     )
     offer_downloads(sidebar, selection)
+    offer_saved_view(sidebar, cache)
+    show_store(sidebar, cache)
     return selection
+
+
+def link_sources() -> dict[str, str]:
+    """Uploads a shared link names, run id -> SHA-256 in the trace store (`src=<id>=<sha>`),
+    read once per session."""
+    if "link_src" not in st.session_state:
+        found = {}
+        for raw in st.query_params.get_all("src"):
+            ident, _, digest = raw.rpartition("=")
+            if ident.startswith("upload/") and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest):
+                found[ident] = digest
+        st.session_state["link_src"] = found
+    return st.session_state["link_src"]
+
+
+def apply_saved_view(cache: runs.TraceCache) -> None:
+    """`?view=<id>`: on a session's first run, the saved view's link (runs, labels, baseline, tab,
+    prices) replaces the URL's parameters, and its note is shown above the tabs."""
+    view_id = st.query_params.get("view")
+    if view_id is None or "saved_view" in st.session_state:
+        note = st.session_state.get("saved_view")
+        if note:
+            st.info(f"Saved view {literal.md(view_id or '')}: {literal.md(note)}", icon=":material/bookmark:")
+        return
+    payload = cache.store.view(view_id) if cache.store is not None else None
+    if not isinstance(payload, dict) or not isinstance(payload.get("query"), dict):
+        st.session_state["saved_view"] = ""
+        st.warning(f"No saved view {literal.md(view_id)} on this server.", icon=":material/bookmark:")
+        return
+    query = {k: v for k, v in payload["query"].items() if isinstance(k, str) and k != "view"}
+    st.query_params.from_dict({**query, "view": view_id})
+    st.session_state["saved_view"] = str(payload.get("note") or "")
+    if st.session_state["saved_view"]:
+        st.info(f"Saved view {literal.md(view_id)}: {literal.md(st.session_state['saved_view'])}", icon=":material/bookmark:")
+
+
+def offer_saved_view(sidebar, cache: runs.TraceCache) -> None:
+    """Save what is on screen (runs, labels, baseline, tab, prices) with a note under a short id:
+    `?view=<id>` on this server shows it to a reviewer, uploads included."""
+    if cache.store is None:
+        return
+    note = sidebar.text_input("Note for a saved view", key="view_note", placeholder="e.g. PR 1234: flash vs naive")
+    if sidebar.button("Save view (short link)", key="save_view", icon=":material/bookmark_add:"):
+        query = {key: st.query_params.get_all(key) for key in st.query_params if key != "view"}
+        view_id = cache.store.save_view({"query": query, "note": note})
+        st.session_state["saved_view_id"] = view_id
+    if st.session_state.get("saved_view_id"):
+        sidebar.code(f"?view={st.session_state['saved_view_id']}", language=None)
+        sidebar.caption("Append to this server's address: the view opens with its runs (uploads come from the trace store), labels and note.")
+
+
+def show_store(sidebar, cache: runs.TraceCache) -> None:
+    """What the trace store holds (uploads survive a restart and are shared by link through it)."""
+    if cache.store_problem:
+        sidebar.warning(literal.md(cache.store_problem), icon=":material/database:")
+    if cache.store is None:
+        return
+    stored = cache.store.traces()
+    with sidebar.expander(f"Trace store: {len(stored)} traces, {runs.format_bytes(sum(t.stored_bytes for t in stored))}"):
+        st.caption(f"At {literal.md(str(cache.store.root))}. Parsed traces reopen from here without parsing; links name uploads by their content hash.")
+        st.dataframe(
+            {"file": [t.source for t in stored], "device": [t.device_name or t.device_type or "—" for t in stored],
+             "size": [runs.format_bytes(t.size) for t in stored], "pinned": [t.pinned for t in stored]},
+            hide_index=True, width="stretch",
+        )
 
 
 def follow_uploads(ids: list[str]) -> None:

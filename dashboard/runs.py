@@ -8,8 +8,10 @@ cannot be opened is reported as a Failure naming it (a runs.json that is not a J
 run its manifest lists but whose file is gone, an extra path that does not exist).
 
 Parsed traces are kept in one process-wide cache keyed by the SHA-256 of the file's bytes, so
-switching tabs, runs or sessions never parses a file twice. Files that fail to parse are
-remembered by hash too, with their one-line error.
+switching tabs, runs or sessions never parses a file twice, and in the trace store
+(dashboard.engine.store: Parquet + a SQLite catalog under $ATTNSCOPE_STORE or the user's cache
+dir; ATTNSCOPE_NO_STORE=1 turns it off), so a restart or another reviewer's session reopens them
+without parsing. Files that fail to parse are remembered by hash too, with their one-line error.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from typing import Any, Callable, Iterable
 import streamlit as st
 
 from dashboard.engine import Trace, TraceError, load_trace
+from dashboard.engine.ranks import rank_of
 from dashboard.engine.review import format_bytes
+from dashboard.engine.store import Store
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_ROOT = REPO_ROOT / "sample_traces"
@@ -35,6 +39,7 @@ MANIFEST = "runs.json"
 ENV_TRACES = "ATTNSCOPE_TRACES"
 TRACE_SUFFIXES = (".json", ".json.gz")
 MAX_CACHED_TRACES = 32
+ENV_NO_STORE = "ATTNSCOPE_NO_STORE"  # set (to anything but '') to keep parsed traces in memory only
 
 
 @dataclass(frozen=True)
@@ -289,8 +294,10 @@ def digest_of(data: bytes) -> str:
 class TraceCache:
     """Parsed traces by content hash (least recently used out first), and failures by hash."""
 
-    def __init__(self, capacity: int = MAX_CACHED_TRACES) -> None:
+    def __init__(self, capacity: int = MAX_CACHED_TRACES, store: Store | None = None) -> None:
         self.capacity = capacity
+        self.store = store
+        self.store_problem: str | None = None  # why the store could not be used, once
         self.traces: OrderedDict[str, Trace] = OrderedDict()
         self.failures: dict[str, str] = {}
         self.file_digests: dict[tuple[str, int, int], str] = {}
@@ -314,8 +321,38 @@ class TraceCache:
 
 @st.cache_resource(show_spinner=False)
 def trace_cache() -> TraceCache:
-    """The process-wide cache shared by every session."""
-    return TraceCache()
+    """The process-wide cache shared by every session, backed by the trace store."""
+    cache = TraceCache()
+    if os.environ.get(ENV_NO_STORE):
+        return cache
+    try:
+        cache.store = Store()
+    except TraceError as exc:
+        cache.store_problem = one_line(str(exc))
+    return cache
+
+
+def from_store(cache: TraceCache, digest: str) -> Trace | None:
+    """The trace from the store, or None (not stored, or the store failed: said once)."""
+    if cache.store is None:
+        return None
+    try:
+        return cache.store.get(digest)
+    except Exception as exc:  # a damaged catalog or a full disk must not stop the dashboard
+        cache.store_problem = f"trace store {cache.store.root}: {type(exc).__name__}: {one_line(str(exc))}"
+        return None
+
+
+def into_store(cache: TraceCache, source: "Source", trace: Trace, digest: str) -> None:
+    """Keep a parsed trace in the store; an upload is also a run of the catalog (for links)."""
+    if cache.store is None:
+        return
+    try:
+        cache.store.put(trace, digest)
+        if source.id.startswith("upload/"):
+            cache.store.add_run([(rank_of(trace) or 0, digest)], source.name, "upload")
+    except Exception as exc:
+        cache.store_problem = f"trace store {cache.store.root}: {type(exc).__name__}: {one_line(str(exc))}"
 
 
 def file_digest(cache: TraceCache, path: Path) -> tuple[str, bytes | None]:
@@ -350,6 +387,11 @@ def open_all(
     """Parse what is not cached yet (reporting progress by bytes, with each file's size), and
     return the runs in order plus the files that failed. One bad file never stops the others."""
     cache = cache or trace_cache()
+    for item in pending:  # parsed before, by this server or another: reopen from the store
+        if cache.get(item.digest) is None and item.digest not in cache.failures:
+            stored = from_store(cache, item.digest)
+            if stored is not None:
+                cache.put(item.digest, stored)
     todo = [p for p in pending if cache.get(p.digest) is None and p.digest not in cache.failures]
     total = sum(p.size for p in todo) or 1
     done = 0
@@ -370,6 +412,7 @@ def open_all(
             cache.failures[item.digest] = f"{item.source.name}: could not be read ({type(exc).__name__}: {one_line(str(exc))})"
         else:
             cache.put(item.digest, trace)
+            into_store(cache, item.source, trace, item.digest)
         cache.parses += 1
         done += item.size
     if progress and todo:
@@ -403,6 +446,23 @@ def pending_file(source: Source, cache: TraceCache | None = None) -> Pending | F
         return Failure(source, f"{source.name}: {reason}")
     path = source.path
     return Pending(source, path.stat().st_size, digest, (lambda: data) if data is not None else path.read_bytes)
+
+
+def pending_stored(ident: str, digest: str, cache: TraceCache | None = None) -> Pending | Failure:
+    """A run a shared link names by its store id (an upload made in another session or before a
+    restart): reopened from the store, or a Failure saying it is not there."""
+    cache = cache or trace_cache()
+    name = ident.removeprefix("upload/").split("#")[0]
+    source = Source(id=ident, name=name)
+    known = cache.store.trace(digest) if cache.store is not None else None
+    if known is None:
+        where = f"the trace store ({cache.store.root})" if cache.store is not None else "this server (no trace store)"
+        return Failure(source, f"{name}: the link's upload is not in {where}; upload the file to see it")
+
+    def read() -> bytes:
+        raise TraceError(f"{name}: the stored copy could not be read; upload the file again")
+
+    return Pending(source, known.size, digest, read)
 
 
 def pending_upload(name: str, data: bytes, digest: str, taken: set[str]) -> Pending:

@@ -236,6 +236,10 @@ class Store:
             ).fetchall()
         return [StoredTrace(*row[:-1], pinned=bool(row[-1])) for row in rows]
 
+    def trace(self, sha: str) -> StoredTrace | None:
+        """The catalog row of one stored trace (this schema version), or None."""
+        return next((t for t in self.traces() if t.sha == sha), None)
+
     def pin(self, sha: str, pinned: bool = True) -> None:
         """Keep a trace whatever the size cap (a run the team keeps)."""
         with closing(self._connect()) as db:

@@ -1,0 +1,100 @@
+"""The dashboard over the trace store: an upload survives a server restart, a link names it by
+its content hash so a reviewer sees it without uploading, and a saved view brings back runs,
+labels, baseline and its note under a short id."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import oracle
+from dashboard.engine.store import Store, sha256_of
+from dashboard.runs import ENV_TRACES, trace_cache
+
+APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+H100 = oracle.DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
+QWEN = oracle.DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"
+
+
+@pytest.fixture()
+def server(tmp_path, monkeypatch):
+    """A dashboard 'server' with its own store; restart() forgets everything held in memory."""
+    monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
+    monkeypatch.delenv(ENV_TRACES, raising=False)
+
+    def restart() -> None:
+        trace_cache.clear()
+
+    restart()
+    yield restart
+    restart()
+
+
+def run(params: dict | None = None, uploads: list[Path] = ()) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    if uploads:
+        at.file_uploader[0].set_value([(p.name, p.read_bytes(), "application/gzip") for p in uploads])
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def shown(markdown: str) -> str:
+    """Text as the reader sees it (the app backslash-escapes trace strings in Markdown bodies)."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def params_of(at: AppTest) -> dict[str, list[str]]:
+    return {key: (value if isinstance(value, list) else [value]) for key, value in at.query_params.items()}
+
+
+def overview_runs(at: AppTest) -> list[str]:
+    return at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist()
+
+
+def test_an_upload_reopens_from_its_link_after_a_restart_without_uploading_or_parsing(server):
+    author = run(uploads=[H100, QWEN])
+    ident = "upload/" + H100.name
+    author.query_params["label"] = [f"{ident}=their H100 run"]
+    link = params_of(author)
+    assert sorted(link["src"]) == sorted(f"upload/{p.name}={sha256_of(p)}" for p in (H100, QWEN))
+    server()  # the server restarts: nothing in memory
+    reviewer = run(params=link)
+    assert trace_cache().parses == 0  # both came from the store
+    assert overview_runs(reviewer) == ["their H100 run", QWEN.name.removesuffix(".json.gz")]
+    assert reviewer.selectbox(key="baseline").value == ident
+    stored = {t.source for t in Store(os.environ["ATTNSCOPE_STORE"]).traces()}
+    assert {H100.name, QWEN.name} <= stored
+
+
+def test_a_link_to_an_upload_the_store_does_not_hold_says_so(server):
+    missing = "0" * 64
+    at = run(params={"run": ["upload/gone.json.gz"], "src": [f"upload/gone.json.gz={missing}"]})
+    assert any("gone.json.gz: the link's upload is not in the trace store" in shown(e.value) for e in at.sidebar.error)
+
+
+def test_a_saved_view_brings_back_runs_labels_baseline_and_its_note(server):
+    author = run(params={"label": [f"upload/{QWEN.name}=qwen chat"]}, uploads=[H100, QWEN])
+    author.selectbox(key="baseline").set_value(f"upload/{QWEN.name}")
+    author.run()
+    author.text_input(key="view_note").set_value("PR 1234: two H100 runs")
+    author.run()
+    author.button(key="save_view").click()
+    author.run()
+    code = [c.value for c in author.sidebar.code]
+    assert len(code) == 1 and code[0].startswith("?view=")
+    view_id = code[0].removeprefix("?view=")
+    server()
+    reviewer = run(params={"view": view_id})
+    assert set(overview_runs(reviewer)) == {"qwen chat", H100.name.removesuffix(".json.gz")}
+    assert reviewer.selectbox(key="baseline").value == f"upload/{QWEN.name}"
+    assert any("PR 1234: two H100 runs" in shown(i.value) for i in reviewer.info)
+    nothing = run(params={"view": "nope"})
+    assert any("No saved view nope" in shown(w.value) for w in nothing.warning)
