@@ -8,22 +8,37 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 from dashboard.engine import TraceError, load_trace, summarize
 from dashboard.engine.backends import BACKENDS
 from dashboard.engine.model import Trace
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_GPU, device_group
+from dashboard.engine.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def _load_all(paths: Sequence[str]) -> tuple[list[Trace], list[str]]:
-    """Load every path; a file that cannot be read becomes one error line, the others still load."""
+def _store(args: argparse.Namespace) -> Store | None:
+    """The trace store the command reads and fills (None with --no-store, or when it cannot be
+    opened: then the command parses every file, after one warning)."""
+    if getattr(args, "no_store", False):
+        return None
+    try:
+        return Store(args.store) if args.store else Store()
+    except TraceError as exc:
+        print(f"attnscope: warning: {exc}; parsing without the store", file=sys.stderr)
+        return None
+
+
+def _load_all(paths: Sequence[str], store: Store | None = None) -> tuple[list[Trace], list[str]]:
+    """Load every path (from the store when its bytes were parsed before); a file that cannot be
+    read becomes one error line, the others still load."""
     traces, errors = [], []
     for path in paths:
         try:
-            traces.append(load_trace(path))
+            traces.append(store.open(path)[0] if store is not None else load_trace(path))
         except TraceError as exc:
             errors.append(str(exc))
     return traces, errors
@@ -48,6 +63,16 @@ def _human(summary: dict[str, Any]) -> str:
             f"  {step['name']:<32} {step['work']:>8,} {step['kernel']:>8,} {step['gpu_memcpy']:>8,} "
             f"{step['gpu_memset']:>8,} {step['dur_us'] / 1000:>10.3f} {step['busy_us'] / 1000:>10.3f}"
         )
+    lines.append(f"  attention efficiency: {_efficiency_line(summary['efficiency'])}")
+    graphs = summary["graphs"]
+    if graphs["launches"]:
+        ops = ", ".join(f"{op} {n:,}" for op, n in graphs["ops"].items()) or "no op holds the launches"
+        lines.append(f"  graph replays: {graphs['launches']:,} launches replayed {graphs['kernels']:,} device events ({ops})")
+    classes: dict[str, int] = {}
+    for copy in summary["copies"]:
+        classes[copy["class"]] = classes.get(copy["class"], 0) + copy["count"]
+    if classes:
+        lines.append("  copies by class: " + ", ".join(f"{name} {n:,}" for name, n in sorted(classes.items())))
     hidden = [c for c in summary["copies"] if c["hidden"]]
     if hidden:
         lines.append("  hidden copies (made inside another op):")
@@ -59,6 +84,54 @@ def _human(summary: dict[str, Any]) -> str:
     return "\n".join(lines)  # (warnings go to stderr once, not here as well)
 
 
+def _efficiency_line(block: dict[str, Any]) -> str:
+    """'19.4% of the H100 SXM5 80GB roofline (90.4 TFLOP/s, 24 of 34 calls measured)', or why not."""
+    if block["pct_of_roofline"] is not None:
+        return (
+            f"{block['pct_of_roofline']:.1f}% of the {block['device']['matched']} roofline "
+            f"({block['tflops']:.1f} TFLOP/s, {block['measured']:,} of {block['calls']:,} calls measured)"
+        )
+    if not block["calls"]:
+        return "no attention op or kernel to measure"
+    why = block["device"]["reason"] or "; ".join(block["reasons"][:2]) or "not measurable"
+    achieved = f"{block['tflops']:.3g} TFLOP/s achieved; " if block["tflops"] else ""
+    return f"no percentage ({achieved}{why})"
+
+
+def _rank_lines(folder: str, traces: list[Trace]) -> list[str]:
+    """Per-rank step times and the straggler of each step, for a folder of rank traces."""
+    from dashboard.engine.ranks import rank_of, rank_step_times, stragglers
+
+    ranks = {rank_of(t): t for t in traces}
+    if len(traces) < 2 or None in ranks or len(ranks) != len(traces):
+        return []
+    table = stragglers(rank_step_times(ranks))
+    lines = [f"{folder}: {len(ranks)} ranks ({', '.join(str(r) for r in sorted(ranks))}); the slowest rank of each step:",
+             f"  {'step':>10} {'slowest rank':>13} {'its ms':>10} {'median ms':>10} {'spread':>7}"]
+    for row in table.iter_rows(named=True):
+        lines.append(
+            f"  {row['step']:>10} {row['slowest_rank']:>13} {row['slowest_us'] / 1000:>10.3f} "
+            f"{row['median_us'] / 1000:>10.3f} {row['spread']:>7.2f}"
+        )
+    return lines
+
+
+def _expand(paths: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Files to read: each file as named, each folder's trace files (sorted, recursive); and
+    folder -> its files, for the per-rank table."""
+    from dashboard.engine.ingest import discover
+
+    files: list[str] = []
+    folders: dict[str, list[str]] = {}
+    for path in paths:
+        for folder, members in discover([path]):
+            names = [str(m) for m in members]
+            files.extend(names)
+            if folder is not None:
+                folders[path] = names
+    return files, folders
+
+
 def _analysis_error(trace: Trace, exc: Exception) -> str:
     """One line for a trace that loaded but broke an analysis (an engine bug, or a trace stranger
     than any we have seen): the file, and what went wrong."""
@@ -66,9 +139,17 @@ def _analysis_error(trace: Trace, exc: Exception) -> str:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    traces, errors = _load_all(args.traces)
+    files, folders = _expand(args.traces)
+    store = _store(args)
+    by_path: dict[str, Trace] = {}
+    errors: list[str] = []
+    for path in files:
+        loaded, failed = _load_all([path], store)
+        by_path.update({path: trace for trace in loaded})
+        errors += failed
+    traces = list(by_path.values())
     summaries = []
-    for trace in traces:
+    for path, trace in by_path.items():
         try:
             summaries.append(summarize(trace))
         except Exception as exc:  # one strange file must not cost the others their summary
@@ -76,7 +157,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summaries, indent=1, default=str))
     else:
-        print("\n\n".join(_human(s) for s in summaries))
+        blocks = [_human(s) for s in summaries]
+        for folder, members in folders.items():
+            lines = _rank_lines(folder, [by_path[m] for m in members if m in by_path])
+            if lines:
+                blocks.append("\n".join(lines))
+        print("\n\n".join(blocks))
     for trace in traces:
         for warning in trace.warnings:
             print(f"attnscope: warning: {warning}", file=sys.stderr)
@@ -117,7 +203,7 @@ def _mixed_devices(traces: list[Trace]) -> str | None:
 def cmd_compare(args: argparse.Namespace) -> int:
     from dashboard.report import build_review, render_html, render_markdown  # plotly loads only when asked for
 
-    traces, errors = _load_all([args.base, *args.others])
+    traces, errors = _load_all([args.base, *args.others], _store(args))
     for error in errors:
         print(f"attnscope: error: {error}", file=sys.stderr)
     if errors:
@@ -159,7 +245,7 @@ def _write(path: str, text: str) -> bool:
 def cmd_check(args: argparse.Namespace) -> int:
     from dashboard.engine.gate import IncomparableError, Rules, check
 
-    traces, errors = _load_all([args.base, args.candidate])
+    traces, errors = _load_all([args.base, args.candidate], _store(args))
     for error in errors:
         print(f"attnscope: error: {error}", file=sys.stderr)
     if errors:
@@ -171,6 +257,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         forbid_math=not args.allow_math,
         min_speedup=args.min_speedup,
         require_parity=args.require_parity,
+        min_attention_efficiency=args.min_attention_efficiency,
     )
     try:
         problems = check(traces[0], traces[1], rules)
@@ -187,6 +274,55 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FAILED if problems else EXIT_OK
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from dashboard.engine.ingest import ingest
+
+    store = _store(args)
+    if store is None:
+        print("attnscope: error: ingest needs a trace store (it cannot be opened, or --no-store was given)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        done = ingest(args.paths, store, workers=args.workers, scheduler=args.scheduler, added_by="cli")
+    except TraceError as exc:
+        print(f"attnscope: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for run_id, label, ranks in done.runs:
+        print(f"{run_id}  {label}  ({len(ranks)} rank{'s' if len(ranks) != 1 else ''})")
+    for path, error in done.errors:
+        print(f"attnscope: error: {error}", file=sys.stderr)
+    print(f"attnscope: {len(done.runs)} runs in {store.root}", file=sys.stderr)
+    return EXIT_BAD_INPUT if done.errors else EXIT_OK
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from dashboard.engine.review import format_bytes
+
+    store = _store(args)
+    if store is None:
+        print("attnscope: error: no trace store to list", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    traces = {t.sha: t for t in store.traces()}
+    for run in store.runs():
+        files = [traces.get(sha) for _, sha in run.ranks]
+        size = sum(t.size for t in files if t is not None)
+        device = next((t.device_name or t.device_type for t in files if t is not None), None) or "—"
+        gone = sum(t is None for t in files)
+        note = f"; {gone} evicted" if gone else ""
+        print(f"{run.run_id}  {run.label}  [{run.added_by}; {len(run.ranks)} rank{'s' if len(run.ranks) != 1 else ''}; "
+              f"{device}; {format_bytes(size)}{note}]")
+    stored = sum(t.stored_bytes for t in traces.values())
+    print(f"attnscope: {len(traces)} traces, {format_bytes(stored)} in {store.root}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _store_options(parser: argparse.ArgumentParser, ingest: bool = False) -> None:
+    parser.add_argument("--store", metavar="DIR",
+                        help="the trace store (default $ATTNSCOPE_STORE, else ~/.cache/attnscope): traces parsed "
+                        "before reopen from it without parsing")
+    if not ingest:
+        parser.add_argument("--no-store", action="store_true", help="parse every file; read and write no store")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnscope",
@@ -195,8 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     summary = sub.add_parser("summary", help="summarize traces: kernels per step, memcpy, copies, attention backend")
-    summary.add_argument("traces", nargs="+", help="torch.profiler traces (.json or .json.gz)")
+    summary.add_argument("traces", nargs="+",
+                         help="torch.profiler traces (.json or .json.gz), or folders of them (a folder of rank traces "
+                         "also gets the slowest rank of each step)")
     summary.add_argument("--json", action="store_true", help="print a JSON array, one object per file")
+    _store_options(summary)
     summary.set_defaults(run=cmd_summary)
 
     compare = sub.add_parser(
@@ -214,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--group-by-device", action="store_true",
                          help="allow GPU and CPU-only traces in one report: each group is compared with its own baseline "
                          "(the first trace of the group); without it such a mix exits 2")
+    _store_options(compare)
     compare.set_defaults(run=cmd_compare)
 
     gate = sub.add_parser(
@@ -236,7 +376,24 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--allow-math", action="store_true", help="do not fail when SDPA runs on the math path")
     gate.add_argument("--min-speedup", type=float, metavar="X", help="minimum speedup of the candidate (base time / candidate time)")
     gate.add_argument("--require-parity", action="store_true", help="the candidate must carry a passing parity record")
+    gate.add_argument("--min-attention-efficiency", type=float, metavar="PCT",
+                      help="the candidate's attention must reach PCT%% of the device's roofline (achieved FLOP/s "
+                      "against min(peak, intensity x bandwidth)); a trace where it cannot be measured fails")
+    _store_options(gate)
     gate.set_defaults(run=cmd_check)
+
+    add = sub.add_parser("ingest", help="add traces or folders of them to the trace store (a folder of rank traces is one run)")
+    add.add_argument("paths", nargs="+", help="trace files or folders (searched recursively)")
+    add.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="parse on a local Dask cluster of N worker processes (default 1: in this process)")
+    add.add_argument("--scheduler", metavar="ADDRESS",
+                     help="parse on an existing Dask cluster (e.g. tcp://host:8786); its workers must see the store and the files")
+    _store_options(add, ingest=True)
+    add.set_defaults(run=cmd_ingest)
+
+    listing = sub.add_parser("ls", help="list the runs in the trace store")
+    _store_options(listing, ingest=True)
+    listing.set_defaults(run=cmd_ls)
     return parser
 
 
