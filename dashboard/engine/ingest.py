@@ -19,6 +19,7 @@ from dashboard.engine.ranks import rank_of
 from dashboard.engine.store import Store
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+NOT_TRACES = ("runs.json",)  # a collection's manifest (collectors/manifest.py) sits beside its traces
 
 
 @dataclass
@@ -38,7 +39,9 @@ def discover(paths: Iterable[Union[str, os.PathLike]]) -> list[tuple[str | None,
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+            files = sorted(
+                p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES
+            )
             groups.append((path.resolve().name, files))
         else:
             groups.append((None, [path]))

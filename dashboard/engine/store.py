@@ -199,6 +199,8 @@ class Store:
         try:
             stat = path.stat()
         except OSError:
+            stat = None
+        if stat is None or not path.is_file():
             return load_trace(path, name=name), ""  # load_trace names the problem
         key = str(path.resolve())
         with closing(self._connect()) as db:
@@ -207,14 +209,16 @@ class Store:
             stored = self.get(row[0])
             if stored is not None:
                 return stored, row[0]
-        data = path.read_bytes()
-        sha = sha256_of(data)
-        with closing(self._connect()) as db:
-            db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (key, stat.st_size, stat.st_mtime_ns, sha))
+        try:
+            sha = sha256_of(path)  # streamed: the loader reads the file itself, in its own way
+        except OSError as exc:
+            raise TraceError(f"{name or path.name}: cannot read ({exc.strerror or exc})") from None
         trace = self.get(sha)
         if trace is None:
-            trace = load_trace(data, name=name or path.name)
+            trace = load_trace(path, name=name)
             self.put(trace, sha)
+        with closing(self._connect()) as db:
+            db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (key, stat.st_size, stat.st_mtime_ns, sha))
         return trace, sha
 
     def open_bytes(self, data: bytes, name: str) -> tuple[Trace, str]:
