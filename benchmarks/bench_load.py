@@ -1,18 +1,26 @@
 """Summary speed and memory against the stdlib json.load, each measured in a fresh process.
 
-    python benchmarks/bench_load.py [TRACE ...]
+    python benchmarks/bench_load.py [--repeat N] [TRACE ...]
 
-With no arguments: every trace in tests/data plus benchmarks/out/large.json when it exists
-(make it with benchmarks/make_large_trace.py). Prints one row per trace: JSON MB (uncompressed),
-seconds to a full `summarize`, seconds of `json.load` of the same bytes, their ratio, and each
-one's whole-process peak RSS as a multiple of the JSON size (interpreter and libraries included;
-the bare interpreter with them imported is printed once, for scale). Targets: time ratio <= 1,
-summary peak RSS <= 3x the JSON size.
+With no traces: every trace in tests/data plus benchmarks/out/large.json and
+benchmarks/out/large1g.json when they exist (make them with benchmarks/make_large_trace.py).
+Prints the machine's facts (cores, RAM, load average, versions, date), then one row per trace:
+JSON MB (uncompressed), seconds to a full `summarize` and of `json.load` of the same bytes (the
+median of N fresh processes each), their ratio, the summary's MB/s and CPU/wall ratio (worker
+processes included), and peak RSS as a multiple of the JSON size: the loading process alone,
+and that plus each worker's peak (an upper bound on what the load held at once). The bare
+interpreter with the libraries imported is printed once, for scale. The machine is shared:
+compare the ratios of one run, not seconds across runs.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime
 import json
+import os
+import platform
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +34,12 @@ sys.path.insert(0, {root!r})
 mode, path = sys.argv[1], sys.argv[2]
 import msgspec, polars, numpy  # libraries loaded before the baseline reading
 from dashboard.engine import load_trace, summarize
+import dashboard.engine.load as load
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-t0 = time.perf_counter()
+def cpu():
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+c0, t0 = cpu(), time.perf_counter()
 if mode == "json":
     with open(path, "rb") as fh:
         data = fh.read()
@@ -36,11 +48,14 @@ if mode == "json":
     json.loads(data)
 elif mode == "summary":
     summarize(load_trace(path))
-else:
-    pass
 elapsed = time.perf_counter() - t0
+workers = load._workers_started.procs if load._workers_started is not None else []
+if workers:
+    load._workers_started.close()  # reaped: their CPU time and peak RSS show in RUSAGE_CHILDREN
+busy = cpu() - c0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({{"seconds": elapsed, "peak": peak, "base": base}}))
+child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 if workers else 0
+print(json.dumps({{"seconds": elapsed, "cpu": busy, "peak": peak, "workers": len(workers), "child_peak": child, "base": base}}))
 """
 
 
@@ -50,6 +65,11 @@ def measure(mode: str, path: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def median_run(mode: str, path: Path, repeat: int) -> dict:
+    runs = sorted((measure(mode, path) for _ in range(repeat)), key=lambda r: r["seconds"])
+    return runs[len(runs) // 2]
+
+
 def json_size(path: Path) -> int:
     import gzip
 
@@ -57,21 +77,43 @@ def json_size(path: Path) -> int:
     return len(gzip.decompress(data)) if data[:2] == b"\x1f\x8b" else len(data)
 
 
+def facts() -> str:
+    import msgspec
+    import numpy
+    import polars
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    ram = next((int(line.split()[1]) * 1024 for line in open("/proc/meminfo") if line.startswith("MemTotal")), 0) if Path("/proc/meminfo").exists() else 0
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return (f"{datetime.date.today()} | {cores} cores, {ram / 2**30:.0f} GiB RAM, load average {load} | "
+            f"{platform.python_implementation()} {platform.python_version()}, polars {polars.__version__}, "
+            f"msgspec {msgspec.__version__}, numpy {numpy.__version__} | {platform.platform()}")
+
+
 def main(argv: list[str]) -> None:
-    paths = [Path(p) for p in argv] or sorted((ROOT / "tests" / "data").glob("*.json.gz"))
-    large = HERE / "out" / "large.json"
-    if not argv and large.exists():
-        paths.append(large)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=1, help="fresh processes per measurement (the median is shown)")
+    parser.add_argument("traces", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    paths = args.traces or sorted((ROOT / "tests" / "data").glob("*.json.gz"))
+    if not args.traces:
+        paths += [p for p in (HERE / "out" / "large.json", HERE / "out" / "large1g.json") if p.exists()]
+    print(facts())
     base = measure("none", paths[0])["base"]
     print(f"interpreter with msgspec, polars, numpy and the engine imported: {base / 1e6:.0f} MB RSS")
-    print(f"{'trace':<46} {'JSON MB':>8} {'summary s':>10} {'json.load s':>12} {'time ratio':>11} {'summary RSS/JSON':>17} {'json.load RSS/JSON':>19}")
+    print(f"{'trace':<46} {'JSON MB':>8} {'summary s':>10} {'json.load s':>12} {'time ratio':>11} {'MB/s':>6} "
+          f"{'CPU/wall':>9} {'RSS/JSON':>9} {'+workers':>9} {'json.load RSS/JSON':>19}")
     for path in paths:
         size = json_size(path)
-        s = measure("summary", path)
-        j = measure("json", path)
-        rss_s = s["peak"] / size
-        rss_j = j["peak"] / size
-        print(f"{path.name:<46} {size / 1e6:>8.1f} {s['seconds']:>10.2f} {j['seconds']:>12.2f} {s['seconds'] / j['seconds']:>11.2f} {rss_s:>17.2f} {rss_j:>19.2f}")
+        s = median_run("summary", path, args.repeat)
+        j = median_run("json", path, args.repeat)
+        with_workers = (s["peak"] + s["workers"] * s["child_peak"]) / size
+        print(f"{path.name:<46} {size / 1e6:>8.1f} {s['seconds']:>10.2f} {j['seconds']:>12.2f} {s['seconds'] / j['seconds']:>11.2f} "
+              f"{size / 1e6 / s['seconds']:>6.0f} {s['cpu'] / s['seconds']:>9.2f} {s['peak'] / size:>9.2f} {with_workers:>9.2f} "
+              f"{j['peak'] / size:>19.2f}")
 
 
 if __name__ == "__main__":

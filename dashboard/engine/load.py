@@ -148,6 +148,16 @@ class _Reading:
     gzip_cut: int | None = None  # compressed bytes in the file when its gzip stream is cut off
     cut: _CutPoint | None = None
     replaced: int = 0  # byte sequences that were not UTF-8, read as U+FFFD
+    skipped: int = 0  # events that could not be read
+    skip_note: str | None = None  # why the first of them could not
+
+    def add(self, other: "_Reading") -> None:
+        """Take in what a worker's reading of one slice learnt."""
+        self.warnings.extend(other.warnings)
+        self.replaced += other.replaced
+        self.skipped += other.skipped
+        if self.skip_note is None:
+            self.skip_note = other.skip_note
 
 
 def read_source(source: Union[str, os.PathLike, bytes], name: str | None = None) -> tuple[bytes, str]:
@@ -210,6 +220,10 @@ def load_trace(
     """Load a torch.profiler Chrome trace (.json or .json.gz, any file name) into a Trace.
     `progress`, when given, is called with the fraction of events decoded (0..1) as loading goes.
     Every failure is a TraceError whose message is one line naming the file."""
+    if not isinstance(source, (bytes, bytearray, memoryview)):
+        sliced = _load_sliced(Path(source), name, progress)
+        if sliced is not None:
+            return sliced
     data, reading = _read(source, name)
     reading.progress = progress
     size = len(data)
@@ -333,6 +347,9 @@ def _batches(raws: list[msgspec.Raw], reading: _Reading) -> Iterator[list[_Event
             yield _decode_each(chunk, reading, note=str(exc))
 
 
+_BATCH_INDEX = re.compile(r"`\$\[\d+\]\.?")
+
+
 def _decode_each(chunk: list[Any], reading: _Reading, note: str) -> list[_Event]:
     kept: list[_Event] = []
     for raw in chunk:
@@ -340,8 +357,10 @@ def _decode_each(chunk: list[Any], reading: _Reading, note: str) -> list[_Event]
             kept.append(_utf8_safe(_decode_one, raw if isinstance(raw, msgspec.Raw) else msgspec.json.encode(raw), reading))
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass
-    if len(kept) < len(chunk):
-        reading.warnings.append(f"{reading.label}: {len(chunk) - len(kept):,} events could not be read and were skipped ({note})")
+    if len(kept) < len(chunk):  # one warning for the file, whichever batches or slices they were in
+        reading.skipped += len(chunk) - len(kept)
+        if reading.skip_note is None:
+            reading.skip_note = _BATCH_INDEX.sub("`", note)  # a position in a batch means nothing to the reader
     return kept
 
 
@@ -599,6 +618,280 @@ def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading
     return trace
 
 
+# Plain JSON files at least this large are read in slices by worker processes, one per core;
+# smaller ones (and .json.gz, uploads, cut or odd files) take the one-process path.
+SLICED_MIN_BYTES = 64 << 20
+# Bytes of traceEvents per slice: what one worker holds at once is about 4x this.
+SLICE_BYTES = 16 << 20
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_ARRAY_CLOSE = re.compile(rb"[\}\[]\s*\]")  # the end of an array of objects (or of an empty one)
+_EDGE_BYTES = 1 << 20  # how much of the head and the tail is read at first to find traceEvents
+_EDGE_MAX = 64 << 20
+
+
+def _workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class _Workers:
+    """Worker processes that read slices: fresh interpreters (`python -c`), not forks, since
+    polars' thread pool does not survive a fork of a process that used it, and multiprocessing's
+    spawn and forkserver re-run the caller's main script. Tasks and results are length-prefixed
+    pickles over each worker's stdin and stdout; a worker exits when its stdin closes."""
+
+    def __init__(self, count: int) -> None:
+        import subprocess
+        import sys
+
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        code = "from dashboard.engine.load import _serve; _serve()"
+        self.procs = [
+            subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            for _ in range(count)
+        ]
+
+    def alive(self) -> bool:
+        return all(proc.poll() is None for proc in self.procs)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=5)
+            except Exception:
+                proc.kill()
+
+    def run(self, tasks: list[tuple[Any, ...]]) -> Iterator[Any]:
+        """Results in task order; task i goes to worker i mod count (slices are of one size)."""
+        import pickle
+
+        count = len(self.procs)
+        sent = 0
+
+        def send_upto(limit: int) -> None:
+            nonlocal sent
+            while sent < min(limit, len(tasks)):
+                _send(self.procs[sent % count].stdin, pickle.dumps(tasks[sent]))
+                sent += 1
+
+        send_upto(2 * count)  # two in flight per worker: it starts the next while the last is read
+        for i in range(len(tasks)):
+            payload = _receive(self.procs[i % count].stdout)
+            if payload is None:
+                raise _SliceFailed("a worker process ended")
+            send_upto(i + 1 + 2 * count)
+            yield pickle.loads(payload)
+
+
+def _send(stream: Any, payload: bytes) -> None:
+    stream.write(len(payload).to_bytes(8, "little"))
+    stream.write(payload)
+    stream.flush()
+
+
+def _receive(stream: Any) -> bytes | None:
+    size = stream.read(8)
+    if len(size) < 8:
+        return None
+    payload = stream.read(int.from_bytes(size, "little"))
+    return payload if len(payload) == int.from_bytes(size, "little") else None
+
+
+def _serve() -> None:
+    """A worker's loop: read a task from stdin, answer ("ok", result) or ("failed", why)."""
+    import pickle
+    import sys
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        payload = _receive(stdin)
+        if payload is None:
+            return
+        try:
+            answer = ("ok", _read_slice(*pickle.loads(payload)))
+        except _SliceFailed as exc:
+            answer = ("failed", str(exc))
+        except Exception as exc:  # noqa: BLE001 - the parent falls back to the one-process path
+            answer = ("failed", f"{type(exc).__name__}: {exc}")
+        _send(stdout, pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+_workers_started: _Workers | None = None
+
+
+def _slice_workers() -> _Workers:
+    """The worker processes, started once per process and kept for the next large file."""
+    global _workers_started
+    if _workers_started is None or not _workers_started.alive():
+        import atexit
+
+        _workers_started = _Workers(_workers())
+        atexit.register(_workers_started.close)
+    return _workers_started
+
+
+def _pread(fh: Any, offset: int, size: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(size)
+
+
+def _head(fh: Any, size: int, reading: _Reading) -> tuple[dict[str, Any], int] | None:
+    """The metadata before traceEvents and the offset of the array's first byte, or None when the
+    file does not start like {..., "traceEvents": [ within _EDGE_MAX bytes."""
+    want = _EDGE_BYTES
+    while True:
+        head = _pread(fh, 0, min(want, size))
+        found = _EVENTS_KEY.search(head)
+        if found is not None:
+            break
+        if want >= min(_EDGE_MAX, size):
+            return None
+        want *= 4
+    before = head[: found.start()]
+    start = _LEADING_SPACE.match(before, 3 if before[:3] == b"\xef\xbb\xbf" else 0).end()
+    body = before[start:].rstrip()
+    if body[:1] != b"{":
+        return None
+    body = body.rstrip(b",")
+    try:
+        top = _utf8_safe(_decode_top, body + b"}", reading) if body != b"{" else {}
+        meta = {key: _utf8_safe(msgspec.json.decode, raw, reading) for key, raw in top.items()}
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # the key was not at the top level: the one-process path reads the file
+    return meta, found.end()
+
+
+def _tail(fh: Any, size: int, events_start: int, reading: _Reading) -> tuple[dict[str, Any], int] | None:
+    """The metadata after traceEvents and the offset of the array's closing bracket, or None
+    (a cut file, or more than _EDGE_MAX bytes after the events)."""
+    want = _EDGE_BYTES
+    while True:
+        offset = max(size - want, events_start)
+        tail = _pread(fh, offset, size - offset)
+        for found in _ARRAY_CLOSE.finditer(tail):  # the first ] after which the rest closes the object
+            rest = tail[found.end() :].strip()
+            if rest == b"}":
+                return {}, offset + found.end() - 1
+            if rest[:1] != b",":
+                continue
+            try:
+                top = _utf8_safe(_decode_top, b"{" + rest[1:], reading)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            if "traceEvents" in top:
+                return None
+            meta = {key: _utf8_safe(msgspec.json.decode, raw, reading) for key, raw in top.items()}
+            return meta, offset + found.end() - 1
+        if offset == events_start or want >= _EDGE_MAX:
+            return None
+        want *= 4
+
+
+def _slices(fh: Any, start: int, end: int, size: int) -> list[tuple[int, int]]:
+    """[start, end) cut into slices of about `size` bytes between two events (at a '},{'; a cut
+    inside a string or a nested object makes its slices fail to decode, and the file then takes
+    the one-process path)."""
+    bounds, lo = [], start
+    while end - lo > size + size // 2:
+        window = _pread(fh, lo + size, min(_EDGE_BYTES, end - lo - size))
+        gap = _EVENT_GAP.search(window)
+        if gap is None:
+            break
+        bounds.append((lo, lo + size + gap.start() + 1))
+        lo = lo + size + gap.end() - 1
+    bounds.append((lo, end))
+    return bounds
+
+
+class _SliceFailed(Exception):
+    """A slice that is not a list of events: the whole file takes the one-process path."""
+
+
+def _read_slice(path: str, lo: int, hi: int, label: str) -> tuple[list[_Part], _Reading]:
+    """Worker: the events in bytes [lo, hi) of a file, read into parts, and what the reading
+    learnt (warnings, bytes that were not UTF-8, events skipped)."""
+    reading = _Reading(label)
+    with open(path, "rb") as fh:
+        raw = b"[" + _pread(fh, lo, hi - lo) + b"]"
+    try:
+        batch = _utf8_safe(_decode_events, raw, reading)
+    except msgspec.ValidationError as exc:
+        try:
+            raws = _utf8_safe(_decode_raw_list, raw, reading)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise _SliceFailed from None
+        batch = _decode_each(raws, reading, note=str(exc))
+    except msgspec.DecodeError:
+        raise _SliceFailed from None
+    del raw
+    return [_read_batch(batch)], reading
+
+
+def _load_sliced(path: Path, name: str | None, progress: Callable[[float], None] | None) -> Trace | None:
+    """A large plain-JSON trace read in slices by worker processes (the file's bytes are never
+    all in this process), or None when the file is not one that this path reads: the
+    one-process path then reads it and says what is wrong, if anything."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if size < SLICED_MIN_BYTES or _workers() < 2 or not path.is_file():
+        return None
+    reading = _Reading(name or path.name, progress=progress)
+    with open(path, "rb") as fh:
+        if _pread(fh, 0, 2) == GZIP_MAGIC:
+            return None
+        head = _head(fh, size, reading)
+        if head is None:
+            return None
+        meta, start = head
+        tail = _tail(fh, size, start, reading)
+        if tail is None:
+            return None
+        meta_after, end = tail
+        if not _pread(fh, start, min(end - start, 4096)).strip():
+            return None  # no events: the one-process path says so
+        bounds = _slices(fh, start, end, SLICE_BYTES)
+    meta.update(meta_after)
+    workers = _slice_workers()
+    parts: list[_Part] = []
+    try:
+        for done, (status, answer) in enumerate(workers.run([(str(path), lo, hi, reading.label) for lo, hi in bounds])):
+            if status != "ok":
+                raise _SliceFailed(answer)
+            got, learnt = answer
+            parts.extend(got)
+            reading.add(learnt)
+            if progress:
+                progress((done + 1) / len(bounds))
+    except _SliceFailed:
+        _discard_workers()  # the rest of their answers are not read: start afresh next time
+        return None
+    trace = _build_trace(_drain(parts), meta, reading)
+    trace.size_bytes = size
+    return trace
+
+
+def _discard_workers() -> None:
+    global _workers_started
+    if _workers_started is not None:
+        for proc in _workers_started.procs:
+            proc.kill()
+        _workers_started = None
+
+
+def _drain(parts: list[_Part]) -> Iterator[_Part]:
+    """The parts in order, each dropped from the list once it is handed on."""
+    parts.reverse()
+    while parts:
+        yield parts.pop()
+
+
 @dataclass
 class _Part:
     """One batch of events read into columns: the complete events (text columns parsed, ts_abs
@@ -644,6 +937,8 @@ def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFra
             last = part.last_ts
         if part.flows is not None:
             flow_chunks.append(part.flows)
+    if reading.skipped:
+        warnings.append(f"{label}: {reading.skipped:,} events could not be read and were skipped ({reading.skip_note})")
     if not finished:
         return None, flow_chunks, seen, None, {}
     last_ts = pl.select(_ns(pl.lit(last, dtype=pl.Binary))).item()

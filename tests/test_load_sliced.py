@@ -1,0 +1,120 @@
+"""Large plain-JSON traces are read in slices by worker processes: the tables, the metadata and
+every warning must be what the one-process path gives for the same bytes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import dashboard.engine.load as load
+from dashboard.engine.summary import summarize
+
+DATA = Path(__file__).parent / "data"
+
+
+def _both(path: Path, monkeypatch: pytest.MonkeyPatch, slice_bytes: int = 200_000):
+    """(sliced, one-process) loads of one file; asserts the sliced path was taken."""
+    taken = []
+    real = load._build_trace
+
+    def spy(parts, meta, reading):
+        taken.append(reading.label)
+        return real(parts, meta, reading)
+
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", slice_bytes)
+    sliced_ok = load._load_sliced(path, None, None)
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    serial = load.load_trace(path)
+    return sliced_ok, serial
+
+
+def _assert_same(a, b) -> None:
+    assert_frame_equal(a.events, b.events)
+    assert_frame_equal(a.flows, b.flows)
+    assert_frame_equal(a.steps, b.steps)
+    assert a.meta == b.meta and list(a.meta) == list(b.meta)
+    assert a.warnings == b.warnings
+    assert a.raw_categories == b.raw_categories
+    assert a.size_bytes == b.size_bytes
+    assert json.dumps(summarize(a), sort_keys=True) == json.dumps(summarize(b), sort_keys=True)
+
+
+@pytest.mark.parametrize("name", ["hta_a100_control.json.gz", "hta_v100_ns_resolution.pt.trace.json.gz",
+                                  "tracelens_h100_bert_sdpa_flash.json.gz"])
+def test_a_real_trace_read_in_slices_gives_the_same_trace(name, tmp_path, monkeypatch):
+    path = tmp_path / name.removesuffix(".gz")
+    path.write_bytes(gzip.decompress((DATA / name).read_bytes()))  # metadata before and after traceEvents
+    sliced, serial = _both(path, monkeypatch, slice_bytes=1 << 20)
+    assert sliced is not None, "the sliced path was not taken"
+    _assert_same(sliced, serial)
+
+
+def _write(path: Path, events: list, before: str = '{"schemaVersion": 1, ', after: str = "}") -> Path:
+    path.write_bytes((before + '"traceEvents": [\n' + ",\n".join(events) + "\n]" + after).encode("utf-8", "surrogateescape"))
+    return path
+
+
+def _events(n: int) -> list[str]:
+    out = ['{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1623143089861000.5, "dur": 9000000}']
+    for i in range(n):
+        ts = f"{1623143089861100 + i}.{i % 1000:03d}"
+        out.append(f'{{"ph": "X", "cat": "cpu_op", "name": "aten::op{i % 7}", "pid": 1, "tid": 1, "ts": {ts}, "dur": 1.5}}')
+        out.append(f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {ts}, "dur": 0.5, '
+                   f'"args": {{"correlation": {i + 1}, "External id": {i}}}}}')
+        out.append(f'{{"ph": "X", "cat": "kernel", "name": "k{i % 5}", "pid": 0, "tid": 7, "ts": {ts}, "dur": 2.25, '
+                   f'"args": {{"correlation": {i + 1}, "stream": 7, "device": 0}}}}')
+        out.append(f'{{"ph": "s", "id": {i + 1}, "cat": "ac2g", "name": "ac2g", "pid": 1, "tid": 1, "ts": {ts}}}')
+    return out
+
+
+def test_odd_events_unreadable_bytes_and_metadata_after_the_events_warn_as_in_one_process(tmp_path, monkeypatch):
+    events = _events(3000)
+    events[100] = '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": [1], "tid": 1, "ts": 1623143089861200, "dur": 1}'
+    events[2000] = '{"ph": "X", "cat": "cuda_sync", "name": "sync\udcff", "pid": 1, "tid": 1, "ts": "oops", "dur": -3}'
+    events[9000] = events[100].replace("bad", "bad2")
+    events[5000] = '{"ph": "X", "cat": "cpu_op", "name": "neg", "pid": "Spans", "tid": "t 1", "ts": 1623143089861300, "dur": -3}'
+    path = _write(tmp_path / "odd.json", events, after=', "traceName": "x", "deviceProperties": [{"id": 0, "name": "NVIDIA A100"}]}')
+    sliced, serial = _both(path, monkeypatch)
+    assert sliced is not None
+    _assert_same(sliced, serial)
+    assert any("could not be read" in w for w in sliced.warnings)
+    assert any("U+FFFD" in w for w in sliced.warnings)
+    assert any("negative duration" in w for w in sliced.warnings)
+
+
+def test_a_slice_cut_inside_a_nested_list_of_objects_falls_back_to_one_process(tmp_path, monkeypatch):
+    events = _events(2000)
+    nested = '{"ph": "X", "cat": "cpu_op", "name": "n", "pid": 1, "tid": 1, "ts": 1623143089861400, "dur": 1, "args": {"l": [{"a": 1},\n{"b": 2}]}}'
+    events = [nested if i % 3 == 0 else e for i, e in enumerate(events)]
+    path = _write(tmp_path / "nested.json", events)
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", 50_000)
+    whole = load.load_trace(path)  # a wrong cut fails its slice: read again in one process
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    _assert_same(whole, load.load_trace(path))
+
+
+@pytest.mark.parametrize("text", [
+    '{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1},\n{"ph": "X", "name": "b", "ts": 2',  # cut off
+    '[{"ph": "X", "name": "a", "ts": 1, "dur": 1}]',  # the bare array flavour
+    '{"traceEvents": []}',
+])
+def test_files_the_sliced_path_does_not_read_go_to_one_process(text, tmp_path, monkeypatch):
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    assert load._load_sliced(path, None, None) is None
+
+
+def test_timestamps_stay_exact_nanoseconds_in_slices(tmp_path, monkeypatch):
+    path = _write(tmp_path / "ns.json", _events(2000))
+    sliced, _ = _both(path, monkeypatch, slice_bytes=30_000)
+    ops = sliced.events.filter(pl.col("name").cast(pl.String) == "aten::op3").sort("ts_ns")
+    # op i starts at (1623143089861100 + i).{i % 1000:03d} µs; the origin is ProfilerStep#1 at 1623143089861000.5 µs
+    assert ops["ts_ns"].to_list()[:3] == [(100 + i) * 1000 + i - 500 for i in (3, 10, 17)]
