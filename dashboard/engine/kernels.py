@@ -260,29 +260,3 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
         .sort("total_ns", descending=True)
         .select("name", "family", "count", "per_step", "total_ns", "mean_ns", "share")
     )
-
-
-def kernel_delta(base: Trace, other: Trace) -> pl.DataFrame:
-    """Kernels per step in `other` against `base`: name, family, base_per_step, other_per_step,
-    delta_per_step, base_mean_ns, other_mean_ns, change ('added', 'removed', 'more', 'fewer',
-    'slower', 'faster', 'same'). Slower/faster use a 5% threshold on the mean duration."""
-    a = kernel_table(base).select("name", "family", pl.col("per_step").alias("base_per_step"), pl.col("mean_ns").alias("base_mean_ns"))
-    b = kernel_table(other).select("name", "family", pl.col("per_step").alias("other_per_step"), pl.col("mean_ns").alias("other_mean_ns"))
-    joined = a.join(b, on=["name", "family"], how="full", coalesce=True).with_columns(
-        pl.col("base_per_step", "other_per_step").fill_null(0.0)
-    )
-    ratio = pl.col("other_mean_ns") / pl.col("base_mean_ns")
-    change = (
-        pl.when(pl.col("base_per_step") == 0).then(pl.lit("added"))
-        .when(pl.col("other_per_step") == 0).then(pl.lit("removed"))
-        .when(pl.col("other_per_step") > pl.col("base_per_step")).then(pl.lit("more"))
-        .when(pl.col("other_per_step") < pl.col("base_per_step")).then(pl.lit("fewer"))
-        .when(ratio > 1.05).then(pl.lit("slower"))
-        .when(ratio < 0.95).then(pl.lit("faster"))
-        .otherwise(pl.lit("same"))
-    )
-    return (
-        joined.with_columns((pl.col("other_per_step") - pl.col("base_per_step")).alias("delta_per_step"), change.alias("change"))
-        .select("name", "family", "base_per_step", "other_per_step", "delta_per_step", "base_mean_ns", "other_mean_ns", "change")
-        .sort(pl.col("delta_per_step").abs(), descending=True)
-    )

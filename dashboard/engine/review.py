@@ -8,12 +8,16 @@ Units: `*_us` columns are microseconds, `*_bytes` bytes, `share` a fraction 0..1
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 from dashboard.engine.backends import NOT_FORCED, detect_backends, fallback, requested_backend
 from dashboard.engine.copies import copies_in_steps
+from dashboard.engine.diff import CHANGES, explained, kernel_diff, op_diff, readings
+from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.kernels import family_per_step, per_step, step_count, work_unit
-from dashboard.engine.model import Trace
+from dashboard.engine.model import Trace, per_trace
 from dashboard.engine.speed import (
     GROUP_CPU, GROUP_GPU, MIXED_DEVICES_WHY, Group, device_group, device_groups, group_baselines, speed_table, step_time,
     step_time_column,
@@ -23,7 +27,9 @@ from dashboard.engine.summary import device_info
 __all__ = ["GROUP_CPU", "GROUP_GPU", "MIXED_DEVICES_WHY", "Group", "device_group", "device_groups", "group_baselines"]
 
 SEVERITY_ALARM = "alarm"  # wrong work or wrong numbers: must be fixed or explained
+SEVERITY_WARNING = "warning"  # the numbers stand, but something was lost that a reader must know first
 SEVERITY_NOTE = "note"  # worth knowing when reading the numbers
+SEVERITIES: tuple[str, ...] = (SEVERITY_ALARM, SEVERITY_WARNING, SEVERITY_NOTE)  # most serious first
 
 OVERVIEW_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.String, "group": pl.String, "baseline": pl.String, "device": pl.String, "device_name": pl.String, "steps": pl.Int64,
@@ -31,6 +37,7 @@ OVERVIEW_SCHEMA: dict[str, pl.DataType] = {
     "work_unit": pl.String, "work_per_step": pl.Float64, "copies_per_step": pl.Float64,
     "hidden_copies_per_step": pl.Float64, "backend_requested": pl.String, "backends": pl.String,
     "backend_verdict": pl.String, "parity_passed": pl.Boolean, "parity_max_abs": pl.Float64, "speedup": pl.Float64,
+    "cut": pl.String,
 }
 FINDING_SCHEMA: dict[str, pl.DataType] = {"run": pl.String, "severity": pl.String, "kind": pl.String, "message": pl.String}
 COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
@@ -89,6 +96,35 @@ def backend_table(runs: dict[str, Trace]) -> pl.DataFrame:
     )
 
 
+CUT_DEVICE_LOST = "device events lost"
+CUT_METADATA_LOST = "metadata after the events lost"
+GPU_KINDS: tuple[str, ...] = ("cuda", "rocm", "mtia", "xpu", "hpu", "privateuse1")  # summary.device_info's accelerators
+
+
+def cut_state(trace: Trace) -> str | None:
+    """What a file cut off mid-write (Trace.cut) lost, in a few words, or None for a whole file:
+    CUT_DEVICE_LOST when the trace is of an accelerator (summary.device_info) but none of its device
+    events survived (so it has no GPU work and is grouped with CPU-only runs), CUT_METADATA_LOST
+    when every event was read, else 'events after <ts> lost (<share> of the bytes read)'."""
+    cut = trace.cut
+    if cut is None:
+        return None
+    if cut.events_whole:
+        return CUT_METADATA_LOST
+    if not trace.has_gpu and device_info(trace)["type"] in GPU_KINDS:
+        return CUT_DEVICE_LOST
+    at = "" if cut.last_ts_ns is None else f" after {cut.last_ts_ns / 1e6:,.4g} ms"
+    return f"events{at} lost ({cut.kept_share:.1%} of the bytes read)"
+
+
+def device_label(device: str | None, name: str | None, cut: str | None) -> str:
+    """How a run's device reads in a table: 'cuda · NVIDIA H100 80GB HBM3', 'cpu'; a cut
+    accelerator trace whose device events were lost reads 'cuda trace, cut: device events lost',
+    never as a CPU run."""
+    kind = f"{device} trace, cut: {CUT_DEVICE_LOST}" if cut == CUT_DEVICE_LOST else (device or "")
+    return " · ".join(part for part in (kind, name) if part)
+
+
 def is_compiled_verdict(verdict: str | None) -> bool:
     """True for a VERDICT_COMPILED verdict (whatever backend it names)."""
     return bool(verdict) and verdict.startswith(VERDICT_COMPILED.split("{")[0])
@@ -102,13 +138,14 @@ def parity(trace: Trace) -> dict | None:
 
 def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
     """One row per run: run, group (GROUP_GPU or GROUP_CPU), baseline (the run it is measured
-    against: its device group's, see speed.device_groups), device ('cuda' | 'rocm' | 'cpu' |
-    'other'), device_name (from deviceProperties, else the collectors' metadata), steps,
+    against: its device group's, see speed.device_groups), device (see below), device_name (from deviceProperties, else the collectors' metadata), steps,
     median/p10/p90_step_us (µs), time_source, work_unit ('kernel' = kernels + GPU memcpy + memset;
     'leaf cpu_op' on CPU-only traces), work_per_step (median over steps), copies_per_step and
     hidden_copies_per_step (count / steps), backend_requested, backends (detected, comma-joined,
     '' when none), backend_verdict (see backend_check), parity_passed and parity_max_abs (None without collector metadata),
-    speedup (group baseline median / run median; > 1 is faster; never across device groups)."""
+    speedup (group baseline median / run median; > 1 is faster; never across device groups), cut
+    (what a file cut off mid-write lost, see cut_state; None for a whole file). The device type
+    is summary.device_info's: 'cuda' | 'rocm' | 'mtia' | 'xpu' | 'hpu' | 'privateuse1' | 'cpu' | 'other'."""
     speed = speed_table(runs, baseline or "") if runs else None
     speedup = dict(zip(speed["run"], speed["speedup"])) if speed is not None else {}
     against = dict(zip(speed["run"], speed["baseline"])) if speed is not None else {}
@@ -133,7 +170,7 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
                 "backend_requested": check["requested"], "backends": ", ".join(check["detected"]),
                 "backend_verdict": check["verdict"],
                 "parity_passed": par.get("passed"), "parity_max_abs": par.get("max_abs"),
-                "speedup": speedup.get(label),
+                "speedup": speedup.get(label), "cut": cut_state(trace),
             }
         )
     return pl.DataFrame(rows, schema=OVERVIEW_SCHEMA)
@@ -207,9 +244,12 @@ def findings(
 ) -> pl.DataFrame:
     """What a reviewer must see first: run, severity ('alarm' or 'note'), kind, message (one line).
 
-    Alarms: 'hidden copy' (a copy made inside another op, with bytes and share of the step),
-    'backend fallback' (another SDPA backend ran than the one requested), 'parity failure' (the
-    output disagreed with the fp32 reference). Notes: 'more copies' (more copies per step than
+    Alarms: 'cut trace' (the file was cut off mid-write and events were lost: the loader's own
+    line, and when the device events were lost, that the run counts as CPU-only), 'hidden copy' (a
+    copy made inside another op, with bytes and share of the step), 'backend fallback' (another SDPA
+    backend ran than the one requested), 'parity failure' (the output disagreed with the fp32
+    reference). Warning: 'cut trace' when every event was read and only metadata after them was
+    lost. Notes: 'more copies' (more copies per step than
     the run's baseline, which is always of the same device group), 'backend compiled' (the
     requested backend's op was replaced by inductor's kernels), 'backend unverified' (a backend
     was forced but the trace names no attention op or kernel), 'no steps' (no ProfilerStep: the
@@ -224,6 +264,17 @@ def findings(
     for row in view.iter_rows(named=True):
         label = row["run"]
         trace = runs[label]
+        loader_lines = list(trace.warnings)
+        if trace.cut is not None:
+            said = loader_lines.pop(0) if loader_lines else ""
+            state = cut_state(trace)
+            lead = (
+                f"this {device_info(trace)['type']} trace lost every device event, so it is counted as a CPU-only run "
+                "(leaf CPU ops, the CPU step span) and compared only with CPU-only runs; its device work is unknown. "
+                if state == CUT_DEVICE_LOST else ""
+            )
+            severity = SEVERITY_WARNING if trace.cut.events_whole else SEVERITY_ALARM
+            rows.append(_finding(label, severity, "cut trace", lead + said))
         hidden = groups.filter((pl.col("run") == label) & pl.col("hidden"))
         if hidden.height:
             worst = hidden.sort("us_per_step", descending=True).row(0, named=True)
@@ -277,9 +328,15 @@ def findings(
             ))
         if trace.implicit_step:
             rows.append(_finding(label, SEVERITY_NOTE, "no steps", "no ProfilerStep in the trace: the whole trace counts as one step"))
-        for text in trace.warnings:
+        for text in loader_lines:
             rows.append(_finding(label, SEVERITY_NOTE, "trace", text))
     return pl.DataFrame(rows, schema=FINDING_SCHEMA)
+
+
+def by_severity(found: pl.DataFrame) -> pl.DataFrame:
+    """Findings ordered alarms first, then warnings, then notes (in their order within each)."""
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    return found.sort(pl.col("severity").replace_strict(rank, default=len(rank), return_dtype=pl.Int64), maintain_order=True)
 
 
 def format_bytes(value: float | None) -> str:
@@ -306,13 +363,13 @@ def _num(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, (int, float)) else "n/a"
 
 
-KERNEL_CHANGES: tuple[str, ...] = ("added", "removed", "more", "fewer", "slower", "faster")  # kernel_delta's, but 'same'
+KERNEL_CHANGES: tuple[str, ...] = tuple(c for c in CHANGES if c != "same")  # diff.CHANGES, but 'same'
 SEQUENCE_OPS: tuple[str, ...] = ("equal", "delete", "insert", "replace")  # diff.sequence_diff's ops
 
 
 def kernel_change_counts(changes: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
-    """How many distinct kernels changed against the baseline, by kind of change. `changes`:
-    kernel_delta frames of several runs stacked, with a `run` column; `runs`: the runs to list,
+    """How many distinct kernels (or ops) changed against the baseline, by kind of change. `changes`:
+    diff.kernel_diff (or diff.op_diff) frames of several runs stacked, with a `run` column; `runs`: the runs to list,
     in order (a run without any change gets zeros). Columns: run, then one Int64 count per kind
     of change that occurs, in KERNEL_CHANGES order (kinds not known there last)."""
     changed = changes.filter(pl.col("change") != "same")
@@ -330,3 +387,131 @@ def sequence_counts(seq: pl.DataFrame) -> dict[str, int]:
     every op in SEQUENCE_OPS (0 when absent)."""
     counts = dict(seq.group_by("op").len().iter_rows())
     return {op: int(counts.get(op, 0)) for op in SEQUENCE_OPS}
+
+
+EFFICIENCY_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String, "measure": pl.String, "device": pl.String, "calls": pl.Int64, "measured": pl.Int64,
+    "tflops": pl.Float64, "pct_of_roofline": pl.Float64, "reason": pl.String,
+}
+MEASURE_STEP = "whole step"  # the collector's shape over the step's device time (naive variants included)
+MEASURE_OPS = "attention ops"  # the recorded attention calls with their shapes and kernels
+
+
+@per_trace
+def _efficiency(trace: Trace) -> dict:
+    """efficiency.efficiency_block, once per trace (the table and the chart both read it)."""
+    return efficiency_block(trace)
+
+
+def attention_efficiency(runs: dict[str, Trace]) -> pl.DataFrame:
+    """How close each run's attention comes to its device's roofline, one row per run
+    (EFFICIENCY_SCHEMA): measure (MEASURE_STEP on collectors' traces, where every variant does the
+    same attention per step, so naive and fused variants compare; MEASURE_OPS on others), device
+    (the peaks table's row, or the device's name), calls and measured (attention calls found, and
+    those with work, time and a roofline; None for MEASURE_STEP), tflops (achieved TFLOP/s),
+    pct_of_roofline (0..100; None when there is no roofline: a CPU, a device the peaks table
+    lacks) and reason (why a number is missing; None when both are there). From
+    efficiency.efficiency_block; nothing is estimated."""
+    rows = []
+    for label, trace in runs.items():
+        block = _efficiency(trace)
+        device = block["device"]["matched"] or block["device"]["name"] or ("cpu" if not trace.has_gpu else None)
+        step = block["per_step"][0] if block["per_step"] else None
+        if step is not None:
+            rows.append({
+                "run": label, "measure": MEASURE_STEP, "device": step["device"] or device, "calls": block["calls"],
+                "measured": None, "tflops": step["tflops"], "pct_of_roofline": step["pct_of_roofline"],
+                "reason": step["reason"],
+            })
+            continue
+        reasons = block["reasons"] or ([block["device"]["reason"]] if block["device"]["reason"] else [])
+        if block["calls"] == 0:
+            reason = "no attention op or kernel the engine recognises, and no collector metadata to give the shape"
+        elif block["measured"] == 0:
+            reason = "; ".join(reasons) or "no attention call could be measured"
+        elif block["measured"] < block["calls"]:
+            reason = f"{block['calls'] - block['measured']:,} of {block['calls']:,} calls not measured: " + "; ".join(reasons)
+        else:
+            reason = None
+        rows.append({
+            "run": label, "measure": MEASURE_OPS, "device": device, "calls": block["calls"], "measured": block["measured"],
+            "tflops": block["tflops"], "pct_of_roofline": block["pct_of_roofline"], "reason": reason,
+        })
+    return pl.DataFrame(rows, schema=EFFICIENCY_SCHEMA)
+
+
+ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String, "measure": pl.String, "name": pl.String, "backend": pl.String, "shape": pl.String,
+    "dtype": pl.String, "device": pl.String, "count": pl.Int64, "mean_us": pl.Float64, "intensity": pl.Float64, "tflops": pl.Float64,
+    "tbps": pl.Float64, "peak_tflops": pl.Float64, "peak_tbps": pl.Float64, "pct_of_roofline": pl.Float64,
+    "bound": pl.String,
+}
+
+
+def roofline_points(runs: dict[str, Trace]) -> pl.DataFrame:
+    """The points of a roofline chart (ROOFLINE_SCHEMA), rows with an achieved rate only: each
+    run's attention op/kernel groups (measure MEASURE_OPS; name = the op, else the kernel) and, on
+    collectors' traces, the whole step (MEASURE_STEP; name = the variant); intensity in FLOP/byte,
+    tflops and peak_tflops in TFLOP/s, tbps and peak_tbps in TB/s (peaks None without a roofline)."""
+    frames = []
+    for label, trace in runs.items():
+        block = _efficiency(trace)
+        for measure, rows in ((MEASURE_OPS, block["rows"]), (MEASURE_STEP, block["per_step"])):
+            for row in rows:
+                if row.get("tflops") is None or row.get("intensity") is None:
+                    continue
+                frames.append({
+                    "run": label, "measure": measure,
+                    "name": (row.get("op") or row.get("kernel")) if measure == MEASURE_OPS else (row.get("variant") or label),
+                    "backend": row.get("backend"), "shape": row.get("shape"), "dtype": row.get("dtype"), "device": row.get("device"),
+                    "count": row.get("count") if measure == MEASURE_OPS else row.get("steps"), "mean_us": row.get("mean_us"),
+                    "intensity": row["intensity"], "tflops": row["tflops"], "tbps": row.get("tbps"),
+                    "peak_tflops": row.get("peak_tflops"), "peak_tbps": row.get("peak_tbps"),
+                    "pct_of_roofline": row.get("pct_of_roofline"), "bound": row.get("bound"),
+                })
+    return pl.DataFrame(frames, schema=ROOFLINE_SCHEMA)
+
+
+TOP_EXPLAINED = 12  # rows of a kernel diff whose share of the change is stated
+
+
+@dataclass(frozen=True)
+class Change:
+    """One run against its device group's baseline over the chosen steps: kernels (diff.kernel_diff,
+    ranked by their effect on step time), ops (diff.op_diff), readings (diff.readings: one line per
+    plain cause), top (rows counted in `explained`) and explained ((ns per step the top rows
+    account for, ns per step of the whole change in summed kernel time); diff.explained)."""
+
+    run: str
+    baseline: str
+    step_base: int | None
+    step_run: int | None
+    kernels: pl.DataFrame
+    ops: pl.DataFrame
+    readings: list[str]
+    top: int
+    explained: tuple[float, float]
+
+
+def changes(
+    runs: dict[str, Trace], baseline: str | None, steps: dict[str, int | None] | None = None, by: str = "base",
+    top: int = TOP_EXPLAINED,
+) -> list[Change]:
+    """What changed in each run against its device group's baseline (speed.group_baselines), in run
+    order, the baselines themselves left out. `steps`: run -> the step compared (None or absent:
+    every step, per-step figures being totals / steps); `by`: 'name' (full kernel names) or 'base'
+    (template instances folded under their base name)."""
+    steps = steps or {}
+    against = group_baselines(runs, baseline) if runs else {}
+    out = []
+    for label, trace in runs.items():
+        base = against.get(label)
+        if base is None or base == label:
+            continue
+        sb, so = steps.get(base), steps.get(label)
+        kernels = kernel_diff(runs[base], trace, sb, so, by=by)
+        out.append(Change(
+            run=label, baseline=base, step_base=sb, step_run=so, kernels=kernels, ops=op_diff(runs[base], trace, sb, so),
+            readings=readings(runs[base], trace, sb, so), top=top, explained=explained(kernels, top),
+        ))
+    return out
