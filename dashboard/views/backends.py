@@ -10,9 +10,17 @@ import streamlit as st
 from dashboard.engine import review
 from dashboard.engine.backends import BACKEND_TABLE, attention_launches
 from dashboard.runs import Selection
-from dashboard.views import tables
+from dashboard.views import literal, tables
 
 VERDICT_STYLE = {review.VERDICT_FALLBACK: tables.ALARM_BG, review.VERDICT_UNVERIFIED: tables.NOTE_BG}
+
+
+def verdict_style(verdict: str | None) -> str:
+    """A verdict's row style: FALLBACK red; unverified and 'compiled: inductor replaced the <backend>
+    path' yellow (no fallback, but not the requested kernels: worth a look); the others plain."""
+    if review.is_compiled_verdict(verdict):
+        return tables.NOTE_BG
+    return VERDICT_STYLE.get(verdict or "", "")
 
 
 def render(sel: Selection) -> None:
@@ -34,7 +42,7 @@ def render(sel: Selection) -> None:
             "verdict": tables.text("verdict"),
             "evidence": st.column_config.ListColumn("evidence (op and kernel names)", width="large"),
         },
-        highlight=lambda row: VERDICT_STYLE.get(row["verdict"], ""),
+        highlight=lambda row: verdict_style(row["verdict"]),
         height=tables.fit(frame.height),
     )
     launches = attention_launches(sel.runs)
@@ -76,24 +84,31 @@ def _banners(frame: pl.DataFrame) -> None:
     a success banner naming only the runs where a backend was found and it is the one asked for."""
     for row in frame.filter(pl.col("verdict") == review.VERDICT_FALLBACK).iter_rows(named=True):
         st.error(
-            f"**{row['run']}: backend fallback.** Requested **{row['requested']}**, but the trace shows **{row['detected']}**. "
+            f"**{literal.md(row['run'])}: backend fallback.** Requested **{literal.md(row['requested'])}**, but the trace shows **{literal.md(row['detected'])}**. "
             "PyTorch falls back silently (e.g. to the unfused math path), so these numbers are not the requested kernel's.",
             icon=":material/swap_horiz:",
         )
     for row in frame.filter(pl.col("verdict") == review.VERDICT_UNVERIFIED).iter_rows(named=True):
         st.warning(
-            f"**{row['run']}: unverified.** Requested **{row['requested']}**, but no attention op or kernel is named in "
+            f"**{literal.md(row['run'])}: unverified.** Requested **{literal.md(row['requested'])}**, but no attention op or kernel is named in "
             "the trace (torch.compile may have decomposed it into plain kernels), so which backend ran cannot be read from it.",
             icon=":material/help:",
+        )
+    for row in frame.filter(pl.col("verdict").map_elements(review.is_compiled_verdict, return_dtype=pl.Boolean)).iter_rows(named=True):
+        st.warning(
+            f"**{literal.md(row['run'])}: {literal.md(row['verdict'])}.** Requested **{literal.md(row['requested'])}**, but "
+            f"torch.compile replaced its op by inductor's generated kernels ({literal.md(row['detected'])}): no fallback, but "
+            f"the numbers are the compiled kernels', not the {literal.md(row['requested'])} path's.",
+            icon=":material/auto_fix_high:",
         )
     nothing = frame.filter((pl.col("detected") == "") & (pl.col("verdict") != review.VERDICT_UNVERIFIED))
     for row in nothing.iter_rows(named=True):
         st.info(
-            f"**{row['run']}: no attention backend found.** No op or kernel in this trace is one the engine recognises "
+            f"**{literal.md(row['run'])}: no attention backend found.** No op or kernel in this trace is one the engine recognises "
             "(see 'How each backend is recognised' below), so it cannot say which attention ran, or whether it fell back.",
             icon=":material/search_off:",
         )
     fine = frame.filter((pl.col("detected") != "") & (pl.col("verdict") != review.VERDICT_FALLBACK))
     if fine.height:
-        shown = ", ".join(f"{r['run']} ({r['detected']})" for r in fine.iter_rows(named=True))
+        shown = ", ".join(f"{literal.md(r['run'])} ({literal.md(r['detected'])})" for r in fine.iter_rows(named=True))
         st.success(f"No backend fallback in {shown}.", icon=":material/check_circle:")

@@ -111,3 +111,29 @@ def publish_labels(param: str) -> None:
     """Write the user's labels (and those still waiting for their run) into the URL."""
     own: dict[str, str] = st.session_state.get(LABELS, {})
     publish(param, [f"{ident}={label}" for ident, label in own.items()] + list(st.session_state.get(PENDING_LABELS, [])))
+
+
+def seed_keyed(key: str, param: str, name: str, options: Sequence[Any], default: Any, parse: Callable[[str], Any] = str) -> None:
+    """Initialise one of several choices that share the repeated URL parameter `param`, whose values
+    read '<name>=<value>' (e.g. kstep=cpu/naive=3: the step of run cpu/naive), whenever the widget
+    keyed `key` has no state (a session's first run, or after its tab was closed, which drops
+    widget state): taken from the URL when it names a valid option, else `default`. Ids may hold
+    '=', so the value is whatever follows '<name>='."""
+    if key in st.session_state and st.session_state[key] in options:
+        return
+    value = default
+    for raw in st.query_params.get_all(param):
+        if raw.startswith(name + "="):
+            try:
+                candidate = parse(raw[len(name) + 1:])
+            except (TypeError, ValueError):
+                continue
+            if candidate in options:
+                value = candidate
+    st.session_state[key] = value
+
+
+def publish_keyed(param: str, values: dict[str, Any], default: Any) -> None:
+    """Write '<name>=<value>' for every choice in `values` (name -> value) that is not `default`
+    into the repeated URL parameter `param` (removed when none is)."""
+    publish(param, [f"{name}={value}" for name, value in values.items() if value != default])

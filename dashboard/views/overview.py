@@ -12,7 +12,7 @@ from dashboard.engine import review
 from dashboard.runs import Collection, Selection
 from dashboard.views import literal, tables
 
-ICONS = {"hidden copy": ":material/content_copy:", "backend fallback": ":material/swap_horiz:", "parity failure": ":material/rule:"}
+ICONS = {"cut trace": ":material/content_cut:", "hidden copy": ":material/content_copy:", "backend fallback": ":material/swap_horiz:", "parity failure": ":material/rule:"}
 UNIT_WORDS = {"kernel": "kernels", "leaf cpu_op": "leaf CPU ops"}
 
 
@@ -33,8 +33,11 @@ def render(sel: Selection) -> None:
         "traces and leaf CPU ops (ops that do work and hold no other such op; views and allocations do not count) on CPU-only traces; the *counted as* column says which."
     )
     shown = table.with_columns(
-        pl.concat_str([pl.col("device"), pl.col("device_name")], separator=" · ", ignore_nulls=True).alias("device_label"),
+        pl.struct("device", "device_name", "cut").map_elements(
+            lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String
+        ).alias("device_label"),
     )
+    any_cut = table["cut"].is_not_null().any()
     tables.show_by_group(
         shown,
         "tbl_overview",
@@ -52,6 +55,7 @@ def render(sel: Selection) -> None:
             "backend_requested": tables.text("requested", "The backend the collectors forced ('default': SDPA picks); empty for traces from elsewhere"),
             "backend_verdict": tables.text("check", "FALLBACK: another backend ran than the one forced; compiled: torch.compile replaced it"),
             "parity_passed": st.column_config.CheckboxColumn("parity ok", help="Against an fp32 reference, from the collector's metadata", width="small"),
+            "cut": tables.text("file cut off", "The profiler was killed mid-write: what was lost (see the alarm above)", width="medium") if any_cut else None,
         },
         split,
         highlight=_row_style,
@@ -90,15 +94,19 @@ def show_split(split: list[review.Group]) -> None:
 
 
 def show_findings(found: pl.DataFrame) -> None:
-    """Alarms as red boxes, notes as yellow; a green line when there is no alarm. Run labels and
-    messages quote trace strings, shown literally."""
+    """Alarms as red boxes, warnings (a cut file whose events were all read) as yellow ones, both
+    always open; notes folded below; a green line when there is no alarm. Run labels and messages
+    quote trace strings, shown literally."""
     alarms = found.filter(pl.col("severity") == review.SEVERITY_ALARM)
+    warnings = found.filter(pl.col("severity") == review.SEVERITY_WARNING)
     notes = found.filter(pl.col("severity") == review.SEVERITY_NOTE)
     with st.container(key="findings"):
         if alarms.height == 0:
-            st.success("No hidden copy, backend fallback or parity failure in the selected runs.", icon=":material/check_circle:")
+            st.success("No cut-off file, hidden copy, backend fallback or parity failure in the selected runs.", icon=":material/check_circle:")
         for row in alarms.iter_rows(named=True):
             st.error(f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}", icon=ICONS.get(row["kind"], ":material/error:"))
+        for row in warnings.iter_rows(named=True):
+            st.warning(f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}", icon=ICONS.get(row["kind"], ":material/warning:"))
         if notes.height:
             with st.expander(f"{notes.height} {'note' if notes.height == 1 else 'notes'} worth knowing", expanded=notes.height <= 3):
                 for row in notes.iter_rows(named=True):
@@ -110,6 +118,7 @@ def _row_style(row: dict) -> str:
         (row.get("hidden_copies_per_step") or 0) > 0
         or row.get("backend_verdict") == review.VERDICT_FALLBACK
         or row.get("parity_passed") is False
+        or (row.get("cut") is not None and row.get("cut") != review.CUT_METADATA_LOST)
     )
     return tables.ALARM_BG if bad else ""
 

@@ -43,6 +43,12 @@ def render(sel: Selection) -> None:
     with left:
         usd, usd_cpu = prices(split)
     speed = speed_table(sel.runs, sel.baseline or "", usd, usd_cpu)
+    attention = review.attention_efficiency(sel.runs)
+    speed = speed.join(
+        attention.select("run", pl.col("tflops").alias("attn_tflops"), pl.col("pct_of_roofline").alias("attn_pct"),
+                         pl.col("measure").alias("attn_measure"), pl.col("reason").alias("attn_reason")),
+        on="run", how="left",
+    )
     with right:
         st.caption(
             f"Speedup = the baseline's median step time / the run's (above 1 = faster than **{literal.md(sel.baseline)}**"
@@ -67,9 +73,17 @@ def render(sel: Selection) -> None:
             "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
             "usd_per_hour": st.column_config.NumberColumn("$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"),
             "usd_per_mtok": st.column_config.NumberColumn("$ / million tokens", format="$%.4g"),
+            "attn_tflops": st.column_config.NumberColumn(
+                "attention TFLOP/s", format="%.4g", help="Achieved by attention: its FLOPs (from the recorded shapes, or the "
+                "collectors' shape per step) over its device time (the op's span on CPU-only traces)"),
+            "attn_pct": st.column_config.NumberColumn(
+                "% of roofline", format="%.3g%%", help="Achieved / min(peak TFLOP/s, intensity × peak TB/s) of the device, from "
+                "the vendors' dense peaks. Empty where there is no peak: the next column says why"),
+            "attn_reason": tables.text("why no number", width="medium"),
         },
         split,
     )
+    show_efficiency(sel, attention)
     log = st.toggle("Logarithmic axes (when runs differ by orders of magnitude)", key="speed_log")
     for group in split:
         suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
@@ -97,3 +111,42 @@ def render(sel: Selection) -> None:
             "No cost for " + ", ".join(literal.md(m) for m in unpriced) + ": set the $ per CPU-hour to price the CPU-only runs.",
             icon=":material/info:",
         )
+
+
+def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
+    """Attention against each device's roofline: the chart, what each run was measured over, and
+    every op/kernel group with its shape and numbers."""
+    st.subheader("Attention against the roofline", anchor=False)
+    st.caption(
+        "FLOPs count QK^T and PV at 2 FLOP per multiply-add (causal pairs exactly); bytes are the minimum a fused kernel moves. "
+        "The roofline is min(peak TFLOP/s, intensity × peak TB/s) from the vendors' dense numbers. *whole step*: the collectors' "
+        "shape over each step's device time, so naive and fused variants compare; *attention ops*: the recorded attention calls. "
+        "A CPU or a device the peaks table lacks gets no percentage, only its reason."
+    )
+    points = review.roofline_points(sel.runs)
+    if points.height == 0:
+        st.info("No attention call with a shape and a time in these runs, so nothing to place on the roofline; the table above "
+                "says why for each run.", icon=":material/info:")
+    else:
+        with st.container(key="chart_roofline"):
+            st.plotly_chart(charts.roofline(points, sel.colors), key="fig_roofline")
+    rows = points.with_columns(pl.col("name").str.slice(0, 160))
+    tables.show(
+        rows,
+        "tbl_attention_efficiency",
+        {
+            "run": tables.text("run"),
+            "measure": tables.text("measured over"),
+            "name": tables.text("op, kernel or variant", width="medium"),
+            "shape": tables.text("shape", width="medium"),
+            "device": tables.text("device"),
+            "count": tables.count("calls (steps)"),
+            "mean_us": tables.us("mean µs", digits=2),
+            "intensity": st.column_config.NumberColumn("FLOP/byte", format="%.4g"),
+            "tflops": st.column_config.NumberColumn("TFLOP/s", format="%.4g"),
+            "tbps": st.column_config.NumberColumn("TB/s", format="%.3g"),
+            "pct_of_roofline": st.column_config.NumberColumn("% of roofline", format="%.3g%%"),
+            "bound": tables.text("bound"),
+        },
+        height=tables.fit(rows.height, 360),
+    )

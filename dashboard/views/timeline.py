@@ -1,5 +1,6 @@
 """Timeline diff tab: two runs and a step of each, drawn on one time axis from each step's
-start; then the two kernel sequences aligned in order, and time by kernel family."""
+start; then the two kernel sequences aligned in launch order (with the stream each kernel ran on
+when the runs use more than one), and time by kernel family."""
 
 from __future__ import annotations
 
@@ -57,6 +58,12 @@ def render(sel: Selection) -> None:
 
     st.subheader("Kernel sequence, in launch order")
     seq = sequence_diff(a, step_a, b, step_b)
+    streams = max(seq["a_stream"].drop_nulls().n_unique(), seq["b_stream"].drop_nulls().n_unique())
+    st.caption(
+        "Each step's kernels (leaf ops on CPU-only traces) in the order the CPU launched them (the launch call's time, then "
+        "its correlation id), whatever stream each ran on, aligned like a text diff."
+        + (" Kernels ran on more than one stream: the stream columns say where each one ran." if streams > 1 else "")
+    )
     count = review.sequence_counts(seq)
     with st.container(key="timeline_counts", horizontal=True):
         st.metric("same in both", count["equal"])
@@ -77,9 +84,11 @@ def render(sel: Selection) -> None:
             "change": tables.text("change"),
             "a_pos": tables.count("A #"),
             "a_name": tables.text("A: kernel (or leaf op)", width="large"),
+            "a_stream": st.column_config.NumberColumn("A stream", format="%d", width="small") if streams > 1 else None,
             "a_us": tables.us("A µs", digits=2),
             "b_pos": tables.count("B #"),
             "b_name": tables.text("B: kernel (or leaf op)", width="large"),
+            "b_stream": st.column_config.NumberColumn("B stream", format="%d", width="small") if streams > 1 else None,
             "b_us": tables.us("B µs", digits=2),
         },
         highlight=lambda row: OP_STYLE.get(row["op"], ""),
