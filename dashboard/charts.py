@@ -24,6 +24,9 @@ FAMILY_COLORS: dict[str, str] = {
     "memset": "#e377c2",
     "reduction": "#8c564b",
     "communication": "#17becf",
+    "convolution": "#bcbd22",
+    "embedding": "#7f7f7f",
+    "sort/scan": "#393b79",
     "other": "#b0b0b0",
 }
 FAMILY_ORDER: tuple[str, ...] = tuple(FAMILY_COLORS)
@@ -267,6 +270,80 @@ def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str, color_a: st
     # the two step names are long: legend above the plot, not beside it squeezing the bars
     fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0}, margin={"t": 80})
     return fig
+
+
+ROOF_COLORS: tuple[str, ...] = ("#444444", "#8c6d31", "#7b4173", "#3182bd")  # one per device roof
+MEASURE_SYMBOLS = {"attention ops": "circle", "whole step": "diamond"}
+
+
+def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
+    """Achieved TFLOP/s against arithmetic intensity (FLOP/byte), both axes logarithmic: one marker
+    per run's attention op/kernel group (circles) or whole step (diamonds; review.roofline_points),
+    coloured by run, and each device's roofline drawn once per peak (the flat compute roof at
+    peak_tflops and the bandwidth slope intensity × peak_tbps). Points without a peak (a CPU, a
+    device the peaks table lacks) are drawn with no roof."""
+    fig = go.Figure()
+    if points.height == 0:
+        return _base_layout(fig, "Attention on the roofline: nothing measured")
+    runs = list(dict.fromkeys(points["run"].to_list()))
+    palette = dict(zip(runs, run_colors(runs, colors)))
+    low = float(points["intensity"].min())
+    high = float(points["intensity"].max())
+    roofs = (
+        points.filter(pl.col("peak_tflops").is_not_null() & pl.col("peak_tbps").is_not_null())
+        .select("device", "dtype", "peak_tflops", "peak_tbps").unique(maintain_order=True)
+    )
+    for roof in roofs.iter_rows(named=True):
+        high = max(high, roof["peak_tflops"] / roof["peak_tbps"])
+    xs = np.geomspace(max(low / 4, 1e-3), high * 4, 200) if high > 0 else np.array([1.0, 10.0])
+    for i, roof in enumerate(roofs.iter_rows(named=True)):
+        peak, bw = roof["peak_tflops"], roof["peak_tbps"]
+        dtype = _dtype_word(roof["dtype"])
+        name = f"{roof['device']} {dtype} roof".replace("  ", " ")
+        fig.add_trace(
+            go.Scatter(
+                x=xs.tolist(), y=np.minimum(peak, xs * bw).tolist(), mode="lines", name=name, line={"color": ROOF_COLORS[i % len(ROOF_COLORS)], "dash": "dash", "width": 1.5},
+                hovertemplate=f"{name}<br>compute roof {peak:,.4g} TFLOP/s, bandwidth {bw:.4g} TB/s<br>ridge at {peak / bw:,.4g} FLOP/byte"
+                "<br>at %{x:.4g} FLOP/byte: %{y:.4g} TFLOP/s<extra></extra>",
+            )
+        )
+    for run in runs:
+        mine = points.filter(pl.col("run") == run)
+        for measure, symbol in MEASURE_SYMBOLS.items():
+            part = mine.filter(pl.col("measure") == measure)
+            if part.height == 0:
+                continue
+            custom = [
+                [
+                    (r["name"] or "")[:NAME_CHARS], r["shape"] or "shape from the collector", r["backend"] or "—", r["device"] or "—",
+                    "no roofline for this device" if r["pct_of_roofline"] is None else f"{r['pct_of_roofline']:.3g}% of the roofline ({r['bound']}-bound)",
+                    r["count"] or 0, r["mean_us"] if r["mean_us"] is not None else float("nan"), r["tbps"] if r["tbps"] is not None else float("nan"),
+                ]
+                for r in part.iter_rows(named=True)
+            ]
+            fig.add_trace(
+                go.Scatter(
+                    x=part["intensity"].to_list(), y=part["tflops"].to_list(), mode="markers",
+                    name=f"{run} ({measure})", legendgroup=run,
+                    marker={"color": palette[run], "symbol": symbol, "size": 12, "line": {"color": "#222", "width": 1}},
+                    customdata=custom,
+                    hovertemplate=f"<b>{run}</b> · {measure}<br>" + "%{customdata[0]}<br>%{customdata[1]} · backend %{customdata[2]}<br>"
+                    "%{customdata[3]}: %{y:.4g} TFLOP/s, %{customdata[7]:.3g} TB/s at %{x:.4g} FLOP/byte<br>%{customdata[4]}<br>"
+                    "%{customdata[5]} × %{customdata[6]:.4g} µs<extra></extra>",
+                )
+            )
+    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP per byte moved)", showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(type="log", title_text="achieved TFLOP/s", showgrid=True, gridcolor="#eee")
+    _base_layout(fig, "Attention on the roofline (log-log): achieved rate against the device's limits", height=440)
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.18, "xanchor": "left", "x": 0}, margin={"b": 40})
+    return fig
+
+
+def _dtype_word(dtype: str | None) -> str:
+    """'c10::BFloat16' -> 'bf16' (the peaks table's word) for a legend; the name itself when unknown."""
+    from dashboard.engine.efficiency import DTYPES
+
+    return DTYPES.get(dtype or "", (dtype or "",))[0]
 
 
 def lane_order(lanes: list[str]) -> list[str]:

@@ -21,11 +21,12 @@ import polars as pl
 from dashboard import __version__, charts
 from dashboard.engine import review
 from dashboard.engine.diff import timeline
-from dashboard.engine.kernels import kernel_delta, work_unit
+from dashboard.engine.kernels import work_unit
 from dashboard.engine.model import Trace
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, Group, device_groups, representative_step, speed_table
 
-KERNEL_CHANGES_SHOWN = 12
+KERNEL_CHANGES_SHOWN = review.TOP_EXPLAINED  # rows of each kernel and op diff shown (the rows 'explained' counts)
+NAMES_LISTED = 60  # op names listed as only in one run, at most (then 'and N more')
 LONG_CELL = 160
 
 
@@ -41,8 +42,11 @@ class Review:
     copies: pl.DataFrame
     backends: pl.DataFrame
     speed: pl.DataFrame
-    changes: dict[str, pl.DataFrame]  # run -> kernel_delta against its group's baseline
+    changes: list[review.Change]  # each run against its group's baseline (kernels ranked by time, ops, readings)
     groups: list[Group] = field(default_factory=list)  # device groups, each with its baseline
+    efficiency: pl.DataFrame | None = None  # review.attention_efficiency
+    roofline: pl.DataFrame | None = None  # review.roofline_points
+    by: str = "base"  # kernels by full 'name' or by 'base' name
     usd_per_gpu_hour: float | None = None
     usd_per_cpu_hour: float | None = None
     colors: dict[str, str] = field(default_factory=dict)  # run -> colour (the dashboard's), else by position
@@ -58,16 +62,18 @@ def build_review(
     usd_per_gpu_hour: float | None = DEFAULT_USD_PER_GPU_HOUR,
     usd_per_cpu_hour: float | None = None,
     colors: dict[str, str] | None = None,
+    by: str = "base",
 ) -> Review:
     """Compute every table of the comparison of `runs` (label -> Trace) against `baseline`; GPU
     and CPU-only runs are compared within their own group (speed.device_groups). Cost uses
-    `usd_per_gpu_hour` for GPU runs and `usd_per_cpu_hour` for CPU-only runs (None: no cost)."""
+    `usd_per_gpu_hour` for GPU runs and `usd_per_cpu_hour` for CPU-only runs (None: no cost).
+    Kernel changes are over all steps, by base name (template instances folded; by='name' for
+    full names), as the dashboard shows them by default."""
     if baseline not in runs:
         raise KeyError(f"baseline {baseline!r} is not among the runs")
     overview = review.overview(runs, baseline)
     groups = review.copy_groups(runs)
     split = device_groups(runs, baseline)
-    against = {label: g.baseline for g in split for label in g.runs}
     return Review(
         runs=runs,
         baseline=baseline,
@@ -77,8 +83,11 @@ def build_review(
         copies=groups,
         backends=review.backend_table(runs),
         speed=speed_table(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour),
-        changes={label: kernel_delta(runs[against[label]], t) for label, t in runs.items() if label != against[label]},
+        changes=review.changes(runs, baseline, by=by),
         groups=split,
+        efficiency=review.attention_efficiency(runs),
+        roofline=review.roofline_points(runs),
+        by=by,
         usd_per_gpu_hour=usd_per_gpu_hour,
         usd_per_cpu_hour=usd_per_cpu_hour,
         colors=dict(colors or {}),
@@ -104,9 +113,34 @@ def _group_title(group: Group) -> str:
     return f"{group.name} runs, against {group.baseline}"
 
 
-def _changed(rv: Review) -> dict[str, pl.DataFrame]:
-    """Per compared run, the kernels whose count or speed changed most against the baseline."""
-    return {label: change.filter(pl.col("change") != "same").head(KERNEL_CHANGES_SHOWN) for label, change in rv.changes.items()}
+def _shown(frame: pl.DataFrame) -> pl.DataFrame:
+    """The first KERNEL_CHANGES_SHOWN changed rows of a kernel_diff or op_diff frame (ranked by
+    time), with µs columns for the report."""
+    return frame.filter(pl.col("change") != "same").head(KERNEL_CHANGES_SHOWN).with_columns(
+        *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other", "delta")]
+    )
+
+
+def _only(ops: pl.DataFrame, change: str) -> tuple[list[str], int]:
+    """The op names of one change ('added' or 'removed'), sorted, at most NAMES_LISTED; and how many in all."""
+    names = sorted(ops.filter(pl.col("change") == change)["name"].to_list())
+    return names[:NAMES_LISTED], len(names)
+
+
+def _steps_words(change: review.Change) -> str:
+    if change.step_run is None and change.step_base is None:
+        return "Over all steps (per-step figures are totals / steps)"
+    word = lambda step: "all steps" if step is None else f"step {step}"  # noqa: E731
+    return f"The run's {word(change.step_run)} against the baseline's {word(change.step_base)}"
+
+
+def _explained(change: review.Change) -> str:
+    """The line saying how much of the change in summed kernel time the top rows account for (plain text)."""
+    top_ns, total_ns = change.explained
+    rows = min(change.top, change.kernels.height)
+    share = f" ({top_ns / total_ns:.0%})" if abs(total_ns) >= 1e3 else ""
+    return (f"The top {rows} kernels account for {top_ns / 1000:+,.1f} µs of the {total_ns / 1000:+,.1f} µs change in summed "
+            f"kernel time per step{share}; overlapping kernels count twice, so this is not the step time.")
 
 
 # ---------- Markdown ----------
@@ -134,6 +168,12 @@ FORMATS: dict[str, Any] = {
     "tokens_per_s": lambda v: f"{v:,.0f}",
     "speedup": lambda v: f"{v:.3f}",
     "parity_max_abs": lambda v: f"{v:.3g}",
+    "tflops": lambda v: f"{v:.4g}",
+    "pct_of_roofline": lambda v: f"{v:.3g}",
+    "delta_us_per_step": lambda v: f"{v:+.3f}",
+    "delta_per_step": lambda v: f"{v:+.4g}",
+    "base_per_step": lambda v: f"{v:.4g}",
+    "other_per_step": lambda v: f"{v:.4g}",
 }
 
 
@@ -167,7 +207,7 @@ OVERVIEW_COLUMNS = {
     "work_per_step": "work per step", "work_unit": "unit", "copies_per_step": "copies per step",
     "hidden_copies_per_step": "hidden copies per step", "backend_requested": "backend requested",
     "backends": "backend detected", "backend_verdict": "backend check", "parity_passed": "parity passed",
-    "speedup": "speedup vs baseline",
+    "speedup": "speedup vs baseline", "cut": "file cut off",
 }
 FAMILY_COLUMNS = {"run": "run", "family": "family", "count_per_step": "count per step", "us_per_step": "µs per step"}
 COPY_COLUMNS = {
@@ -181,9 +221,25 @@ SPEED_COLUMNS = {
     "usd_per_mtok": "$ per M tokens",
 }
 CHANGE_COLUMNS = {
-    "name": "kernel", "family": "family", "base_per_step": "baseline per step", "other_per_step": "run per step",
-    "delta_per_step": "change per step", "change": "what changed",
+    "change": "what changed", "name": "kernel", "family": "family", "delta_us_per_step": "Δ µs per step",
+    "base_us_per_step": "baseline µs per step", "other_us_per_step": "run µs per step", "delta_per_step": "Δ count per step",
+    "base_per_step": "baseline count per step", "other_per_step": "run count per step",
 }
+OP_COLUMNS = {
+    "change": "what changed", "name": "op or call", "cat": "kind", "delta_us_per_step": "Δ µs per step",
+    "base_us_per_step": "baseline µs per step", "other_us_per_step": "run µs per step", "delta_per_step": "Δ count per step",
+    "base_per_step": "baseline count per step", "other_per_step": "run count per step",
+}
+EFFICIENCY_COLUMNS = {
+    "run": "run", "measure": "measured over", "device": "device", "calls": "attention calls", "measured": "calls measured",
+    "tflops": "achieved TFLOP/s", "pct_of_roofline": "% of roofline", "reason": "why no number",
+}
+EFFICIENCY_WHY = (
+    "Achieved TFLOP/s of attention (QK^T and PV at 2 FLOP per multiply-add, causal pairs counted exactly) and its share of the "
+    "device's roofline, min(peak TFLOP/s, intensity x peak TB/s), from the vendors' dense peaks. 'whole step': the collectors' "
+    "shape over each step's device time (every variant, naive ones included); 'attention ops': the recorded attention calls. "
+    "No percentage without a peak: a CPU, or a device the peaks table lacks, gives its reason instead."
+)
 
 
 def markdown_report(
@@ -197,10 +253,38 @@ def markdown_report(
 
 
 def _with_device_label(frame: pl.DataFrame) -> pl.DataFrame:
-    """The overview with a `device_label` column: 'cuda · NVIDIA H100 80GB HBM3', 'cpu · AMD EPYC', 'cpu'."""
+    """The overview with a `device_label` column: 'cuda · NVIDIA H100 80GB HBM3', 'cpu · AMD EPYC', 'cpu';
+    a cut accelerator trace whose device events were lost: 'cuda trace, cut: device events lost · <name>'."""
     return frame.with_columns(
-        pl.concat_str([pl.col("device"), pl.col("device_name")], separator=" · ", ignore_nulls=True).alias("device_label")
+        pl.struct("device", "device_name", "cut").map_elements(
+            lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String
+        ).alias("device_label")
     )
+
+
+MARKS = {review.SEVERITY_ALARM: "**ALARM**", review.SEVERITY_WARNING: "**WARNING**", review.SEVERITY_NOTE: "note"}
+
+
+def _md_changes(change: review.Change, by: str) -> list[str]:
+    """The Markdown of one run against its baseline: readings, the explained line, the kernel and op diffs."""
+    parts = ["", f"#### What changed: {md_text(change.run)} against {md_text(change.baseline)}", "",
+             md_text(f"{_steps_words(change)}; kernels {'by base name (template instances folded)' if by == 'base' else 'by full name'}."), ""]
+    if change.readings:
+        parts += ["Readings:", *[f"- {md_text(line)}" for line in change.readings], ""]
+    else:
+        parts += ["Readings: no compile, CUDA-graph, attention-backend or copy-class change.", ""]
+    kernels, ops = _shown(change.kernels), _shown(change.ops)
+    parts += [md_text(_explained(change)), ""]
+    parts.append(_md_table(kernels.with_columns(pl.col("name").str.slice(0, 100)), CHANGE_COLUMNS) if kernels.height else "No kernel changed.")
+    parts += ["", f"CPU side: ops, annotations and launch calls (top {KERNEL_CHANGES_SHOWN} by time):", ""]
+    parts.append(_md_table(ops.with_columns(pl.col("name").str.slice(0, 100)), OP_COLUMNS) if ops.height else "No op changed.")
+    for change_kind, words in (("added", "only in the run"), ("removed", "only in the baseline")):
+        names, total = _only(change.ops, change_kind)
+        if total:
+            more = f", and {total - len(names)} more" if total > len(names) else ""
+            parts += ["", f"<details><summary>{total} op {'name' if total == 1 else 'names'} {words}</summary>", "",
+                      ", ".join(md_text(n) for n in names) + more, "", "</details>"]
+    return parts
 
 
 def render_markdown(rv: Review) -> str:
@@ -213,9 +297,8 @@ def render_markdown(rv: Review) -> str:
                   + "; ".join(f"{g.name} runs against **{md_text(g.baseline)}**" for g in rv.groups) + ".", ""]
     parts.append("### Findings")
     if rv.findings.height:
-        ordered = rv.findings.sort(pl.col("severity") != review.SEVERITY_ALARM, maintain_order=True)
-        for row in ordered.iter_rows(named=True):
-            mark = "**ALARM**" if row["severity"] == review.SEVERITY_ALARM else "note"
+        for row in review.by_severity(rv.findings).iter_rows(named=True):
+            mark = MARKS.get(row["severity"], "note")
             parts.append(f"- {mark} **{md_text(row['run'])}** {row['kind']}: {md_text(row['message'])}")
     else:
         parts.append("- nothing to flag: no hidden copies, no backend fallback, no parity failure")
@@ -227,11 +310,14 @@ def render_markdown(rv: Review) -> str:
             parts += [f"#### {md_text(_group_title(group))}", ""]
         parts += [_md_table(_group_rows(overview, group), OVERVIEW_COLUMNS), ""]
     parts += ["### Device work per step by kernel family", "", _md_table(rv.families, FAMILY_COLUMNS)]
-    for label, moved in _changed(rv).items():
-        parts += ["", f"#### Kernels that changed: {md_text(label)} against {md_text(rv.against(label))} (top {KERNEL_CHANGES_SHOWN})", ""]
-        parts.append(_md_table(moved.with_columns(pl.col("name").str.slice(0, 100)), CHANGE_COLUMNS) if moved.height else "No kernel changed.")
+    if rv.changes:
+        parts += ["", "### What changed, ranked by time per step"]
+    for change in rv.changes:
+        parts += _md_changes(change, rv.by)
     parts += ["", "### Copies", "", _md_table(rv.copies, COPY_COLUMNS) if rv.copies.height else "No copies in any run."]
     parts += ["", "### Attention backend", "", _md_table(rv.backends, BACKEND_COLUMNS)]
+    if rv.efficiency is not None:
+        parts += ["", "### Attention efficiency", "", md_text(EFFICIENCY_WHY), "", _md_table(rv.efficiency, EFFICIENCY_COLUMNS)]
     parts += ["", "### Speed", "", md_text(_price_line(rv)), ""]
     for group in rv.groups:
         if split:
@@ -250,6 +336,7 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .alarm { background: #fde8e8; border-left: 4px solid #d62728; padding: 6px 10px; margin: 4px 0; }
+.warning { background: #fff4ce; border-left: 4px solid #e6a700; padding: 6px 10px; margin: 4px 0; }
 .note { background: #f1f5fb; border-left: 4px solid #4c78a8; padding: 6px 10px; margin: 4px 0; }
 .ok { background: #eaf6ea; border-left: 4px solid #2ca02c; padding: 6px 10px; }
 tr.hidden-copy td { background: #fde8e8; }
@@ -304,6 +391,12 @@ def _embedded(rv: Review) -> str:
         "copies": rv.copies.to_dicts(),
         "backends": rv.backends.to_dicts(),
         "speed": rv.speed.to_dicts(),
+        "efficiency": rv.efficiency.to_dicts() if rv.efficiency is not None else [],
+        "changes": [
+            {"run": c.run, "baseline": c.baseline, "readings": c.readings, "explained_ns_per_step": list(c.explained), "top": c.top,
+             "kernels": _shown(c.kernels).drop("base_us_per_step", "other_us_per_step", "delta_us_per_step").to_dicts()}
+            for c in rv.changes
+        ],
         "groups": [{"name": g.name, "runs": g.runs, "baseline": g.baseline} for g in rv.groups],
         "prices": {"usd_per_gpu_hour": rv.usd_per_gpu_hour, "usd_per_cpu_hour": rv.usd_per_cpu_hour},
     }
@@ -333,6 +426,29 @@ def html_report(
     return render_html(build_review(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour, colors))
 
 
+def _html_changes(change: review.Change, by: str) -> list[str]:
+    """The HTML of one run against its baseline: readings, the explained line, the kernel and op diffs."""
+    out = [f"<h3>What changed: {html.escape(change.run)} against {html.escape(change.baseline)}</h3>",
+           f'<p class="muted">{html.escape(_steps_words(change))}; kernels '
+           f"{'by base name (template instances folded)' if by == 'base' else 'by full name'}.</p>"]
+    if change.readings:
+        out.append('<div class="note readings"><ul>' + "".join(f"<li>{html.escape(line)}</li>" for line in change.readings) + "</ul></div>")
+    else:
+        out.append("<p>Readings: no compile, CUDA-graph, attention-backend or copy-class change.</p>")
+    kernels, ops = _shown(change.kernels), _shown(change.ops)
+    out.append(f"<p>{html.escape(_explained(change))}</p>")
+    out.append(_html_table(kernels, CHANGE_COLUMNS) if kernels.height else "<p>No kernel changed.</p>")
+    out.append(f"<h4>CPU side: ops, annotations and launch calls (top {KERNEL_CHANGES_SHOWN} by time)</h4>")
+    out.append(_html_table(ops, OP_COLUMNS) if ops.height else "<p>No op changed.</p>")
+    for change_kind, words in (("added", "only in the run"), ("removed", "only in the baseline")):
+        names, total = _only(change.ops, change_kind)
+        if total:
+            more = f", and {total - len(names)} more" if total > len(names) else ""
+            out.append(f"<details><summary>{total} op {'name' if total == 1 else 'names'} {words}</summary>"
+                       f"<p>{html.escape(', '.join(names) + more)}</p></details>")
+    return out
+
+
 def render_html(rv: Review) -> str:
     """The self-contained HTML page of a computed review. Every trace string is HTML-escaped."""
     labels = list(rv.runs)
@@ -348,8 +464,7 @@ def render_html(rv: Review) -> str:
                     + "; ".join(f"{html.escape(g.name)} runs against <b>{html.escape(g.baseline)}</b>" for g in rv.groups) + ".</div>")
     body.append("<h2>Findings</h2>")
     if rv.findings.height:
-        ordered = rv.findings.sort(pl.col("severity") != review.SEVERITY_ALARM, maintain_order=True)
-        for row in ordered.iter_rows(named=True):
+        for row in review.by_severity(rv.findings).iter_rows(named=True):
             body.append(f'<div class="{row["severity"]}"><b>{html.escape(row["run"])}</b> · {html.escape(row["kind"])}: '
                         f"{html.escape(row['message'])}</div>")
     else:
@@ -366,12 +481,17 @@ def render_html(rv: Review) -> str:
         group_units = sorted({work_unit(rv.runs[r]) for r in group.runs})
         body.append(_figure(charts.work_by_family_stacked(fam, group.runs, " / ".join(group_units)), f"work-{group.name}"))
     body.append(_html_table(rv.families, FAMILY_COLUMNS))
-    for label, moved in _changed(rv).items():
-        body.append(f"<h3>Kernels that changed: {html.escape(label)} against {html.escape(rv.against(label))}</h3>")
-        body.append(_html_table(moved, CHANGE_COLUMNS) if moved.height else "<p>No kernel changed.</p>")
+    if rv.changes:
+        body.append("<h2>What changed, ranked by time per step</h2>")
+    for change in rv.changes:
+        body += _html_changes(change, rv.by)
     body += ["<h2>Copies</h2>", _figure(charts.copy_time_bars(rv.copies, labels), "copies") if rv.copies.height else "",
              _html_table(rv.copies, COPY_COLUMNS, row_class="hidden-copy") if rv.copies.height else "<p>No copies in any run.</p>"]
     body += ["<h2>Attention backend</h2>", _html_table(rv.backends, BACKEND_COLUMNS)]
+    if rv.efficiency is not None:
+        body += ["<h2>Attention efficiency</h2>", f"<p>{html.escape(EFFICIENCY_WHY)}</p>", _html_table(rv.efficiency, EFFICIENCY_COLUMNS)]
+        if rv.roofline is not None and rv.roofline.height:
+            body.append(_figure(charts.roofline(rv.roofline, rv.colors or None), "roofline"))
     body += ["<h2>Speed</h2>", f"<p>{html.escape(_price_line(rv))}</p>"]
     for group in rv.groups:
         speed = _group_rows(rv.speed, group)
