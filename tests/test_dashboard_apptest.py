@@ -25,8 +25,8 @@ from streamlit.testing.v1 import AppTest
 from dashboard.engine import load_trace
 from dashboard.engine.backends import detect_backends
 from dashboard.engine.copies import copies
-from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
-from dashboard.engine.kernels import family_per_step, kernel_delta, kernel_table, per_step
+from dashboard.engine.diff import family_time_diff, kernel_diff, sequence_diff, timeline
+from dashboard.engine.kernels import family_per_step, kernel_table, per_step
 from dashboard.engine.speed import representative_step, speed_table, step_time
 from dashboard.runs import ENV_TRACES, trace_cache
 
@@ -457,15 +457,20 @@ def test_kernels_tab_shows_counts_and_times_per_family_and_every_kernel(app):
         assert all(close(a, b / 1000.0) for a, b in zip(got["total_us"], expect["total_ns"]))
 
 
-def test_kernels_tab_lists_the_difference_to_the_baseline(app):
+def test_kernels_tab_lists_the_difference_to_the_baseline_ranked_by_time(app):
     at = app("Kernels", params={"run": [sample_id("naive"), sample_id("naive_inplace")], "baseline": sample_id("naive")})
-    expect = kernel_delta(load_trace(sample_runs()["naive"]), load_trace(sample_runs()["naive_inplace"]))
+    # by default template instances fold into their base name (the toggle is on)
+    assert at.toggle(key="kd_base").value is True
+    expect = kernel_diff(load_trace(sample_runs()["naive"]), load_trace(sample_runs()["naive_inplace"]), by="base")
     changed = expect.filter(pl.col("change") != "same")
     shown = table(at, "tbl_kernels_delta")
-    assert sorted(zip(shown["name"], shown["change"])) == sorted(zip(changed["name"], changed["change"]))
+    assert list(zip(shown["name"], shown["change"])) == list(zip(changed["name"], changed["change"]))  # in the engine's order
+    deltas = shown["delta_us_per_step"].abs().tolist()
+    assert deltas == sorted(deltas, reverse=True)  # largest effect on step time first
+    assert all(close(a, b / 1000.0) for a, b in zip(shown["delta_us_per_step"], changed["delta_ns_per_step"]))
     # the out-of-place masked_fill's copy is gone in the in-place variant
     copy_row = shown[shown["name"] == "aten::copy_"].iloc[0]
-    assert copy_row["delta_per_step"] < 0
+    assert copy_row["delta_per_step"] < 0 and copy_row["delta_us_per_step"] < 0
 
 
 def test_the_kernel_change_summary_counts_each_kind_of_change_per_run(app):
@@ -474,13 +479,89 @@ def test_the_kernel_change_summary_counts_each_kind_of_change_per_run(app):
     shown = table(at, "tbl_kernels_change_summary").set_index("run")
     assert shown.index.tolist() == others
     for label in others:
-        expect = kernel_delta(load_trace(sample_runs()[base]), load_trace(sample_runs()[label]))
+        expect = kernel_diff(load_trace(sample_runs()[base]), load_trace(sample_runs()[label]), by="base")
         counted: dict[str, int] = {}
         for change in expect["change"].to_list():
             if change != "same":
                 counted[change] = counted.get(change, 0) + 1
         got = {k: int(v) for k, v in shown.loc[label].items() if v}
         assert got == counted, label
+
+
+def _launched_in(doc: dict, step: str) -> list[dict]:
+    """json oracle: the step's GPU events (kernel, memcpy, memset) whose launch call lies in its CPU span."""
+    events = oracle.complete(doc)
+    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    (start, end), = [(a, b) for name, a, b in oracle.step_spans(doc) if name == step]
+    return [e for e in events if e.get("cat") in oracle.GPU_CATS
+            and (call := launches.get(e.get("args", {}).get("correlation"))) is not None and start <= call["ts"] < end]
+
+
+def _ops_in(doc: dict, step: str) -> dict[str, int]:
+    """json oracle: names of CPU ops, annotations and runtime calls starting in the step's span, by count."""
+    (start, end), = [(a, b) for name, a, b in oracle.step_spans(doc) if name == step]
+    names: dict[str, int] = {}
+    for e in oracle.complete(doc):
+        if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver") and not e["name"].startswith("ProfilerStep#"):
+            if start <= e["ts"] < end:
+                names[e["name"]] = names.get(e["name"], 0) + 1
+    return names
+
+
+def test_kernels_tab_on_the_hta_pair_explains_the_change_by_time_for_the_steps_picked(app):
+    ids = ["file/" + A100.name, "file/" + V100.name]
+    step = "ProfilerStep#1009"
+    at = app("Kernels", params={"run": ids, "names": "full", "kstep": [f"{ids[0]}=1009", f"{ids[1]}=1009"]}, traces=[A100, V100])
+    assert at.toggle(key="kd_base").value is False  # full names, as the link asked
+    assert [at.selectbox(key=f"kd_step_{i}").value for i in ids] == [1009, 1009]
+    assert sorted(as_list(at.query_params["kstep"])) == sorted([f"{ids[0]}=1009", f"{ids[1]}=1009"]) and at.query_params["names"] == "full"
+    cdoc, tdoc = oracle.raw(A100), oracle.raw(V100)
+    before: dict[str, float] = {}
+    after: dict[str, float] = {}
+    for doc, into in ((cdoc, before), (tdoc, after)):
+        for e in _launched_in(doc, step):
+            into[e["name"]] = into.get(e["name"], 0.0) + e.get("dur", 0)  # µs in the one step
+    want = sorted(((after.get(n, 0) - before.get(n, 0), n) for n in set(before) | set(after)), key=lambda d: -abs(d[0]))
+    shown = table(at, "tbl_kernels_delta")
+    assert shown["name"].head(8).tolist() == [n for _, n in want[:8]]
+    assert all(close(a, d, rel=1e-6) for a, (d, _) in zip(shown["delta_us_per_step"].head(8), want))
+    top3 = shown["name"].head(3).tolist()
+    assert any(n.startswith("ncclKernel_SendRecv") for n in top3) and any(n.startswith("ncclKernel_AllReduce") for n in top3)
+    both = ("base_us_per_step", "other_us_per_step")
+    for _, row in shown.head(8).iterrows():
+        assert close(row[both[0]], before.get(row["name"], 0), rel=1e-6) and close(row[both[1]], after.get(row["name"], 0), rel=1e-6)
+    line = texts(at.get_by_key("kernels_explained").markdown)[0]
+    top12, total = sum(d for d, _ in want[:12]), sum(after.values()) - sum(before.values())
+    assert line.startswith("Step 1009 against the baseline's step 1009: the top 12 rows account for")
+    assert f"**{top12 / 1000:+,.2f} ms** of the **{total / 1000:+,.2f} ms** change" in line
+    # the CPU side: what only one run has
+    ops_before, ops_after = _ops_in(cdoc, step), _ops_in(tdoc, step)
+    ops = table(at, "tbl_ops_delta")
+    assert set(ops[ops["change"] == "added"]["name"]) == set(ops_after) - set(ops_before)
+    assert set(ops[ops["change"] == "removed"]["name"]) == set(ops_before) - set(ops_after)
+    assert {"CompiledFunction", "cudaGraphLaunch"} <= set(ops[ops["change"] == "added"]["name"])
+    # the readings, above the tables
+    (readings,) = texts(at.get_by_key("kernels_readings").info)
+    gone = len(set(ops_before) - set(ops_after))
+    assert f"compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); {gone} op names of the baseline are gone" in readings
+    launches = [sum(n for name, n in o.items() if name == "cudaLaunchKernel") for o in (ops_before, ops_after)]
+    graphs = ops_after.get("cudaGraphLaunch", 0)
+    assert f"CUDA graphs: {graphs:.4g} graph launches per step replay kernels; kernel launches fell from {launches[0]:,} to {launches[1]:,} per step" in readings
+
+
+def test_kernels_tab_folds_template_instances_by_default_and_shows_full_names_one_click_away(app):
+    ids = ["file/" + A100.name, "file/" + V100.name]
+    at = app("Kernels", params={"run": ids}, traces=[A100, V100])
+    prefix = "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1<"
+    folded = table(at, "tbl_kernels_delta")
+    assert not folded["name"].str.startswith(prefix).any()  # one base-name row, not an added and a removed one
+    assert (folded["name"] == "split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1").sum() == 1
+    assert "names" not in at.query_params and "kstep" not in at.query_params  # the defaults leave the link clean
+    at.toggle(key="kd_base").set_value(False).run()
+    full = table(at, "tbl_kernels_delta")
+    changes = sorted(full[full["name"].str.startswith(prefix)]["change"])
+    assert changes == ["added", "removed"]  # one template instance in each run
+    assert at.query_params["names"] == "full"
 
 
 # ---------------------------------------------------------------- copies
@@ -695,3 +776,91 @@ def test_parsing_reports_progress_with_each_files_size_and_parses_once():
     seen.clear()
     open_all([pending_file(file_source(H100), cache)], progress=lambda frac, text: seen.append((frac, text)), cache=cache)
     assert cache.parses == 2 and seen == []  # cached by content: no parse, no progress
+
+
+# ---------------------------------------------------------------- cut files, efficiency, launch order, labels
+
+
+def test_a_cut_gpu_trace_that_lost_its_device_events_is_an_alarm_and_never_reads_as_a_cpu_run(app, tmp_path):
+    full = gzip.decompress(A100.read_bytes())
+    doc = oracle.raw(A100)
+    first = next(e for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime"))
+    text = full.decode()
+    cut_at = text.index(json.dumps(first["name"])) // 2  # well before the first device event or launch
+    path = tmp_path / "early.json"
+    path.write_bytes(full[:cut_at])
+    at = app(params={"run": ["file/early.json"]}, traces=[path])
+    alarms = texts(at.get_by_key("findings").error)
+    (cut,) = [t for t in alarms if t.startswith("**early: cut trace.**")]
+    assert "this cuda trace lost every device event, so it is counted as a CPU-only run" in cut
+    assert "none survived, so this cuda trace reads as CPU-only" in cut  # the loader's own line follows
+    assert not any("No cut-off file" in t for t in texts(at.get_by_key("findings").success))
+    row = table(at, "tbl_overview").iloc[0]
+    assert row["device_label"] == f"cuda trace, cut: device events lost · {doc['deviceProperties'][0]['name']}"
+    assert row["cut"] == "device events lost"
+    notes = at.get_by_key("findings").warning
+    assert not any("cut off" in t for t in texts(notes))  # said once, as the alarm, not again as a folded note
+
+
+def test_a_file_cut_after_its_events_is_a_milder_warning_shown_open(app, tmp_path):
+    full = gzip.decompress(H100.read_bytes())
+    path = tmp_path / "tail.json"
+    path.write_bytes(full[:-60])  # inside the metadata written after traceEvents
+    at = app(params={"run": ["file/tail.json"]}, traces=[path])
+    findings = at.get_by_key("findings")
+    assert not any("cut trace" in t for t in texts(findings.error))
+    warned = [t for t in texts(findings.warning) if t.startswith("**tail: cut trace.**")]
+    assert len(warned) == 1 and "every event was read" in warned[0]
+    assert not findings.expander or not any("cut trace" in t for e in findings.expander for t in texts(e.warning))
+    row = table(at, "tbl_overview").iloc[0]
+    assert row["cut"] == "metadata after the events lost" and row["device_label"].startswith("cuda · NVIDIA H100")
+
+
+def test_speedups_tab_shows_attention_efficiency_and_the_roofline(app):
+    qwen = DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"
+    ids = ["file/" + H100.name, "file/" + qwen.name, sample_id("naive")]
+    at = app("Speedups", params={"run": ids}, traces=[H100, qwen])
+    gpu = table(at, "tbl_speed_gpu").set_index("run")
+    doc = oracle.raw(H100)
+    kernels = [e for e in oracle.complete(doc) if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"]]
+    (b, s, h, d), = {tuple(o["args"]["Input Dims"][0]) for o in oracle.complete(doc) if o.get("name") == "aten::_flash_attention_forward"}
+    achieved = 4 * b * h * s * s * d * len(kernels) / (sum(k["dur"] for k in kernels) * 1e-6) / 1e12
+    bert = gpu.loc["tracelens_h100_bert_sdpa_flash"]
+    assert close(bert["attn_tflops"], achieved, rel=1e-6) and bert["attn_pct"] > 0 and pd.isna(bert["attn_reason"])
+    assert "10 of 34 calls not measured" in gpu.loc["tracelens_h100_qwen_chat_sdpa_flash", "attn_reason"]
+    cpu = table(at, "tbl_speed_cpu").set_index("run").loc["naive"]
+    assert pd.isna(cpu["attn_pct"]) and "CPU trace" in cpu["attn_reason"]  # a reason, never a percentage
+    fig = figure(at, "chart_roofline")
+    assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"
+    roofs = [t for t in fig["data"] if t["mode"] == "lines"]
+    assert [t["name"] for t in roofs] == ["H100 SXM5 80GB bf16 roof"]
+    markers = {t["name"]: t for t in fig["data"] if t["mode"] == "markers"}
+    assert close(markers["tracelens_h100_bert_sdpa_flash (attention ops)"]["y"][0], achieved, rel=1e-6)
+    assert "naive (whole step)" in markers  # the CPU run's step, drawn with no roof
+    rows = table(at, "tbl_attention_efficiency")
+    assert set(rows["run"]) == {"tracelens_h100_bert_sdpa_flash", "tracelens_h100_qwen_chat_sdpa_flash", "naive"}
+
+
+def test_timeline_sequence_is_in_launch_order_with_the_stream_of_each_kernel(app):
+    ids = ["file/" + A100.name, "file/" + V100.name]
+    at = app("Timeline diff", params={"run": ids, "a": ids[0], "b": ids[1], "step_a": "1009", "step_b": "1009"}, traces=[A100, V100])
+    doc = oracle.raw(A100)
+    found = _launched_in(doc, "ProfilerStep#1009")
+    launches = {e["args"]["correlation"]: e for e in oracle.complete(doc) if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    found.sort(key=lambda e: (launches[e["args"]["correlation"]]["ts"], e["args"]["correlation"]))
+    at.toggle(key="tl_only_diff").set_value(False).run()
+    shown = table(at, "tbl_sequence")
+    a = shown[shown["a_pos"].notna()].sort_values("a_pos")
+    assert a["a_name"].tolist() == [e["name"] for e in found]
+    assert a["a_stream"].astype(int).tolist() == [e["args"]["stream"] for e in found]
+    assert len({e["args"]["stream"] for e in found}) > 1
+    assert any("more than one stream" in t for t in texts(at.caption))
+
+
+def test_a_collectors_cuda_graphs_run_is_labelled_so(app, tmp_path):
+    raw = json.loads(gzip.decompress((SAMPLE / "sdpa.compiled.json.gz").read_bytes()))
+    raw["attnscope"]["cuda_graphs"] = True
+    path = tmp_path / "sdpa.graphs.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(raw).encode()))
+    at = app(params={"run": ["file/" + path.name]}, traces=[path])
+    assert table(at, "tbl_overview")["run"].tolist() == [f"{raw['attnscope']['variant']} (CUDA graphs)"]

@@ -451,3 +451,119 @@ def test_dense_timeline_lanes_never_overlap_their_labels():
     px_per_label = domain * (height - 60) / len(top["ticktext"])  # 60 px: the top and bottom margins
     assert px_per_label >= 12  # font 12: one label per at least 12 px of axis
     assert len(top["ticktext"]) < len(lanes) and set(top["ticktext"]) <= set(lanes)
+
+
+# ---------- the diff that explains, and attention efficiency ----------
+
+def _gpu_time_per_step(doc: dict) -> dict[str, float]:
+    """json oracle: kernel/memcpy/memset name -> µs per step over every ProfilerStep (by its launch)."""
+    events = oracle.complete(doc)
+    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    spans = oracle.step_spans(doc)
+    total: dict[str, float] = {}
+    for e in events:
+        call = launches.get(e.get("args", {}).get("correlation")) if e.get("cat") in oracle.GPU_CATS else None
+        if call is not None and any(start <= call["ts"] < end for _, start, end in spans):
+            total[e["name"]] = total.get(e["name"], 0.0) + e.get("dur", 0)
+    return {name: us / len(spans) for name, us in total.items()}
+
+
+def _ops_over_steps(doc: dict) -> set[str]:
+    """json oracle: names of CPU ops, annotations and runtime calls that start inside a ProfilerStep."""
+    spans = oracle.step_spans(doc)
+    return {e["name"] for e in oracle.complete(doc)
+            if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver") and not e["name"].startswith("ProfilerStep#")
+            and any(start <= e["ts"] < end for _, start, end in spans)}
+
+
+@pytest.fixture(scope="module")
+def hta_pair(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("hta")
+    md, page = out / "hta.md", out / "hta.html"
+    result = run("compare", str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--markdown", str(md), "--html", str(page))
+    assert result.returncode == 0, result.stderr
+    return {"md": md.read_text(), "html": page.read_text()}
+
+
+def test_the_markdown_ranks_kernel_changes_by_time_with_nccl_near_the_top(hta_pair):
+    text = hta_pair["md"]
+    before, after = (_gpu_time_per_step(oracle.raw(DATA / n)) for n in ("hta_a100_control.json.gz", "hta_v100_test.json.gz"))
+    rows = _md_rows(text, "#### What changed: hta_v100_test.json.gz against hta_a100_control.json.gz")
+    assert len(rows) == 12
+    deltas = [float(r["Δ µs per step"]) for r in rows]
+    assert [abs(d) for d in deltas] == sorted((abs(d) for d in deltas), reverse=True)  # time first
+    names = [r["kernel"] for r in rows]
+    for family in ("ncclKernel_SendRecv", "ncclKernel_AllReduce"):
+        (row,) = [r for r in rows if r["kernel"].startswith(family)]  # both in the top 12
+        (full,) = [n for n in set(before) | set(after) if n.startswith(family)]  # one instance: its base row is its numbers
+        assert float(row["baseline µs per step"]) == pytest.approx(before[full], abs=0.001)
+        assert float(row["run µs per step"]) == pytest.approx(after[full], abs=0.001)
+        assert row["what changed"] == "slower" and float(row["Δ count per step"]) == 0
+    assert names[1].startswith("ncclKernel_AllReduce")
+    # the line that says how much the top rows explain: the whole change is summed kernel time, whatever the grouping
+    total = sum(after.values()) - sum(before.values())
+    line = next(literal(l) for l in text.splitlines() if literal(l).startswith("The top 12 kernels account for"))
+    assert f"of the {total:+,.1f} µs change in summed kernel time per step" in line
+    assert f"account for {sum(deltas):+,.1f} µs" in line
+
+
+def test_the_markdown_gives_the_readings_and_the_op_names_only_one_run_has(hta_pair):
+    text = literal(hta_pair["md"])
+    cdoc, tdoc = oracle.raw(DATA / "hta_a100_control.json.gz"), oracle.raw(DATA / "hta_v100_test.json.gz")
+    before, after = _ops_over_steps(cdoc), _ops_over_steps(tdoc)
+    steps = len(oracle.step_spans(tdoc))
+    graphs = sum(1 for e in oracle.complete(tdoc) if e["name"] == "cudaGraphLaunch" and any(
+        a <= e["ts"] < b for _, a, b in oracle.step_spans(tdoc)))
+    assert f"- compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); {len(before - after)} op names of the baseline are gone" in text
+    assert f"- CUDA graphs: {graphs / steps:.4g} graph launches per step replay kernels" in text
+    assert text.index("Readings:") < text.index("The top 12 kernels account for")  # readings above the tables
+    added = text.split(f"{len(after - before)} op names only in the run</summary>")[1].split("</details>")[0].strip()
+    assert added.split(", ") == sorted(after - before)
+    removed = text.split(f"{len(before - after)} op names only in the baseline</summary>")[1].split("</details>")[0].strip()
+    listed = removed.split(", and ")[0].split(", ")
+    assert set(listed) <= before - after and len(listed) == min(60, len(before - after))
+
+
+def test_the_html_report_shows_the_same_diff_and_embeds_it(hta_pair):
+    page = hta_pair["html"]
+    data = json.loads(_data_block(page))
+    (change,) = data["changes"]
+    assert change["run"] == "hta_v100_test.json.gz" and change["baseline"] == "hta_a100_control.json.gz"
+    assert change["readings"][0].startswith("compiled: CompiledFunction, CompiledFunctionBackward appear")
+    assert "What changed: hta_v100_test.json.gz against hta_a100_control.json.gz" in page
+    assert "CUDA graphs: 2 graph launches per step" in page and "cudaGraphLaunch" in page
+
+
+def test_attention_efficiency_in_both_reports_with_the_roofline_in_html(tmp_path):
+    md, page = tmp_path / "eff.md", tmp_path / "eff.html"
+    qwen = DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"
+    out = run("compare", str(H100), str(qwen), "--markdown", str(md), "--html", str(page))
+    assert out.returncode == 0, out.stderr
+    rows = {r["run"]: r for r in _md_rows(md.read_text(), "### Attention efficiency")}
+    # the flash kernels of the BERT trace: 4 calls of B=1 H=8 S=141 D=64, not causal, read from the json
+    doc = oracle.raw(H100)
+    kernels = [e for e in oracle.complete(doc) if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"]]
+    ops = [e for e in oracle.complete(doc) if e.get("name") == "aten::_flash_attention_forward"]
+    (b, s, h, d), = {tuple(o["args"]["Input Dims"][0]) for o in ops}
+    flops = 4 * b * h * s * s * d
+    achieved = flops * len(kernels) / (sum(k["dur"] for k in kernels) * 1e-6) / 1e12
+    bert = rows[H100.name]
+    assert float(bert["achieved TFLOP/s"]) == pytest.approx(achieved, rel=1e-3)
+    assert bert["measured over"] == "attention ops" and bert["device"] == "H100 SXM5 80GB"
+    assert float(bert["% of roofline"]) > 0 and bert["why no number"] == ""
+    assert "10 of 34 calls not measured" in rows[qwen.name]["why no number"]
+    drawn = figures(page.read_text())["roofline"]
+    assert drawn["layout"]["xaxis"]["type"] == "log" and drawn["layout"]["yaxis"]["type"] == "log"
+    points = [t for t in drawn["data"] if t["mode"] == "markers"]
+    assert {t["name"] for t in points} == {f"{H100.name} (attention ops)", f"{qwen.name} (attention ops)"}
+    bert_point = next(t for t in points if t["name"].startswith(H100.name))
+    assert bert_point["y"][0] == pytest.approx(achieved, rel=1e-3)
+    roofs = [t for t in drawn["data"] if t["mode"] == "lines"]
+    assert len(roofs) == 1 and max(roofs[0]["y"]) == pytest.approx(989.5)  # H100 SXM bf16 dense peak, drawn once
+
+
+def test_a_cpu_run_gives_its_reason_never_a_percentage(compared):
+    rows = {r["run"]: r for r in _md_rows(compared["md"], "### Attention efficiency")}
+    for run in ("naive_inplace", "naive", "sdpa"):
+        assert rows[run]["% of roofline"] == "" and "CPU trace" in rows[run]["why no number"]
+        assert rows[run]["measured over"] == "whole step" and float(rows[run]["achieved TFLOP/s"]) > 0
