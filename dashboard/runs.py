@@ -257,11 +257,14 @@ def trace_stem(name: str) -> str:
 
 
 def default_label(source: Source, trace: Trace | None) -> str:
-    """The variant from the trace's own metadata (or its manifest entry), '(compiled)' added for
-    torch.compile runs; else the file name without its extension."""
+    """The variant from the trace's own metadata (or its manifest entry), '(CUDA graphs)' added for
+    runs the collectors compiled with mode="reduce-overhead" (`cuda_graphs: true`), '(compiled)'
+    for other torch.compile runs; else the file name without its extension."""
     meta = trace.collector if trace is not None else {}
     variant = meta.get("variant") or source.variant
     if variant:
+        if meta.get("cuda_graphs") is True:
+            return f"{variant} (CUDA graphs)"
         compiled = bool(meta.get("compiled", source.compiled))
         return f"{variant} (compiled)" if compiled else str(variant)
     return trace_stem(source.name)
