@@ -196,11 +196,12 @@ class AttentionShape:
         return DTYPES.get(self.dtype, (None, 0))[0]
 
     def work(self) -> Work:
-        return attention_work(
-            [(self.sq, self.sk)] * self.batch, self.heads_q, self.heads_kv, self.head_dim, self.head_dim_v,
-            causal=self.causal, align=self.align, elem_bytes=self.elem_bytes, lse=self.lse,
-            backward=self.backward, extra_bytes=self.mask_bytes,
+        # one sequence's work times the batch: the same sums, without a list of `batch` pairs
+        one = attention_work(
+            [(self.sq, self.sk)], self.heads_q, self.heads_kv, self.head_dim, self.head_dim_v,
+            causal=self.causal, align=self.align, elem_bytes=self.elem_bytes, lse=self.lse, backward=self.backward,
         )
+        return Work(one.flops * self.batch, one.bytes * self.batch + self.mask_bytes)
 
     def describe(self) -> str:
         dt = DTYPES.get(self.dtype, (self.dtype, 0))[0]
@@ -215,19 +216,44 @@ def reader_for(name: str) -> OpReader | None:
     return next((r for rx, r in _READERS if rx.search(name)), None)
 
 
-def _bool(text: str | None) -> bool | None:
-    return {"True": True, "False": False, "1": True, "0": False}.get(text or "")
+def _bool(text: Any) -> bool | None:
+    return {"True": True, "False": False, "1": True, "0": False}.get(text) if isinstance(text, str) else None
 
 
-def _int(text: str | None) -> int | None:
+def _int(text: Any) -> int | None:
     try:
-        return int(text) if text not in (None, "") else None
+        return int(text) if isinstance(text, str) and text else None
     except ValueError:
         return None
 
 
 def _nth(items: list[Any] | None, index: int | None) -> Any:
     return items[index] if items is not None and index is not None and index < len(items) else None
+
+
+# A recorded tensor dimension is an int64 in torch, but no attention call has one this large; larger
+# ones are not shapes, and their work would not fit the int64 flops and bytes columns.
+MAX_DIM = 1 << 40
+INT64_MAX = (1 << 63) - 1
+
+
+def _list(text: str | None) -> list[Any] | None:
+    """Raw JSON text of an args field -> the list it holds, or None (absent, not a list, nested
+    deeper than the json module recurses)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _sizes(value: Any) -> list[int] | None:
+    """A tensor's recorded dims (a list of ints, 0 <= size < MAX_DIM), or None when it is not one."""
+    if isinstance(value, list) and all(type(x) is int and 0 <= x < MAX_DIM for x in value):
+        return value
+    return None
 
 
 def read_shape(
@@ -243,16 +269,17 @@ def read_shape(
         return f"{name}: no shape reader for this op"
     if not dims_json:
         return f"{name}: shapes not recorded (profile with record_shapes=True)"
-    dims, types = json.loads(dims_json), json.loads(types_json) if types_json else []
-    concrete = json.loads(concrete_json) if concrete_json else None
-    q, k, v = (_nth(dims, reader.q + i) for i in range(3))
+    dims, types, concrete = _list(dims_json), _list(types_json) or [], _list(concrete_json)
+    if dims is None:
+        return f"{name}: Input Dims is not a list of shapes"
+    q, k, v = (_sizes(_nth(dims, reader.q + i)) for i in range(3))
     if not (q and k and v):
         return f"{name}: query, key or value shape missing"
-    dtype = _nth(types, reader.q) or ""
-    if dtype not in DTYPES:
+    dtype = _nth(types, reader.q)
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         return f"{name}: unknown input type {dtype!r}"
-    mask_dims = _nth(dims, reader.mask)
-    mask_bytes = math.prod(mask_dims) * DTYPES.get(_nth(types, reader.mask) or "", ("", 1))[1] if mask_dims else 0
+    mask_dims, mask_type = _sizes(_nth(dims, reader.mask)), _nth(types, reader.mask)
+    mask_bytes = math.prod(mask_dims) * DTYPES.get(mask_type if isinstance(mask_type, str) else "", ("", 1))[1] if mask_dims else 0
     causal, align = _causal(reader, concrete, causal_hint)
     if mask_bytes:
         causal = False
@@ -267,8 +294,12 @@ def read_shape(
     if isinstance(geometry, str):
         return geometry
     batch, sq, sk, hq, hkv, d, dv = geometry
-    return AttentionShape(batch, sq, sk, hq, hkv, d, dv, dtype, causal, align, lse and not reader.backward,
-                          reader.backward, mask_bytes)
+    shape = AttentionShape(batch, sq, sk, hq, hkv, d, dv, dtype, causal, align, lse and not reader.backward,
+                           reader.backward, mask_bytes)
+    work = shape.work()
+    if work.flops > INT64_MAX or work.bytes > INT64_MAX:
+        return f"{name}: shapes {q}, {k}, {v} give more work than an int64 counts: not a real call"
+    return shape
 
 
 def _causal(reader: OpReader, concrete: list[str] | None, hint: bool | None) -> tuple[bool | None, str]:
@@ -285,11 +316,13 @@ def _causal(reader: OpReader, concrete: list[str] | None, hint: bool | None) -> 
 def _geometry(reader: OpReader, name: str, dims: list, q: list, k: list, v: list, concrete: list[str] | None
               ) -> tuple[int, int, int, int, int, int, int] | str:
     """(batch, sq, sk, heads_q, heads_kv, head_dim, head_dim_v) from the tensors' dims."""
-    cu = _nth(dims, reader.cu_q)
+    cu = _sizes(_nth(dims, reader.cu_q))
     if cu:
-        if len(q) != 3 or len(k) != 3:
+        if len(q) != 3 or len(k) != 3 or len(v) != 3:
             return f"{name}: paged or packed KV cache (key dims {k}): per-sequence lengths are not in the trace"
         batch, total_q, total_k = cu[0] - 1, q[0], k[0]
+        if batch < 1:
+            return f"{name}: varlen batch with cumulative lengths of dims {cu}: no sequence"
         max_q, max_k = _int(_nth(concrete, reader.max_q)), _int(_nth(concrete, reader.max_k))
         if batch == 1:
             sq, sk = total_q, total_k
@@ -300,7 +333,7 @@ def _geometry(reader: OpReader, name: str, dims: list, q: list, k: list, v: list
                     "per-sequence lengths are not in the trace, only the total and the maximum")
         return batch, sq, sk, q[1], k[1], q[2], v[2]
     if reader.layout == "BSHD":
-        if len(q) != 4 or len(k) != 4:
+        if len(q) != 4 or len(k) != 4 or len(v) != 4:
             return f"{name}: expected [batch, seq, heads, dim] tensors, got {q} and {k}"
         return q[0], q[1], k[1], q[2], k[2], q[3], v[3]
     if len(q) < 2 or len(k) < 2:
@@ -534,19 +567,23 @@ def _rates(groups: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
     """Add mean_us, total_us, tflops, tbps, intensity, peak and roofline columns, pct_of_roofline and
     bound to rows with flops and bytes (per call), total_ns over `timed` calls, device and dtype;
     `device` becomes the device's name and a missing peak fills `reason`."""
-    per_ns = pl.col("total_ns") / pl.col("timed")
-    intensity = pl.col("flops") / pl.col("bytes")
+    # no timed call, zero device time, zero bytes or a zero roofline give no rate (null), never NaN or inf
+    timed = pl.col("timed") > 0
+    per_ns = pl.when(timed).then(pl.col("total_ns") / pl.col("timed"))
+    rated = per_ns > 0
+    intensity = pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes"))
     memory_roof = intensity * pl.col("peak_tbps")
     roof = pl.when(pl.col("peak_tflops").is_not_null() & memory_roof.is_not_null()).then(pl.min_horizontal("peak_tflops", memory_roof))
     return (
         groups.join(peaks, on=["device", "dtype"], how="left", nulls_equal=True)
         .with_columns(
-            (per_ns / 1e3).alias("mean_us"), (pl.col("total_ns") / 1e3).alias("total_us"),
-            (pl.col("flops") / per_ns / 1e3).alias("tflops"), (pl.col("bytes") / per_ns / 1e3).alias("tbps"),
+            (per_ns / 1e3).alias("mean_us"), pl.when(timed).then(pl.col("total_ns") / 1e3).alias("total_us"),
+            pl.when(rated).then(pl.col("flops") / per_ns / 1e3).alias("tflops"),
+            pl.when(rated).then(pl.col("bytes") / per_ns / 1e3).alias("tbps"),
             intensity.alias("intensity"), roof.alias("roofline_tflops"),
             pl.when(roof.is_not_null()).then(pl.when(pl.col("peak_tflops") <= memory_roof).then(pl.lit("compute")).otherwise(pl.lit("memory"))).alias("bound"),
         )
-        .with_columns((100 * pl.col("tflops") / pl.col("roofline_tflops")).alias("pct_of_roofline"))
+        .with_columns(pl.when(pl.col("roofline_tflops") > 0).then(100 * pl.col("tflops") / pl.col("roofline_tflops")).alias("pct_of_roofline"))
         .with_columns(
             pl.coalesce("reason", pl.when(pl.col("flops").is_not_null() & pl.col("roofline_tflops").is_null()).then(pl.col("peak_reason"))).alias("reason"),
             pl.col("device_name").alias("device"),
