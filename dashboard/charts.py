@@ -335,7 +335,7 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
     fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP per byte moved)", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(type="log", title_text="achieved TFLOP/s", showgrid=True, gridcolor="#eee")
     _base_layout(fig, "Attention on the roofline (log-log): achieved rate against the device's limits", height=440)
-    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.18, "xanchor": "left", "x": 0}, margin={"b": 40})
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.24, "xanchor": "left", "x": 0}, margin={"b": 40})
     return fig
 
 

@@ -71,7 +71,7 @@ def render(sel: Selection) -> None:
     show_changes(sel, split)
 
 
-ALL_STEPS = None  # the step choice that means every step (per-step figures = totals / steps)
+ALL_STEPS = "all"  # the step choice that means every step (per-step figures = totals / steps); a selectbox shows None as empty
 STEPS_PER_ROW = 4
 
 
@@ -137,8 +137,8 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
             "run": tables.text("run") if len(changes) > 1 else None,
             "baseline": tables.text("against") if len(split) > 1 else None,
             "change": tables.text("change"),
-            "name": tables.text("kernel (or leaf op)", width="medium"),
-            "family": tables.text("family"),
+            "name": tables.text("kernel (or leaf op)", width="large"),
+            "family": tables.text("family", width="small"),
             "delta_us_per_step": st.column_config.NumberColumn(
                 "Δ µs / step", format="%+.1f", help="Change of the kernel's total time per step: run − baseline"),
             "base_us_per_step": tables.us("baseline µs / step"),
@@ -158,12 +158,12 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
 def pick_steps(sel: Selection, labels: list[str]) -> dict[str, int | None]:
     """One step picker per run (every step by default), each kept in the link as kstep=<run id>=<step>."""
     st.caption("Steps compared: one step of each run, or every step (then each figure is its total over the steps / their number).")
-    chosen: dict[str, int | None] = {}
+    chosen: dict[str, int | str] = {}
     for start in range(0, len(labels), STEPS_PER_ROW):
         row = labels[start:start + STEPS_PER_ROW]
         for column, label in zip(st.columns(STEPS_PER_ROW), row):
             trace = sel.runs[label]
-            options: list[int | None] = [ALL_STEPS] + trace.steps["step"].to_list()
+            options: list[int | str] = [ALL_STEPS] + trace.steps["step"].to_list()
             names = {r["step"]: f"{r['name']} ({r['dur_ns'] / 1e6:.3g} ms)" for r in trace.steps.iter_rows(named=True)}
             names[ALL_STEPS] = f"all {trace.steps.height} steps (per-step mean)"
             ident = sel.ids.get(label, label)
@@ -172,7 +172,7 @@ def pick_steps(sel: Selection, labels: list[str]) -> dict[str, int | None]:
             with column:
                 chosen[label] = st.selectbox(f"Steps of {literal.md(label)}", options, key=key, format_func=names.get)
     link.publish_keyed("kstep", {sel.ids.get(label, label): step for label, step in chosen.items()}, ALL_STEPS)
-    return chosen
+    return {label: None if step == ALL_STEPS else step for label, step in chosen.items()}
 
 
 def _steps_words(step: int | None) -> str:
@@ -242,7 +242,7 @@ def show_ops(changes: list[review.Change], others: list[str], only_changes: bool
             "run": tables.text("run") if len(changes) > 1 else None,
             "baseline": tables.text("against") if grouped else None,
             "change": tables.text("change"),
-            "name": tables.text("op or call", width="medium"),
+            "name": tables.text("op or call", width="large"),
             "cat": tables.text("kind"),
             "delta_us_per_step": st.column_config.NumberColumn("Δ µs / step", format="%+.1f"),
             "base_us_per_step": tables.us("baseline µs / step"),

@@ -43,7 +43,7 @@ def render(sel: Selection) -> None:
         "tbl_overview",
         {
             "run": st.column_config.TextColumn("run", pinned=True),
-            "device_label": tables.text("device", width="medium"),
+            "device_label": tables.text("device", width="large" if any_cut else "medium"),
             "steps": tables.count("steps", width="small"),
             "median_step_us": tables.us("median µs", "Median over steps; 'time from' says which time", width="small"),
             "speedup": tables.ratio("speedup", "The group baseline's median / this run's median; > 1 is faster. Never across GPU and CPU-only runs", width="small"),

@@ -69,16 +69,16 @@ def render(sel: Selection) -> None:
             "steps": tables.count("steps"),
             "time_source": tables.text("time from"),
             "speedup": tables.ratio("speedup vs baseline"),
-            "tokens_per_step": tables.count("tokens / step"),
-            "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
-            "usd_per_hour": st.column_config.NumberColumn("$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"),
-            "usd_per_mtok": st.column_config.NumberColumn("$ / million tokens", format="$%.4g"),
             "attn_tflops": st.column_config.NumberColumn(
                 "attention TFLOP/s", format="%.4g", help="Achieved by attention: its FLOPs (from the recorded shapes, or the "
                 "collectors' shape per step) over its device time (the op's span on CPU-only traces)"),
             "attn_pct": st.column_config.NumberColumn(
                 "% of roofline", format="%.3g%%", help="Achieved / min(peak TFLOP/s, intensity × peak TB/s) of the device, from "
                 "the vendors' dense peaks. Empty where there is no peak: the next column says why"),
+            "tokens_per_step": tables.count("tokens / step"),
+            "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
+            "usd_per_hour": st.column_config.NumberColumn("$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"),
+            "usd_per_mtok": st.column_config.NumberColumn("$ / million tokens", format="$%.4g"),
             "attn_reason": tables.text("why no number", width="medium"),
         },
         split,
@@ -123,6 +123,15 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
         "shape over each step's device time, so naive and fused variants compare; *attention ops*: the recorded attention calls. "
         "A CPU or a device the peaks table lacks gets no percentage, only its reason."
     )
+    missing = attention.filter(pl.col("reason").is_not_null())
+    if missing.height:
+        with st.container(key="efficiency_reasons"):
+            st.markdown("\n".join(
+                f"- **{literal.md(row['run'])}**: "
+                f"{'partly measured' if row['pct_of_roofline'] is not None else 'no percentage' if row['tflops'] is not None else 'no number'}"
+                f": {literal.md(row['reason'])}"
+                for row in missing.iter_rows(named=True)
+            ))
     points = review.roofline_points(sel.runs)
     if points.height == 0:
         st.info("No attention call with a shape and a time in these runs, so nothing to place on the roofline; the table above "

@@ -83,11 +83,11 @@ def render(sel: Selection) -> None:
         {
             "change": tables.text("change"),
             "a_pos": tables.count("A #"),
-            "a_name": tables.text("A: kernel (or leaf op)", width="large"),
+            "a_name": tables.text("A: kernel (or leaf op)", width="medium" if streams > 1 else "large"),
             "a_stream": st.column_config.NumberColumn("A stream", format="%d", width="small") if streams > 1 else None,
             "a_us": tables.us("A µs", digits=2),
             "b_pos": tables.count("B #"),
-            "b_name": tables.text("B: kernel (or leaf op)", width="large"),
+            "b_name": tables.text("B: kernel (or leaf op)", width="medium" if streams > 1 else "large"),
             "b_stream": st.column_config.NumberColumn("B stream", format="%d", width="small") if streams > 1 else None,
             "b_us": tables.us("B µs", digits=2),
         },
