@@ -49,9 +49,10 @@ if mode == "json":
 elif mode == "summary":
     summarize(load_trace(path))
 elapsed = time.perf_counter() - t0
-workers = load._workers_started.procs if load._workers_started is not None else []
+started = getattr(load, "_workers_started", None)  # None also for a loader without workers
+workers = started.procs if started is not None else []
 if workers:
-    load._workers_started.close()  # reaped: their CPU time and peak RSS show in RUSAGE_CHILDREN
+    started.close()  # reaped: their CPU time and peak RSS show in RUSAGE_CHILDREN
 busy = cpu() - c0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 if workers else 0
