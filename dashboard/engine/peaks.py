@@ -114,7 +114,8 @@ class DeviceMatch:
 def device_properties(meta: Mapping[str, Any], device_id: int | None = None) -> dict[str, Any]:
     """The deviceProperties entry of one device id (the first entry when device_id is None or not
     listed), or {} when the trace has none (CPU traces)."""
-    props = [p for p in (meta.get("deviceProperties") or []) if isinstance(p, dict)]
+    listed = meta.get("deviceProperties")
+    props = [p for p in listed if isinstance(p, dict)] if isinstance(listed, list) else []
     if not props:
         return {}
     return next((p for p in props if p.get("id") == device_id), props[0])
