@@ -118,3 +118,23 @@ def test_timestamps_stay_exact_nanoseconds_in_slices(tmp_path, monkeypatch):
     ops = sliced.events.filter(pl.col("name").cast(pl.String) == "aten::op3").sort("ts_ns")
     # op i starts at (1623143089861100 + i).{i % 1000:03d} µs; the origin is ProfilerStep#1 at 1623143089861000.5 µs
     assert ops["ts_ns"].to_list()[:3] == [(100 + i) * 1000 + i - 500 for i in (3, 10, 17)]
+
+
+def test_workers_that_cannot_start_or_die_leave_the_one_process_path(tmp_path, monkeypatch):
+    path = _write(tmp_path / "w.json", _events(2000))
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", 50_000)
+    load._discard_workers()
+
+    def no_python(self, count):
+        raise OSError("no interpreter")
+
+    with monkeypatch.context() as m:
+        m.setattr(load._Workers, "__init__", no_python)
+        assert load._load_sliced(path, None, None) is None
+        assert load.load_trace(path).events.height == 1 + 3 * 2000
+    workers = load._slice_workers()
+    for proc in workers.procs:  # killed between two loads: the next load starts new ones or reads alone
+        proc.kill()
+        proc.wait()
+    assert load.load_trace(path).events.height == 1 + 3 * 2000

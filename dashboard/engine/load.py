@@ -867,9 +867,9 @@ def _load_sliced(path: Path, name: str | None, progress: Callable[[float], None]
             return None  # no events: the one-process path says so
         bounds = _slices(fh, start, end, SLICE_BYTES)
     meta.update(meta_after)
-    workers = _slice_workers()
     parts: list[_Part] = []
     try:
+        workers = _slice_workers()
         for done, (status, answer) in enumerate(workers.run([(str(path), lo, hi, reading.label) for lo, hi in bounds])):
             if status != "ok":
                 raise _SliceFailed(answer)
@@ -878,7 +878,7 @@ def _load_sliced(path: Path, name: str | None, progress: Callable[[float], None]
             reading.add(learnt)
             if progress:
                 progress((done + 1) / len(bounds))
-    except _SliceFailed:
+    except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's
         _discard_workers()  # the rest of their answers are not read: start afresh next time
         return None
     trace = _build_trace(_drain(parts), meta, reading)
@@ -891,6 +891,7 @@ def _discard_workers() -> None:
     if _workers_started is not None:
         for proc in _workers_started.procs:
             proc.kill()
+            proc.wait()
         _workers_started = None
 
 
