@@ -716,7 +716,10 @@ def _serve() -> None:
     import pickle
     import sys
 
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdin = sys.stdin.buffer
+    stdout = os.fdopen(os.dup(1), "wb")  # the answers' own pipe: anything else printed goes to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     while True:
         payload = _receive(stdin)
         if payload is None:
