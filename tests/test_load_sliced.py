@@ -138,3 +138,10 @@ def test_workers_that_cannot_start_or_die_leave_the_one_process_path(tmp_path, m
         proc.kill()
         proc.wait()
     assert load.load_trace(path).events.height == 1 + 3 * 2000
+
+
+def test_a_byte_order_mark_counts_as_in_one_process(tmp_path, monkeypatch):
+    path = _write(tmp_path / "bom.json", _events(1000), before='\ufeff{"schemaVersion": 1, ')
+    sliced, serial = _both(path, monkeypatch, slice_bytes=20_000)
+    assert sliced is not None
+    _assert_same(sliced, serial)

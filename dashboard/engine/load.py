@@ -856,8 +856,10 @@ def _load_sliced(path: Path, name: str | None, progress: Callable[[float], None]
         return None
     reading = _Reading(name or path.name, progress=progress)
     with open(path, "rb") as fh:
-        if _pread(fh, 0, 2) == GZIP_MAGIC:
+        first = _pread(fh, 0, 3)
+        if first[:2] == GZIP_MAGIC:
             return None
+        bom = first == b"\xef\xbb\xbf"
         head = _head(fh, size, reading)
         if head is None:
             return None
@@ -885,7 +887,7 @@ def _load_sliced(path: Path, name: str | None, progress: Callable[[float], None]
         _discard_workers()  # the rest of their answers are not read: start afresh next time
         return None
     trace = _build_trace(_drain(parts), meta, reading)
-    trace.size_bytes = size
+    trace.size_bytes = size - (3 if bom else 0)  # the JSON bytes, as the one-process path counts them
     return trace
 
 
