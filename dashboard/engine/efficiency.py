@@ -633,10 +633,16 @@ def collector_shape(trace: Trace) -> AttentionShape | str:
         return f"collector metadata without a usable shape or dtype ({shape!r}, {block.get('dtype')!r})"
     try:
         b, h, n, d = (int(shape[k]) for k in ("batch", "heads", "seq", "head_dim"))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return f"collector shape {shape!r} lacks batch, heads, seq or head_dim"
+    if not all(0 < x < MAX_DIM for x in (b, h, n, d)):
+        return f"collector shape {shape!r} has a size that is not a positive tensor dimension"
     causal = _collector_causal(trace)
-    return AttentionShape(b, n, n, h, h, d, d, dtype, causal if causal is not None else True)
+    found = AttentionShape(b, n, n, h, h, d, d, dtype, causal if causal is not None else True)
+    work = found.work()
+    if work.flops > INT64_MAX or work.bytes > INT64_MAX:
+        return f"collector shape {shape!r} gives more work than an int64 counts"
+    return found
 
 
 def step_efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = None) -> pl.DataFrame:
