@@ -11,9 +11,9 @@ module annotations). A copy that only converts a Python scalar (a 0-dim input, a
 from __future__ import annotations
 
 import json
+import math
 import re
 
-import numpy as np
 import polars as pl
 
 from dashboard.engine.model import Trace, per_trace
@@ -201,7 +201,7 @@ def _tensor_bytes(dims_json: str, types_json: str | None) -> tuple[int | None, b
     try:
         dims = json.loads(dims_json)
         types = json.loads(types_json) if types_json else []
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the json module recurses
         return None, False
     if not isinstance(dims, list) or len(dims) < 2 or not isinstance(dims[1], list):
         return None, False
@@ -212,9 +212,10 @@ def _tensor_bytes(dims_json: str, types_json: str | None) -> tuple[int | None, b
     elem = DTYPE_BYTES.get(types[1] if len(types) > 1 else "", None)
     if elem is None:
         elem = DTYPE_BYTES.get(types[0], None) if types else None
-    if elem is None or not all(isinstance(x, int) for x in src):
+    if elem is None or not all(type(x) is int and x >= 0 for x in src):
         return None, False
-    return int(np.prod(src, dtype=np.int64)) * elem, False
+    size = math.prod(src) * elem  # exact: np.prod in int64 wraps around on sizes past 2**63
+    return (size, False) if size < 2**63 else (None, False)
 
 
 def copies_in_steps(trace: Trace) -> pl.DataFrame:
