@@ -214,6 +214,9 @@ _OPERATORS = {"cl": "operator()", "ix": "operator[]", "eq": "operator==", "ne": 
 _UNARY_EXPR = {"ad": "&", "ng": "-", "nt": "!", "co": "~"}
 
 
+_SEQ_ID = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # the base-36 digits of a substitution's seq-id
+
+
 class _Stop(Exception):
     """The parser met something outside its subset or the end of a truncated name."""
 
@@ -225,7 +228,7 @@ def demangle(symbol: str) -> str | None:
     reader = _Itanium(symbol)
     try:
         return reader.function()
-    except _Stop:
+    except (_Stop, RecursionError):  # RecursionError: types nested thousands deep ('_Z1fIPKPKPK...')
         return reader.partial()
 
 
@@ -404,8 +407,10 @@ class _Itanium:
             index = 0
         else:
             start = self.i
-            while self.i < len(self.s) and self.s[self.i] != "_":
+            while self.i < len(self.s) and self.s[self.i] in _SEQ_ID:
                 self.i += 1
+            if self.i == start:  # 'S' followed by neither a seq-id nor '_': not a substitution this reader knows
+                raise _Stop
             index = int(self.s[start : self.i], 36) + 1
             self.need("_")
         return self.subs[index] if index < len(self.subs) else "?"
