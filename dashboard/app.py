@@ -314,18 +314,36 @@ def link_price(param: str, default: float | None) -> float | None:
         return default
 
 
+def link_diff_choices(selection: runs.Selection) -> tuple[str, dict[str, int | None]]:
+    """The Kernels tab's choices as the link holds them, for the reports: kernels by base or full
+    name (`names=full`), and the step compared per run label (`kstep=<run id>=<step>`)."""
+    by = "name" if st.query_params.get("names") == "full" else "base"
+    label_of = {ident: label for label, ident in selection.ids.items()}
+    steps: dict[str, int | None] = {}
+    for raw in st.query_params.get_all("kstep"):
+        ident = max((i for i in label_of if raw.startswith(i + "=")), key=len, default=None)
+        if ident is not None:
+            try:
+                steps[label_of[ident]] = int(raw[len(ident) + 1:])
+            except ValueError:
+                continue
+    return by, steps
+
+
 def offer_downloads(sidebar, selection: runs.Selection) -> None:
     """HTML report and Markdown summary of the selected runs, made when the button is pressed, at
     the prices the Speedups tab shows."""
     sidebar.subheader("Share")
     chosen, baseline = dict(selection.runs), selection.baseline or ""
     usd, usd_cpu = link_price("usd", DEFAULT_USD_PER_GPU_HOUR), link_price("usd_cpu", None)
+    by, steps = link_diff_choices(selection)
     sidebar.download_button(
-        "HTML report (works offline)", data=lambda: report.html_report(chosen, baseline, usd, usd_cpu, colors=selection.colors),
+        "HTML report (works offline)",
+        data=lambda: report.html_report(chosen, baseline, usd, usd_cpu, colors=selection.colors, by=by, steps=steps),
         file_name="attnscope-report.html", mime="text/html", icon=":material/download:", key="dl_html",
     )
     sidebar.download_button(
-        "Markdown summary (for a PR comment)", data=lambda: report.markdown_report(chosen, baseline, usd, usd_cpu),
+        "Markdown summary (for a PR comment)", data=lambda: report.markdown_report(chosen, baseline, usd, usd_cpu, by=by, steps=steps),
         file_name="attnscope-summary.md", mime="text/markdown", icon=":material/download:", key="dl_md",
     )
 

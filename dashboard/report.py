@@ -63,12 +63,13 @@ def build_review(
     usd_per_cpu_hour: float | None = None,
     colors: dict[str, str] | None = None,
     by: str = "base",
+    steps: dict[str, int | None] | None = None,
 ) -> Review:
     """Compute every table of the comparison of `runs` (label -> Trace) against `baseline`; GPU
     and CPU-only runs are compared within their own group (speed.device_groups). Cost uses
     `usd_per_gpu_hour` for GPU runs and `usd_per_cpu_hour` for CPU-only runs (None: no cost).
-    Kernel changes are over all steps, by base name (template instances folded; by='name' for
-    full names), as the dashboard shows them by default."""
+    Kernel changes are over all steps (`steps`: run label -> one step instead), by base name
+    (template instances folded; by='name' for full names), as the dashboard shows them by default."""
     if baseline not in runs:
         raise KeyError(f"baseline {baseline!r} is not among the runs")
     overview = review.overview(runs, baseline)
@@ -83,7 +84,7 @@ def build_review(
         copies=groups,
         backends=review.backend_table(runs),
         speed=speed_table(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour),
-        changes=review.changes(runs, baseline, by=by),
+        changes=review.changes(runs, baseline, steps=steps, by=by),
         groups=split,
         efficiency=review.attention_efficiency(runs),
         roofline=review.roofline_points(runs),
@@ -247,9 +248,11 @@ def markdown_report(
     baseline: str,
     usd_per_gpu_hour: float | None = DEFAULT_USD_PER_GPU_HOUR,
     usd_per_cpu_hour: float | None = None,
+    by: str = "base",
+    steps: dict[str, int | None] | None = None,
 ) -> str:
     """A Markdown summary fit for a pull-request comment: findings first, then the tables."""
-    return render_markdown(build_review(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour))
+    return render_markdown(build_review(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour, by=by, steps=steps))
 
 
 def _with_device_label(frame: pl.DataFrame) -> pl.DataFrame:
@@ -421,9 +424,11 @@ def html_report(
     usd_per_gpu_hour: float | None = DEFAULT_USD_PER_GPU_HOUR,
     usd_per_cpu_hour: float | None = None,
     colors: dict[str, str] | None = None,
+    by: str = "base",
+    steps: dict[str, int | None] | None = None,
 ) -> str:
     """One self-contained HTML page (plotly.js inlined once; no external script, style or font)."""
-    return render_html(build_review(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour, colors))
+    return render_html(build_review(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour, colors, by=by, steps=steps))
 
 
 def _html_changes(change: review.Change, by: str) -> list[str]:

@@ -98,3 +98,24 @@ def test_a_saved_view_brings_back_runs_labels_baseline_and_its_note(server):
     assert any("PR 1234: two H100 runs" in shown(i.value) for i in reviewer.info)
     nothing = run(params={"view": "nope"})
     assert any("No saved view nope" in shown(w.value) for w in nothing.warning)
+
+
+def test_the_downloaded_summary_follows_the_kernels_tabs_names_and_steps(server, monkeypatch):
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    made: dict[str, tuple] = {}
+    register = MediaFileManager.add_deferred
+
+    def record(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        file_id = register(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+        made[file_id] = (file_name, data_callable)
+        return file_id
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    control, test = oracle.DATA / "hta_a100_control.json.gz", oracle.DATA / "hta_v100_test.json.gz"
+    monkeypatch.setenv(ENV_TRACES, os.pathsep.join([str(control), str(test)]))
+    ids = ["file/" + control.name, "file/" + test.name]
+    at = run(params={"run": ids, "names": "full", "kstep": [f"{ids[0]}=1009", f"{ids[1]}=1010"]})
+    summary = next(call for name, call in (made[b.proto.deferred_file_id] for b in at.get("download_button")) if name.endswith(".md"))
+    text = shown(summary())
+    assert "The run's step 1010 against the baseline's step 1009; kernels by full name." in text
