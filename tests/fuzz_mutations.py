@@ -389,7 +389,7 @@ def m_top(doc: dict, kind: str) -> None:
         "events_null": {"traceEvents": None},
         "events_number": {"traceEvents": 7},
         "events_scalars": {"traceEvents": [1, "x", None, True, 2.5]},
-        "events_lists": {"traceEvents": [[1, 2], [], [events[0]]]},
+        "events_lists": {"traceEvents": [[1, 2], [], events[:1]]},
         "events_mixed": {"traceEvents": [*events[:20], 1, "x", None, [], *events[20:]]},
         "events_empty": {"traceEvents": []},
         "no_events": {k: v for k, v in doc.items() if k != "traceEvents"},

@@ -430,6 +430,8 @@ VLLM = "tracelens_vllm_decode_graph_unified_attention.json.gz@graph"
 # names.demangle: '_ZS' (ValueError: int('', 36)) and types nested thousands deep (RecursionError)
 @example(case=Case(BERT, (("set", "name", ("cat", "kernel"), "_ZS"),)))
 @example(case=Case(BERT, (("set", "name", ("cat", "kernel"), "_Z1fI" + "PK" * 3000 + "iE"),)))
+# the fuzz helper itself: every event removed, then the document rebuilt around them (IndexError)
+@example(case=Case("hta_a100_control.json.gz@step", (("remove", "all"), ("top", "events_lists"))))
 @settings(FUZZ, max_examples=STRUCTURED_EXAMPLES)
 @given(case=STRUCTURED)
 def test_mutated_slices_load_sanely_or_fail_in_one_line(case: Case) -> None:
@@ -507,3 +509,23 @@ def test_loader_bug_step_number_beyond_int64() -> None:
 @pytest.mark.parametrize("path", ["args.Input Dims", "args.Input type", "args.Concrete Inputs"])
 def test_loader_bug_non_utf8_in_raw_args(path: str) -> None:
     _raw_load(Case(BERT, (("set", path, (1, 2, 3), ["float", Raw(b'"\xff"')]),)))
+
+
+def _tables_of(case: Case) -> None:
+    trace = load_or_refuse(build(case), label_of(case))
+    assert trace is not None
+    check_tables(trace)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="loader: a dur of 9223372036854775 µs (ts + dur past int64 ns) wraps around in "
+                          "steps.nesting's end = ts + dur, so events get parents that do not hold them")
+def test_loader_bug_end_past_int64() -> None:
+    _tables_of(Case(BERT, (("set", "dur", ("cat", "kernel"), Raw(b"9223372036854775")),)))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="loader: one event at ts -9223372036854775 µs makes ts_abs - origin_ns overflow int64 "
+                          "in load.build_trace (other events' ts_ns wrap around: the earliest event is not at 0)")
+def test_loader_bug_ts_span_past_int64() -> None:
+    _tables_of(Case(BERT, (("set", "ts", (5,), Raw(b"-9223372036854775")),)))
