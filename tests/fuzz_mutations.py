@@ -16,7 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any

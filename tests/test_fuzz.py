@@ -18,15 +18,13 @@ kept below as explicit @example cases, since CI keeps no hypothesis database.
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 
-import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fuzz_mutations import ARG_FIELDS, EVENT_FIELDS, FIELDS, TRACES, Case, Deep, Pairs, Raw, build, seeds
+from fuzz_mutations import FIELDS, TRACES, Case, Deep, Raw, build, seeds
 from dashboard.engine import TraceError, load_trace
 from dashboard.engine import backends, copies, diff, efficiency, gate, graphs, kernels, ranks, review, speed
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
@@ -50,11 +48,7 @@ def label_of(case: Case) -> str:
 # this suite's to change): (exception type name, words of its message). Each has a strict xfail
 # test below (test_loader_bug_*), which starts passing, and so failing, once the loader is fixed;
 # then delete its row here. Until then the fuzzer treats these escapes as known refusals.
-KNOWN_LOADER_BUGS: tuple[tuple[str, str], ...] = (
-    ("RecursionError", "maximum recursion depth exceeded while deserializing"),  # JSON nested ~1000 deep anywhere
-    ("InvalidOperationError", "conversion from `str` to `i64` failed in column 'name'"),  # ProfilerStep#<beyond int64>
-    ("ComputeError", "invalid utf8"),  # bytes that are not UTF-8 inside Input Dims / Input type / Concrete Inputs
-)
+KNOWN_LOADER_BUGS: tuple[tuple[str, str], ...] = ()  # all five found so far are fixed: see test_loader_*
 
 
 def known_loader_bug(exc: BaseException) -> bool:
@@ -474,41 +468,15 @@ def test_every_slice_loads_and_analyses_unmutated(seed: str) -> None:
     analyse(trace, data, name)
 
 
-# ------------------------------------------------------------------- loader bugs left for the rewrite
+# ------------------------------------------------------------------- loader bugs the suite found (fixed)
 
 
-def _raw_load(case: Case) -> None:
-    """Load without the KNOWN_LOADER_BUGS allowance: a TraceError is the documented refusal."""
-    try:
-        load_trace(build(case), name=label_of(case))
-    except TraceError:
-        pass
-
-
-@pytest.mark.xfail(strict=True, raises=RecursionError,
-                   reason="loader: JSON nested deeper than msgspec's ~1000 levels anywhere in the file (an args field, "
-                          "deviceProperties) escapes load_trace as RecursionError from load._decode (msgspec decode), "
-                          "not a TraceError")
 @pytest.mark.parametrize("where", [("set", "args.Input Dims", (1,), Deep(1200)), ("meta", "deviceProperties", Deep(5000)),
                                    ("set", "ph", "all", Deep(100_000))])
 def test_loader_bug_deep_nesting(where: tuple) -> None:
-    _raw_load(Case(A100.replace("@launch", "@step"), (where,)))
-
-
-@pytest.mark.xfail(strict=True, raises=pl.exceptions.InvalidOperationError,
-                   reason="loader: a ProfilerStep#N whose N does not fit int64 escapes load_trace as polars "
-                          "InvalidOperationError from steps.find_steps (strict cast of the step number)")
-def test_loader_bug_step_number_beyond_int64() -> None:
-    _raw_load(Case(A100.replace("@launch", "@step"), (("set", "name", (0,), "ProfilerStep#99999999999999999999"),)))
-
-
-@pytest.mark.xfail(strict=True, raises=pl.exceptions.ComputeError,
-                   reason="loader: bytes that are not UTF-8 inside Input Dims, Input type or Concrete Inputs (kept as "
-                          "msgspec.Raw, so not replaced by U+FFFD like other strings) escape load_trace as polars "
-                          "ComputeError 'invalid utf8' from load._finish_events (the cast of the raw column to String)")
-@pytest.mark.parametrize("path", ["args.Input Dims", "args.Input type", "args.Concrete Inputs"])
-def test_loader_bug_non_utf8_in_raw_args(path: str) -> None:
-    _raw_load(Case(BERT, (("set", path, (1, 2, 3), ["float", Raw(b'"\xff"')]),)))
+    # was: RecursionError from the msgspec decode; now one TraceError line
+    with pytest.raises(TraceError, match=r"^fuzz .*\.json: JSON nested more than about 1,000 levels deep"):
+        load_trace(build(Case(A100.replace("@launch", "@step"), (where,))), name=label_of(Case(A100, (where,))))
 
 
 def _tables_of(case: Case) -> None:
@@ -517,15 +485,18 @@ def _tables_of(case: Case) -> None:
     check_tables(trace)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="loader: a dur of 9223372036854775 µs (ts + dur past int64 ns) wraps around in "
-                          "steps.nesting's end = ts + dur, so events get parents that do not hold them")
+def test_loader_bug_step_number_beyond_int64() -> None:
+    _tables_of(Case(A100.replace("@launch", "@step"), (("set", "name", (0,), "ProfilerStep#99999999999999999999"),)))
+
+
+@pytest.mark.parametrize("path", ["args.Input Dims", "args.Input type", "args.Concrete Inputs"])
+def test_loader_bug_non_utf8_in_raw_args(path: str) -> None:
+    _tables_of(Case(BERT, (("set", path, (1, 2, 3), ["float", Raw(b'"\xff"')]),)))
+
+
 def test_loader_bug_end_past_int64() -> None:
     _tables_of(Case(BERT, (("set", "dur", ("cat", "kernel"), Raw(b"9223372036854775")),)))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="loader: one event at ts -9223372036854775 µs makes ts_abs - origin_ns overflow int64 "
-                          "in load.build_trace (other events' ts_ns wrap around: the earliest event is not at 0)")
 def test_loader_bug_ts_span_past_int64() -> None:
     _tables_of(Case(BERT, (("set", "ts", (5,), Raw(b"-9223372036854775")),)))

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar, Union
 
 import msgspec
-import numpy as np
 import polars as pl
 
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Cut, Trace
@@ -228,6 +227,16 @@ def load_trace(
     """Load a torch.profiler Chrome trace (.json or .json.gz, any file name) into a Trace.
     `progress`, when given, is called with the fraction of events decoded (0..1) as loading goes.
     Every failure is a TraceError whose message is one line naming the file."""
+    try:
+        return _load(source, name, progress)
+    except RecursionError:  # msgspec and the json module stop at ~1,000 levels of nesting
+        label = name or ("<upload>" if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).name)
+        raise TraceError(f"{label}: JSON nested more than about 1,000 levels deep: not a trace this tool can read") from None
+
+
+def _load(
+    source: Union[str, os.PathLike, bytes], name: str | None, progress: Callable[[float], None] | None
+) -> Trace:
     if not isinstance(source, (bytes, bytearray, memoryview)):
         sliced = _load_sliced(Path(source), name, progress)
         if sliced is not None:
@@ -255,6 +264,10 @@ def load_trace(
 
 # Events are decoded this many at a time, so that only one batch of Python structs is alive at once.
 BATCH = 25000
+# Bounds on times, ns: later than 2116 or earlier than 1933 (epoch µs) a timestamp is unreadable,
+# and a duration over 36 years is read as zero-length, so that ts + dur and the difference of two
+# times stay within int64 ns.
+MAX_TS_NS, MIN_TS_NS, MAX_DUR_NS = 1 << 62, -(1 << 60), 1 << 60
 # traceEvents arrays up to this size are decoded in one go (their structs are a few tens of MB).
 ONE_BATCH_BYTES = 48 << 20
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
@@ -551,8 +564,24 @@ def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
     )
 
 
+RAW_TEXT = ("input_dims", "input_types", "concrete_inputs")  # args kept as their raw JSON text
+
+
+def _valid_text(frame: pl.DataFrame) -> pl.DataFrame:
+    """The raw-JSON columns with bytes that are not UTF-8 read as U+FFFD (rare: checked per
+    value only when polars refuses the column), so a stray byte in Input Dims cannot fail a file."""
+    for name in RAW_TEXT:
+        try:
+            frame[name].cast(pl.String)
+        except pl.exceptions.ComputeError:
+            fixed = [None if v is None else v.decode("utf-8", errors="replace").encode() for v in frame[name].to_list()]
+            frame = frame.with_columns(pl.Series(name, fixed, dtype=pl.Binary))
+    return frame
+
+
 def _finish_events(frame: pl.DataFrame) -> pl.DataFrame:
     """Parse the raw columns of one batch in one query."""
+    frame = _valid_text(frame)
     return frame.with_columns(
         _category(pl.col("cat")).alias("cat"),
         pl.col("name").fill_null(""),
@@ -961,6 +990,7 @@ def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFra
     del finished
     per_cat = pl.concat(counts).group_by("cat").agg(pl.col("len").sum()).sort(["len", "cat"], descending=[True, False], nulls_last=True)
     raw_categories = {cat if cat is not None else "": int(n) for cat, n in per_cat.iter_rows()}
+    frame = frame.with_columns(pl.when(pl.col("ts_abs").is_between(MIN_TS_NS, MAX_TS_NS)).then(pl.col("ts_abs")).alias("ts_abs"))
     unreadable = frame["ts_abs"].null_count()
     if unreadable:
         warnings.append(f"{label}: {unreadable:,} events with a missing or unreadable timestamp were skipped")
@@ -971,6 +1001,10 @@ def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFra
     if negative:
         warnings.append(f"{label}: {negative:,} events with a negative duration were read as zero-length")
         frame = frame.with_columns(pl.col("dur_ns").clip(lower_bound=0))
+    endless = frame.filter(pl.col("dur_ns") > MAX_DUR_NS).height
+    if endless:  # so that ts + dur and every difference of two times stay within int64
+        warnings.append(f"{label}: {endless:,} events with a duration over 36 years were read as zero-length")
+        frame = frame.with_columns(pl.when(pl.col("dur_ns") > MAX_DUR_NS).then(0).otherwise(pl.col("dur_ns")).alias("dur_ns"))
     return frame, flow_chunks, seen, last_ts, raw_categories
 
 

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import polars as pl
 
-from dashboard.engine.model import GPU_CATEGORIES, Trace
+from dashboard.engine.model import GPU_CATEGORIES
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # Python frames interleave with ops on the same thread in some traces; they nest on a lane of their own.
@@ -152,11 +152,12 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
         )
         .select(
             pl.col("name").cast(pl.String),
-            pl.col("name").cast(pl.String).str.extract(r"#(\d+)$", 1).cast(pl.Int64).alias("step"),
+            pl.col("name").cast(pl.String).str.extract(r"#(\d+)$", 1).cast(pl.Int64, strict=False).alias("step"),
             pl.col("ts_ns").alias("start_ns"),
             (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
             pl.col("dur_ns"),
         )
+        .filter(pl.col("step").is_not_null())  # ProfilerStep#<beyond int64> is no step number
         .unique("step", keep="first")
         .sort("start_ns")
         .with_columns(pl.lit(False).alias("implicit"))
