@@ -20,7 +20,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 from pathlib import Path

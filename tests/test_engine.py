@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import polars as pl
 import pytest

@@ -12,7 +12,7 @@ from difflib import SequenceMatcher
 
 import polars as pl
 
-from dashboard.engine.kernels import family_expr, step_count, work_events
+from dashboard.engine.kernels import family_expr, work_events
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
 
 TIMELINE_CPU = ("cpu_op", "user_annotation") + LAUNCH_CATEGORIES  # every vendor's launch calls

@@ -12,7 +12,7 @@ from dashboard.engine import review
 from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
 from dashboard.engine.speed import representative_step
 from dashboard.runs import Selection
-from dashboard.views import link, literal, tables
+from dashboard.views import link, tables
 
 OP_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "replace": "changed"}
 OP_STYLE = {"insert": tables.ALARM_BG, "delete": tables.ADDED_BG, "replace": tables.NOTE_BG}
