@@ -563,6 +563,18 @@ def efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = Non
     return table.sort("total_us", descending=True, nulls_last=True).select(list(EFFICIENCY_SCHEMA))
 
 
+def _join_null_safe(left: pl.DataFrame, right: pl.DataFrame, on: list[str]) -> pl.DataFrame:
+    """A left join where a null key matches a null key (polars' nulls_equal/join_nulls flag
+    changed its name across the versions pyproject admits, so the keys are made null-free here)."""
+    keys = [f"_key_{name}" for name in on]
+    marked = [pl.col(name).cast(pl.String).fill_null("\x00").alias(key) for name, key in zip(on, keys)]
+    return (
+        left.with_columns(marked)
+        .join(right.with_columns(marked).drop(on), on=keys, how="left")
+        .drop(keys)
+    )
+
+
 def _rates(groups: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
     """Add mean_us, total_us, tflops, tbps, intensity, peak and roofline columns, pct_of_roofline and
     bound to rows with flops and bytes (per call), total_ns over `timed` calls, device and dtype;
@@ -575,7 +587,7 @@ def _rates(groups: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
     memory_roof = intensity * pl.col("peak_tbps")
     roof = pl.when(pl.col("peak_tflops").is_not_null() & memory_roof.is_not_null()).then(pl.min_horizontal("peak_tflops", memory_roof))
     return (
-        groups.join(peaks, on=["device", "dtype"], how="left", nulls_equal=True)
+        _join_null_safe(groups, peaks, ["device", "dtype"])
         .with_columns(
             (per_ns / 1e3).alias("mean_us"), pl.when(timed).then(pl.col("total_ns") / 1e3).alias("total_us"),
             pl.when(rated).then(pl.col("flops") / per_ns / 1e3).alias("tflops"),
