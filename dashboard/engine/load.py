@@ -280,6 +280,8 @@ def _utf8_safe(decode: Callable[[bytes], T], raw: bytes, reading: _Reading) -> T
     one warning) instead of failing the file. The error path alone pays for the re-encode."""
     try:
         return decode(raw)
+    except UnicodeDecodeError:  # how msgspec before 0.19 reports it
+        pass
     except msgspec.DecodeError as exc:
         if "utf-8" not in str(exc).lower():
             raise
