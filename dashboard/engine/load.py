@@ -230,8 +230,13 @@ def load_trace(
     try:
         return _load(source, name, progress)
     except RecursionError:  # msgspec and the json module stop at ~1,000 levels of nesting
-        label = name or ("<upload>" if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).name)
-        raise TraceError(f"{label}: JSON nested more than about 1,000 levels deep: not a trace this tool can read") from None
+        raise TraceError(f"{_label(source, name)}: JSON nested more than about 1,000 levels deep: not a trace this tool can read") from None
+    except UnicodeDecodeError as exc:  # where a repair was not possible (older msgspec raises this)
+        raise TraceError(f"{_label(source, name)}: not valid JSON (a byte that is not UTF-8 at position {exc.start})") from None
+
+
+def _label(source: Union[str, os.PathLike, bytes], name: str | None) -> str:
+    return name or ("<upload>" if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).name)
 
 
 def _load(
