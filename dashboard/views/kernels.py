@@ -108,13 +108,7 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
         for change in changes:
             show_readings(change, len(changes) > 1)
 
-    kernels = pl.concat(
-        [c.kernels.select(pl.lit(c.run).alias("run"), pl.lit(c.baseline).alias("baseline"), pl.all()) for c in changes],
-        how="vertical_relaxed",
-    ).with_columns(
-        *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other", "delta")],
-        (pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"), (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"),
-    )
+    kernels = stacked(changes, "kernels")
     summary = review.kernel_change_counts(kernels, others)
     present = [c for c in summary.columns if c != "run"]
     st.caption(
@@ -221,13 +215,7 @@ def show_ops(changes: list[review.Change], others: list[str], only_changes: bool
         "(cudaLaunchKernel, cudaGraphLaunch, ...), ranked by the change of their time per step. Ops nest, so their times add up "
         "to more than the step."
     )
-    ops = pl.concat(
-        [c.ops.select(pl.lit(c.run).alias("run"), pl.lit(c.baseline).alias("baseline"), pl.all()) for c in changes],
-        how="vertical_relaxed",
-    ).with_columns(
-        *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other", "delta")],
-        (pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"), (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"),
-    )
+    ops = stacked(changes, "ops")
     summary = review.kernel_change_counts(ops, others)
     present = [c for c in summary.columns if c != "run"]
     tables.show(
@@ -253,4 +241,16 @@ def show_ops(changes: list[review.Change], others: list[str], only_changes: bool
         },
         highlight=lambda row: CHANGE_STYLE.get(row["change"], ""),
         height=tables.fit(shown.height, 420),
+    )
+
+
+def stacked(changes: list, table: str) -> pl.DataFrame:
+    """The kernels or ops diff of every run, one frame with run and baseline columns, times in µs
+    for display."""
+    return pl.concat(
+        [getattr(c, table).select(pl.lit(c.run).alias("run"), pl.lit(c.baseline).alias("baseline"), pl.all()) for c in changes],
+        how="vertical_relaxed",
+    ).with_columns(
+        *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other", "delta")],
+        (pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"), (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"),
     )
