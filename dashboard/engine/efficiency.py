@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.backends import detect_backends
-from dashboard.engine.model import GPU_CATEGORIES, Trace
+from dashboard.engine.model import GPU_CATEGORIES, Trace, per_trace
 from dashboard.engine.names import parse
 from dashboard.engine.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override
 
@@ -403,6 +403,7 @@ def _attention_names(trace: Trace) -> tuple[dict[str, str], set[str], set[str]]:
     return backend, ops, kernels
 
 
+@per_trace
 def attention_calls(trace: Trace) -> pl.DataFrame:
     """One row per attention call (the innermost attention op of a nest such as
     scaled_dot_product_attention > _scaled_dot_product_flash_attention > _flash_attention_forward),

@@ -42,6 +42,7 @@ SCHEMA_VERSION = 2  # 2: events gained concrete_inputs
 TABLES = ("events", "flows", "steps")
 ADDED_BY = ("upload", "cli", "collector", "dashboard")
 _CHUNK = 8 << 20
+_TRACE_COLUMNS = "sha, source, size, device_type, device_name, events, stored_bytes, created_at, last_opened, pinned"
 
 _CATALOG = """
 CREATE TABLE IF NOT EXISTS traces (
@@ -234,15 +235,16 @@ class Store:
         """Every stored trace of this schema version, most recently opened first."""
         with closing(self._connect()) as db:
             rows = db.execute(
-                "SELECT sha, source, size, device_type, device_name, events, stored_bytes, created_at, last_opened, pinned "
-                "FROM traces WHERE schema=? ORDER BY last_opened DESC, sha",
+                f"SELECT {_TRACE_COLUMNS} FROM traces WHERE schema=? ORDER BY last_opened DESC, sha",
                 (SCHEMA_VERSION,),
             ).fetchall()
         return [StoredTrace(*row[:-1], pinned=bool(row[-1])) for row in rows]
 
     def trace(self, sha: str) -> StoredTrace | None:
         """The catalog row of one stored trace (this schema version), or None."""
-        return next((t for t in self.traces() if t.sha == sha), None)
+        with closing(self._connect()) as db:
+            row = db.execute(f"SELECT {_TRACE_COLUMNS} FROM traces WHERE sha=? AND schema=?", (sha, SCHEMA_VERSION)).fetchone()
+        return StoredTrace(*row[:-1], pinned=bool(row[-1])) if row else None
 
     def pin(self, sha: str, pinned: bool = True) -> None:
         """Keep a trace whatever the size cap (a run the team keeps)."""
@@ -255,8 +257,9 @@ class Store:
         if self.max_bytes is None:
             return []
         removed: list[str] = []
-        total = sum(t.stored_bytes for t in self.traces())
-        for trace in sorted(self.traces(), key=lambda t: (t.last_opened, t.sha)):
+        stored = self.traces()
+        total = sum(t.stored_bytes for t in stored)
+        for trace in sorted(stored, key=lambda t: (t.last_opened, t.sha)):
             if total <= self.max_bytes:
                 break
             if trace.pinned:
