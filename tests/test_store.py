@@ -134,6 +134,31 @@ def test_two_processes_storing_the_same_trace_leave_one_entry(tmp_path):
     assert store.get(shas[0]).events.height == len(oracle.complete(oracle.raw(SAMPLES / "sdpa.json.gz")))
 
 
+def _open_fresh_stores(roots, barrier, results):
+    for root in roots:
+        barrier.wait()  # every process opens the same fresh store at the same moment
+        try:
+            Store(root)
+            results.put("ok")
+        except Exception as exc:  # noqa: BLE001 - the test reports what went wrong
+            results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_opening_a_fresh_store_at_the_same_moment_all_succeed(tmp_path):
+    # Before the catalog was created under retry and BEGIN IMMEDIATE, about one round in six
+    # failed with "database is locked" (SQLite skips the busy handler on a lock-upgrade deadlock).
+    ctx = multiprocessing.get_context("spawn")
+    roots = [str(tmp_path / f"store{i}") for i in range(40)]
+    barrier, results = ctx.Barrier(6), ctx.Queue()
+    workers = [ctx.Process(target=_open_fresh_stores, args=(roots, barrier, results)) for _ in range(6)]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=120) for _ in range(len(roots) * len(workers))]
+    for worker in workers:
+        worker.join(timeout=60)
+    assert [o for o in outcomes if o != "ok"] == []
+
+
 def test_an_unusable_store_folder_is_one_clear_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

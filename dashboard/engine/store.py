@@ -120,16 +120,39 @@ class Store:
         self.max_bytes = max_bytes
         try:
             (self.root / "tmp").mkdir(parents=True, exist_ok=True)
-            with closing(self._connect()) as db:
-                db.executescript(_CATALOG)
+            self._create_catalog()
         except (OSError, sqlite3.Error) as exc:
             raise TraceError(f"trace store {self.root}: cannot open ({exc})") from None
 
+    def _create_catalog(self) -> None:
+        """Switch a new catalog to WAL (persistent in the file) and create its tables. Processes
+        that open a fresh store at the same moment race for the rollback-journal locks, where
+        SQLite answers "database is locked" at once rather than calling the busy handler (the
+        deadlock it avoids); so the first steps are retried for up to 30 s, and the tables are
+        created in one IMMEDIATE transaction, which waits for the write lock up front."""
+        deadline = time.monotonic() + 30
+        delay = 0.005
+        while True:
+            try:
+                with closing(self._connect()) as db:
+                    if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                        db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("BEGIN IMMEDIATE")
+                    for statement in _CATALOG.split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                    db.execute("COMMIT")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.root / "catalog.sqlite3", timeout=30, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA busy_timeout=30000")
-        return db
+        return sqlite3.connect(self.root / "catalog.sqlite3", timeout=30, isolation_level=None)
 
     def _folder(self, sha: str) -> Path:
         return self.root / f"schema={SCHEMA_VERSION}" / f"trace={sha}"
