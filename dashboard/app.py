@@ -96,6 +96,10 @@ def pick_runs() -> runs.Selection | None:
             stored = runs.pending_stored(ident, digest, cache)
             (pending if isinstance(stored, runs.Pending) else failures).append(stored)
             taken.add(ident)
+    for run_id in link_store_runs():  # runs of the store's catalog a link names (`attnscope ingest`)
+        found, gone = runs.pending_store_run(run_id, cache)
+        pending.extend(found)
+        failures.extend(gone)
 
     slot = st.empty()
     loaded, bad = runs.open_all(pending, progress=lambda frac, text: slot.progress(frac, text=text), cache=cache)
@@ -121,7 +125,7 @@ def pick_runs() -> runs.Selection | None:
     follow_uploads(ids)
     if missing:
         st.session_state["link_missing"] = missing
-    still_missing = [m for m in st.session_state.get("link_missing", []) if m not in ids]
+    still_missing = [m for m in st.session_state.get("link_missing", []) if m not in ids and not m.startswith("store/")]
     if still_missing:
         sidebar.info("This link names runs that are not loaded here: " + ", ".join(literal.md(m) for m in still_missing) + ". Upload them to see them.")
 
@@ -153,6 +157,7 @@ def pick_runs() -> runs.Selection | None:
         ids={labels[i]: i for i in chosen},
         collections=collections,
         colors={labels[i]: colour[i] for i in chosen},
+        ranks={labels[i]: by_id[i].ranks for i in chosen},
     )
     offer_downloads(sidebar, selection)
     offer_saved_view(sidebar, cache)
@@ -171,6 +176,15 @@ def link_sources() -> dict[str, str]:
                 found[ident] = digest
         st.session_state["link_src"] = found
     return st.session_state["link_src"]
+
+
+def link_store_runs() -> list[str]:
+    """Runs of the store's catalog a link names (`run=store/<run id>`), read once per session, so
+    they stay on offer when the user picks other runs."""
+    if "link_store" not in st.session_state:
+        found = [r.removeprefix("store/") for r in st.query_params.get_all("run") if r.startswith("store/")]
+        st.session_state["link_store"] = [r for r in dict.fromkeys(found) if r and "/" not in r and "@" not in r]
+    return st.session_state["link_store"]
 
 
 def apply_saved_view(cache: runs.TraceCache) -> None:

@@ -16,6 +16,7 @@ without parsing. Files that fail to parse are remembered by hash too, with their
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -29,7 +30,7 @@ from typing import Any, Callable, Iterable
 import streamlit as st
 
 from dashboard.engine import Trace, TraceError, load_trace
-from dashboard.engine.ranks import rank_of
+from dashboard.engine.ranks import rank_of, slowest_rank
 from dashboard.engine.review import format_bytes
 from dashboard.engine.store import Store
 
@@ -46,7 +47,9 @@ ENV_NO_STORE = "ATTNSCOPE_NO_STORE"  # set (to anything but '') to keep parsed t
 class Source:
     """One trace the dashboard can open. `id` is stable across sessions for files on disk
     ('cpu/naive' for a collection run, 'file/<name>' for a loose file) so it can live in a link;
-    uploads get 'upload/<name>'."""
+    uploads get 'upload/<name>'. A file that may be one rank of a run of several ranks names that
+    run in `group` ('ranks/<folder>' for a folder named at start, 'store/<run id>' for a run of the
+    trace store) and its name in `group_name`; `rank` is the rank the store's catalog gives it."""
 
     id: str
     name: str
@@ -54,6 +57,9 @@ class Source:
     collection: str | None = None
     variant: str | None = None
     compiled: bool = False
+    group: str | None = None
+    group_name: str | None = None
+    rank: int | None = None
 
 
 @dataclass
@@ -64,6 +70,7 @@ class Collection:
     folder: Path
     manifest: dict[str, Any]
     sources: list[Source] = field(default_factory=list)
+    refused: list["Failure"] = field(default_factory=list)  # entries naming a file outside the folder
 
     @property
     def skipped(self) -> list[dict[str, Any]]:
@@ -73,13 +80,26 @@ class Collection:
 
 @dataclass(frozen=True)
 class Run:
-    """A parsed run: where it came from, its default label, the trace and the file's hash."""
+    """A parsed run: where it came from, its default label, the trace and the file's hash.
+
+    `ranks` holds every rank's trace (rank -> Trace) and `digests` each rank's file hash; `trace`
+    is the slowest rank's (engine ranks.slowest_rank), so tabs that compare runs compare slowest
+    rank with slowest rank. A one-trace run has ranks == {rank_of(trace) or 0: trace}.
+    `size_bytes` counts every rank's file."""
 
     source: Source
     label: str
     trace: Trace
     digest: str
     size_bytes: int
+    ranks: dict[int, Trace] = field(default_factory=dict)
+    digests: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.ranks:
+            rank = rank_of(self.trace) or 0
+            object.__setattr__(self, "ranks", {rank: self.trace})
+            object.__setattr__(self, "digests", {rank: self.digest})
 
 
 @dataclass(frozen=True)
@@ -106,10 +126,12 @@ def discover(
             failures.append(found)
         else:
             collections.append(found)
+            failures.extend(found.refused)
 
     if root.is_dir():
         for manifest in sorted(root.glob(f"*/{MANIFEST}")):
             add_collection(manifest.parent)
+    groups: set[str] = set()
     seen = {c.folder.resolve() for c in collections} | {f.source.path.parent.resolve() for f in failures if f.source.path}
     for path in extra:
         path = Path(path)
@@ -119,13 +141,27 @@ def discover(
                 seen.add(path.resolve())
         elif path.is_dir():
             try:
-                found = [file_source(p) for p in sorted(path.iterdir()) if p.is_file() and is_trace_name(p.name)]
+                names = [p for p in sorted(path.iterdir()) if p.is_file() and is_trace_name(p.name)]
             except OSError as exc:
                 failures.append(_path_failure(path, exc.strerror or str(exc)))
                 continue
+            found = []
+            for file in names:
+                why = outside(path, file)
+                if why:
+                    failures.append(_path_failure(file, why))
+                else:
+                    found.append(file_source(file))
             if not found:
                 failures.append(_path_failure(path, f"no trace files ({', '.join(TRACE_SUFFIXES)}) in this folder"))
-            loose.extend(found)
+            name = path.resolve().name or str(path)
+            group = base = f"ranks/{name}"
+            n = 2
+            while group in groups:
+                group = f"{base}#{n}"
+                n += 1
+            groups.add(group)
+            loose.extend(dataclasses.replace(s, group=group, group_name=name) for s in found)
         elif path.is_file():
             loose.append(file_source(path))
         else:
@@ -168,6 +204,13 @@ def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collect
             while ident in ids:
                 ident = f"{base_id}#{k}"
                 k += 1
+        why = outside(folder, folder / trace_name, trace_name)
+        if why:
+            collection.refused.append(Failure(
+                Source(id=f"outside/{ident}", name=trace_name, path=folder / trace_name, collection=name),
+                f"{trace_name} (listed in {path}): {why}; not read",
+            ))
+            continue
         ids.add(ident)
         variant = entry.get("variant")
         collection.sources.append(
@@ -177,6 +220,22 @@ def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collect
             )
         )
     return collection
+
+
+def outside(folder: Path, path: Path, named: str | None = None) -> str | None:
+    """Why `path` may not be read as part of `folder` (a server reads a folder named at start only
+    under its root): None when it lies inside; else 'outside its folder' and how (a name with
+    '..' or an absolute path, or a symbolic link out of the folder)."""
+    if named is not None and (Path(named).is_absolute() or ".." in Path(named).parts):
+        return "outside its folder (an absolute path or '..')"
+    try:
+        root = folder.resolve()
+        where = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return "outside its folder (a symbolic link that cannot be followed)"
+    if where != root and root not in where.parents:
+        return "outside its folder (a symbolic link out of it)"
+    return None
 
 
 def _path_failure(path: Path, reason: str) -> Failure:
@@ -238,7 +297,7 @@ def _unique_ids(sources: list[Source]) -> list[Source]:
             while ident in seen:
                 ident = f"{base}#{n}"
                 n += 1
-            source = Source(id=ident, name=source.name, path=source.path)
+            source = dataclasses.replace(source, id=ident)
         seen.add(source.id)
         out.append(source)
     return out
@@ -304,6 +363,7 @@ class TraceCache:
         self.traces: OrderedDict[str, Trace] = OrderedDict()
         self.failures: dict[str, str] = {}
         self.file_digests: dict[tuple[str, int, int], str] = {}
+        self.slowest: dict[tuple[tuple[int, str], ...], int] = {}  # (rank, sha)... -> the slowest rank
         self.parses = 0  # how many times a file was actually parsed (tests read this)
         self.lock = threading.Lock()
 
@@ -428,7 +488,52 @@ def open_all(
             failures.append(Failure(item.source, cache.failures.get(item.digest, f"{item.source.name}: not loaded")))
             continue
         runs.append(Run(item.source, default_label(item.source, trace), trace, item.digest, item.size))
-    return runs, failures
+    return join_ranks(runs, cache), failures
+
+
+def join_ranks(loaded: list[Run], cache: TraceCache) -> list[Run]:
+    """Files of one group become one run of several ranks, in the place of the group's first file.
+    A run of the store is always one run (its ranks are the catalog's). A folder's files are one
+    run when at least two of them opened and each names a distinct distributedInfo rank (as
+    `attnscope ingest` groups a folder); otherwise each stays a run of its own."""
+    members: dict[str, list[Run]] = {}
+    for run in loaded:
+        if run.source.group is not None:
+            members.setdefault(run.source.group, []).append(run)
+    joined: dict[str, Run] = {}
+    for group, found in members.items():
+        if group.startswith("store/"):
+            ranks = [r.source.rank if r.source.rank is not None else (rank_of(r.trace) or 0) for r in found]
+        else:
+            ranks = [rank_of(r.trace) for r in found]
+            if len(found) < 2 or None in ranks or len(set(ranks)) != len(ranks):
+                continue
+        joined[group] = rank_run(found, [int(r) for r in ranks], cache)
+    out: list[Run] = []
+    for run in loaded:
+        group = run.source.group
+        if group in joined:
+            if joined[group] is not None:
+                out.append(joined[group])
+                joined[group] = None  # type: ignore[assignment]
+            continue
+        out.append(run)
+    return out
+
+
+def rank_run(found: list[Run], ranks: list[int], cache: TraceCache) -> Run:
+    """One run from its ranks' runs: the slowest rank's trace is the run's trace."""
+    traces = {rank: run.trace for rank, run in sorted(zip(ranks, found))}
+    digests = {rank: run.digest for rank, run in sorted(zip(ranks, found))}
+    key = tuple(digests.items())
+    if key not in cache.slowest:
+        cache.slowest[key] = slowest_rank(traces) if len(traces) > 1 else next(iter(traces))
+    slowest = cache.slowest[key]
+    first = found[0].source
+    name = first.group_name or first.group or first.name
+    source = Source(id=first.group or first.id, name=name, path=first.path.parent if first.path is not None else None)
+    label = f"{name} ({len(traces)} ranks)" if len(traces) > 1 else name
+    return Run(source, label, traces[slowest], digests[slowest], sum(r.size_bytes for r in found), traces, digests)
 
 
 def one_line(text: str) -> str:
@@ -468,6 +573,34 @@ def pending_stored(ident: str, digest: str, cache: TraceCache | None = None) -> 
     return Pending(source, known.size, digest, read)
 
 
+def pending_store_run(run_id: str, cache: TraceCache | None = None) -> tuple[list[Pending], list[Failure]]:
+    """The ranks of a run of the trace store's catalog (`attnscope ingest` adds them; a link names
+    one as 'store/<run id>'), each to reopen from the store, and a Failure for each rank the store
+    no longer holds (or for the run, when the catalog has no such run)."""
+    cache = cache or trace_cache()
+    ident = f"store/{run_id}"
+    where = f"the trace store ({cache.store.root})" if cache.store is not None else "this server (no trace store)"
+    run = None
+    if cache.store is not None:
+        try:
+            run = cache.store.run(run_id)
+        except Exception as exc:  # a damaged catalog must not stop the dashboard
+            cache.store_problem = f"trace store {cache.store.root}: {type(exc).__name__}: {one_line(str(exc))}"
+    if run is None or not run.ranks:
+        return [], [Failure(Source(id=ident, name=run_id), f"{ident}: the link's run is not in {where}")]
+    pending: list[Pending] = []
+    failures: list[Failure] = []
+    for rank, sha in run.ranks:
+        name = f"{run.label} rank {rank}" if len(run.ranks) > 1 else run.label
+        source = Source(id=f"{ident}@{rank}", name=name, group=ident, group_name=run.label, rank=rank)
+        item = pending_stored(source.id, sha, cache)
+        if isinstance(item, Failure):
+            failures.append(Failure(source, f"{name} (run {ident}): no longer in {where}; ingest it again"))
+        else:
+            pending.append(Pending(source, item.size, sha, item.read))
+    return pending, failures
+
+
 def pending_upload(name: str, data: bytes, digest: str, taken: set[str]) -> Pending:
     """An uploaded file to open (its hash already known)."""
     source = upload_source(name, digest, taken)
@@ -485,16 +618,21 @@ class Selection:
     ids: dict[str, str]
     collections: list[Collection] = field(default_factory=list)
     colors: dict[str, str] = field(default_factory=dict)
+    ranks: dict[str, dict[int, Trace]] = field(default_factory=dict)  # label -> every rank's trace (Run.ranks)
 
 
 UPLOADS = "uploads"
 FILES = "files"
+STORED = "store"
 
 
 def origin(source: Source) -> str:
-    """Where a run comes from: its collection's name, UPLOADS, or FILES (a loose file)."""
+    """Where a run comes from: its collection's name, UPLOADS, STORED (a run of the store's
+    catalog) or FILES (a loose file or a folder of ranks)."""
     if source.collection is not None:
         return source.collection
+    if source.id.startswith("store/"):
+        return STORED
     return UPLOADS if source.id.startswith("upload/") else FILES
 
 

@@ -2,13 +2,15 @@
 
 Files named directly are one run each. A folder's traces (searched recursively) that carry
 distinct distributedInfo ranks are one run of several ranks, labelled by the folder's name;
-the others in it are one run each. Parsing fans out over Dask distributed: a LocalCluster of
+the others in it are one run each. A folder is read only under its root: a symbolic link in it
+that leads out of it is skipped with a warning. Parsing fans out over Dask distributed: a LocalCluster of
 worker processes by default, or an existing cluster at `scheduler` (dask-jobqueue and
 dask-kubernetes deployments work the same: workers must see the store's folder and the files).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +22,7 @@ from dashboard.engine.store import Store
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 NOT_TRACES = ("runs.json",)  # a collection's manifest (collectors/manifest.py) sits beside its traces
+log = logging.getLogger("attnscope")  # unconfigured, Python prints a warning's message alone on stderr
 
 
 @dataclass
@@ -29,20 +32,38 @@ class Ingested:
 
     runs: list[tuple[str, str, tuple[tuple[int, str], ...]]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # files skipped (symbolic links out of their folder)
 
 
-def discover(paths: Iterable[Union[str, os.PathLike]]) -> list[tuple[str | None, list[Path]]]:
+def discover(
+    paths: Iterable[Union[str, os.PathLike]], skipped: list[str] | None = None
+) -> list[tuple[str | None, list[Path]]]:
     """Groups of trace files: (folder label, its trace files sorted) for each folder given, and
     (None, [file]) for each file given. A path that does not exist is its own group, so that
-    parsing names the problem."""
+    parsing names the problem. A file in a folder that resolves outside it (a symbolic link out,
+    or inside a linked folder that leads out) is skipped: a warning is logged and its line added
+    to `skipped`."""
     groups: list[tuple[str | None, list[Path]]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = sorted(
-                p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES
-            )
-            groups.append((path.resolve().name, files))
+            root = path.resolve()
+            files = []
+            for p in sorted(path.rglob("*")):
+                if not (p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES):
+                    continue
+                try:
+                    where = p.resolve()
+                except (OSError, RuntimeError):  # a symlink loop
+                    where = None
+                if where is None or root not in where.parents:
+                    line = f"{p}: outside {path} (a symbolic link out of it); skipped"
+                    log.warning("attnscope: warning: %s", line)
+                    if skipped is not None:
+                        skipped.append(line)
+                    continue
+                files.append(p)
+            groups.append((root.name, files))
         else:
             groups.append((None, [path]))
     return groups
@@ -66,7 +87,8 @@ def ingest(
 ) -> Ingested:
     """Parse every trace under `paths` into `store` and add its runs. workers > 1 or a scheduler
     address fan the parsing out over Dask; workers == 1 parses in this process."""
-    groups = discover(paths)
+    skipped: list[str] = []
+    groups = discover(paths, skipped)
     files = [str(p) for _, members in groups for p in members]
     root = str(store.root)
     if scheduler or workers > 1:
@@ -74,7 +96,7 @@ def ingest(
     else:
         results = [parse_into(root, f) for f in files]
     parsed = dict(zip(files, results))
-    out = Ingested()
+    out = Ingested(warnings=skipped)
     for folder, members in groups:
         good = [parsed[str(p)] for p in members if parsed[str(p)][1] is not None]
         out.errors += [(path, error) for path, _, _, error in (parsed[str(p)] for p in members) if error]
