@@ -19,6 +19,7 @@ import streamlit as st
 from dashboard import charts, report, runs
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, timeline
+from dashboard.views import ranks as ranks_view
 
 TABS = {
     "Overview": overview.render,
@@ -27,6 +28,7 @@ TABS = {
     "Timeline diff": timeline.render,
     "Speedups": speedups.render,
     "Backends": backends.render,
+    "Ranks": ranks_view.render,
 }
 TAB_FAILED = "The {tab} tab could not be drawn for the selected runs:"
 SIDEBAR_PX = 400  # room for the run picker and the rename table
@@ -78,14 +80,21 @@ def pick_runs() -> runs.Selection | None:
 
     sidebar = st.sidebar
     sidebar.header("Runs")
+    limit, limit_problem = runs.upload_limit()
     uploads = sidebar.file_uploader(
         "Add torch.profiler traces (.json or .json.gz)", type=["json", "gz"], accept_multiple_files=True, key="uploads",
-        help="Any Chrome-trace JSON written by torch.profiler / Kineto, up to 1 GB each. Parsed once, then cached. "
+        help=f"Any Chrome-trace JSON written by torch.profiler / Kineto, up to {runs.format_bytes(limit)} each. Parsed once, then cached. "
         "Your uploads become the comparison, the first one the baseline; the samples stay one click away.",
     )
     digests: dict[str, str] = st.session_state.setdefault("upload_digests", {})
     taken = {p.source.id for p in pending}
+    if limit_problem and uploads:
+        sidebar.warning(literal.md(limit_problem), icon=":material/upload_file:")
     for upload in uploads or []:
+        too_big = runs.refused_upload(upload.name, upload.size, limit)  # before reading or parsing a byte
+        if too_big is not None:
+            failures.append(too_big)
+            continue
         data = upload.getvalue()
         digest = digests.get(upload.file_id) or digests.setdefault(upload.file_id, runs.digest_of(data))
         item = runs.pending_upload(upload.name, data, digest, taken)

@@ -41,6 +41,7 @@ ENV_TRACES = "ATTNSCOPE_TRACES"
 TRACE_SUFFIXES = (".json", ".json.gz")
 MAX_CACHED_TRACES = 32
 ENV_NO_STORE = "ATTNSCOPE_NO_STORE"  # set (to anything but '') to keep parsed traces in memory only
+ENV_MAX_UPLOAD = "ATTNSCOPE_MAX_UPLOAD_BYTES"  # bytes; else streamlit's server.maxUploadSize (MiB)
 
 
 @dataclass(frozen=True)
@@ -599,6 +600,34 @@ def pending_store_run(run_id: str, cache: TraceCache | None = None) -> tuple[lis
         else:
             pending.append(Pending(source, item.size, sha, item.read))
     return pending, failures
+
+
+def upload_limit(environ: dict[str, str] | None = None) -> tuple[int, str | None]:
+    """The largest upload the dashboard parses, in bytes: $ATTNSCOPE_MAX_UPLOAD_BYTES when set,
+    else streamlit's server.maxUploadSize (in MiB, as streamlit counts it). A setting that is not
+    a whole number of bytes above 0 gives streamlit's limit and a line saying so."""
+    environ = dict(os.environ) if environ is None else environ
+    default = int(st.get_option("server.maxUploadSize")) * 1024 * 1024
+    raw = environ.get(ENV_MAX_UPLOAD, "").strip()
+    if not raw:
+        return default, None
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if limit <= 0:
+        return default, f"{ENV_MAX_UPLOAD}={raw!r} is not a whole number of bytes above 0; uploads are limited to {format_bytes(default)} (streamlit's server.maxUploadSize)"
+    return limit, None
+
+
+def refused_upload(name: str, size: int, limit: int) -> Failure | None:
+    """A Failure for an upload over the limit (checked on its size, before its bytes are read)."""
+    if size <= limit:
+        return None
+    return Failure(
+        Source(id=f"upload/{name}", name=name),
+        f"{name}: {format_bytes(size)} ({size:,} bytes) is over the upload limit of {format_bytes(limit)} ({limit:,} bytes); not read",
+    )
 
 
 def pending_upload(name: str, data: bytes, digest: str, taken: set[str]) -> Pending:

@@ -1,0 +1,94 @@
+"""Upload limits: an upload larger than the limit is refused before a byte of it is parsed, with
+one error line naming the file, its size and the limit; the other uploads and runs stay. A gzip
+upload that inflates past the JSON limit (the loader's) is one error line too."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import oracle
+from dashboard.engine.store import Store, sha256_of
+from dashboard.runs import ENV_MAX_UPLOAD, ENV_TRACES, trace_cache, upload_limit
+
+REPO = Path(__file__).resolve().parent.parent
+APP = REPO / "dashboard" / "app.py"
+H100 = oracle.DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
+TRITON = oracle.DATA / "hta_triton_example.json.gz"
+QWEN = oracle.DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"
+
+
+@pytest.fixture()
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
+    monkeypatch.delenv(ENV_TRACES, raising=False)
+    monkeypatch.delenv(ENV_MAX_UPLOAD, raising=False)
+    trace_cache.clear()
+    yield tmp_path
+    trace_cache.clear()
+
+
+def as_read(markdown: str) -> str:
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def kb(size: int) -> str:
+    return f"{size / 1000:.1f} kB"
+
+
+def test_without_a_setting_the_limit_is_streamlits_max_upload_size():
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert upload_limit({}) == (config["server"]["maxUploadSize"] * 1024 * 1024, None)
+    assert upload_limit({ENV_MAX_UPLOAD: "5000"}) == (5000, None)
+    limit, problem = upload_limit({ENV_MAX_UPLOAD: "lots"})
+    assert limit == config["server"]["maxUploadSize"] * 1024 * 1024 and "ATTNSCOPE_MAX_UPLOAD_BYTES='lots'" in problem
+
+
+def test_an_upload_over_the_limit_is_refused_unread_and_the_others_open(fresh, monkeypatch):
+    big = gzip.compress(gzip.decompress(H100.read_bytes()), compresslevel=1)  # new bytes: never parsed before
+    small = TRITON.read_bytes()
+    limit = 50_000
+    assert len(small) < limit < len(big)
+    monkeypatch.setenv(ENV_MAX_UPLOAD, str(limit))
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    at.file_uploader[0].set_value([("big.json.gz", big, "application/gzip"), (TRITON.name, small, "application/gzip")])
+    at.run()
+    assert not at.exception
+    errors = [as_read(e.value) for e in at.sidebar.error]
+    assert errors == [
+        f"big.json.gz: {kb(len(big))} ({len(big):,} bytes) is over the upload limit of {kb(limit)} ({limit:,} bytes); not read"
+    ]
+    assert at.multiselect[0].value == ["upload/" + TRITON.name]  # the good upload is the comparison
+    assert at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist() == [TRITON.name.removesuffix(".json.gz")]
+    big_sha = sha256_of(big)
+    cache = trace_cache()
+    assert cache.get(big_sha) is None and big_sha not in cache.failures  # never parsed, never tried
+    assert big_sha not in {t.sha for t in Store(fresh / "store").traces()}
+    assert len(at.multiselect[0].options) > 1  # the bundled runs stay on offer
+
+
+def test_a_gzip_upload_that_inflates_past_the_json_limit_is_one_line_and_the_others_stay(fresh, monkeypatch):
+    from dashboard.engine import load
+
+    if not hasattr(load, "MAX_JSON_ENV"):
+        pytest.skip("the loader has no JSON-size limit yet")
+    inflated = gzip.decompress(QWEN.read_bytes())
+    bomb = gzip.compress(inflated + b"\n", mtime=0)  # new bytes: parsed here, not found in a cache
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()  # the bundled runs open under the default limit
+    monkeypatch.setenv(load.MAX_JSON_ENV, str(len(inflated) - 1))
+    at.file_uploader[0].set_value([("bomb.json.gz", bomb, "application/gzip"), (TRITON.name, TRITON.read_bytes(), "application/gzip")])
+    at.run()
+    assert not at.exception
+    errors = [as_read(e.value) for e in at.sidebar.error]
+    assert len(errors) == 1 and errors[0].startswith("bomb.json.gz") and "\n" not in errors[0], errors
+    assert f"{len(inflated) - 1:,} bytes" in errors[0], errors  # names the limit
+    assert at.multiselect[0].value == ["upload/" + TRITON.name]
+    assert at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist() == [TRITON.name.removesuffix(".json.gz")]
+    assert len(at.multiselect[0].options) > 1
