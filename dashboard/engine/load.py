@@ -8,6 +8,12 @@ the analyses read; what no analysis reads is named in a warning). A file cut off
 only when that fails), and Trace.cut says where; bytes that are not UTF-8 are read as U+FFFD.
 Anything else that is not a trace raises TraceError with one line that names the file and the
 problem.
+
+A trace may hold at most MAX_JSON_BYTES of JSON (4 GiB; $ATTNSCOPE_MAX_JSON_BYTES or
+load_trace(max_json_bytes=...) change it): a plain file or an upload over it is refused before it
+is read, and a .json.gz is inflated chunk by chunk and refused as soon as it passes it, so a gzip
+bomb costs no more memory than a small trace. A .json.gz that inflates to SLICED_MIN_BYTES or more
+is inflated into a temporary file and read in slices by worker processes like a large plain file.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import zlib
 
 if "polars" not in sys.modules:
@@ -25,6 +32,7 @@ if "polars" not in sys.modules:
     # (measured on the 187 MB trace: 460 MB peak kept, 367 MB returned at once, same speed).
     # Only settable before polars is first imported; a caller's own setting wins.
     os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar, Union
@@ -167,102 +175,351 @@ class _Reading:
             self.skip_note = other.skip_note
 
 
-def read_source(source: Union[str, os.PathLike, bytes], name: str | None = None) -> tuple[bytes, str]:
+# The most JSON one trace may hold, bytes: the size of a plain file or upload, or what a .json.gz
+# inflates to. 4 GiB is four times the largest real traces seen (about 1 GB of JSON), and a
+# trace that large still opens in the memory of a 16 GB machine (a first open peaks at about
+# 1-2x the JSON); past it a file is far more likely a gzip bomb (4 MB of .gz inflating to 4 GiB
+# of whitespace) or a mistake than a trace, and is refused with one line instead of exhausting a
+# shared server's memory. $ATTNSCOPE_MAX_JSON_BYTES (bytes) or load_trace(max_json_bytes=...)
+# raise or lower it.
+MAX_JSON_BYTES = 4 << 30
+MAX_JSON_ENV = "ATTNSCOPE_MAX_JSON_BYTES"
+# A .json.gz is read this many compressed bytes at a time, and one zlib call gives at most this
+# many inflated bytes: what the inflation holds at once, whatever the stream's ratio.
+GZIP_READ_BYTES = 1 << 20
+GZIP_OUT_BYTES = 8 << 20
+
+
+def json_limit(value: int | None = None, label: str = "") -> int:
+    """The limit on a trace's JSON bytes: `value` when given, else $ATTNSCOPE_MAX_JSON_BYTES,
+    else MAX_JSON_BYTES. A bad setting is a TraceError (one line; `label` first when given)."""
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"max_json_bytes must be a whole number of bytes above 0, not {value!r}")
+        return value
+    raw = os.environ.get(MAX_JSON_ENV)
+    if raw is None or not raw.strip():
+        return MAX_JSON_BYTES
+    try:
+        limit = int(raw.strip())
+    except ValueError:
+        limit = 0
+    if limit <= 0:
+        where = f"{label}: not read: " if label else ""
+        raise TraceError(
+            f"{where}{MAX_JSON_ENV}={raw!r} is not a whole number of bytes above 0 "
+            f"(e.g. {8 << 30} for 8 GiB; unset it for the default, {_amount(MAX_JSON_BYTES)})"
+        )
+    return limit
+
+
+def _amount(size: int) -> str:
+    """A byte count as people read it: '4.0 GiB (4,294,967,296 bytes)', or '1,000 bytes'."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit} ({size:,} bytes)"
+    return f"{size:,} bytes"
+
+
+def _too_large(label: str, size: int, limit: int) -> TraceError:
+    return TraceError(f"{label}: {_amount(size)} of JSON is more than the limit of {_amount(limit)} "
+                      f"(set {MAX_JSON_ENV} to raise it)")
+
+
+def _inflates_too_far(label: str, limit: int) -> TraceError:
+    return TraceError(f"{label}: inflates to more than {_amount(limit)} of JSON "
+                      f"(the limit; set {MAX_JSON_ENV} to raise it)")
+
+
+def read_source(
+    source: Union[str, os.PathLike, bytes], name: str | None = None, max_json_bytes: int | None = None
+) -> tuple[bytes, str]:
     """Return the JSON bytes of a trace (gunzipped when the content starts with gzip's magic; a
     cut-off gzip stream gives what it holds) and a display name. A path or raw bytes (an upload)
-    are both accepted."""
-    data, reading = _read(source, name)
-    return data, reading.label
+    are both accepted; JSON over the limit (see MAX_JSON_BYTES) is a TraceError."""
+    label = _label(source, name)
+    with _json_of(source, label, json_limit(max_json_bytes, label), spill_at=None) as got:
+        return got.data, label
 
 
-def _read(source: Union[str, os.PathLike, bytes], name: str | None) -> tuple[bytes, _Reading]:
+@dataclass
+class _Json:
+    """A trace's JSON bytes: in memory (data, without a byte order mark), or, for a .json.gz that
+    inflated to SLICED_MIN_BYTES or more, in a temporary file (path, as inflated)."""
+
+    reading: _Reading
+    data: bytes | None = None
+    path: Path | None = None
+
+
+@contextmanager
+def _json_of(source: Union[str, os.PathLike, bytes], label: str, limit: int, spill_at: int | None) -> Iterator[_Json]:
+    """The JSON of a path or of bytes, gunzipped when the content starts with gzip's magic (a
+    cut-off gzip stream gives what its whole blocks hold), at most `limit` bytes of it. A gzip
+    stream that inflates to `spill_at` bytes or more goes to a temporary file, removed on exit."""
+    sink = _Sink(spill_at, label)
+    try:
+        yield _read_json(source, _Reading(label), limit, sink)
+    finally:
+        sink.remove()
+
+
+def _read_json(source: Union[str, os.PathLike, bytes], reading: _Reading, limit: int, sink: _Sink) -> _Json:
+    label = reading.label
     if isinstance(source, (bytes, bytearray, memoryview)):
-        data, label = bytes(source), name or "<upload>"
-    else:
-        path = Path(source)
-        label = name or path.name
+        view = memoryview(source).cast("B")
+        if view[:2] == GZIP_MAGIC:
+            _gunzip((bytes(view[at : at + GZIP_READ_BYTES]) for at in range(0, len(view), GZIP_READ_BYTES)), reading, limit, sink)
+            return sink.finish(reading)
+        if len(view) > limit:
+            raise _too_large(label, len(view), limit)
+        return _Json(reading, _without_bom(bytes(source)))
+    try:
+        fh = open(source, "rb")
+    except FileNotFoundError:
+        raise TraceError(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise TraceError(f"{label}: is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    with fh:
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise TraceError(f"{label}: no such file") from None
+            first = fh.read(2)
+            if first != GZIP_MAGIC:
+                size = os.fstat(fh.fileno()).st_size
+                if size > limit:  # refused before it is read
+                    raise _too_large(label, size, limit)
+                data = first + fh.read(limit + 1 - len(first))  # a pipe or a growing file tells no size
         except IsADirectoryError:
             raise TraceError(f"{label}: is a directory, not a trace file") from None
         except OSError as exc:
             raise TraceError(f"{label}: cannot read ({exc.strerror or exc})") from None
-    reading = _Reading(label)
-    if data[:2] == GZIP_MAGIC:
-        data = _gunzip(data, reading)
-    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte order mark, as some editors write
-        data = data[3:]
-    return data, reading
+        if first == GZIP_MAGIC:
+            _gunzip(_file_chunks(fh, first, label), reading, limit, sink)
+            return sink.finish(reading)
+    if len(data) > limit:
+        raise _too_large(label, len(data), limit)
+    return _Json(reading, _without_bom(data))
 
 
-def _gunzip(data: bytes, reading: _Reading) -> bytes:
-    """The decompressed bytes; for a stream cut off mid-write, all that its whole blocks hold."""
+def _file_chunks(fh: Any, first: bytes, label: str) -> Iterator[bytes]:
+    yield first
+    while True:
+        try:
+            chunk = fh.read(GZIP_READ_BYTES)
+        except OSError as exc:
+            raise TraceError(f"{label}: cannot read ({exc.strerror or exc})") from None
+        if not chunk:
+            return
+        yield chunk
+
+
+def _without_bom(data: bytes) -> bytes:
+    return data[3:] if data[:3] == b"\xef\xbb\xbf" else data  # a UTF-8 byte order mark, as some editors write
+
+
+class _Sink:
+    """Where inflated JSON goes: kept in memory, and once it reaches `spill_at` bytes, moved to a
+    temporary file in the system's temporary folder ($TMPDIR) that the rest is written to."""
+
+    def __init__(self, spill_at: int | None, label: str) -> None:
+        self.spill_at, self.label = spill_at, label
+        self.parts: list[bytes] = []
+        self.held = 0
+        self.file: Any = None
+        self.path: Path | None = None
+
+    def write(self, piece: bytes) -> None:
+        try:
+            if self.file is not None:
+                self.file.write(piece)
+                return
+            self.parts.append(piece)
+            self.held += len(piece)
+            if self.spill_at is not None and self.held >= self.spill_at:
+                fd, name = tempfile.mkstemp(prefix="attnscope-inflated-", suffix=".json")
+                self.path = Path(name)
+                self.file = os.fdopen(fd, "wb")
+                for part in self.parts:
+                    self.file.write(part)
+                self.parts = []
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def truncate(self, size: int) -> None:
+        """Keep only the first `size` bytes written."""
+        if self.file is not None:
+            try:
+                self.file.flush()
+                self.file.truncate(size)
+                self.file.seek(size)
+            except OSError as exc:
+                raise self._failed(exc) from None
+        else:
+            self.parts = [b"".join(self.parts)[:size]]
+
+    def finish(self, reading: _Reading) -> _Json:
+        """The JSON: its bytes when they stayed in memory, else the temporary file."""
+        if self.file is None:
+            data, self.parts = b"".join(self.parts), []
+            return _Json(reading, _without_bom(data))
+        try:
+            self.file.close()
+        except OSError as exc:
+            raise self._failed(exc) from None
+        self.file = None
+        return _Json(reading, path=self.path)
+
+    def remove(self) -> None:
+        if self.file is not None:
+            try:
+                self.file.close()
+            except OSError:
+                pass
+        if self.path is not None:
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+            self.path = None
+        self.parts = []
+
+    def _failed(self, exc: OSError) -> TraceError:
+        return TraceError(f"{self.label}: cannot inflate into a temporary file in {tempfile.gettempdir()} "
+                          f"({exc.strerror or exc}; set TMPDIR to a folder with more room)")
+
+
+def _gunzip(chunks: Iterable[bytes], reading: _Reading, limit: int, sink: _Sink) -> None:
+    """Inflate a gzip stream into `sink` chunk by chunk: member after member, with zero padding
+    between them, as gzip.decompress reads them; TraceError as soon as it passes `limit` bytes.
+    A stream cut off mid-write gives all that its whole blocks hold (up to the first zero padding,
+    as before), and reading.gzip_cut says how many compressed bytes there were."""
+    label = reading.label
+    member: Any = None  # the decompressor of the member being read
+    between = b""  # bytes after a member's end, not yet enough to say what follows
+    padded_at: int | None = None  # inflated bytes before the first zero padding between members
+    ended = False  # a member has ended (zero padding may follow it)
+    taken = out = 0
     try:
-        return gzip.decompress(data)
-    except EOFError:
-        pass
-    except (OSError, zlib.error) as exc:
-        raise TraceError(f"{reading.label}: not a valid gzip file ({exc})") from None
-    reading.gzip_cut = len(data)
-    parts, rest = [], data
-    try:
-        while rest[:2] == GZIP_MAGIC:  # member by member, as gzip.decompress reads them
-            stream = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            parts.append(stream.decompress(rest))
-            if not stream.eof:
-                break
-            rest = stream.unused_data
+        for chunk in chunks:
+            taken += len(chunk)
+            data = chunk
+            while data:
+                if member is None:
+                    data = between + data if between else data
+                    between = b""
+                    if ended:  # after a member: zeros may pad it
+                        rest = data.lstrip(b"\0")
+                        if len(rest) < len(data) and padded_at is None:
+                            padded_at = out
+                        data = rest
+                    if len(data) < 2:
+                        between = data
+                        break
+                    if data[:2] != GZIP_MAGIC:
+                        raise TraceError(f"{label}: not a valid gzip file (Not a gzipped file ({data[:2]!r}))")
+                    member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                while True:  # a zlib call gives at most GZIP_OUT_BYTES, whatever the ratio
+                    room = min(GZIP_OUT_BYTES, limit + 1 - out)
+                    piece = member.decompress(data, room)
+                    out += len(piece)
+                    if out > limit:
+                        raise _inflates_too_far(label, limit)
+                    if piece:
+                        sink.write(piece)
+                    if member.eof:
+                        data, member, ended = member.unused_data, None, True
+                        break
+                    data = member.unconsumed_tail
+                    if not data and len(piece) < room:
+                        break  # this chunk is used up: read the next
     except zlib.error as exc:
-        raise TraceError(f"{reading.label}: not a valid gzip file ({exc})") from None
-    return b"".join(parts)
+        raise TraceError(f"{label}: not a valid gzip file ({exc})") from None
+    if member is not None:  # cut off mid-member
+        reading.gzip_cut = taken
+        if padded_at is not None:
+            sink.truncate(padded_at)
+    elif between:
+        raise TraceError(f"{label}: not a valid gzip file (Not a gzipped file ({between[:2]!r}))")
 
 
 def load_trace(
     source: Union[str, os.PathLike, bytes],
     name: str | None = None,
     progress: Callable[[float], None] | None = None,
+    max_json_bytes: int | None = None,
 ) -> Trace:
     """Load a torch.profiler Chrome trace (.json or .json.gz, any file name) into a Trace.
     `progress`, when given, is called with the fraction of events decoded (0..1) as loading goes.
+    `max_json_bytes`: the most JSON the trace may hold (its inflated size for gzip), default
+    $ATTNSCOPE_MAX_JSON_BYTES, else MAX_JSON_BYTES (4 GiB).
     Every failure is a TraceError whose message is one line naming the file."""
+    label = _label(source, name)
+    limit = json_limit(max_json_bytes, label)
     try:
-        return _load(source, name, progress)
+        return _load(source, name, progress, limit)
     except RecursionError:  # msgspec and the json module stop at ~1,000 levels of nesting
-        raise TraceError(f"{_label(source, name)}: JSON nested more than about 1,000 levels deep: not a trace this tool can read") from None
+        raise TraceError(f"{label}: JSON nested more than about 1,000 levels deep: not a trace this tool can read") from None
     except UnicodeDecodeError as exc:  # where a repair was not possible (older msgspec raises this)
-        raise TraceError(f"{_label(source, name)}: not valid JSON (a byte that is not UTF-8 at position {exc.start})") from None
+        raise TraceError(f"{label}: not valid JSON (a byte that is not UTF-8 at position {exc.start})") from None
 
 
 def _label(source: Union[str, os.PathLike, bytes], name: str | None) -> str:
     return name or ("<upload>" if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).name)
 
 
+def _starts_gzip(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == GZIP_MAGIC
+    except OSError:
+        return False  # reading it again says what is wrong
+
+
 def _load(
-    source: Union[str, os.PathLike, bytes], name: str | None, progress: Callable[[float], None] | None
+    source: Union[str, os.PathLike, bytes], name: str | None, progress: Callable[[float], None] | None, limit: int
 ) -> Trace:
-    if not isinstance(source, (bytes, bytearray, memoryview)):
-        sliced = _load_sliced(Path(source), name, progress)
+    label = _label(source, name)
+    if not isinstance(source, (bytes, bytearray, memoryview)) and not _starts_gzip(Path(source)):
+        path = Path(source)
+        try:
+            size = path.stat().st_size if path.is_file() else None
+        except OSError:
+            size = None
+        if size is not None and size > limit:  # refused before it is read
+            raise _too_large(label, size, limit)
+        sliced = _load_sliced(path, name, progress)
         if sliced is not None:
             return sliced
-    data, reading = _read(source, name)
-    reading.progress = progress
-    size = len(data)
-    try:
-        meta, batches = _decode(data, reading)
-        del data  # the batches keep what they still need
-        trace = build_trace(batches, meta, reading)
-    except TraceError as exc:
-        if reading.gzip_cut is None:
-            raise
-        problem = str(exc).removeprefix(reading.label + ": ")
-        raise TraceError(
-            f"{reading.label}: gzip stream is truncated (the file was cut off after {reading.gzip_cut:,} bytes) "
-            f"and what it holds cannot be read: {problem}"
-        ) from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TraceError(f"{reading.label}: not valid JSON ({exc})") from None
+    # gzip inflating to a size the sliced path reads goes to a temporary file for it
+    spill_at = SLICED_MIN_BYTES if _workers() >= 2 else None
+    with _json_of(source, label, limit, spill_at) as got:
+        reading = got.reading
+        reading.progress = progress
+        try:
+            if got.path is not None:
+                sliced = _load_sliced(got.path, label, progress, gzip_cut=reading.gzip_cut)
+                if sliced is not None:
+                    return sliced
+                # a cut or odd file is read in one process, as a plain one is
+                data = _without_bom(got.path.read_bytes())
+                got.path.unlink()
+            else:
+                data, got.data = got.data, None
+            size = len(data)
+            meta, batches = _decode(data, reading)
+            del data  # the batches keep what they still need
+            trace = build_trace(batches, meta, reading)
+        except TraceError as exc:
+            if reading.gzip_cut is None:
+                raise
+            problem = str(exc).removeprefix(reading.label + ": ")
+            raise TraceError(
+                f"{reading.label}: gzip stream is truncated (the file was cut off after {reading.gzip_cut:,} bytes) "
+                f"and what it holds cannot be read: {problem}"
+            ) from None
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TraceError(f"{reading.label}: not valid JSON ({exc})") from None
     trace.size_bytes = size
     return trace
 
@@ -662,8 +919,9 @@ def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading
     return trace
 
 
-# Plain JSON files at least this large are read in slices by worker processes, one per core;
-# smaller ones (and .json.gz, uploads, cut or odd files) take the one-process path.
+# Plain JSON files at least this large are read in slices by worker processes, one per core, and
+# so is a .json.gz or gzip upload that inflates to this much (into a temporary file); smaller ones
+# (and plain uploads, cut or odd files) take the one-process path.
 SLICED_MIN_BYTES = 64 << 20
 # Bytes of traceEvents per slice: what one worker holds at once is about 4x this.
 SLICE_BYTES = 8 << 20
@@ -880,17 +1138,20 @@ def _read_slice(path: str, lo: int, hi: int, label: str) -> tuple[list[_Part], _
     return [_read_batch(batch)], reading
 
 
-def _load_sliced(path: Path, name: str | None, progress: Callable[[float], None] | None) -> Trace | None:
+def _load_sliced(
+    path: Path, name: str | None, progress: Callable[[float], None] | None, gzip_cut: int | None = None
+) -> Trace | None:
     """A large plain-JSON trace read in slices by worker processes (the file's bytes are never
     all in this process), or None when the file is not one that this path reads: the
-    one-process path then reads it and says what is wrong, if anything."""
+    one-process path then reads it and says what is wrong, if anything. `gzip_cut`: the file is
+    what a .json.gz cut off after that many bytes inflated to (for the warning)."""
     try:
         size = path.stat().st_size
     except OSError:
         return None
     if size < SLICED_MIN_BYTES or _workers() < 2 or not path.is_file():
         return None
-    reading = _Reading(name or path.name, progress=progress)
+    reading = _Reading(name or path.name, progress=progress, gzip_cut=gzip_cut)
     with open(path, "rb") as fh:
         first = _pread(fh, 0, 3)
         if first[:2] == GZIP_MAGIC:
