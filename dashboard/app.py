@@ -111,7 +111,8 @@ def pick_runs() -> runs.Selection | None:
         failures.extend(gone)
 
     slot = st.empty()
-    loaded, bad = runs.open_all(pending, progress=lambda frac, text: slot.progress(frac, text=text), cache=cache)
+    evicted: list = st.session_state.setdefault("store_evicted", [])  # what the store removed after this session's uploads
+    loaded, bad = runs.open_all(pending, progress=lambda frac, text: slot.progress(frac, text=text), cache=cache, evicted=evicted)
     slot.empty()
     for failure in failures + bad:
         sidebar.error(literal.md(failure.message), icon=":material/error:")
@@ -170,7 +171,7 @@ def pick_runs() -> runs.Selection | None:
     )
     offer_downloads(sidebar, selection)
     offer_saved_view(sidebar, cache)
-    show_store(sidebar, cache)
+    show_store(sidebar, cache, [(labels[i], by_id[i]) for i in chosen])
     return selection
 
 
@@ -232,20 +233,60 @@ def offer_saved_view(sidebar, cache: runs.TraceCache) -> None:
         sidebar.caption("Append to this server's address: the view opens with its runs (uploads come from the trace store), labels and note.")
 
 
-def show_store(sidebar, cache: runs.TraceCache) -> None:
-    """What the trace store holds (uploads survive a restart and are shared by link through it)."""
+def show_store(sidebar, cache: runs.TraceCache, in_view: list[tuple[str, runs.Run]]) -> None:
+    """What the trace store holds and its cap (uploads survive a restart and are shared by link
+    through it), a pin per run in view (pinned runs are never removed to keep under the cap), and
+    what the store removed after this session's uploads to keep under it."""
     if cache.store_problem:
         sidebar.warning(literal.md(cache.store_problem), icon=":material/database:")
     if cache.store is None:
         return
-    stored = cache.store.traces()
-    with sidebar.expander(f"Trace store: {len(stored)} traces, {runs.format_bytes(sum(t.stored_bytes for t in stored))}"):
-        st.caption(f"At {literal.md(str(cache.store.root))}. Parsed traces reopen from here without parsing; links name uploads by their content hash.")
+    store = cache.store
+    cap = store.max_bytes
+    removed = st.session_state.get("store_evicted") or []
+    if removed:
+        names = ", ".join(f"{literal.md(t.source)} ({runs.format_bytes(t.stored_bytes)})" for t in removed)
+        sidebar.warning(
+            f"Trace store over its cap of {runs.format_bytes(cap)}: removed the least recently opened unpinned "
+            f"trace{'s' if len(removed) != 1 else ''} {names}. Links to {'them' if len(removed) != 1 else 'it'} no longer open; pinned runs stay.",
+            icon=":material/auto_delete:",
+        )
+    stored = store.traces()
+    by_sha = {t.sha: t for t in stored}
+    used = sum(t.stored_bytes for t in stored)
+    of = f" of {runs.format_bytes(cap)}" if cap is not None else " (no cap)"
+    with sidebar.expander(f"Trace store: {len(stored)} traces, {runs.format_bytes(used)}{of}"):
+        st.caption(
+            f"At {literal.md(str(store.root))}. Parsed traces reopen from here without parsing; links name uploads by their content hash. "
+            + (f"Over {runs.format_bytes(cap)} (ATTNSCOPE_STORE_MAX_BYTES), the least recently opened unpinned traces are "
+               "removed after each trace is stored. " if cap is not None else "")
+            + "Pin a run to keep it whatever the cap."
+        )
+        for label, run in in_view:
+            shas = list(run.digests.values())
+            rows = [by_sha.get(sha) for sha in shas]
+            if any(r is None for r in rows):
+                st.caption(f"{literal.md(label)}: not in the store")
+                continue
+            key = f"pin_{run.source.id}"
+            st.session_state[key] = all(r.pinned for r in rows)
+            st.checkbox(
+                f"Pin {literal.md(label)} ({runs.format_bytes(sum(r.stored_bytes for r in rows))})", key=key,
+                on_change=pin_run, args=(store, shas, key),
+                help="A pinned run is never removed from the store to keep it under its cap.",
+            )
         st.dataframe(
             {"file": [t.source for t in stored], "device": [t.device_name or t.device_type or "—" for t in stored],
-             "size": [runs.format_bytes(t.size) for t in stored], "pinned": [t.pinned for t in stored]},
+             "size": [runs.format_bytes(t.size) for t in stored], "stored": [runs.format_bytes(t.stored_bytes) for t in stored],
+             "pinned": [t.pinned for t in stored]},
             hide_index=True, width="stretch",
         )
+
+
+def pin_run(store, shas: list[str], key: str) -> None:
+    """Pin or unpin every trace (rank) of a run, as its checkbox now says."""
+    for sha in shas:
+        store.pin(sha, bool(st.session_state.get(key)))
 
 
 def follow_uploads(ids: list[str]) -> None:

@@ -32,7 +32,7 @@ import streamlit as st
 from dashboard.engine import Trace, TraceError, load_trace
 from dashboard.engine.ranks import rank_of, slowest_rank
 from dashboard.engine.review import format_bytes
-from dashboard.engine.store import Store
+from dashboard.engine.store import Store, StoredTrace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_ROOT = REPO_ROOT / "sample_traces"
@@ -407,16 +407,19 @@ def from_store(cache: TraceCache, digest: str) -> Trace | None:
         return None
 
 
-def into_store(cache: TraceCache, source: "Source", trace: Trace, digest: str) -> None:
-    """Keep a parsed trace in the store; an upload is also a run of the catalog (for links)."""
+def into_store(cache: TraceCache, source: "Source", trace: Trace, digest: str) -> list[StoredTrace]:
+    """Keep a parsed trace in the store; an upload is also a run of the catalog (for links). The
+    store then keeps under its cap: the traces it removed to do so."""
     if cache.store is None:
-        return
+        return []
+    removed: list[StoredTrace] = []
     try:
-        cache.store.put(trace, digest)
+        removed = cache.store.put(trace, digest)
         if source.id.startswith("upload/"):
             cache.store.add_run([(rank_of(trace) or 0, digest)], source.name, "upload")
     except Exception as exc:
         cache.store_problem = f"trace store {cache.store.root}: {type(exc).__name__}: {one_line(str(exc))}"
+    return removed
 
 
 def file_digest(cache: TraceCache, path: Path) -> tuple[str, bytes | None]:
@@ -447,9 +450,12 @@ def open_all(
     pending: list[Pending],
     progress: Callable[[float, str], None] | None = None,
     cache: TraceCache | None = None,
+    evicted: list[StoredTrace] | None = None,
 ) -> tuple[list[Run], list[Failure]]:
     """Parse what is not cached yet (reporting progress by bytes, with each file's size), and
-    return the runs in order plus the files that failed. One bad file never stops the others."""
+    return the runs in order plus the files that failed. One bad file never stops the others.
+    Each parsed trace goes to the store; what the store removed to keep under its cap is added
+    to `evicted`."""
     cache = cache or trace_cache()
     for item in pending:  # parsed before, by this server or another: reopen from the store
         if cache.get(item.digest) is None and item.digest not in cache.failures:
@@ -476,7 +482,9 @@ def open_all(
             cache.failures[item.digest] = f"{item.source.name}: could not be read ({type(exc).__name__}: {one_line(str(exc))})"
         else:
             cache.put(item.digest, trace)
-            into_store(cache, item.source, trace, item.digest)
+            removed = into_store(cache, item.source, trace, item.digest)
+            if evicted is not None:
+                evicted.extend(removed)
         cache.parses += 1
         done += item.size
     if progress and todo:

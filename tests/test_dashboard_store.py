@@ -4,6 +4,7 @@ labels, baseline and its note under a short id."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 from pathlib import Path
@@ -119,3 +120,55 @@ def test_the_downloaded_summary_follows_the_kernels_tabs_names_and_steps(server,
     summary = next(call for name, call in (made[b.proto.deferred_file_id] for b in at.get("download_button")) if name.endswith(".md"))
     text = shown(summary())
     assert "The run's step 1010 against the baseline's step 1009; kernels by full name." in text
+
+
+def _renamed(path: Path) -> bytes:
+    """The trace's JSON with one more newline, gzipped: the same run, new bytes (a new store id)."""
+    return gzip.compress(gzip.decompress(path.read_bytes()) + b"\n", mtime=0)
+
+
+def _decimal(n: int) -> str:
+    """Bytes as the sidebar writes sizes: one decimal in kB or MB (powers of 1000)."""
+    return f"{n / 1e3:.1f} kB" if n < 1e6 else f"{n / 1e6:.1f} MB"
+
+
+def _on_disk(root: Path) -> dict[str, int]:
+    """sha -> bytes on disk of each stored trace's folder (read from the file system)."""
+    return {
+        folder.name.removeprefix("trace="): sum(f.stat().st_size for f in folder.iterdir())
+        for folder in root.glob("schema=*/trace=*")
+    }
+
+
+def test_a_pinned_run_stays_and_the_least_recently_opened_goes_when_an_upload_passes_the_cap(server, monkeypatch):
+    root = Path(os.environ["ATTNSCOPE_STORE"])
+    keep, old, new = _renamed(H100), _renamed(QWEN), _renamed(oracle.DATA / "hta_triton_example.json.gz")
+    author = AppTest.from_file(str(APP), default_timeout=120)
+    author.run()
+    author.file_uploader[0].set_value([("keep.json.gz", keep, "application/gzip"), ("old.json.gz", old, "application/gzip")])
+    author.run()  # keep is stored first, then old: keep is the least recently opened
+    assert not author.exception
+    author.checkbox(key="pin_upload/keep.json.gz").check()
+    author.run()
+    assert Store(root).trace(sha256_of(keep)).pinned and not Store(root).trace(sha256_of(old)).pinned
+    before = _on_disk(root)
+    assert {sha256_of(keep), sha256_of(old)} <= set(before)
+    cap = sum(before.values())  # full: the next upload must make room
+
+    monkeypatch.setenv("ATTNSCOPE_STORE_MAX_BYTES", str(cap))
+    server()  # the server restarts with a cap; this session reopens the bundled runs from the store
+    reviewer = run(uploads=[])
+    reviewer.file_uploader[0].set_value([("new.json.gz", new, "application/gzip")])
+    reviewer.run()
+    assert not reviewer.exception
+    after = _on_disk(root)
+    assert sha256_of(keep) in after  # pinned, though the least recently opened
+    assert sha256_of(old) not in after  # the unpinned least recently opened went
+    assert sha256_of(new) in after and set(after) == set(before) - {sha256_of(old)} | {sha256_of(new)}
+    assert sum(after.values()) <= cap
+    warnings = [shown(w.value) for w in reviewer.sidebar.warning]
+    assert len(warnings) == 1 and "old.json.gz" in warnings[0] and "keep.json.gz" not in warnings[0]
+    assert f"cap of {_decimal(cap)}" in warnings[0]
+    [box] = [e for e in reviewer.sidebar.expander if e.label.startswith("Trace store:")]
+    assert box.label == f"Trace store: {len(after)} traces, {_decimal(sum(after.values()))} of {_decimal(cap)}"
+    assert reviewer.checkbox(key="pin_upload/new.json.gz").value is False

@@ -164,3 +164,21 @@ def test_an_unusable_store_folder_is_one_clear_error(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(store_module.TraceError, match="trace store .*cannot open"):
         Store(blocker / "store")
+
+
+def test_the_cap_comes_from_the_environment_and_storing_past_it_says_what_went(tmp_path, monkeypatch):
+    monkeypatch.setenv(store_module.ENV_MAX_BYTES, "not-a-size")
+    with pytest.raises(store_module.TraceError, match="ATTNSCOPE_STORE_MAX_BYTES='not-a-size' is not a whole number"):
+        Store(tmp_path)
+    monkeypatch.delenv(store_module.ENV_MAX_BYTES)
+    assert Store(tmp_path).max_bytes is None
+    first = Store(tmp_path)
+    trace = load_trace(SAMPLES / "naive.json.gz")
+    assert first.put(trace, sha256_of(SAMPLES / "naive.json.gz")) == []
+    held = sum(f.stat().st_size for f in (tmp_path / f"schema={SCHEMA_VERSION}").rglob("*") if f.is_file())
+    monkeypatch.setenv(store_module.ENV_MAX_BYTES, str(held))
+    capped = Store(tmp_path)
+    assert capped.max_bytes == held and capped.used_bytes() == held
+    removed = capped.put(load_trace(SAMPLES / "sdpa.json.gz"), sha256_of(SAMPLES / "sdpa.json.gz"))
+    assert [(t.sha, t.source) for t in removed] == [(sha256_of(SAMPLES / "naive.json.gz"), "naive.json.gz")]
+    assert [t.source for t in capped.traces()] == ["sdpa.json.gz"]

@@ -70,6 +70,24 @@ def default_root() -> Path:
     return Path(cache) / "attnscope"
 
 
+ENV_MAX_BYTES = "ATTNSCOPE_STORE_MAX_BYTES"
+
+
+def default_max_bytes(environ: dict[str, str] | None = None) -> int | None:
+    """The store's size cap in bytes from $ATTNSCOPE_STORE_MAX_BYTES, or None (no cap) when unset.
+    A value that is not a whole number of bytes above 0 is a TraceError (one line)."""
+    raw = (os.environ if environ is None else environ).get(ENV_MAX_BYTES, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise TraceError(f"{ENV_MAX_BYTES}={raw!r} is not a whole number of bytes above 0 (e.g. {50 << 30} for 50 GiB; unset it for no cap)")
+    return value
+
+
 def sha256_of(source: Union[str, os.PathLike, bytes]) -> str:
     """Hex SHA-256 of a file's bytes (read in chunks) or of bytes."""
     digest = hashlib.sha256()
@@ -116,8 +134,10 @@ class Store:
     WAL mode serializes catalog writes, and trace folders appear by atomic rename."""
 
     def __init__(self, root: Union[str, os.PathLike, None] = None, max_bytes: int | None = None) -> None:
+        """`max_bytes`: the size cap (bytes on disk of its traces), else $ATTNSCOPE_STORE_MAX_BYTES,
+        else none. Over it, storing a trace removes the least recently opened unpinned ones."""
         self.root = Path(root) if root is not None else default_root()
-        self.max_bytes = max_bytes
+        self.max_bytes = max_bytes if max_bytes is not None else default_max_bytes()
         try:
             (self.root / "tmp").mkdir(parents=True, exist_ok=True)
             self._create_catalog()
@@ -182,10 +202,11 @@ class Store:
             db.execute("UPDATE traces SET last_opened=? WHERE sha=? AND schema=?", (time.time(), sha, SCHEMA_VERSION))
         return trace
 
-    def put(self, trace: Trace, sha: str) -> None:
-        """Store a parsed trace under its file's SHA-256 (atomically; a no-op when present)."""
+    def put(self, trace: Trace, sha: str) -> list[StoredTrace]:
+        """Store a parsed trace under its file's SHA-256 (atomically; a no-op when present), then
+        keep the store under its cap: the catalog rows of the traces removed to do so."""
         if self.has(sha):
-            return
+            return []
         from dashboard.engine.summary import device_info
 
         tmp = self.root / "tmp" / uuid.uuid4().hex
@@ -214,7 +235,7 @@ class Store:
                 (sha, SCHEMA_VERSION, trace.source, trace.size_bytes, device["type"], device["name"],
                  trace.events.height, stored, now, now, sha, SCHEMA_VERSION),
             )
-        self.evict()
+        return self.evict_rows()
 
     def open(self, path: Union[str, os.PathLike], name: str | None = None) -> tuple[Trace, str]:
         """(trace, sha) for a trace file: from the store when its bytes were parsed before, else
@@ -270,16 +291,26 @@ class Store:
         return StoredTrace(*row[:-1], pinned=bool(row[-1])) if row else None
 
     def pin(self, sha: str, pinned: bool = True) -> None:
-        """Keep a trace whatever the size cap (a run the team keeps)."""
+        """Keep a trace whatever the size cap (a run the team keeps); pinned=False lets it go again."""
         with closing(self._connect()) as db:
             db.execute("UPDATE traces SET pinned=? WHERE sha=?", (int(pinned), sha))
+
+    def used_bytes(self) -> int:
+        """Bytes on disk of the stored traces (this schema version): what the cap is measured on."""
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT COALESCE(SUM(stored_bytes), 0) FROM traces WHERE schema=?", (SCHEMA_VERSION,)).fetchone()
+        return int(row[0])
 
     def evict(self) -> list[str]:
         """Under a size cap, remove the least recently opened unpinned traces until the store fits;
         the ids removed. Runs that named them lose those ranks."""
+        return [t.sha for t in self.evict_rows()]
+
+    def evict_rows(self) -> list[StoredTrace]:
+        """evict(), giving the catalog rows of the traces removed (what they were called, sizes)."""
         if self.max_bytes is None:
             return []
-        removed: list[str] = []
+        removed: list[StoredTrace] = []
         stored = self.traces()
         total = sum(t.stored_bytes for t in stored)
         for trace in sorted(stored, key=lambda t: (t.last_opened, t.sha)):
@@ -291,7 +322,7 @@ class Store:
                 db.execute("DELETE FROM traces WHERE sha=? AND schema=?", (trace.sha, SCHEMA_VERSION))
             shutil.rmtree(self._folder(trace.sha), ignore_errors=True)
             total -= trace.stored_bytes
-            removed.append(trace.sha)
+            removed.append(trace)
         return removed
 
     # -- runs and views -------------------------------------------------------------------------
