@@ -17,6 +17,7 @@ from typing import Callable
 import streamlit as st
 
 from dashboard import charts, report, runs
+from dashboard.engine import catalog
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, timeline
 from dashboard.views import ranks as ranks_view
@@ -61,7 +62,7 @@ def draw_tab(name: str, render: Callable[[runs.Selection], None], selection: run
         render(selection)
     except Exception as exc:  # noqa: BLE001 - one bad run must not take the dashboard down
         st.error(
-            f"{TAB_FAILED.format(tab=name)} {type(exc).__name__}: {literal.md(runs.one_line(str(exc)))}. "
+            f"{TAB_FAILED.format(tab=name)} {type(exc).__name__}: {literal.md(catalog.one_line(str(exc)))}. "
             "The other tabs are unaffected; deselecting the run that causes it brings this one back.",
             icon=":material/error:",
         )
@@ -72,18 +73,18 @@ def pick_runs() -> runs.Selection | None:
     the baseline and labels."""
     cache = runs.trace_cache()
     apply_saved_view(cache)
-    collections, loose, failures = runs.discover(extra=runs.extra_paths())
-    pending: list[runs.Pending] = []
+    collections, loose, failures = catalog.discover(extra=catalog.extra_paths())
+    pending: list[catalog.Pending] = []
     for source in [s for c in collections for s in c.sources] + loose:
-        item = runs.pending_file(source, cache)
-        (pending if isinstance(item, runs.Pending) else failures).append(item)
+        item = catalog.pending_file(source, cache)
+        (pending if isinstance(item, catalog.Pending) else failures).append(item)
 
     sidebar = st.sidebar
     sidebar.header("Runs")
     limit, limit_problem = runs.upload_limit()
     uploads = sidebar.file_uploader(
         "Add torch.profiler traces (.json or .json.gz)", type=["json", "gz"], accept_multiple_files=True, key="uploads",
-        help=f"Any Chrome-trace JSON written by torch.profiler / Kineto, up to {runs.format_bytes(limit)} each. Parsed once, then cached. "
+        help=f"Any Chrome-trace JSON written by torch.profiler / Kineto, up to {catalog.format_bytes(limit)} each. Parsed once, then cached. "
         "Your uploads become the comparison, the first one the baseline; the samples stay one click away.",
     )
     digests: dict[str, str] = st.session_state.setdefault("upload_digests", {})
@@ -91,28 +92,28 @@ def pick_runs() -> runs.Selection | None:
     if limit_problem and uploads:
         sidebar.warning(literal.md(limit_problem), icon=":material/upload_file:")
     for upload in uploads or []:
-        too_big = runs.refused_upload(upload.name, upload.size, limit)  # before reading or parsing a byte
+        too_big = catalog.refused_upload(upload.name, upload.size, limit)  # before reading or parsing a byte
         if too_big is not None:
             failures.append(too_big)
             continue
         data = upload.getvalue()
-        digest = digests.get(upload.file_id) or digests.setdefault(upload.file_id, runs.digest_of(data))
-        item = runs.pending_upload(upload.name, data, digest, taken)
+        digest = digests.get(upload.file_id) or digests.setdefault(upload.file_id, catalog.digest_of(data))
+        item = catalog.pending_upload(upload.name, data, digest, taken)
         taken.add(item.source.id)
         pending.append(item)
     for ident, digest in link_sources().items():  # uploads a shared link names: from the store
         if ident not in taken:
-            stored = runs.pending_stored(ident, digest, cache)
-            (pending if isinstance(stored, runs.Pending) else failures).append(stored)
+            stored = catalog.pending_stored(ident, digest, cache)
+            (pending if isinstance(stored, catalog.Pending) else failures).append(stored)
             taken.add(ident)
     for run_id in link_store_runs():  # runs of the store's catalog a link names (`attnscope ingest`)
-        found, gone = runs.pending_store_run(run_id, cache)
+        found, gone = catalog.pending_store_run(run_id, cache)
         pending.extend(found)
         failures.extend(gone)
 
     slot = st.empty()
     evicted: list = st.session_state.setdefault("store_evicted", [])  # what the store removed after this session's uploads
-    loaded, bad = runs.open_all(pending, progress=lambda frac, text: slot.progress(frac, text=text), cache=cache, evicted=evicted)
+    loaded, bad = catalog.open_all(pending, progress=lambda frac, text: slot.progress(frac, text=text), cache=cache, evicted=evicted)
     slot.empty()
     for failure in failures + bad:
         sidebar.error(literal.md(failure.message), icon=":material/error:")
@@ -128,10 +129,10 @@ def pick_runs() -> runs.Selection | None:
     ids = [r.source.id for r in loaded]
     link.seed_labels("label", ids)
     labels = run_labels(loaded)
-    sets = runs.run_sets(loaded)
+    sets = catalog.run_sets(loaded)
     if "link_wanted" not in st.session_state:  # what a shared link asked for, kept for when its uploads arrive
         st.session_state["link_wanted"] = (st.query_params.get_all("run"), st.query_params.get("baseline"))
-    missing = link.seed_list("sel_runs", "run", ids, runs.first_look(sets))
+    missing = link.seed_list("sel_runs", "run", ids, catalog.first_look(sets))
     follow_uploads(ids)
     if missing:
         st.session_state["link_missing"] = missing
@@ -233,7 +234,7 @@ def offer_saved_view(sidebar, cache: runs.TraceCache) -> None:
         sidebar.caption("Append to this server's address: the view opens with its runs (uploads come from the trace store), labels and note.")
 
 
-def show_store(sidebar, cache: runs.TraceCache, in_view: list[tuple[str, runs.Run]]) -> None:
+def show_store(sidebar, cache: runs.TraceCache, in_view: list[tuple[str, catalog.Run]]) -> None:
     """What the trace store holds and its cap (uploads survive a restart and are shared by link
     through it), a pin per run in view (pinned runs are never removed to keep under the cap), and
     what the store removed after this session's uploads to keep under it."""
@@ -245,20 +246,20 @@ def show_store(sidebar, cache: runs.TraceCache, in_view: list[tuple[str, runs.Ru
     cap = store.max_bytes
     removed = st.session_state.get("store_evicted") or []
     if removed:
-        names = ", ".join(f"{literal.md(t.source)} ({runs.format_bytes(t.stored_bytes)})" for t in removed)
+        names = ", ".join(f"{literal.md(t.source)} ({catalog.format_bytes(t.stored_bytes)})" for t in removed)
         sidebar.warning(
-            f"Trace store over its cap of {runs.format_bytes(cap)}: removed the least recently opened unpinned "
+            f"Trace store over its cap of {catalog.format_bytes(cap)}: removed the least recently opened unpinned "
             f"trace{'s' if len(removed) != 1 else ''} {names}. Links to {'them' if len(removed) != 1 else 'it'} no longer open; pinned runs stay.",
             icon=":material/auto_delete:",
         )
     stored = store.traces()
     by_sha = {t.sha: t for t in stored}
     used = sum(t.stored_bytes for t in stored)
-    of = f" of {runs.format_bytes(cap)}" if cap is not None else " (no cap)"
-    with sidebar.expander(f"Trace store: {len(stored)} traces, {runs.format_bytes(used)}{of}"):
+    of = f" of {catalog.format_bytes(cap)}" if cap is not None else " (no cap)"
+    with sidebar.expander(f"Trace store: {len(stored)} traces, {catalog.format_bytes(used)}{of}"):
         st.caption(
             f"At {literal.md(str(store.root))}. Parsed traces reopen from here without parsing; links name uploads by their content hash. "
-            + (f"Over {runs.format_bytes(cap)} (ATTNSCOPE_STORE_MAX_BYTES), the least recently opened unpinned traces are "
+            + (f"Over {catalog.format_bytes(cap)} (ATTNSCOPE_STORE_MAX_BYTES), the least recently opened unpinned traces are "
                "removed after each trace is stored. " if cap is not None else "")
             + "Pin a run to keep it whatever the cap."
         )
@@ -271,13 +272,13 @@ def show_store(sidebar, cache: runs.TraceCache, in_view: list[tuple[str, runs.Ru
             key = f"pin_{run.source.id}"
             st.session_state[key] = all(r.pinned for r in rows)
             st.checkbox(
-                f"Pin {literal.md(label)} ({runs.format_bytes(sum(r.stored_bytes for r in rows))})", key=key,
+                f"Pin {literal.md(label)} ({catalog.format_bytes(sum(r.stored_bytes for r in rows))})", key=key,
                 on_change=pin_run, args=(store, shas, key),
                 help="A pinned run is never removed from the store to keep it under its cap.",
             )
         st.dataframe(
             {"file": [t.source for t in stored], "device": [t.device_name or t.device_type or "—" for t in stored],
-             "size": [runs.format_bytes(t.size) for t in stored], "stored": [runs.format_bytes(t.stored_bytes) for t in stored],
+             "size": [catalog.format_bytes(t.size) for t in stored], "stored": [catalog.format_bytes(t.stored_bytes) for t in stored],
              "pinned": [t.pinned for t in stored]},
             hide_index=True, width="stretch",
         )
@@ -310,7 +311,7 @@ def follow_uploads(ids: list[str]) -> None:
         st.session_state["baseline"] = uploaded[0]
 
 
-def pick_sets(sidebar, sets: list[runs.RunSet]) -> None:
+def pick_sets(sidebar, sets: list[catalog.RunSet]) -> None:
     """One button per set of runs (each collection, the command line's files, the uploads):
     a click makes that set the comparison, its first run the baseline."""
 
@@ -329,16 +330,16 @@ def pick_sets(sidebar, sets: list[runs.RunSet]) -> None:
             )
 
 
-def run_labels(loaded: list[runs.Run]) -> dict[str, str]:
+def run_labels(loaded: list[catalog.Run]) -> dict[str, str]:
     """Run id -> label shown everywhere: the user's own label, else the default, made unique."""
-    defaults = runs.unique_labels([r.label for r in loaded], [runs.origin(r.source) for r in loaded])
+    defaults = catalog.unique_labels([r.label for r in loaded], [catalog.origin(r.source) for r in loaded])
     own: dict[str, str] = st.session_state.setdefault(link.LABELS, {})
     wanted = [own.get(r.source.id) or d for r, d in zip(loaded, defaults)]
-    final = runs.unique_labels(wanted, [None] * len(wanted))
+    final = catalog.unique_labels(wanted, [None] * len(wanted))
     return {r.source.id: label for r, label in zip(loaded, final)}
 
 
-def edit_labels(sidebar, loaded: list[runs.Run], labels: dict[str, str]) -> None:
+def edit_labels(sidebar, loaded: list[catalog.Run], labels: dict[str, str]) -> None:
     """A small table to rename runs. Edits are folded into session state (and so into the link),
     then the table is drawn afresh (a new key), so the next edit is never lost."""
     version = st.session_state.setdefault("label_editor_version", 0)
@@ -346,7 +347,7 @@ def edit_labels(sidebar, loaded: list[runs.Run], labels: dict[str, str]) -> None
     with sidebar.expander("Rename runs"):
         st.data_editor(
             {"label": [labels[r.source.id] for r in loaded],
-             "file": [f"{runs.origin(r.source)}: {r.source.name} ({runs.format_bytes(r.size_bytes)})" for r in loaded]},
+             "file": [f"{catalog.origin(r.source)}: {r.source.name} ({catalog.format_bytes(r.size_bytes)})" for r in loaded]},
             key=key, disabled=["file"], hide_index=True, width="stretch",
             column_config={
                 "label": st.column_config.TextColumn("label", help="Double-click to rename; the link keeps the name", required=True, width="medium"),

@@ -19,7 +19,8 @@ import oracle
 from dashboard.engine.ingest import discover as ingest_discover
 from dashboard.engine.ingest import ingest
 from dashboard.engine.store import Store
-from dashboard.runs import ENV_TRACES, discover, trace_cache
+from dashboard.engine.catalog import ENV_TRACES, discover
+from dashboard.runs import trace_cache
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 H100 = oracle.DATA / "tracelens_h100_bert_sdpa_flash.json.gz"

@@ -1,0 +1,715 @@
+"""The dashboard's runs, engine side: where they come from, parsing each file once, the store.
+
+Sources, in display order: every bundled collection (sample_traces/*/runs.json, one run per
+manifest entry), extra paths named by `streamlit run dashboard/app.py -- PATH...` or by the
+ATTNSCOPE_TRACES environment variable (os.pathsep-separated; a folder with runs.json opens as a
+collection, any other folder as its *.json / *.json.gz files, and those files are one run of
+several ranks when they carry distinct distributedInfo ranks), runs of the trace store's catalog
+a link names (`store/<run id>`), then the user's uploads. What cannot be opened is a Failure
+naming it (a runs.json that is not a JSON object, a run its manifest lists but whose file is
+gone, an entry or a symbolic link leading out of its folder, an extra path that does not exist,
+an upload over the limit).
+
+A TraceCache holds parsed traces by the SHA-256 of the file's bytes (least recently used out
+first) and remembers failures by hash, so nothing is parsed twice; behind it the trace store
+(dashboard.engine.store: Parquet + a SQLite catalog) reopens what any process parsed before.
+No streamlit here: dashboard/runs.py makes one TraceCache per server process and keeps what a
+user picked; tests and tools use this module directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from dashboard.engine import Trace, TraceError, load_trace
+from dashboard.engine.ranks import rank_of, slowest_rank
+from dashboard.engine.review import format_bytes
+from dashboard.engine.store import Store, StoredTrace
+
+DASHBOARD = Path(__file__).resolve().parent.parent
+REPO_ROOT = DASHBOARD.parent
+SAMPLE_ROOT = REPO_ROOT / "sample_traces"
+MANIFEST = "runs.json"
+ENV_TRACES = "ATTNSCOPE_TRACES"
+TRACE_SUFFIXES = (".json", ".json.gz")
+MAX_CACHED_TRACES = 32
+ENV_NO_STORE = "ATTNSCOPE_NO_STORE"  # set (to anything but '') to keep parsed traces in memory only
+ENV_MAX_UPLOAD = "ATTNSCOPE_MAX_UPLOAD_BYTES"  # bytes; else the server's own upload limit
+
+
+@dataclass(frozen=True)
+class Source:
+    """One trace the dashboard can open. `id` is stable across sessions for files on disk
+    ('cpu/naive' for a collection run, 'file/<name>' for a loose file) so it can live in a link;
+    uploads get 'upload/<name>'. A file that may be one rank of a run of several ranks names that
+    run in `group` ('ranks/<folder>' for a folder named at start, 'store/<run id>' for a run of the
+    trace store) and its name in `group_name`; `rank` is the rank the store's catalog gives it."""
+
+    id: str
+    name: str
+    path: Path | None = None
+    collection: str | None = None
+    variant: str | None = None
+    compiled: bool = False
+    group: str | None = None
+    group_name: str | None = None
+    rank: int | None = None
+
+
+@dataclass
+class Collection:
+    """A bundled collection: its folder, the parsed runs.json and one Source per run."""
+
+    name: str
+    folder: Path
+    manifest: dict[str, Any]
+    sources: list[Source] = field(default_factory=list)
+    refused: list["Failure"] = field(default_factory=list)  # entries naming a file outside the folder
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        value = self.manifest.get("skipped")
+        return [s for s in value if isinstance(s, dict)] if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class Run:
+    """A parsed run: where it came from, its default label, the trace and the file's hash.
+
+    `ranks` holds every rank's trace (rank -> Trace) and `digests` each rank's file hash; `trace`
+    is the slowest rank's (engine ranks.slowest_rank), so tabs that compare runs compare slowest
+    rank with slowest rank. A one-trace run has ranks == {rank_of(trace) or 0: trace}.
+    `size_bytes` counts every rank's file."""
+
+    source: Source
+    label: str
+    trace: Trace
+    digest: str
+    size_bytes: int
+    ranks: dict[int, Trace] = field(default_factory=dict)
+    digests: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.ranks:
+            rank = rank_of(self.trace) or 0
+            object.__setattr__(self, "ranks", {rank: self.trace})
+            object.__setattr__(self, "digests", {rank: self.digest})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A file that could not be opened, with the one-line reason."""
+
+    source: Source
+    message: str
+
+
+def discover(
+    root: Path = SAMPLE_ROOT, extra: Iterable[Path] = ()
+) -> tuple[list[Collection], list[Source], list[Failure]]:
+    """Bundled collections under `root` (sorted by name), then the extra paths: collections
+    among them are returned with the others, loose trace files as Sources. A runs.json that
+    cannot be read, or an extra path that does not exist, is a Failure naming the file."""
+    collections: list[Collection] = []
+    loose: list[Source] = []
+    failures: list[Failure] = []
+
+    def add_collection(folder: Path) -> None:
+        found = read_collection(folder, taken={c.name for c in collections})
+        if isinstance(found, Failure):
+            failures.append(found)
+        else:
+            collections.append(found)
+            failures.extend(found.refused)
+
+    if root.is_dir():
+        for manifest in sorted(root.glob(f"*/{MANIFEST}")):
+            add_collection(manifest.parent)
+    groups: set[str] = set()
+    seen = {c.folder.resolve() for c in collections} | {f.source.path.parent.resolve() for f in failures if f.source.path}
+    for path in extra:
+        path = Path(path)
+        if path.is_dir() and (path / MANIFEST).is_file():
+            if path.resolve() not in seen:
+                add_collection(path)
+                seen.add(path.resolve())
+        elif path.is_dir():
+            try:
+                names = [p for p in sorted(path.iterdir()) if p.is_file() and is_trace_name(p.name)]
+            except OSError as exc:
+                failures.append(_path_failure(path, exc.strerror or str(exc)))
+                continue
+            found = []
+            for file in names:
+                why = outside(path, file)
+                if why:
+                    failures.append(_path_failure(file, why))
+                else:
+                    found.append(file_source(file))
+            if not found:
+                failures.append(_path_failure(path, f"no trace files ({', '.join(TRACE_SUFFIXES)}) in this folder"))
+            name = path.resolve().name or str(path)
+            group = base = f"ranks/{name}"
+            n = 2
+            while group in groups:
+                group = f"{base}#{n}"
+                n += 1
+            groups.add(group)
+            loose.extend(dataclasses.replace(s, group=group, group_name=name) for s in found)
+        elif path.is_file():
+            loose.append(file_source(path))
+        else:
+            failures.append(_path_failure(path, "no such file or folder"))
+    unique = list({f.message: f for f in failures}.values())  # a path named twice fails once
+    return collections, _unique_ids(loose), unique
+
+
+def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collection | Failure:
+    """A collection from its runs.json (entries without a trace file name are ignored), or a
+    Failure naming the manifest when it is not a readable JSON object. A name already `taken`
+    by another collection gets a counter, so run ids stay unique; so does a run whose id another
+    run of the same collection already has (a.json next to a.json.gz)."""
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return _manifest_failure(path, str(exc))
+    if not isinstance(manifest, dict):
+        return _manifest_failure(path, f"expected a JSON object, found {_json_kind(manifest)}")
+    entries = manifest.get("runs")
+    if entries is not None and not isinstance(entries, list):
+        return _manifest_failure(path, f"'runs' should be a list, found {_json_kind(entries)}")
+    taken = set(taken)
+    name = base = str(manifest.get("collection") or folder.name)
+    n = 2
+    while name in taken:
+        name = f"{base}-{n}"
+        n += 1
+    collection = Collection(name=name, folder=folder, manifest=manifest)
+    ids: set[str] = set()
+    for entry in entries or []:
+        if not isinstance(entry, dict) or not entry.get("trace"):
+            continue
+        trace_name = str(entry["trace"])
+        ident = f"{name}/{trace_stem(trace_name)}"
+        if ident in ids:
+            ident = base_id = f"{name}/{trace_name}"
+            k = 2
+            while ident in ids:
+                ident = f"{base_id}#{k}"
+                k += 1
+        why = outside(folder, folder / trace_name, trace_name)
+        if why:
+            collection.refused.append(Failure(
+                Source(id=f"outside/{ident}", name=trace_name, path=folder / trace_name, collection=name),
+                f"{trace_name} (listed in {path}): {why}; not read",
+            ))
+            continue
+        ids.add(ident)
+        variant = entry.get("variant")
+        collection.sources.append(
+            Source(
+                id=ident, name=trace_name, path=folder / trace_name, collection=name,
+                variant=str(variant) if variant else None, compiled=bool(entry.get("compiled")),
+            )
+        )
+    return collection
+
+
+def outside(folder: Path, path: Path, named: str | None = None) -> str | None:
+    """Why `path` may not be read as part of `folder` (a server reads a folder named at start only
+    under its root): None when it lies inside; else 'outside its folder' and how (a name with
+    '..' or an absolute path, or a symbolic link out of the folder)."""
+    if named is not None and (Path(named).is_absolute() or ".." in Path(named).parts):
+        return "outside its folder (an absolute path or '..')"
+    try:
+        root = folder.resolve()
+        where = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return "outside its folder (a symbolic link that cannot be followed)"
+    if where != root and root not in where.parents:
+        return "outside its folder (a symbolic link out of it)"
+    return None
+
+
+def _path_failure(path: Path, reason: str) -> Failure:
+    return Failure(Source(id=f"path/{path}", name=str(path), path=path), f"{path}: {reason}")
+
+
+def _manifest_failure(path: Path, reason: str) -> Failure:
+    return Failure(Source(id=f"manifest/{path}", name=str(path), path=path), f"{path}: {reason}")
+
+
+def _json_kind(value: Any) -> str:
+    """'a list', 'a string', ... for a message about a JSON value of the wrong type."""
+    kinds = ((dict, "an object"), (list, "a list"), (str, "a string"), (bool, "a boolean"), ((int, float), "a number"))
+    return next((word for types, word in kinds if isinstance(value, types)), "null")
+
+
+def file_source(path: Path) -> Source:
+    return Source(id=f"file/{path.name}", name=path.name, path=path)
+
+
+def upload_source(name: str, digest: str, taken: set[str]) -> Source:
+    """A Source for an uploaded file; the id gets a hash suffix when the name is already taken."""
+    ident = f"upload/{name}"
+    if ident in taken:
+        ident = f"upload/{name}#{digest[:8]}"
+    return Source(id=ident, name=name)
+
+
+def extra_paths(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> list[Path]:
+    """Paths from `streamlit run dashboard/app.py -- PATH...` and from $ATTNSCOPE_TRACES.
+    Script arguments count only when this process runs the dashboard's app.py as its script
+    (under AppTest or pytest, sys.argv belongs to someone else)."""
+    argv = sys.argv if argv is None else argv
+    environ = dict(os.environ) if environ is None else environ
+    paths: list[Path] = []
+    if argv and Path(argv[0]).name == "app.py" and Path(argv[0]).resolve().parent == DASHBOARD:
+        paths.extend(Path(a) for a in argv[1:] if not a.startswith("-"))
+    for part in environ.get(ENV_TRACES, "").split(os.pathsep):
+        if part.strip():
+            paths.append(Path(part.strip()))
+    return paths
+
+
+def _unique_ids(sources: list[Source]) -> list[Source]:
+    """Loose files: the same file named twice is opened once; files with the same name in
+    different folders get the folder in their id (and a counter if that is taken too)."""
+    seen: set[str] = set()
+    paths: set[Path] = set()
+    out: list[Source] = []
+    for source in sources:
+        if source.path is not None:
+            where = source.path.resolve()
+            if where in paths:
+                continue
+            paths.add(where)
+        if source.id in seen and source.path is not None:
+            ident = base = f"file/{source.path.parent.name}/{source.name}"
+            n = 2
+            while ident in seen:
+                ident = f"{base}#{n}"
+                n += 1
+            source = dataclasses.replace(source, id=ident)
+        seen.add(source.id)
+        out.append(source)
+    return out
+
+
+def is_trace_name(name: str) -> bool:
+    return name.endswith(TRACE_SUFFIXES)
+
+
+def trace_stem(name: str) -> str:
+    """'naive.json.gz' -> 'naive'; 'rank0.pt.trace.json' -> 'rank0.pt.trace'."""
+    for suffix in (".json.gz", ".json", ".gz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def default_label(source: Source, trace: Trace | None) -> str:
+    """The variant from the trace's own metadata (or its manifest entry), '(CUDA graphs)' added for
+    runs the collectors compiled with mode="reduce-overhead" (`cuda_graphs: true`), '(compiled)'
+    for other torch.compile runs; else the file name without its extension."""
+    meta = trace.collector if trace is not None else {}
+    variant = meta.get("variant") or source.variant
+    if variant:
+        if meta.get("cuda_graphs") is True:
+            return f"{variant} (CUDA graphs)"
+        compiled = bool(meta.get("compiled", source.compiled))
+        return f"{variant} (compiled)" if compiled else str(variant)
+    return trace_stem(source.name)
+
+
+def unique_labels(labels: list[str], hints: list[str | None]) -> list[str]:
+    """Make labels unique: a repeated label gets its hint (e.g. the collection) in brackets, and
+    if still repeated, a counter."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    out: list[str] = []
+    used: set[str] = set()
+    for label, hint in zip(labels, hints):
+        candidate = f"{label} [{hint}]" if counts[label] > 1 and hint else label
+        base, n = candidate, 2
+        while candidate in used:
+            candidate = f"{base} #{n}"
+            n += 1
+        used.add(candidate)
+        out.append(candidate)
+    return out
+
+
+def digest_of(data: bytes) -> str:
+    """SHA-256 of a file's bytes, hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class TraceCache:
+    """Parsed traces by content hash (least recently used out first), and failures by hash."""
+
+    def __init__(self, capacity: int = MAX_CACHED_TRACES, store: Store | None = None) -> None:
+        self.capacity = capacity
+        self.store = store
+        self.store_problem: str | None = None  # why the store could not be used, once
+        self.traces: OrderedDict[str, Trace] = OrderedDict()
+        self.failures: dict[str, str] = {}
+        self.file_digests: dict[tuple[str, int, int], str] = {}
+        self.slowest: dict[tuple[tuple[int, str], ...], int] = {}  # (rank, sha)... -> the slowest rank
+        self.parses = 0  # how many times a file was actually parsed (tests read this)
+        self.lock = threading.Lock()
+
+    def get(self, digest: str) -> Trace | None:
+        with self.lock:
+            trace = self.traces.get(digest)
+            if trace is not None:
+                self.traces.move_to_end(digest)
+            return trace
+
+    def put(self, digest: str, trace: Trace) -> None:
+        with self.lock:
+            self.traces[digest] = trace
+            self.traces.move_to_end(digest)
+            while len(self.traces) > self.capacity:
+                self.traces.popitem(last=False)
+
+
+def server_cache(environ: dict[str, str] | None = None) -> TraceCache:
+    """A TraceCache backed by the trace store ($ATTNSCOPE_STORE, capped by
+    $ATTNSCOPE_STORE_MAX_BYTES), or by none when $ATTNSCOPE_NO_STORE is set; a store that cannot
+    be opened leaves the cache in memory only, with the reason in store_problem."""
+    environ = dict(os.environ) if environ is None else environ
+    cache = TraceCache()
+    if environ.get(ENV_NO_STORE):
+        return cache
+    try:
+        cache.store = Store()
+    except TraceError as exc:
+        cache.store_problem = one_line(str(exc))
+    return cache
+
+
+def from_store(cache: TraceCache, digest: str) -> Trace | None:
+    """The trace from the store, or None (not stored, or the store failed: said once)."""
+    if cache.store is None:
+        return None
+    try:
+        return cache.store.get(digest)
+    except Exception as exc:  # a damaged catalog or a full disk must not stop the dashboard
+        cache.store_problem = f"trace store {cache.store.root}: {type(exc).__name__}: {one_line(str(exc))}"
+        return None
+
+
+def into_store(cache: TraceCache, source: "Source", trace: Trace, digest: str) -> list[StoredTrace]:
+    """Keep a parsed trace in the store; an upload is also a run of the catalog (for links). The
+    store then keeps under its cap: the traces it removed to do so."""
+    if cache.store is None:
+        return []
+    removed: list[StoredTrace] = []
+    try:
+        removed = cache.store.put(trace, digest)
+        if source.id.startswith("upload/"):
+            cache.store.add_run([(rank_of(trace) or 0, digest)], source.name, "upload")
+    except Exception as exc:
+        cache.store_problem = f"trace store {cache.store.root}: {type(exc).__name__}: {one_line(str(exc))}"
+    return removed
+
+
+def file_digest(cache: TraceCache, path: Path) -> tuple[str, bytes | None]:
+    """The hash of a file on disk, remembered by (path, mtime, size); bytes are returned only
+    when the file had to be read."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    known = cache.file_digests.get(key)
+    if known is not None:
+        return known, None
+    data = path.read_bytes()
+    digest = digest_of(data)
+    cache.file_digests[key] = digest
+    return digest, data
+
+
+@dataclass
+class Pending:
+    """A file to open: its Source, size, hash and a way to get its bytes."""
+
+    source: Source
+    size: int
+    digest: str
+    read: Callable[[], bytes]
+
+
+def open_all(
+    pending: list[Pending],
+    progress: Callable[[float, str], None] | None = None,
+    *,
+    cache: TraceCache,
+    evicted: list[StoredTrace] | None = None,
+) -> tuple[list[Run], list[Failure]]:
+    """Parse what is not cached yet (reporting progress by bytes, with each file's size), and
+    return the runs in order plus the files that failed. One bad file never stops the others.
+    Each parsed trace goes to the store; what the store removed to keep under its cap is added
+    to `evicted`. The runs are built from what this call found or parsed, so a batch larger than
+    the cache's capacity loses none of its runs."""
+    got: dict[str, Trace] = {}
+    for item in pending:  # in memory, else parsed before by this server or another: from the store
+        if item.digest in got or item.digest in cache.failures:
+            continue
+        trace = cache.get(item.digest)
+        if trace is None:
+            trace = from_store(cache, item.digest)
+            if trace is not None:
+                cache.put(item.digest, trace)
+        if trace is not None:
+            got[item.digest] = trace
+    todo: list[Pending] = []
+    for item in pending:  # the same bytes twice: parsed once
+        if item.digest not in got and item.digest not in cache.failures and all(p.digest != item.digest for p in todo):
+            todo.append(item)
+    total = sum(p.size for p in todo) or 1
+    done = 0
+    for i, item in enumerate(todo, start=1):
+        if progress:
+            progress(done / total, f"Parsing {item.source.name} ({format_bytes(item.size)}), file {i} of {len(todo)}")
+        try:
+            message = f"Parsing {item.source.name} ({format_bytes(item.size)}), file {i} of {len(todo)}"
+
+            def within(fraction: float, start: int = done, size: int = item.size, text: str = message) -> None:
+                if progress:
+                    progress(min((start + fraction * size) / total, 1.0), text)
+
+            trace = load_trace(item.read(), name=item.source.name, progress=within)
+        except TraceError as exc:
+            cache.failures[item.digest] = one_line(str(exc))
+        except Exception as exc:  # an engine bug must not take the other runs down
+            cache.failures[item.digest] = f"{item.source.name}: could not be read ({type(exc).__name__}: {one_line(str(exc))})"
+        else:
+            got[item.digest] = trace
+            cache.put(item.digest, trace)
+            removed = into_store(cache, item.source, trace, item.digest)
+            if evicted is not None:
+                evicted.extend(removed)
+        cache.parses += 1
+        done += item.size
+    if progress and todo:
+        progress(1.0, f"Parsed {len(todo)} file(s), {format_bytes(total)}")
+    runs: list[Run] = []
+    failures: list[Failure] = []
+    for item in pending:
+        trace = got.get(item.digest)
+        if trace is None:
+            failures.append(Failure(item.source, cache.failures.get(item.digest, f"{item.source.name}: not loaded")))
+            continue
+        runs.append(Run(item.source, default_label(item.source, trace), trace, item.digest, item.size))
+    return join_ranks(runs, cache), failures
+
+
+def join_ranks(loaded: list[Run], cache: TraceCache) -> list[Run]:
+    """Files of one group become one run of several ranks, in the place of the group's first file.
+    A run of the store is always one run (its ranks are the catalog's). A folder's files are one
+    run when at least two of them opened and each names a distinct distributedInfo rank (as
+    `attnscope ingest` groups a folder); otherwise each stays a run of its own."""
+    members: dict[str, list[Run]] = {}
+    for run in loaded:
+        if run.source.group is not None:
+            members.setdefault(run.source.group, []).append(run)
+    joined: dict[str, Run] = {}
+    for group, found in members.items():
+        if group.startswith("store/"):
+            ranks = [r.source.rank if r.source.rank is not None else (rank_of(r.trace) or 0) for r in found]
+        else:
+            ranks = [rank_of(r.trace) for r in found]
+            if len(found) < 2 or None in ranks or len(set(ranks)) != len(ranks):
+                continue
+        joined[group] = rank_run(found, [int(r) for r in ranks], cache)
+    out: list[Run] = []
+    for run in loaded:
+        group = run.source.group
+        if group in joined:
+            if joined[group] is not None:
+                out.append(joined[group])
+                joined[group] = None  # type: ignore[assignment]
+            continue
+        out.append(run)
+    return out
+
+
+def rank_run(found: list[Run], ranks: list[int], cache: TraceCache) -> Run:
+    """One run from its ranks' runs: the slowest rank's trace is the run's trace."""
+    traces = {rank: run.trace for rank, run in sorted(zip(ranks, found))}
+    digests = {rank: run.digest for rank, run in sorted(zip(ranks, found))}
+    key = tuple(digests.items())
+    if key not in cache.slowest:
+        cache.slowest[key] = slowest_rank(traces) if len(traces) > 1 else next(iter(traces))
+    slowest = cache.slowest[key]
+    first = found[0].source
+    name = first.group_name or first.group or first.name
+    source = Source(id=first.group or first.id, name=name, path=first.path.parent if first.path is not None else None)
+    label = f"{name} ({len(traces)} ranks)" if len(traces) > 1 else name
+    return Run(source, label, traces[slowest], digests[slowest], sum(r.size_bytes for r in found), traces, digests)
+
+
+def one_line(text: str) -> str:
+    """The first non-empty line of an error message (the sidebar shows one line per file)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "(no message)")
+
+
+def pending_file(source: Source, cache: TraceCache) -> Pending | Failure:
+    """A file on disk to open, or a Failure when it cannot be read."""
+    assert source.path is not None
+    try:
+        digest, data = file_digest(cache, source.path)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if source.collection is not None:  # a run its manifest lists
+            return Failure(source, f"{source.name} (listed in {source.path.parent / MANIFEST}): {reason}")
+        return Failure(source, f"{source.name}: {reason}")
+    path = source.path
+    return Pending(source, path.stat().st_size, digest, (lambda: data) if data is not None else path.read_bytes)
+
+
+def pending_stored(ident: str, digest: str, cache: TraceCache) -> Pending | Failure:
+    """A run a shared link names by its store id (an upload made in another session or before a
+    restart): reopened from the store, or a Failure saying it is not there."""
+    name = ident.removeprefix("upload/").split("#")[0]
+    source = Source(id=ident, name=name)
+    known = cache.store.trace(digest) if cache.store is not None else None
+    if known is None:
+        where = f"the trace store ({cache.store.root})" if cache.store is not None else "this server (no trace store)"
+        return Failure(source, f"{name}: the link's upload is not in {where}; upload the file to see it")
+
+    def read() -> bytes:
+        raise TraceError(f"{name}: the stored copy could not be read; upload the file again")
+
+    return Pending(source, known.size, digest, read)
+
+
+def pending_store_run(run_id: str, cache: TraceCache) -> tuple[list[Pending], list[Failure]]:
+    """The ranks of a run of the trace store's catalog (`attnscope ingest` adds them; a link names
+    one as 'store/<run id>'), each to reopen from the store, and a Failure for each rank the store
+    no longer holds (or for the run, when the catalog has no such run)."""
+    ident = f"store/{run_id}"
+    where = f"the trace store ({cache.store.root})" if cache.store is not None else "this server (no trace store)"
+    run = None
+    if cache.store is not None:
+        try:
+            run = cache.store.run(run_id)
+        except Exception as exc:  # a damaged catalog must not stop the dashboard
+            cache.store_problem = f"trace store {cache.store.root}: {type(exc).__name__}: {one_line(str(exc))}"
+    if run is None or not run.ranks:
+        return [], [Failure(Source(id=ident, name=run_id), f"{ident}: the link's run is not in {where}")]
+    pending: list[Pending] = []
+    failures: list[Failure] = []
+    for rank, sha in run.ranks:
+        name = f"{run.label} rank {rank}" if len(run.ranks) > 1 else run.label
+        source = Source(id=f"{ident}@{rank}", name=name, group=ident, group_name=run.label, rank=rank)
+        item = pending_stored(source.id, sha, cache)
+        if isinstance(item, Failure):
+            failures.append(Failure(source, f"{name} (run {ident}): no longer in {where}; ingest it again"))
+        else:
+            pending.append(Pending(source, item.size, sha, item.read))
+    return pending, failures
+
+
+def upload_limit(default: int, environ: dict[str, str] | None = None) -> tuple[int, str | None]:
+    """The largest upload to parse, in bytes: $ATTNSCOPE_MAX_UPLOAD_BYTES when set, else `default`
+    (the server's own limit). A setting that is not a whole number of bytes above 0 gives the
+    default and a line saying so."""
+    environ = dict(os.environ) if environ is None else environ
+    raw = environ.get(ENV_MAX_UPLOAD, "").strip()
+    if not raw:
+        return default, None
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if limit <= 0:
+        return default, f"{ENV_MAX_UPLOAD}={raw!r} is not a whole number of bytes above 0; uploads are limited to {format_bytes(default)}, the server's own limit"
+    return limit, None
+
+
+def refused_upload(name: str, size: int, limit: int) -> Failure | None:
+    """A Failure for an upload over the limit (checked on its size, before its bytes are read)."""
+    if size <= limit:
+        return None
+    return Failure(
+        Source(id=f"upload/{name}", name=name),
+        f"{name}: {format_bytes(size)} ({size:,} bytes) is over the upload limit of {format_bytes(limit)} ({limit:,} bytes); not read",
+    )
+
+
+def pending_upload(name: str, data: bytes, digest: str, taken: set[str]) -> Pending:
+    """An uploaded file to open (its hash already known)."""
+    source = upload_source(name, digest, taken)
+    return Pending(source, len(data), digest, lambda: data)
+
+
+UPLOADS = "uploads"
+FILES = "files"
+STORED = "store"
+
+
+def origin(source: Source) -> str:
+    """Where a run comes from: its collection's name, UPLOADS, STORED (a run of the store's
+    catalog) or FILES (a loose file or a folder of ranks)."""
+    if source.collection is not None:
+        return source.collection
+    if source.id.startswith("store/"):
+        return STORED
+    return UPLOADS if source.id.startswith("upload/") else FILES
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """Runs that belong together and are picked with one click: a collection, the loose files
+    named on the command line, or the uploads. `bundled`: a collection under sample_traces/;
+    `gpu`: at least one of its runs holds GPU work."""
+
+    name: str
+    ids: list[str]
+    bundled: bool
+    gpu: bool
+
+
+def run_sets(loaded: list[Run], root: Path = SAMPLE_ROOT) -> list[RunSet]:
+    """The loaded runs by origin, in order of first appearance."""
+    sets: dict[str, list[Run]] = {}
+    for run in loaded:
+        sets.setdefault(origin(run.source), []).append(run)
+    root = root.resolve()
+
+    def bundled(members: list[Run]) -> bool:
+        path = members[0].source.path
+        return members[0].source.collection is not None and path is not None and root in path.resolve().parents
+
+    return [
+        RunSet(name, [r.source.id for r in members], bundled(members), any(r.trace.has_gpu for r in members))
+        for name, members in sets.items()
+    ]
+
+
+def first_look(sets: list[RunSet]) -> list[str]:
+    """What the dashboard selects at first open, one set of runs, never CPU and GPU samples
+    mixed: the uploads if any; else what the command line named (loose files and extra
+    collections together); else the first bundled collection with GPU runs (what the tool is
+    for: kernels, copies, a flash backend); else the first collection."""
+    uploads = [s for s in sets if s.name == UPLOADS]
+    if uploads:
+        return uploads[0].ids
+    extra = [i for s in sets if not s.bundled for i in s.ids]
+    if extra:
+        return extra
+    gpu = [s for s in sets if s.gpu]
+    chosen = gpu[0] if gpu else (sets[0] if sets else None)
+    return chosen.ids if chosen else []

@@ -1,0 +1,116 @@
+"""The dashboard's runs, engine side (dashboard.engine.catalog), with no streamlit: discovery,
+parsing once by content hash, the trace store behind the cache, the upload limit, and a process
+that uses it all without ever importing streamlit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import oracle
+from dashboard.engine import catalog
+from dashboard.engine.catalog import TraceCache, discover, file_digest, file_source, open_all, pending_file, server_cache
+from dashboard.engine.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+H100 = oracle.DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
+TRITON = oracle.DATA / "hta_triton_example.json.gz"
+
+
+def test_a_process_discovers_opens_and_stores_runs_without_importing_streamlit(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(TRITON, folder / "a.json.gz")
+    (folder / "runs.json").write_text(json.dumps({"collection": "mine", "runs": [{"variant": "tiny", "trace": "a.json.gz"}]}))
+    script = f"""
+import json, sys
+from pathlib import Path
+from dashboard.engine import catalog
+from dashboard.engine.store import Store
+cache = catalog.TraceCache(store=Store({str(tmp_path / 'store')!r}))
+collections, loose, failures = catalog.discover(root=Path({str(tmp_path / 'none')!r}), extra=[Path({str(folder)!r}), Path({str(H100)!r})])
+pending = [catalog.pending_file(s, cache) for c in collections for s in c.sources] + [catalog.pending_file(s, cache) for s in loose]
+runs, bad = catalog.open_all(pending, cache=cache)
+print(json.dumps({{"runs": [[r.source.id, r.label, r.trace.events.height] for r in runs], "bad": [f.message for f in bad + failures],
+                  "streamlit": any(m == "streamlit" or m.startswith("streamlit.") for m in sys.modules)}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["streamlit"] is False
+    assert out["bad"] == []
+    assert out["runs"] == [
+        ["mine/a", "tiny", len(oracle.complete(oracle.raw(TRITON)))],
+        ["file/" + H100.name, "tracelens_h100_bert_sdpa_flash", len(oracle.complete(oracle.raw(H100)))],
+    ]
+    assert {t.source for t in Store(tmp_path / "store").traces()} == {"a.json.gz", H100.name}
+
+
+def test_a_file_is_hashed_once_per_version_and_parsed_once_per_content(tmp_path):
+    path = tmp_path / "run.json.gz"
+    shutil.copy(TRITON, path)
+    cache = TraceCache()
+    digest, data = file_digest(cache, path)
+    assert digest == hashlib.sha256(path.read_bytes()).hexdigest() and data == path.read_bytes()
+    assert file_digest(cache, path) == (digest, None)  # same path, size and mtime: not read again
+    copy = tmp_path / "same.json.gz"
+    shutil.copy(TRITON, copy)
+    runs, _ = open_all([pending_file(file_source(p), cache) for p in (path, copy)], cache=cache)
+    assert cache.parses == 1 and runs[0].trace is runs[1].trace  # the same bytes under two names
+    shutil.copy(H100, path)
+    os.utime(path, ns=(1, 1))
+    assert file_digest(cache, path)[0] == hashlib.sha256(H100.read_bytes()).hexdigest()
+
+
+def test_the_cache_keeps_the_most_recently_used_traces_and_the_store_reopens_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
+    monkeypatch.delenv(catalog.ENV_NO_STORE, raising=False)
+    first = server_cache()
+    first.capacity = 1
+    pending = [pending_file(file_source(p), first) for p in (TRITON, H100)]
+    runs, _ = open_all(pending, cache=first)
+    assert first.parses == 2 and list(first.traces) == [runs[1].digest]  # one held in memory
+    again, _ = open_all(pending, cache=first)
+    assert first.parses == 2  # the other came back from the store, not from parsing
+    assert again[0].trace.events.equals(runs[0].trace.events)
+    restarted = server_cache()  # a new server process: nothing in memory
+    reopened, _ = open_all([pending_file(file_source(p), restarted) for p in (TRITON, H100)], cache=restarted)
+    assert restarted.parses == 0 and [r.label for r in reopened] == [r.label for r in runs]
+
+
+def test_a_server_cache_says_why_it_has_no_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
+    assert server_cache({catalog.ENV_NO_STORE: "1"}).store is None
+    monkeypatch.setenv("ATTNSCOPE_STORE_MAX_BYTES", "ten")
+    broken = server_cache({})
+    assert broken.store is None and broken.store_problem.startswith("ATTNSCOPE_STORE_MAX_BYTES='ten'")
+
+
+def test_the_upload_limit_and_a_refused_upload_need_no_server():
+    assert catalog.upload_limit(1 << 20, {}) == (1 << 20, None)
+    assert catalog.upload_limit(1 << 20, {catalog.ENV_MAX_UPLOAD: " 2048 "}) == (2048, None)
+    limit, problem = catalog.upload_limit(1 << 20, {catalog.ENV_MAX_UPLOAD: "-5"})
+    assert limit == 1 << 20 and problem.startswith("ATTNSCOPE_MAX_UPLOAD_BYTES='-5' is not a whole number")
+    assert catalog.refused_upload("ok.json", 2048, 2048) is None
+    refused = catalog.refused_upload("big.json", 2049, 2048)
+    assert refused.source.name == "big.json"
+    assert refused.message == "big.json: 2.0 kB (2,049 bytes) is over the upload limit of 2.0 kB (2,048 bytes); not read"
+
+
+@pytest.mark.parametrize("bad", ["../x.json.gz", "/etc/hostname"])
+def test_outside_names_entries_that_leave_the_folder(tmp_path, bad):
+    assert catalog.outside(tmp_path, tmp_path / bad, bad) == "outside its folder (an absolute path or '..')"
+    assert catalog.outside(tmp_path, tmp_path / "sub" / "a.json.gz", "sub/a.json.gz") is None
+
+
+def test_discovery_needs_no_bundled_folder(tmp_path):
+    collections, loose, failures = discover(root=tmp_path / "none", extra=[])
+    assert (collections, loose, failures) == ([], [], [])
