@@ -178,6 +178,13 @@ def test_the_slowest_rank_of_each_step_is_the_stretched_one_and_its_lead_over_th
     last = table.filter(pl.col("step") == steps[4]).row(0, named=True)
     assert last["spread"] == 1.0 and last["behind_us"] == 0.0  # the same work shifted in time is the same busy time
     assert slowest_rank(traces) == 2  # the straggler of two steps
+    # how often each rank was the straggler: a step where every rank kept pace counts for none
+    wins = {rank: 0 for rank in want}
+    for step in steps:
+        per_rank = {rank: want[rank][step] for rank in want}
+        if max(per_rank.values()) > median(per_rank.values()):
+            wins[min(r for r, us in per_rank.items() if us == max(per_rank.values()))] += 1
+    assert dict(rank_medians(rank_step_times(traces)).select("rank", "straggler_steps").iter_rows()) == wins == {0: 0, 1: 1, 2: 2, 3: 1}
 
 
 def test_a_rank_that_lost_a_step_leaves_a_gap_and_the_step_counts_the_ranks_that_recorded_it(tmp_path):

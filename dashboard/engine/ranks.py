@@ -73,8 +73,9 @@ def stragglers(times: pl.DataFrame) -> pl.DataFrame:
 
 
 def slowest_rank(ranks: dict[int, Trace]) -> int | None:
-    """The rank that is slowest in most steps (the one to compare when comparing whole runs);
-    ties go to the rank with the larger median step time, then the lower rank."""
+    """The rank that is slowest in most steps (the one to compare when comparing whole runs),
+    counting the steps where the slowest rank is behind the median rank; ties go to the rank with
+    the larger median step time, then the lower rank."""
     if not ranks:
         return None
     return slowest_of(rank_step_times(ranks))
@@ -84,7 +85,8 @@ def slowest_of(times: pl.DataFrame) -> int | None:
     """slowest_rank from the step times (rank_step_times) already computed."""
     if times.height == 0:
         return None
-    wins = stragglers(times).group_by("slowest_rank").len().rename({"slowest_rank": "rank"})
+    # a step where every rank took the same time (or none did any work) has no straggler
+    wins = stragglers(times).filter(pl.col("behind_us") > 0).group_by("slowest_rank").len().rename({"slowest_rank": "rank"})
     medians = times.group_by("rank").agg(pl.col("step_us").median().alias("median_us"))
     ranked = medians.join(wins, on="rank", how="left").with_columns(pl.col("len").fill_null(0))
     return int(ranked.sort(["len", "median_us", "rank"], descending=[True, True, False])["rank"][0])
@@ -92,10 +94,10 @@ def slowest_of(times: pl.DataFrame) -> int | None:
 
 def rank_medians(times: pl.DataFrame) -> pl.DataFrame:
     """Per rank (ascending): rank, steps (how many it recorded), median_us (its median step time)
-    and straggler_steps (in how many steps it was the slowest rank, steps without any work left
-    out)."""
+    and straggler_steps (in how many steps it was the slowest rank and behind the median rank:
+    a step where every rank kept pace, or none did any work, has no straggler)."""
     wins = (
-        stragglers(times).filter(pl.col("slowest_us") > 0).group_by("slowest_rank")
+        stragglers(times).filter(pl.col("behind_us") > 0).group_by("slowest_rank")
         .agg(pl.len().cast(pl.Int64).alias("straggler_steps")).rename({"slowest_rank": "rank"})
     )
     return (
