@@ -33,6 +33,7 @@ TABS = {
 }
 TAB_FAILED = "The {tab} tab could not be drawn for the selected runs:"
 SIDEBAR_PX = 400  # room for the run picker and the rename table
+SHOWN_EVICTED = 5  # traces the store removed that the sidebar names; the rest are counted
 
 
 def main() -> None:
@@ -246,7 +247,9 @@ def show_store(sidebar, cache: runs.TraceCache, in_view: list[tuple[str, catalog
     cap = store.max_bytes
     removed = st.session_state.get("store_evicted") or []
     if removed:
-        names = ", ".join(f"{literal.md(t.source)} ({catalog.format_bytes(t.stored_bytes)})" for t in removed)
+        names = ", ".join(f"{literal.md(t.source)} ({catalog.format_bytes(t.stored_bytes)})" for t in removed[:SHOWN_EVICTED])
+        if len(removed) > SHOWN_EVICTED:
+            names += f" and {len(removed) - SHOWN_EVICTED} more ({catalog.format_bytes(sum(t.stored_bytes for t in removed[SHOWN_EVICTED:]))})"
         sidebar.warning(
             f"Trace store over its cap of {catalog.format_bytes(cap)}: removed the least recently opened unpinned "
             f"trace{'s' if len(removed) != 1 else ''} {names}. Links to {'them' if len(removed) != 1 else 'it'} no longer open; pinned runs stay.",
@@ -277,9 +280,9 @@ def show_store(sidebar, cache: runs.TraceCache, in_view: list[tuple[str, catalog
                 help="A pinned run is never removed from the store to keep it under its cap.",
             )
         st.dataframe(
-            {"file": [t.source for t in stored], "device": [t.device_name or t.device_type or "—" for t in stored],
-             "size": [catalog.format_bytes(t.size) for t in stored], "stored": [catalog.format_bytes(t.stored_bytes) for t in stored],
-             "pinned": [t.pinned for t in stored]},
+            {"file": [t.source for t in stored], "pinned": [t.pinned for t in stored],
+             "stored": [catalog.format_bytes(t.stored_bytes) for t in stored], "size": [catalog.format_bytes(t.size) for t in stored],
+             "device": [t.device_name or t.device_type or "—" for t in stored]},
             hide_index=True, width="stretch",
         )
 

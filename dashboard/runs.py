@@ -13,9 +13,10 @@ import streamlit as st
 
 from dashboard.engine import Trace
 from dashboard.engine import catalog
-from dashboard.engine.catalog import ENV_MAX_UPLOAD, ENV_TRACES, Collection, TraceCache
+from dashboard.engine.catalog import ENV_MAX_UPLOAD, ENV_TRACES, Collection, Run, TraceCache
 
-__all__ = ["ENV_MAX_UPLOAD", "ENV_TRACES", "Collection", "Selection", "TraceCache", "trace_cache", "upload_limit"]
+# Run (with .ranks and .trace, the slowest rank's) and Collection are the catalog's; views name them from here.
+__all__ = ["ENV_MAX_UPLOAD", "ENV_TRACES", "Collection", "Run", "Selection", "TraceCache", "trace_cache", "upload_limit"]
 
 
 @st.cache_resource(show_spinner=False)
