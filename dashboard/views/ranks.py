@@ -33,6 +33,8 @@ NEEDS_RANKS = (
 )
 STRAGGLER_CELL = "background-color: #fde0dc; color: #8b0000; font-weight: 600"
 STRAGGLER_COLOR = "#d62728"
+LEGEND_RANKS = 8  # more ranks than this are drawn in grey without a legend entry each
+MANY_RANKS_COLOR = "#b8b8b8"
 STRAGGLER_SPREAD = 1.02  # a step whose slowest rank takes 2% longer than the median rank or more is marked
 
 
@@ -90,7 +92,7 @@ def show_run(i: int, label: str, times: pl.DataFrame) -> None:
     working = slow.filter(pl.col("slowest_rank").is_not_null()).height  # steps with device work
     with st.container(key=f"ranks_about_{i}"):
         st.markdown(
-            f"{len(ranks)} ranks ({', '.join(str(r) for r in ranks)}), {slow.height} step{'' if slow.height == 1 else 's'}. "
+            f"{len(ranks)} ranks ({rank_list(ranks)}), {slow.height} step{'' if slow.height == 1 else 's'}. "
             f"Slowest rank: **rank {overall}**, the straggler in {wins[0] if wins else 0} of {working} "
             f"step{'' if working == 1 else 's'} with device work; the other tabs show this run as rank {overall}."
         )
@@ -152,32 +154,50 @@ def show_matrix(i: int, times: pl.DataFrame, slow: pl.DataFrame) -> None:
 
 
 def rank_lines(times: pl.DataFrame, slow: pl.DataFrame) -> go.Figure:
-    """Every rank's step time (µs) per step, one line per rank, each step's straggler circled
-    (where it is behind the median rank)."""
+    """Every rank's step time (µs) per step, one line per rank, each step's straggler circled and
+    named (where it is behind the median rank). Up to LEGEND_RANKS ranks get a colour and a
+    legend entry each; more are thin grey lines (hover names them), so the stragglers stand out."""
     fig = go.Figure()
     steps = [str(s) for s in sorted(set(times["step"].to_list()))]
-    for n, rank in enumerate(sorted(set(times["rank"].to_list()))):
+    ranks = sorted(set(times["rank"].to_list()))
+    few = len(ranks) <= LEGEND_RANKS
+    for n, rank in enumerate(ranks):
         mine = times.filter(pl.col("rank") == rank).sort("step")
         fig.add_trace(go.Scatter(
             x=[str(s) for s in mine["step"].to_list()], y=mine["step_us"].to_list(), mode="lines+markers",
-            name=f"rank {rank}", line={"color": charts.run_color(n), "width": 1.5}, marker={"size": 6},
+            name=f"rank {rank}", showlegend=few,
+            line={"color": charts.run_color(n) if few else MANY_RANKS_COLOR, "width": 1.5 if few else 1},
+            marker={"size": 6 if few else 4},
             hovertemplate=f"rank {rank}<br>step %{{x}}<br>%{{y:,.1f}} µs<extra></extra>",
         ))
     marked = slow.filter(pl.col("behind_us") > 0)  # a step where every rank kept pace has no straggler
     fig.add_trace(go.Scatter(
-        x=[str(s) for s in marked["step"].to_list()], y=marked["slowest_us"].to_list(), mode="markers",
+        x=[str(s) for s in marked["step"].to_list()], y=marked["slowest_us"].to_list(), mode="markers+text",
         name="slowest rank", marker={"size": 14, "color": "rgba(0,0,0,0)", "line": {"color": STRAGGLER_COLOR, "width": 2}},
+        text=[f"rank {r}" for r in marked["slowest_rank"].to_list()], textposition="top center",
+        textfont={"color": STRAGGLER_COLOR, "size": 11},
         customdata=marked.select("slowest_rank", "spread").rows(),
         hovertemplate="step %{x}: rank %{customdata[0]} is the slowest<br>%{y:,.1f} µs, %{customdata[1]:.3f}× the median<extra></extra>",
     ))
     fig.update_layout(
-        title={"text": "Time per step on each rank", "x": 0, "xanchor": "left"},
+        title={"text": "Time per step on each rank" + ("" if few else f" ({len(ranks)} ranks in grey)"), "x": 0, "xanchor": "left"},
         height=360, margin={"l": 10, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
         xaxis={"title": "step", "type": "category", "categoryorder": "array", "categoryarray": steps},
         yaxis={"title": "µs per step (axis not from zero)", "gridcolor": "#eee"},
     )
     return fig
+
+
+def rank_list(ranks: list[int]) -> str:
+    """'0–3, 5, 7–9' for ranks [0, 1, 2, 3, 5, 7, 8, 9] (sorted, distinct)."""
+    spans: list[list[int]] = []
+    for rank in ranks:
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ", ".join(str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}–{b}" for a, b in spans)
 
 
 def show_comparison(times: dict[str, pl.DataFrame], traces: dict[str, Trace], baseline: str | None) -> None:
