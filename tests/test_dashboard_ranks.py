@@ -110,3 +110,12 @@ def _has_key(at, key: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+def test_a_run_of_one_rank_next_to_a_run_of_several_is_named_and_one_run_of_several_is_not_compared(app, jobs):
+    base_dir, base = jobs["baseline"]
+    at = app(tab="Ranks", traces=[base_dir, H100])
+    [line] = texts(at.get_by_key("ranks_single").caption)
+    assert line == f"Traced on one rank, so not shown here: **{H100.name.removesuffix('.json.gz')}**."
+    assert len(table(at, "tbl_ranks_stragglers_0")) == len(base[0])
+    assert not _has_key(at, "tbl_ranks_stragglers_1") and not _has_key(at, "tbl_ranks_by_rank")

@@ -39,9 +39,9 @@ STRAGGLER_SPREAD = 1.02  # a step whose slowest rank takes 2% longer than the me
 
 
 def run_ranks(sel: Selection) -> dict[str, dict[int, Trace]]:
-    """Label -> every rank's trace, for each selected run (a run of one trace: its own rank, or 0)."""
-    known: dict[str, dict[int, Trace]] = getattr(sel, "ranks", None) or {}
-    return {label: known.get(label) or {rank_of(trace) or 0: trace} for label, trace in sel.runs.items()}
+    """Label -> every rank's trace, for each selected run (Selection.ranks; a run it does not list
+    is one trace: its own rank, or 0)."""
+    return {label: sel.ranks.get(label) or {rank_of(trace) or 0: trace} for label, trace in sel.runs.items()}
 
 
 def render(sel: Selection) -> None:
