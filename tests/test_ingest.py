@@ -90,3 +90,16 @@ def test_files_named_directly_are_one_run_each(tmp_path):
     assert discover(files) == [(None, [files[0]]), (None, [files[1]])]
     result = ingest(files, Store(tmp_path))
     assert [label for _, label, _ in result.runs] == [f.name for f in files]
+
+
+def test_ranks_of_two_jobs_in_one_folder_are_runs_of_their_own(tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for rank, world in ((0, 2), (1, 4)):  # distinct ranks, but of a 2-rank and a 4-rank job
+        doc = _rank_doc(rank)
+        doc["distributedInfo"]["world_size"] = world
+        (folder / f"rank-{rank}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    result = ingest([folder], Store(tmp_path / "store"))
+    assert result.errors == [] and [(label, [r for r, _ in ranks]) for _, label, ranks in result.runs] == [
+        ("rank-0.json.gz", [0]), ("rank-1.json.gz", [1])
+    ]

@@ -114,6 +114,20 @@ def test_files_whose_ranks_repeat_stay_runs_of_their_own(tmp_path):
     assert [r.label for r in loaded] == ["a", "b"]
 
 
+def test_ranks_of_two_jobs_stay_runs_of_their_own(tmp_path):
+    # rank 0 of a 2-rank job and rank 1 of a 4-rank job (like HTA's A100 'control', rank 3 of 8,
+    # beside its V100 'test', rank 1 of 2): distinct ranks, but not one job
+    folder = write(tmp_path / "mixed", {"a.json.gz": rank_doc(0, world=2), "b.json.gz": rank_doc(1, world=4)})
+    _, loose, _ = discover(root=tmp_path / "no-bundled", extra=[folder])
+    cache = TraceCache()
+    loaded, bad = open_all([pending_file(s, cache) for s in loose], cache=cache)
+    assert bad == [] and [r.source.id for r in loaded] == ["file/a.json.gz", "file/b.json.gz"]
+    same = write(tmp_path / "same", {"a.json.gz": rank_doc(0, world=2), "b.json.gz": rank_doc(1, world=2)})
+    _, loose, _ = discover(root=tmp_path / "no-bundled", extra=[same])
+    loaded, _ = open_all([pending_file(s, cache) for s in loose], cache=cache)
+    assert [(r.source.id, sorted(r.ranks)) for r in loaded] == [("ranks/same", [0, 1])]
+
+
 def test_the_dashboard_shows_a_folder_of_ranks_as_one_run_at_the_slowest_ranks_step_time(job, server, monkeypatch):
     monkeypatch.setenv(ENV_TRACES, str(job))
     at = run_app()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from dashboard.engine import Trace, TraceError, load_trace
+from dashboard.engine.ingest import one_job, world_of
 from dashboard.engine.ranks import rank_of, slowest_rank
 from dashboard.engine.review import format_bytes
 from dashboard.engine.store import Store, StoredTrace
@@ -518,8 +519,9 @@ def open_all(
 def join_ranks(loaded: list[Run], cache: TraceCache) -> list[Run]:
     """Files of one group become one run of several ranks, in the place of the group's first file.
     A run of the store is always one run (its ranks are the catalog's). A folder's files are one
-    run when at least two of them opened and each names a distinct distributedInfo rank (as
-    `attnscope ingest` groups a folder); otherwise each stays a run of its own."""
+    run when at least two of them opened and each names a distinct distributedInfo rank of one
+    job (ingest.one_job, as `attnscope ingest` groups a folder); otherwise each stays a run of its
+    own."""
     members: dict[str, list[Run]] = {}
     for run in loaded:
         if run.source.group is not None:
@@ -530,7 +532,7 @@ def join_ranks(loaded: list[Run], cache: TraceCache) -> list[Run]:
             ranks = [r.source.rank if r.source.rank is not None else (rank_of(r.trace) or 0) for r in found]
         else:
             ranks = [rank_of(r.trace) for r in found]
-            if len(found) < 2 or None in ranks or len(set(ranks)) != len(ranks):
+            if not one_job(ranks, [world_of(r.trace) for r in found]):
                 continue
         joined[group] = rank_run(found, [int(r) for r in ranks], cache)
     out: list[Run] = []

@@ -1,8 +1,8 @@
 """Adding trace files and folders to a store: discovery, parsing fanned out over Dask, runs.
 
 Files named directly are one run each. A folder's traces (searched recursively) that carry
-distinct distributedInfo ranks are one run of several ranks, labelled by the folder's name;
-the others in it are one run each. A folder is read only under its root: a symbolic link in it
+distinct distributedInfo ranks of one job (no two name different world sizes) are one run of
+several ranks, labelled by the folder's name; otherwise each file in it is a run of its own. A folder is read only under its root: a symbolic link in it
 that leads out of it is skipped with a warning. Parsing fans out over Dask distributed: a LocalCluster of
 worker processes by default, or an existing cluster at `scheduler` (dask-jobqueue and
 dask-kubernetes deployments work the same: workers must see the store's folder and the files).
@@ -14,9 +14,10 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Union
+from typing import Any, Iterable, Union
 
 from dashboard.engine.load import TraceError
+from dashboard.engine.model import Trace
 from dashboard.engine.ranks import rank_of
 from dashboard.engine.store import Store
 
@@ -33,6 +34,20 @@ class Ingested:
     runs: list[tuple[str, str, tuple[tuple[int, str], ...]]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # files skipped (symbolic links out of their folder)
+
+
+def world_of(trace: Trace) -> int | None:
+    """The job's world size from the trace's distributedInfo, or None when it names none."""
+    info: Any = trace.meta.get("distributedInfo")
+    size = info.get("world_size") if isinstance(info, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
+def one_job(ranks: list[int | None], worlds: list[int | None]) -> bool:
+    """True when files are the ranks of one job: at least two, each naming a rank, no rank
+    twice, and no two naming different world sizes (rank 3 of 8 and rank 1 of 2 are two jobs)."""
+    known = {w for w in worlds if w is not None}
+    return len(ranks) > 1 and None not in ranks and len(set(ranks)) == len(ranks) and len(known) <= 1
 
 
 def discover(
@@ -69,13 +84,13 @@ def discover(
     return groups
 
 
-def parse_into(root: str, path: str) -> tuple[str, str | None, int | None, str | None]:
-    """Parse one file into the store at `root` (a worker's task): (path, sha, rank, error)."""
+def parse_into(root: str, path: str) -> tuple[str, str | None, int | None, str | None, int | None]:
+    """Parse one file into the store at `root` (a worker's task): (path, sha, rank, error, world size)."""
     try:
         trace, sha = Store(root).open(path)
     except TraceError as exc:
-        return path, None, None, str(exc)
-    return path, sha, rank_of(trace), None
+        return path, None, None, str(exc), None
+    return path, sha, rank_of(trace), None, world_of(trace)
 
 
 def ingest(
@@ -99,13 +114,12 @@ def ingest(
     out = Ingested(warnings=skipped)
     for folder, members in groups:
         good = [parsed[str(p)] for p in members if parsed[str(p)][1] is not None]
-        out.errors += [(path, error) for path, _, _, error in (parsed[str(p)] for p in members) if error]
-        ranks = [rank for _, _, rank, _ in good]
-        if folder is not None and len(good) > 1 and None not in ranks and len(set(ranks)) == len(ranks):
-            run = [(rank, sha) for _, sha, rank, _ in good]
+        out.errors += [(path, error) for path, _, _, error, _ in (parsed[str(p)] for p in members) if error]
+        if folder is not None and one_job([g[2] for g in good], [g[4] for g in good]):
+            run = [(rank, sha) for _, sha, rank, _, _ in good]
             out.runs.append(_add(store, run, folder, added_by))
             continue
-        for path, sha, rank, _ in good:
+        for path, sha, rank, _, _ in good:
             out.runs.append(_add(store, [(rank or 0, sha)], Path(path).name, added_by))
     return out
 
