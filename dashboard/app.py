@@ -173,7 +173,7 @@ def pick_runs() -> runs.Selection | None:
     )
     offer_downloads(sidebar, selection)
     offer_saved_view(sidebar, cache)
-    show_store(sidebar, cache, [(labels[i], by_id[i]) for i in chosen])
+    show_store(sidebar, cache, [(labels[i], by_id[i]) for i in chosen], [(labels[r.source.id], r) for r in loaded])
     return selection
 
 
@@ -235,10 +235,13 @@ def offer_saved_view(sidebar, cache: runs.TraceCache) -> None:
         sidebar.caption("Append to this server's address: the view opens with its runs (uploads come from the trace store), labels and note.")
 
 
-def show_store(sidebar, cache: runs.TraceCache, in_view: list[tuple[str, catalog.Run]]) -> None:
-    """What the trace store holds and its cap (uploads survive a restart and are shared by link
-    through it), a pin per run in view (pinned runs are never removed to keep under the cap), and
-    what the store removed after this session's uploads to keep under it."""
+def show_store(
+    sidebar, cache: runs.TraceCache, in_view: list[tuple[str, catalog.Run]], loaded: list[tuple[str, catalog.Run]]
+) -> None:
+    """How much the trace store holds and its cap (uploads survive a restart and are shared by
+    link through it), a pin per run in view (pinned runs are never removed to keep under the cap),
+    the stored traces of the runs loaded in this session (other sessions' uploads are counted, not
+    named), and what the store removed after this session's uploads to keep under its cap."""
     if cache.store_problem:
         sidebar.warning(literal.md(cache.store_problem), icon=":material/database:")
     if cache.store is None:
@@ -279,12 +282,19 @@ def show_store(sidebar, cache: runs.TraceCache, in_view: list[tuple[str, catalog
                 on_change=pin_run, args=(store, shas, key),
                 help="A pinned run is never removed from the store to keep it under its cap.",
             )
+        here = [(label, rank, by_sha[sha]) for label, run in loaded for rank, sha in run.digests.items() if sha in by_sha]
+        shown = list({t.sha: (label, rank, t) for label, rank, t in here}.values())  # a trace two runs share: once
         st.dataframe(
-            {"file": [t.source for t in stored], "pinned": [t.pinned for t in stored],
-             "stored": [catalog.format_bytes(t.stored_bytes) for t in stored], "size": [catalog.format_bytes(t.size) for t in stored],
-             "device": [t.device_name or t.device_type or "—" for t in stored]},
+            {"run": [label for label, _, _ in shown], "rank": [rank for _, rank, _ in shown],
+             "file": [t.source for _, _, t in shown], "pinned": [t.pinned for _, _, t in shown],
+             "stored": [catalog.format_bytes(t.stored_bytes) for _, _, t in shown]},
             hide_index=True, width="stretch",
         )
+        others = [t for t in stored if t.sha not in {t.sha for _, _, t in shown}]
+        if others:
+            st.caption(f"And {len(others)} other stored trace{'s' if len(others) != 1 else ''} "
+                       f"({catalog.format_bytes(sum(t.stored_bytes for t in others))}): "
+                       "other sessions' uploads and runs not loaded here.")
 
 
 def pin_run(store, shas: list[str], key: str) -> None:

@@ -172,3 +172,24 @@ def test_a_pinned_run_stays_and_the_least_recently_opened_goes_when_an_upload_pa
     [box] = [e for e in reviewer.sidebar.expander if e.label.startswith("Trace store:")]
     assert box.label == f"Trace store: {len(after)} traces, {_decimal(sum(after.values()))} of {_decimal(cap)}"
     assert reviewer.checkbox(key="pin_upload/new.json.gz").value is False
+
+
+def test_the_store_box_names_this_sessions_traces_and_only_counts_other_sessions_uploads(server):
+    private = _renamed(QWEN)
+    author = AppTest.from_file(str(APP), default_timeout=120)
+    author.run()
+    author.file_uploader[0].set_value([("private.json.gz", private, "application/gzip")])
+    author.run()
+    assert not author.exception
+    [mine] = [e for e in author.sidebar.expander if e.label.startswith("Trace store:")]
+    assert "private.json.gz" in mine.dataframe[0].value["file"].tolist()
+    other = run()  # another person's session on the same server
+    [box] = [e for e in other.sidebar.expander if e.label.startswith("Trace store:")]
+    listed = box.dataframe[0].value
+    assert "private.json.gz" not in listed["file"].tolist()
+    on_disk = _on_disk(Path(os.environ["ATTNSCOPE_STORE"]))
+    assert len(listed) == len(on_disk) - 1  # every bundled trace this session loaded, and not the upload
+    hidden = on_disk[sha256_of(private)]
+    assert any(c.value == f"And 1 other stored trace ({_decimal(hidden)}): other sessions' uploads and runs not loaded here."
+               for c in box.caption)
+    assert not any("private" in shown(c.value) for c in box.caption)
