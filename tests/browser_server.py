@@ -90,3 +90,146 @@ def rss_bytes(pid: int) -> int:
         except psutil.NoSuchProcess:
             pass
     return total
+
+
+# --- several browser sessions at once (tests/test_browser_load.py, benchmarks/bench_sessions.py) ---
+
+SESSION_SOURCE = REPO / "tests" / "data" / "tracelens_h100_bert_sdpa_flash.json.gz"
+
+
+def session_traces(folder: Path, n: int) -> list[Path]:
+    """`n` different small traces (the H100 BERT trace with its kernels renamed per session, so
+    each file has its own bytes, hash and name): folder/session-<i>.json.gz."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress(SESSION_SOURCE.read_bytes()))
+    out = []
+    for i in range(n):
+        mine = dict(doc)
+        mine["traceEvents"] = [dict(e, name=f"{e['name']} s{i}") if e.get("cat") == "kernel" and isinstance(e.get("name"), str) else e
+                               for e in doc["traceEvents"]]
+        path = Path(folder) / f"session-{i}.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(mine).encode(), mtime=0))
+        out.append(path)
+    return out
+
+
+async def _settle_async(page, bound_s: float) -> None:
+    await page.wait_for_timeout(300)
+    await page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=bound_s * 1000)
+    await page.wait_for_timeout(300)
+
+
+async def _overview_runs_async(page) -> list[str]:
+    cells = await page.locator("[class*='st-key-tbl_overview'] [role=row] [role=gridcell]:first-child").all_text_contents()
+    return [c.strip() for c in cells if c.strip()]
+
+
+async def _compare_offers(page, typed: str) -> list[str]:
+    """The runs the sidebar's Compare box holds (its chips) and offers for `typed` (its list,
+    filtered by what is typed: the list shows only so many at once)."""
+    box = page.locator("[data-testid=stSidebar] .st-key-sel_runs")
+    chips = [await t.get_attribute("aria-label") or "" for t in await box.locator("[data-tag]").all()]
+    field = box.locator("input[role=combobox]")
+    await field.click()
+    await field.fill(typed)
+    await page.wait_for_timeout(500)
+    options = [t.strip() for t in await page.locator("[role=option]").all_inner_texts()]
+    await field.fill("")
+    await page.keyboard.press("Escape")
+    return chips + options
+
+
+async def one_session(browser, url: str, upload: Path, others: list[str], tabs: dict[str, str], bound_s: float = 90.0) -> dict:
+    """One user: a fresh context opens the app, uploads `upload`, switches through every tab and
+    closes. Returns the seconds per tab switch, what went wrong (exception boxes, page errors,
+    runs of `others` seen), and the runs the session had."""
+    import time
+    from urllib.parse import parse_qs, urlparse
+
+    label = upload.name.removesuffix(".json.gz")
+    context = await browser.new_context(viewport={"width": 1600, "height": 1000})
+    problems: list[str] = []
+    switches: dict[str, float] = {}
+    try:
+        page = await context.new_page()
+        page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+        await page.goto(url)
+        await page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_s * 1000)
+        await _settle_async(page, bound_s)
+        await page.set_input_files("input[type=file]", str(upload))
+        await page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=bound_s * 1000)
+        await _settle_async(page, bound_s)
+        names = [t.strip() for t in await page.get_by_role("tab").all_inner_texts()]
+        for tab in names:
+            start = time.monotonic()
+            await page.get_by_role("tab", name=tab, exact=True).click()
+            if tab in tabs:
+                await page.locator(f".st-key-{tabs[tab]}").first.wait_for(timeout=bound_s * 1000)
+            await _settle_async(page, bound_s)
+            switches[tab] = time.monotonic() - start
+            if await page.locator("[data-testid='stException']").count():
+                problems.append(f"{tab}: exception box")
+            if await page.get_by_text("tab could not be drawn").count():
+                problems.append(f"{tab}: tab could not be drawn")
+        await page.get_by_role("tab", name="Overview", exact=True).click()
+        await page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_s * 1000)
+        await _settle_async(page, bound_s)
+        runs = await _overview_runs_async(page)
+        offered = await _compare_offers(page, typed=label.rstrip("0123456789"))  # 'session-': every session's upload
+        linked = parse_qs(urlparse(page.url).query).get("run", [])
+        seen = [o for o in others if o in offered or o in runs or f"upload/{o}.json.gz" in linked]
+        if seen:
+            problems.append(f"sees another session's uploads: {seen}")
+        return {"label": label, "runs": runs, "linked": linked, "switches": switches, "problems": problems}
+    finally:
+        await context.close()
+
+
+def run_sessions(url: str, uploads: list[Path], tabs: dict[str, str], rss_of=None, bound_s: float = 90.0) -> dict:
+    """len(uploads) sessions at once in one browser process (one context each); the server's RSS
+    sampled every 0.1 s while they run when `rss_of` (a callable) is given. Returns each session's
+    result, the wall time and the peak RSS."""
+    import asyncio
+    import threading
+    import time
+
+    from playwright.async_api import async_playwright
+
+    from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS
+
+    peak = [rss_of() if rss_of else 0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            try:
+                peak[0] = max(peak[0], rss_of())
+            except Exception:  # noqa: BLE001 - a slice worker that just ended
+                pass
+            done.wait(0.1)
+
+    async def main() -> list[dict]:
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                labels = [u.name.removesuffix(".json.gz") for u in uploads]
+                return await asyncio.gather(*[
+                    one_session(browser, url, u, [lab for lab in labels if lab != labels[i]], tabs, bound_s)
+                    for i, u in enumerate(uploads)
+                ])
+            finally:
+                await browser.close()
+
+    sampler = threading.Thread(target=sample, daemon=True) if rss_of else None
+    if sampler:
+        sampler.start()
+    start = time.monotonic()
+    try:
+        results = asyncio.run(main())
+    finally:
+        done.set()
+        if sampler:
+            sampler.join()
+    return {"sessions": results, "wall_s": time.monotonic() - start, "peak_rss": peak[0]}

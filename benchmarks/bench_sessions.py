@@ -1,0 +1,77 @@
+"""Several people on one dashboard server at once: N browser sessions (Playwright contexts in one
+Chromium) each upload a different small trace at the same time and switch through every tab.
+
+    python benchmarks/bench_sessions.py [--sessions 2 4 8] [--ttl 2]
+
+Prints, for each N: the wall time of the round, the time per tab switch over all sessions
+(median, max), the server's peak RSS while they ran and its RSS after they closed (after the
+disconnected-session TTL). One server for every round, warmed by one session first; each round
+uploads traces no earlier round used. Needs chromium and playwright, as tests/test_browser_load.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from browser_server import Server, rss_bytes, run_sessions, session_traces  # noqa: E402
+from test_dashboard_browser import TABS, _browser_or_reason  # noqa: E402
+
+MB = 1024 * 1024
+
+
+def settled_rss(pid: int, wait_s: float) -> int:
+    time.sleep(wait_s)
+    readings = []
+    for _ in range(5):
+        readings.append(rss_bytes(pid))
+        time.sleep(0.5)
+    return min(readings)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--ttl", type=float, default=2.0, help="server.disconnectedSessionTTL, seconds")
+    args = parser.parse_args()
+    reason = _browser_or_reason()
+    if reason:
+        sys.exit(f"bench_sessions: {reason}")
+    import os
+
+    print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    with tempfile.TemporaryDirectory(prefix="attnscope-bench-sessions-") as tmp:
+        folder = Path(tmp)
+        traces = session_traces(folder, 1 + sum(args.sessions))
+        options = ["--server.disconnectedSessionTTL", str(args.ttl)]
+        with Server(folder / "store", folder / "streamlit.log", options=options) as server:
+            warm = run_sessions(server.url, traces[:1], TABS)
+            problems = warm["sessions"][0]["problems"]
+            start_rss = settled_rss(server.pid, args.ttl + 4)
+            print(f"server RSS after one warm-up session: {start_rss / MB:.0f} MB" + (f" (warm-up problems: {problems})" if problems else ""))
+            print(f"{'sessions':>8} {'wall s':>7} {'switch median s':>16} {'switch max s':>13} {'peak RSS MB':>12} {'RSS after MB':>13} {'problems':>9}")
+            used = 1
+            for n in args.sessions:
+                uploads = traces[used:used + n]
+                used += n
+                result = run_sessions(server.url, uploads, TABS, rss_of=lambda: rss_bytes(server.pid))
+                after = settled_rss(server.pid, args.ttl + 4)
+                switches = [s for session in result["sessions"] for s in session["switches"].values()]
+                problems = [p for session in result["sessions"] for p in session["problems"]]
+                foreign = [s["runs"] for s, u in zip(result["sessions"], uploads) if s["runs"] != [u.name.removesuffix(".json.gz")]]
+                print(f"{n:>8} {result['wall_s']:>7.1f} {statistics.median(switches):>16.2f} {max(switches):>13.2f} "
+                      f"{result['peak_rss'] / MB:>12.0f} {after / MB:>13.0f} {len(problems) + len(foreign):>9}")
+                for p in problems + [f"runs shown: {f}" for f in foreign]:
+                    print(f"         problem: {p}")
+
+
+if __name__ == "__main__":
+    main()
