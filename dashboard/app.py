@@ -250,14 +250,8 @@ def show_store(
     cap = store.max_bytes
     removed = st.session_state.get("store_evicted") or []
     if removed:
-        names = ", ".join(f"{literal.md(t.source)} ({catalog.format_bytes(t.stored_bytes)})" for t in removed[:SHOWN_EVICTED])
-        if len(removed) > SHOWN_EVICTED:
-            names += f" and {len(removed) - SHOWN_EVICTED} more ({catalog.format_bytes(sum(t.stored_bytes for t in removed[SHOWN_EVICTED:]))})"
-        sidebar.warning(
-            f"Trace store over its cap of {catalog.format_bytes(cap)}: removed the least recently opened unpinned "
-            f"trace{'s' if len(removed) != 1 else ''} {names}. Links to {'them' if len(removed) != 1 else 'it'} no longer open; pinned runs stay.",
-            icon=":material/auto_delete:",
-        )
+        sidebar.warning(evicted_line(removed, cap, {sha for _, run in loaded for sha in run.digests.values()}),
+                        icon=":material/auto_delete:")
     stored = store.traces()
     by_sha = {t.sha: t for t in stored}
     used = sum(t.stored_bytes for t in stored)
@@ -295,6 +289,23 @@ def show_store(
             st.caption(f"And {len(others)} other stored trace{'s' if len(others) != 1 else ''} "
                        f"({catalog.format_bytes(sum(t.stored_bytes for t in others))}): "
                        "other sessions' uploads and runs not loaded here.")
+
+
+def evicted_line(removed: list, cap: int | None, known: set[str]) -> str:
+    """What the store removed to keep under its cap: the traces of runs this session has loaded by
+    name (five, then a count), other sessions' uploads only counted."""
+    mine = [t for t in removed if t.sha in known]
+    theirs = [t for t in removed if t.sha not in known]
+    parts = [f"{literal.md(t.source)} ({catalog.format_bytes(t.stored_bytes)})" for t in mine[:SHOWN_EVICTED]]
+    rest = mine[SHOWN_EVICTED:] + theirs
+    if rest:
+        what = "more" if parts else f"trace{'s' if len(rest) != 1 else ''} not loaded here"
+        parts.append(f"{len(rest)} {what} ({catalog.format_bytes(sum(t.stored_bytes for t in rest))})")
+    return (
+        f"Trace store over its cap of {catalog.format_bytes(cap)}: removed the least recently opened unpinned "
+        f"trace{'s' if len(removed) != 1 else ''}: {' and '.join(parts) if len(parts) <= 2 else ', '.join(parts[:-1]) + ' and ' + parts[-1]}. "
+        f"Links to {'them' if len(removed) != 1 else 'it'} no longer open; pinned runs stay."
+    )
 
 
 def pin_run(store, shas: list[str], key: str) -> None:

@@ -16,7 +16,8 @@ import oracle
 from dashboard.engine.store import Store, sha256_of
 from dashboard.runs import ENV_TRACES, trace_cache
 
-APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+REPO = Path(__file__).resolve().parent.parent
+APP = REPO / "dashboard" / "app.py"
 H100 = oracle.DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
 QWEN = oracle.DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"
 
@@ -167,11 +168,29 @@ def test_a_pinned_run_stays_and_the_least_recently_opened_goes_when_an_upload_pa
     assert sha256_of(new) in after and set(after) == set(before) - {sha256_of(old)} | {sha256_of(new)}
     assert sum(after.values()) <= cap
     warnings = [shown(w.value) for w in reviewer.sidebar.warning]
-    assert len(warnings) == 1 and "old.json.gz" in warnings[0] and "keep.json.gz" not in warnings[0]
-    assert f"cap of {_decimal(cap)}" in warnings[0]
+    gone = before[sha256_of(old)]  # another session's upload: counted, not named
+    assert warnings == [f"Trace store over its cap of {_decimal(cap)}: removed the least recently opened unpinned trace: "
+                        f"1 trace not loaded here ({_decimal(gone)}). Links to it no longer open; pinned runs stay."]
     [box] = [e for e in reviewer.sidebar.expander if e.label.startswith("Trace store:")]
     assert box.label == f"Trace store: {len(after)} traces, {_decimal(sum(after.values()))} of {_decimal(cap)}"
     assert reviewer.checkbox(key="pin_upload/new.json.gz").value is False
+
+    # a bigger upload pushes out bundled traces this session has loaded: those are named
+    bigger = gzip.compress(gzip.decompress(QWEN.read_bytes()) + b"\n\n", mtime=0)
+    reviewer.file_uploader[0].set_value([("new.json.gz", new, "application/gzip"), ("bigger.json.gz", bigger, "application/gzip")])
+    reviewer.run()
+    assert not reviewer.exception
+    final = _on_disk(root)
+    assert sha256_of(keep) in final and sha256_of(bigger) in final and sum(final.values()) <= cap
+    bundled = {sha256_of(f): f.name for f in (REPO / "sample_traces").glob("*/*.json.gz")}
+    pushed = set(after) - set(final)
+    assert pushed and pushed <= set(bundled)  # only bundled traces went: keep is pinned, the uploads are newer
+    [line] = [shown(w.value) for w in reviewer.sidebar.warning]
+    assert line.startswith(f"Trace store over its cap of {_decimal(cap)}: removed the least recently opened unpinned traces: ")
+    named = [sha for sha in pushed if f"{bundled[sha]} ({_decimal(after[sha])})" in line]
+    assert len(named) == min(5, len(pushed))  # five by name at most
+    rest = len(pushed) - len(named) + 1  # beyond five, and the other session's upload
+    assert f"{rest} more (" in line and line.endswith("Links to them no longer open; pinned runs stay.")
 
 
 def test_the_store_box_names_this_sessions_traces_and_only_counts_other_sessions_uploads(server):
