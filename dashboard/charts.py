@@ -7,6 +7,7 @@ plus display labels; units follow the frame (µs for `*_us`, ns for `*_ns`, show
 
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
@@ -72,10 +73,47 @@ def _family_rank(family: str) -> int:
     return FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
 
 
+def plain(text: object) -> str:
+    """A string from a trace or a user (run label, kernel, op, device name) for plotly text: plotly
+    reads <b>, <i>, <br>, <sub>, <span style>, <a href=...> (a live link) and entities in every tick
+    label, legend entry, annotation and hover, and %{...} in a hovertemplate. Escaped as entities
+    (&lt; &gt; &amp; and &#123; for the brace after %) that plotly draws as the characters
+    themselves, so the string shows literally; plain names are unchanged."""
+    return html.escape(str(text), quote=False).replace("%{", "%&#123;")
+
+
+def _plain_data(value):
+    """plain() on every string of a trace's data (lists, tuples, nested customdata); numbers and
+    numpy arrays (numeric by construction here) untouched."""
+    if isinstance(value, str):
+        return plain(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain_data(v) for v in value]
+    return value
+
+
+def _literal(fig: go.Figure) -> None:
+    """Every string a figure's traces and axes carry shown literally (see plain()). Hovertemplates
+    are built with plain() around the labels they quote, and so are not touched here."""
+    for trace in fig.data:
+        for attr in ("x", "y", "text", "customdata"):
+            value = getattr(trace, attr, None)
+            if isinstance(value, (str, list, tuple)):
+                setattr(trace, attr, _plain_data(value))
+        if isinstance(getattr(trace, "name", None), str):
+            trace.name = plain(trace.name)
+    fig.for_each_xaxis(lambda ax: ax.update(ticktext=_plain_data(ax.ticktext)) if ax.ticktext is not None else None)
+    fig.for_each_yaxis(lambda ax: ax.update(ticktext=_plain_data(ax.ticktext)) if ax.ticktext is not None else None)
+    for note in fig.layout.annotations or ():  # subplot titles (they quote run labels)
+        if isinstance(note.text, str):
+            note.text = plain(note.text)
+
+
 def _base_layout(fig: go.Figure, title: str, height: int = 360) -> go.Figure:
+    _literal(fig)
     fig.update_traces(textfont={"size": 12, "color": "#333"}, selector={"type": "bar"})
     fig.update_layout(
-        title={"text": title, "x": 0, "xanchor": "left"},
+        title={"text": plain(title), "x": 0, "xanchor": "left"},
         height=height,
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         legend={"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.01},
@@ -95,7 +133,7 @@ def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str) -
         fig.add_trace(
             go.Bar(
                 name=family, x=runs, y=[values.get(r, 0.0) for r in runs], marker_color=family_color(family),
-                hovertemplate="%{x}<br>" + family + ": %{y:.3g} per step<extra></extra>",
+                hovertemplate="%{x}<br>" + plain(family) + ": %{y:.3g} per step<extra></extra>",
             )
         )
     totals = families.group_by("run").agg(pl.col("count_per_step").sum())
@@ -127,7 +165,7 @@ def family_grouped(families: pl.DataFrame, runs: list[str], value: str, colors: 
         fig.add_trace(
             go.Bar(
                 name=run, x=present, y=[values.get(f, 0.0) for f in present], marker_color=color,
-                hovertemplate=run + "<br>%{x}: %{y:.4g} " + axis + "<extra></extra>",
+                hovertemplate=plain(run) + "<br>%{x}: %{y:.4g} " + axis + "<extra></extra>",
             )
         )
     fig.update_layout(barmode="group")
@@ -240,7 +278,7 @@ def copy_time_bars(groups: pl.DataFrame, runs: list[str]) -> go.Figure:
             go.Bar(
                 name=name, x=runs, y=[us.get(r, 0.0) for r in runs], marker_color=color,
                 customdata=[count.get(r, 0.0) for r in runs],
-                hovertemplate="%{x}: %{y:.4g} µs per step in %{customdata:.3g} copies<extra>" + name + "</extra>",
+                hovertemplate="%{x}: %{y:.4g} µs per step in %{customdata:.3g} copies<extra>" + plain(name) + "</extra>",
             )
         )
     fig.update_layout(barmode="stack")
@@ -261,7 +299,7 @@ def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str, color_a: st
             go.Bar(
                 name=label, x=families, y=[v / 1000.0 for v in ordered[f"{side}_ns"].to_list()], marker_color=color,
                 customdata=ordered[f"{side}_count"].to_list(),
-                hovertemplate=label + "<br>%{x}: %{y:.4g} µs in %{customdata} units<extra></extra>",
+                hovertemplate=plain(label) + "<br>%{x}: %{y:.4g} µs in %{customdata} units<extra></extra>",
             )
         )
     fig.update_layout(barmode="group")
@@ -303,7 +341,7 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
         fig.add_trace(
             go.Scatter(
                 x=xs.tolist(), y=np.minimum(peak, xs * bw).tolist(), mode="lines", name=name, line={"color": ROOF_COLORS[i % len(ROOF_COLORS)], "dash": "dash", "width": 1.5},
-                hovertemplate=f"{name}<br>compute roof {peak:,.4g} TFLOP/s, bandwidth {bw:.4g} TB/s<br>ridge at {peak / bw:,.4g} FLOP/byte"
+                hovertemplate=f"{plain(name)}<br>compute roof {peak:,.4g} TFLOP/s, bandwidth {bw:.4g} TB/s<br>ridge at {peak / bw:,.4g} FLOP/byte"
                 "<br>at %{x:.4g} FLOP/byte: %{y:.4g} TFLOP/s<extra></extra>",
             )
         )
@@ -327,7 +365,7 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
                     name=f"{run} ({measure})", legendgroup=run,
                     marker={"color": palette[run], "symbol": symbol, "size": 12, "line": {"color": "#222", "width": 1}},
                     customdata=custom,
-                    hovertemplate=f"<b>{run}</b> · {measure}<br>" + "%{customdata[0]}<br>%{customdata[1]} · backend %{customdata[2]}<br>"
+                    hovertemplate=f"<b>{plain(run)}</b> · {plain(measure)}<br>" + "%{customdata[0]}<br>%{customdata[1]} · backend %{customdata[2]}<br>"
                     "%{customdata[3]}: %{y:.4g} TFLOP/s, %{customdata[7]:.3g} TB/s at %{x:.4g} FLOP/byte<br>%{customdata[4]}<br>"
                     "%{customdata[5]} × %{customdata[6]:.4g} µs<extra></extra>",
                 )
@@ -441,7 +479,7 @@ def timeline_pair(
                 go.Scattergl(
                     x=(start + end) / 2, y=y, mode="markers", marker={"color": color, "size": LANE_PX * 0.7, "opacity": 0},
                     name=family, legendgroup=family, showlegend=False, text=names, customdata=custom,
-                    hovertemplate="<b>%{text}</b><br>" + family + " · %{customdata[2]}<br>start %{customdata[0]} µs · duration %{customdata[1]} µs<extra></extra>",
+                    hovertemplate="<b>%{text}</b><br>" + plain(family) + " · %{customdata[2]}<br>start %{customdata[0]} µs · duration %{customdata[1]} µs<extra></extra>",
                 ),
                 row=row, col=1,
             )

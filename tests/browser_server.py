@@ -179,6 +179,8 @@ async def one_session(browser, url: str, upload: Path, others: list[str], tabs: 
         runs = await _overview_runs_async(page)
         offered = await _compare_offers(page, typed=label.rstrip("0123456789"))  # 'session-': every session's upload
         linked = parse_qs(urlparse(page.url).query).get("run", [])
+        if label not in offered:
+            problems.append(f"its own upload is not in the Compare box: {offered}")  # (the reading works)
         seen = [o for o in others if o in offered or o in runs or f"upload/{o}.json.gz" in linked]
         if seen:
             problems.append(f"sees another session's uploads: {seen}")

@@ -31,6 +31,7 @@ from make_many_events import write_many_events
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, REPO, TABS, WIDTH, _settle, browser_ready  # noqa: F401
 
 CLEAN = REPO / "tests" / "data" / "tracelens_h100_bert_sdpa_flash.json.gz"
+PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
 
 IMG = '<img src=x onerror="window.__pwned=1">'
 SCRIPT = "<script>window.__pwned=2</script>"
@@ -155,6 +156,13 @@ def hover_charts(page, limit: int = 3) -> list[str]:
     return seen
 
 
+def settle(page, bound_s: float = 60.0) -> None:
+    """_settle with a bound of the test's choosing: the app's 'Running...' widget gone."""
+    page.wait_for_timeout(300)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=bound_s * 1000)
+    page.wait_for_timeout(500)
+
+
 def main_text(page) -> str:
     return page.locator("[data-testid=stMain]").text_content() or ""
 
@@ -169,9 +177,12 @@ def open_every_tab(page, bound_s: float = 60.0, on_tab=None) -> dict[str, float]
         start = time.monotonic()
         page.get_by_role("tab", name=tab, exact=True).click()
         key = TABS.get(tab)
-        if key:
-            page.locator(f".st-key-{key}").first.wait_for(timeout=bound_s * 1000)
-        _settle(page)
+        try:
+            if key:
+                page.locator(f".st-key-{key}").first.wait_for(timeout=bound_s * 1000)
+            settle(page, bound_s)
+        except Exception as exc:  # noqa: BLE001 - say which tab, and how long it had
+            raise AssertionError(f"{tab} did not draw within {time.monotonic() - start:.0f} s ({type(exc).__name__})") from exc
         times[tab] = time.monotonic() - start
         assert page.locator("[data-testid='stException']").count() == 0, f"{tab}: the app raised"
         assert page.get_by_text("tab could not be drawn").count() == 0, f"{tab}: the tab failed to draw: {main_text(page)[:500]}"
@@ -276,6 +287,71 @@ def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alo
     assert r"\[x\]\(javascript:window.\_\_pwned=3\)" in summary
     assert r"\*\*bold\*\* \_it\_ \`code\` \| pipe" in summary
     assert r"\<img src=x onerror=" in summary
+
+
+# Plotly's own markup: a live link, bold, a line break, an entity and a template field.
+PLOTLY_LABEL = '<a href="https://evil.example/">click</a> <b>bold</b> x<br>y &amp; %{y}'
+
+
+def chart_figures(label: str) -> dict:
+    """Every chart builder's figure for two runs, one of them named `label` (its kernels too)."""
+    import polars as pl
+
+    from dashboard import charts
+
+    runs = [label, "plain run"]
+    speed = pl.DataFrame({"run": runs, "median_us": [1.0, 2.0], "p10_us": [1.0, 2.0], "p90_us": [1.0, 2.0],
+                          "time_source": [label, "device busy"], "speedup": [1.0, 0.5], "tokens_per_s": [10.0, 5.0],
+                          "usd_per_mtok": [1.0, 2.0]})
+    families = pl.DataFrame({"run": runs, "family": ["gemm", "gemm"], "count_per_step": [1.0, 2.0], "us_per_step": [1.0, 2.0]})
+    groups = pl.DataFrame({"run": runs, "copy_class": ["hidden", "requested"], "us_per_step": [1.0, 2.0], "per_step": [1.0, 1.0]})
+    diff = pl.DataFrame({"family": ["gemm"], "a_ns": [1000], "b_ns": [2000], "a_count": [1], "b_count": [2]})
+    tl = pl.DataFrame({"lane": ["GPU 0 stream 7"], "lane_kind": ["gpu"], "start_us": [0.0], "end_us": [1.0], "dur_us": [1.0],
+                       "family": ["gemm"], "name": [label], "cat": ["kernel"], "id": [1]})
+    return {
+        "work_by_family_stacked": charts.work_by_family_stacked(families, runs, "kernels"),
+        "family_grouped": charts.family_grouped(families, runs, "time"),
+        "step_time_bars": charts.step_time_bars(speed),
+        "speedup_bars": charts.speedup_bars(speed, label),
+        "throughput_bars": charts.throughput_bars(speed),
+        "copy_time_bars": charts.copy_time_bars(groups, runs),
+        "family_diff_bars": charts.family_diff_bars(diff, f"A: {label} step 1", "B: plain run step 1"),
+        "timeline_pair": charts.timeline_pair(tl, tl, f"A: {label} step 1", "B: plain run step 1"),
+    }
+
+
+def test_chart_strings_carry_no_plotly_markup():
+    """Labels and kernel names reach plotly as entities, never as its markup (no browser needed).
+    Before charts.plain(), a run label's <a href> was a live link in every chart's axis."""
+    for name, fig in chart_figures(PLOTLY_LABEL).items():
+        text = fig.to_json()
+        for raw in ('<a href=\\"https://evil', "<a href=", "<b>bold", "x<br>y", "%{y} ", "&amp; %"):
+            assert raw not in text, f"{name}: {raw!r} reaches plotly as markup"
+        assert "&lt;a href=" in text, name  # (the label is there, escaped)
+
+
+def test_charts_show_plotly_markup_in_labels_literally(browser_ready, tmp_path):
+    """In Chromium: no link, bold or line break made from a label, and the label's text drawn."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            for name, fig in chart_figures(PLOTLY_LABEL).items():
+                path = tmp_path / f"{name}.html"
+                path.write_text(fig.to_html(include_plotlyjs=str(PLOTLY_JS), full_html=True))
+                page.goto(path.as_uri())
+                page.locator(".main-svg").first.wait_for(timeout=30_000)
+                links = page.evaluate("() => [...document.querySelectorAll('svg a')].map(a => a.getAttribute('href') || a.getAttribute('xlink:href'))")
+                assert not [h for h in links if "evil" in (h or "")], f"{name}: a label became a link: {links}"
+                bold = page.evaluate("() => [...document.querySelectorAll('tspan')].filter(t => /bold/.test(t.getAttribute('style') || '')).map(t => t.textContent)")
+                assert "bold" not in bold, f"{name}: a label's <b> was drawn bold"
+                drawn = page.locator("svg").all_text_contents()
+                hovers = hover_charts(page, limit=2)
+                assert any("<b>bold</b> x<br>y &amp; %{y}" in t for t in drawn + hovers), f"{name}: the label is not drawn literally"
+        finally:
+            browser.close()
 
 
 def test_the_checks_see_a_payload_that_was_read_as_html(browser_ready):
