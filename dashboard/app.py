@@ -280,8 +280,8 @@ def show_store(
         shown = list({t.sha: (label, rank, t) for label, rank, t in here}.values())  # a trace two runs share: once
         st.dataframe(
             {"run": [label for label, _, _ in shown], "rank": [rank for _, rank, _ in shown],
-             "file": [t.source for _, _, t in shown], "pinned": [t.pinned for _, _, t in shown],
-             "stored": [catalog.format_bytes(t.stored_bytes) for _, _, t in shown]},
+             "pinned": [t.pinned for _, _, t in shown], "stored": [catalog.format_bytes(t.stored_bytes) for _, _, t in shown],
+             "file": [t.source for _, _, t in shown]},
             hide_index=True, width="stretch",
         )
         others = [t for t in stored if t.sha not in {t.sha for _, _, t in shown}]
