@@ -1,0 +1,289 @@
+"""The limit on a trace's JSON (MAX_JSON_BYTES, $ATTNSCOPE_MAX_JSON_BYTES, max_json_bytes=) and
+the streamed .json.gz: a gzip bomb is refused while it inflates, in bounded memory (peak RSS of a
+CLI subprocess, from os.wait4); a plain file or upload over the limit is refused before it is
+read; a large .json.gz is inflated into a temporary file and read in slices, giving the tables
+that its plain JSON gives. Expected sizes are hand computations on bytes the tests write."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+from polars.testing import assert_frame_equal
+
+import oracle
+from dashboard.engine import TraceError, load_trace
+from dashboard.engine import load as load_module
+from dashboard.engine.summary import summarize
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = oracle.DATA
+ENV = "ATTNSCOPE_MAX_JSON_BYTES"
+GIB, MIB = 1 << 30, 1 << 20
+HEAD, TAIL = b'{"traceEvents": [', b"]}"  # the bombs: whitespace between these two tokens
+
+
+def write_bomb(path: Path, inflated: int, one_member: bool = False) -> Path:
+    """A .json.gz whose JSON is `inflated` bytes: HEAD, spaces, TAIL. Written as it is made (the
+    test never holds more than 16 MiB of it): gzip members of 16 MiB of spaces one after another
+    (as `cat a.gz b.gz` makes; fast to write), or one member compressed block by block."""
+    spaces = inflated - len(HEAD) - len(TAIL)
+    block = 16 * MIB
+    with open(path, "wb") as fh:
+        if one_member:
+            packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            fh.write(packer.compress(HEAD))
+            for size in [block] * (spaces // block) + [spaces % block]:
+                fh.write(packer.compress(b" " * size))
+            fh.write(packer.compress(TAIL) + packer.flush())
+            return path
+        fh.write(gzip.compress(HEAD, mtime=0))
+        member = gzip.compress(b" " * block, compresslevel=9, mtime=0)
+        for _ in range(spaces // block):
+            fh.write(member)
+        fh.write(gzip.compress(b" " * (spaces % block) + TAIL, mtime=0))
+    return path
+
+
+def cli(path: Path, tmpdir: Path, limit: str | None) -> tuple[int, str, int]:
+    """(exit status, stderr, peak RSS in bytes) of `attnscope summary` on one file, in a fresh
+    process whose temporary files go to tmpdir. The peak is the child's own rusage (os.wait4):
+    the largest RSS of it or of any process it waited for."""
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+    env.pop(ENV, None)
+    if limit is not None:
+        env[ENV] = limit
+    tmpdir.mkdir(exist_ok=True)
+    with open(tmpdir.parent / "stderr.txt", "w+b") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "dashboard.cli", "summary", "--no-store", str(path)],
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read().decode()
+    return proc.returncode, stderr, usage.ru_maxrss * 1024  # Linux reports KiB
+
+
+@pytest.fixture(scope="module")
+def baseline_rss(tmp_path_factory) -> int:
+    """Peak RSS of the CLI on a tiny real trace: what any run costs before inflating anything."""
+    tmp = tmp_path_factory.mktemp("baseline")
+    status, stderr, rss = cli(DATA / "hta_triton_example.json.gz", tmp / "tmp", None)
+    assert status == 0, stderr
+    return rss
+
+
+def assert_refused_while_inflating(tmp_path: Path, bomb: Path, limit: str | None, limit_text: str, baseline: int) -> None:
+    status, stderr, rss = cli(bomb, tmp_path / "tmp", limit)
+    assert status == 2, stderr
+    assert stderr.splitlines() == [
+        f"attnscope: error: {bomb.name}: inflates to more than {limit_text} of JSON "
+        "(the limit; set ATTNSCOPE_MAX_JSON_BYTES to raise it)"
+    ]
+    assert "Traceback" not in stderr
+    # inflating holds at most the 64 MiB kept before a temporary file takes over, and 8 MiB at a time
+    assert rss < baseline + 128 * MIB, (rss / MIB, baseline / MIB)
+    assert list((tmp_path / "tmp").iterdir()) == []  # the temporary file is gone
+
+
+def test_a_gzip_bomb_over_a_small_limit_stops_inflating_at_the_limit(tmp_path, baseline_rss):
+    """300 MiB of whitespace in one gzip member against a 256 MiB limit: had the loader held what
+    it inflated, the peak would be 256 MiB over the baseline."""
+    bomb = write_bomb(tmp_path / "bomb.json.gz", 300 * MIB, one_member=True)
+    assert bomb.stat().st_size < 1 * MIB
+    assert_refused_while_inflating(tmp_path, bomb, str(256 * MIB), "256.0 MiB (268,435,456 bytes)", baseline_rss)
+
+
+def test_the_default_limit_is_4_gib_and_a_gzip_meets_it_while_inflating(monkeypatch):
+    """The default in force when neither the argument nor the environment sets one; a gzip bomb
+    past the default is refused like one past a set limit (shown here with the default lowered:
+    inflating 4 GiB takes 20-40 s on two cores, see the opt-in test below)."""
+    monkeypatch.delenv(ENV, raising=False)
+    assert load_module.MAX_JSON_BYTES == 4 * GIB and load_module.json_limit() == 4 * GIB
+    monkeypatch.setattr(load_module, "MAX_JSON_BYTES", MIB)
+    bomb = HEAD + b" " * MIB + TAIL
+    with pytest.raises(TraceError, match=r"^<upload>: inflates to more than 1\.0 MiB \(1,048,576 bytes\) of JSON \(the limit;"):
+        load_trace(gzip.compress(bomb))
+    with pytest.raises(TraceError, match=r"^<upload>: 1\.0 MiB \(1,048,595 bytes\) of JSON is more than the limit of 1\.0 MiB"):
+        load_trace(bomb)
+    with pytest.raises(TraceError, match="traceEvents is empty"):  # past the limit check: parsed
+        load_trace(gzip.compress(bomb), max_json_bytes=len(bomb))
+
+
+@pytest.mark.skipif(not os.environ.get("ATTNSCOPE_SLOW_TESTS"), reason="inflates 4 GiB (20-40 s); set ATTNSCOPE_SLOW_TESTS=1")
+def test_a_gzip_bomb_past_the_default_limit_is_refused_in_bounded_memory(tmp_path, baseline_rss):
+    """About 4 MB of .json.gz that inflates to 4 GiB + 1 MiB of JSON whitespace, at the default
+    limit (4 GiB): before the limit, `summary` on it peaked at 8.5 GB RSS. Opt-in: it writes 4 GiB
+    to the temporary folder and takes 20-40 s here."""
+    bomb = write_bomb(tmp_path / "bomb4g.json.gz", 4 * GIB + MIB)
+    assert bomb.stat().st_size < 6 * MIB
+    assert load_module.MAX_JSON_BYTES == 4 * GIB
+    assert_refused_while_inflating(tmp_path, bomb, None, "4.0 GiB (4,294,967,296 bytes)", baseline_rss)
+
+
+def test_a_plain_file_over_the_limit_is_refused_before_it_is_read(tmp_path):
+    """A sparse 64 GiB file: reading it would take minutes and all the memory there is."""
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as fh:
+        fh.write(HEAD)
+        fh.truncate(64 * GIB)
+    with pytest.raises(TraceError) as info:
+        load_trace(huge)
+    assert str(info.value) == ("huge.json: 64.0 GiB (68,719,476,736 bytes) of JSON is more than the limit of "
+                               "4.0 GiB (4,294,967,296 bytes) (set ATTNSCOPE_MAX_JSON_BYTES to raise it)")
+
+
+def test_bytes_over_the_limit_are_refused():
+    data = b'{"traceEvents": [' + b" " * 981 + b"]}"  # 1,000 bytes
+    with pytest.raises(TraceError, match=r"^<upload>: 1,000 bytes of JSON is more than the limit of 999 bytes \(set ATTNSCOPE_MAX_JSON_BYTES"):
+        load_trace(data, max_json_bytes=999)
+    with pytest.raises(TraceError, match=r"^up\.json\.gz: inflates to more than 999 bytes of JSON \(the limit"):
+        load_trace(gzip.compress(data), name="up.json.gz", max_json_bytes=999)
+
+
+def sources(name: str, tmp_path: Path) -> tuple[int, dict[str, object]]:
+    """A real trace's JSON size and the four forms it comes in: plain or gzip, path or bytes."""
+    packed = (DATA / name).read_bytes()
+    plain = gzip.decompress(packed)
+    (tmp_path / "t.json").write_bytes(plain)
+    (tmp_path / "t.json.gz").write_bytes(packed)
+    return len(plain), {"plain path": tmp_path / "t.json", "gzip path": tmp_path / "t.json.gz",
+                        "plain bytes": plain, "gzip bytes": packed}
+
+
+@pytest.mark.parametrize("name", ["hta_triton_example.json.gz", "tracelens_h100_bert_sdpa_flash.json.gz"])
+def test_a_trace_of_exactly_the_limit_loads_and_one_byte_less_is_refused(tmp_path, monkeypatch, name):
+    size, forms = sources(name, tmp_path)
+    expected = len(oracle.complete(oracle.raw(DATA / name)))
+    for form, source in forms.items():
+        assert load_trace(source, max_json_bytes=size).events.height == expected, form
+        with pytest.raises(TraceError, match=re.escape(f"{size - 1:,} bytes")):
+            load_trace(source, max_json_bytes=size - 1)
+        monkeypatch.setenv(ENV, str(size))
+        assert load_trace(source).events.height == expected, form
+        monkeypatch.setenv(ENV, str(size - 1))
+        with pytest.raises(TraceError, match="ATTNSCOPE_MAX_JSON_BYTES to raise it"):
+            load_trace(source)
+        monkeypatch.delenv(ENV)
+    for size in (size, size - 1):  # the argument wins over the environment
+        monkeypatch.setenv(ENV, "1")
+        assert load_trace(forms["gzip path"], max_json_bytes=size + 1).events.height == expected
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "4GB", "1.5e9"])
+def test_a_bad_limit_in_the_environment_is_one_clear_line(monkeypatch, tmp_path, value):
+    monkeypatch.setenv(ENV, value)
+    with pytest.raises(TraceError) as info:
+        load_trace(DATA / "hta_triton_example.json.gz")
+    message = str(info.value)
+    assert message.startswith(f"hta_triton_example.json.gz: not read: ATTNSCOPE_MAX_JSON_BYTES={value!r} is not a whole number")
+    assert "\n" not in message
+    status, stderr, _ = cli(DATA / "hta_triton_example.json.gz", tmp_path / "tmp", value)
+    assert status == 2 and stderr.splitlines() == [f"attnscope: error: {message}"]
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "100", True])
+def test_a_bad_limit_argument_is_a_value_error(value):
+    with pytest.raises(ValueError, match="max_json_bytes"):
+        load_trace(DATA / "hta_triton_example.json.gz", max_json_bytes=value)
+
+
+def assert_same(a, b) -> None:
+    assert_frame_equal(a.events, b.events)
+    assert_frame_equal(a.flows, b.flows)
+    assert_frame_equal(a.steps, b.steps)
+    assert a.meta == b.meta and list(a.meta) == list(b.meta)
+    assert a.warnings == b.warnings
+    assert a.raw_categories == b.raw_categories
+    assert a.size_bytes == b.size_bytes and a.cut == b.cut
+    assert json.dumps(summarize(a), sort_keys=True) == json.dumps(summarize(b), sort_keys=True)
+
+
+def spy_sliced(monkeypatch) -> list[tuple[Path, int | None, bool]]:
+    """Calls of the sliced loader: (path, gzip_cut, whether it read the file)."""
+    calls = []
+    real = load_module._load_sliced
+
+    def spy(path, name, progress, gzip_cut=None):
+        trace = real(path, name, progress, gzip_cut=gzip_cut)
+        calls.append((Path(path), gzip_cut, trace is not None))
+        return trace
+
+    monkeypatch.setattr(load_module, "_load_sliced", spy)
+    return calls
+
+
+@pytest.mark.parametrize("cut", [None, "trailer", 0.9])
+@pytest.mark.parametrize("name", ["tracelens_h100_bert_sdpa_flash.json.gz", "tracelens_vllm_decode_graph_unified_attention.json.gz"])
+def test_a_gzip_inflated_into_a_temporary_file_reads_as_in_memory(tmp_path, monkeypatch, name, cut):
+    """With the thresholds lowered, a real .json.gz (whole, cut in its trailer, or cut mid-stream)
+    goes through the temporary file and the slices (or, cut, the one-process path) and gives the
+    trace that inflating it in memory gives."""
+    packed = (DATA / name).read_bytes()
+    packed = packed if cut is None else packed[:-4] if cut == "trailer" else packed[: int(len(packed) * cut)]
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(packed)
+    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", 1 << 62)
+    in_memory = load_trace(path)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", 1)
+    monkeypatch.setattr(load_module, "SLICE_BYTES", 1 << 18)
+    calls = spy_sliced(monkeypatch)
+    streamed = load_trace(path)
+    assert_same(streamed, in_memory)
+    (inflated, gzip_cut, read), = [c for c in calls if c[0] != path]
+    assert inflated.parent == temp and not inflated.exists() and list(temp.iterdir()) == []
+    assert gzip_cut == (None if cut is None else len(packed))
+    assert read == (cut != 0.9)  # a JSON cut mid-event is closed by the one-process path
+    if cut is not None:
+        assert f"gzip stream is cut off after {len(packed):,} bytes" in streamed.warnings[0] \
+            or f"gzip stream ends after {len(packed):,} bytes" in streamed.warnings[0]
+
+
+def test_a_large_gzip_is_read_in_slices_and_gives_the_tables_of_its_plain_json(tmp_path, monkeypatch):
+    """About 90 MB of JSON (three copies of hta_a100_control, shifted in time, from the benchmark
+    generator) loaded as .json.gz takes the temporary file and the sliced path at the default
+    thresholds and gives what the plain file gives."""
+    plain = tmp_path / "large.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_large_trace.py"), "--target-mb", "90", "--out", str(plain)],
+                   check=True, capture_output=True)
+    size = plain.stat().st_size
+    assert size >= load_module.SLICED_MIN_BYTES
+    packed = tmp_path / "large.json.gz"
+    with open(plain, "rb") as src, open(packed, "wb") as dst:
+        packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        while chunk := src.read(8 * MIB):
+            dst.write(packer.compress(chunk))
+        dst.write(packer.flush())
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    calls = spy_sliced(monkeypatch)
+    from_plain = load_trace(plain, name="large")
+    from_gzip = load_trace(packed, name="large")
+    assert_same(from_gzip, from_plain)
+    assert from_gzip.size_bytes == size
+    assert [(p == plain, cut, read) for p, cut, read in calls] == [(True, None, True), (False, None, True)]
+    assert calls[1][0].parent == temp and list(temp.iterdir()) == []
+
+
+def test_a_cut_file_large_enough_for_slices_is_not_searched_for_minutes(tmp_path):
+    """A large cut file (a cut .json.gz now inflates into one) makes the sliced path look for the
+    end of traceEvents in its last 64 MB, where every `"Input Dims": [],` is a candidate: each try
+    copied the rest of the tail, and 28 MB of a real trace took 15 minutes. Now a few seconds."""
+    full = gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes())
+    path = tmp_path / "cut.json"
+    path.write_bytes(full[: len(full) * 9 // 10])
+    code = ("import sys; from pathlib import Path; import dashboard.engine.load as load; load.SLICED_MIN_BYTES = 0; "
+            "print(load._load_sliced(Path(sys.argv[1]), None, None))")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr  # the one-process path reads it
