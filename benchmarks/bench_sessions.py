@@ -40,7 +40,7 @@ def settled_rss(pid: int, wait_s: float) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[2, 4, 8])
-    parser.add_argument("--ttl", type=float, default=2.0, help="server.disconnectedSessionTTL, seconds")
+    parser.add_argument("--ttl", type=int, default=2, help="server.disconnectedSessionTTL, seconds")
     args = parser.parse_args()
     reason = _browser_or_reason()
     if reason:

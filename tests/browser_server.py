@@ -176,6 +176,10 @@ async def one_session(browser, url: str, upload: Path, others: list[str], tabs: 
         await page.get_by_role("tab", name="Overview", exact=True).click()
         await page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_s * 1000)
         await _settle_async(page, bound_s)
+        try:  # the grid's rows are drawn a moment after the table
+            await page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=30_000)
+        except Exception:  # noqa: BLE001 - then the runs read below say what is shown instead
+            problems.append("its own upload is not in the overview table")
         runs = await _overview_runs_async(page)
         offered = await _compare_offers(page, typed=label.rstrip("0123456789"))  # 'session-': every session's upload
         linked = parse_qs(urlparse(page.url).query).get("run", [])
