@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any, Sequence
 
@@ -99,20 +100,26 @@ def _efficiency_line(block: dict[str, Any]) -> str:
 
 def _rank_lines(folder: str, traces: list[Trace]) -> list[str]:
     """Per-rank step times and the straggler of each step, for a folder of rank traces."""
+    from dashboard.engine.ingest import one_job, world_of
     from dashboard.engine.ranks import rank_of, rank_step_times, stragglers
 
-    ranks = {rank_of(t): t for t in traces}
-    if len(traces) < 2 or None in ranks or len(ranks) != len(traces):
+    if not one_job([rank_of(t) for t in traces], [world_of(t) for t in traces]):
         return []
+    ranks = {rank_of(t): t for t in traces}
     table = stragglers(rank_step_times(ranks))
     lines = [f"{folder}: {len(ranks)} ranks ({', '.join(str(r) for r in sorted(ranks))}); the slowest rank of each step:",
              f"  {'step':>10} {'slowest rank':>13} {'its ms':>10} {'median ms':>10} {'spread':>7}"]
     for row in table.iter_rows(named=True):
         lines.append(
             f"  {row['step']:>10} {row['slowest_rank']:>13} {row['slowest_us'] / 1000:>10.3f} "
-            f"{row['median_us'] / 1000:>10.3f} {row['spread']:>7.2f}"
+            f"{row['median_us'] / 1000:>10.3f} {_spread(row['spread']):>7}"
         )
     return lines
+
+
+def _spread(value: float | None) -> str:
+    """slowest / median as text; '-' for a step no rank did any work in (0 / 0)."""
+    return f"{value:.2f}" if value is not None and math.isfinite(value) else "-"
 
 
 def _expand(paths: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -122,12 +129,15 @@ def _expand(paths: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
 
     files: list[str] = []
     folders: dict[str, list[str]] = {}
+    skipped: list[str] = []
     for path in paths:
-        for folder, members in discover([path]):
+        for folder, members in discover([path], skipped):
             names = [str(m) for m in members]
             files.extend(names)
             if folder is not None:
                 folders[path] = names
+    for line in skipped:
+        print(f"attnscope: warning: {line}", file=sys.stderr)
     return files, folders
 
 
@@ -287,6 +297,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     for run_id, label, ranks in done.runs:
         print(f"{run_id}  {label}  ({len(ranks)} rank{'s' if len(ranks) != 1 else ''})")
+    for line in done.warnings:
+        print(f"attnscope: warning: {line}", file=sys.stderr)
     for path, error in done.errors:
         print(f"attnscope: error: {error}", file=sys.stderr)
     print(f"attnscope: {len(done.runs)} runs in {store.root}", file=sys.stderr)

@@ -68,6 +68,23 @@ def test_ingest_a_folder_of_ranks_then_list_it_and_name_the_straggler(job, tmp_p
     assert table[0].split()[:2] == [first_step, "2"]
 
 
+def test_a_folder_holding_ranks_of_two_jobs_gets_no_rank_table(job, tmp_path, capsys):
+    doc = json.loads(gzip.decompress((job / "rank2.json.gz").read_bytes()))
+    doc["distributedInfo"] = {"rank": 2, "world_size": 8}  # rank 2 of another, 8-rank job
+    (job / "rank2.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert cli.main(["summary", "--no-store", str(job)]) == 0
+    assert "the slowest rank of each step" not in capsys.readouterr().out
+
+
+def test_a_step_without_device_work_on_any_rank_has_no_spread(job, capsys):
+    assert cli.main(["summary", "--no-store", str(job)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if "the slowest rank of each step" in line) + 2:]
+    table = table[:next((i for i, line in enumerate(table) if not line.startswith("  ")), len(table))]
+    idle = [row.split() for row in table if float(row.split()[2]) == 0.0]
+    assert idle and all(row[4] == "-" for row in idle) and "nan" not in "\n".join(table)
+
+
 def test_ingest_reports_an_unreadable_file_and_keeps_the_others(job, tmp_path, capsys):
     (job / "broken.json").write_text("{")
     assert cli.main(["ingest", "--store", str(tmp_path / "store"), str(job)]) == 2

@@ -6,7 +6,6 @@ FOLDER` skips a symbolic link out of the folder with a warning."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shutil
@@ -16,6 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import oracle
+from dashboard.cli import main as cli_main
 from dashboard.engine.ingest import discover as ingest_discover
 from dashboard.engine.ingest import ingest
 from dashboard.engine.store import Store
@@ -96,7 +96,7 @@ def test_the_dashboard_shows_the_refused_entry_and_opens_the_other_runs(layout, 
     trace_cache.clear()
 
 
-def test_ingest_skips_a_symbolic_link_out_of_the_folder_with_a_warning(layout, tmp_path, caplog):
+def test_ingest_skips_a_symbolic_link_out_of_the_folder_with_a_warning(layout, tmp_path, capsys):
     served = layout["served"]
     shutil.copy(TRITON, served / "other.json.gz")
     (served / "leak.json.gz").symlink_to(layout["secret"])
@@ -104,15 +104,20 @@ def test_ingest_skips_a_symbolic_link_out_of_the_folder_with_a_warning(layout, t
     outside_dir.mkdir()
     shutil.copy(H100, outside_dir / "deep.json.gz")
     (served / "linked").symlink_to(outside_dir, target_is_directory=True)
-    with caplog.at_level(logging.WARNING, logger="attnscope"):
-        groups = ingest_discover([served])
+    line = f"{served / 'leak.json.gz'}: outside {served} (a symbolic link out of it); skipped"
+    skipped: list[str] = []
+    groups = ingest_discover([served], skipped)
     assert groups == [("served", [served / "good.json.gz", served / "other.json.gz"])]
-    assert [r.getMessage() for r in caplog.records] == [
-        f"attnscope: warning: {served / 'leak.json.gz'}: outside {served} (a symbolic link out of it); skipped"
-    ]
+    assert skipped == [line]
     done = ingest([served], Store(tmp_path / "store"))
-    assert done.errors == [] and done.warnings == [f"{served / 'leak.json.gz'}: outside {served} (a symbolic link out of it); skipped"]
+    assert done.errors == [] and done.warnings == [line]
     assert sorted(label for _, label, _ in done.runs) == ["good.json.gz", "other.json.gz"]
     stored = {t.source for t in Store(tmp_path / "store").traces()}
     assert stored == {"good.json.gz", "other.json.gz"} and not any("secret" in s or "deep" in s for s in stored)
+    capsys.readouterr()
+    assert cli_main(["ingest", "--store", str(tmp_path / "store2"), str(served)]) == 0
+    assert f"attnscope: warning: {line}" in capsys.readouterr().err.splitlines()
+    assert cli_main(["summary", "--no-store", str(served)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err.count(f"attnscope: warning: {line}") == 1
     assert os.path.exists(layout["secret"])

@@ -10,7 +10,6 @@ dask-kubernetes deployments work the same: workers must see the store's folder a
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,6 @@ from dashboard.engine.store import Store
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 NOT_TRACES = ("runs.json",)  # a collection's manifest (collectors/manifest.py) sits beside its traces
-log = logging.getLogger("attnscope")  # unconfigured, Python prints a warning's message alone on stderr
 
 
 @dataclass
@@ -56,8 +54,8 @@ def discover(
     """Groups of trace files: (folder label, its trace files sorted) for each folder given, and
     (None, [file]) for each file given. A path that does not exist is its own group, so that
     parsing names the problem. A file in a folder that resolves outside it (a symbolic link out,
-    or inside a linked folder that leads out) is skipped: a warning is logged and its line added
-    to `skipped`."""
+    or inside a linked folder that leads out) is skipped, and its line added to `skipped` for
+    the caller to show."""
     groups: list[tuple[str | None, list[Path]]] = []
     for raw in paths:
         path = Path(raw)
@@ -73,7 +71,6 @@ def discover(
                     where = None
                 if where is None or root not in where.parents:
                     line = f"{p}: outside {path} (a symbolic link out of it); skipped"
-                    log.warning("attnscope: warning: %s", line)
                     if skipped is not None:
                         skipped.append(line)
                     continue
