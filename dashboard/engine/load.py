@@ -1075,6 +1075,9 @@ def _head(fh: Any, size: int, reading: _Reading) -> tuple[dict[str, Any], int] |
 def _tail(fh: Any, size: int, events_start: int, reading: _Reading) -> tuple[dict[str, Any], int] | None:
     """The metadata after traceEvents and the offset of the array's closing bracket, or None
     (a cut file, or more than _EDGE_MAX bytes after the events)."""
+    last = _pread(fh, max(size - 4096, events_start), 4096).rstrip()
+    if last and last[-1:] != b"}":
+        return None  # the object is not closed: a cut file, read in one process (no search needed)
     want = _EDGE_BYTES
     while True:
         offset = max(size - want, events_start)
