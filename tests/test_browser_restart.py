@@ -130,9 +130,11 @@ def test_an_upload_renamed_in_the_browser_is_shared_by_link_across_a_server_rest
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "dashboard/app.py pick_runs: Streamlit 1.67's keyed st.selectbox sends back the option's formatted label, so after the "
-    "baseline run is renamed the browser's stale old label no longer maps to a run id; the next rerun finds the baseline "
-    "'not in options' and link.seed_choice resets it to the first run"))
+    "Streamlit 1.67's keyed st.selectbox sends back the option's formatted label, so after the baseline run is renamed the "
+    "browser's stale old label maps to no run id; the next rerun finds the baseline 'not in options' and "
+    "dashboard/views/link.py seed_choice resets it to the first run. Fix (checked on a copy): seed_choice re-assigns a "
+    "valid value every run (st.session_state[key] = st.session_state[key]), so the browser gets the new label, as "
+    "seed_list already does for the Compare box"))
 def test_renaming_the_baseline_run_keeps_it_the_baseline(browser_ready, tmp_path):
     from playwright.sync_api import sync_playwright
 
