@@ -288,3 +288,22 @@ def test_a_cut_file_large_enough_for_slices_is_not_searched_for_minutes(tmp_path
             "print(load._load_sliced(Path(sys.argv[1]), None, None))")
     done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr  # the one-process path reads it
+
+
+def test_a_temporary_folder_without_room_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    """The temporary file's writes go to /dev/full (every write: ENOSPC)."""
+    made = []
+
+    def full_mkstemp(prefix="", suffix=""):
+        path = tmp_path / f"{prefix}x{suffix}"
+        path.touch()
+        made.append(path)
+        return os.open("/dev/full", os.O_WRONLY), str(path)
+
+    monkeypatch.setattr(load_module.tempfile, "mkstemp", full_mkstemp)
+    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", 1)
+    with pytest.raises(TraceError) as info:
+        load_trace(DATA / "tracelens_h100_bert_sdpa_flash.json.gz")
+    assert str(info.value).startswith("tracelens_h100_bert_sdpa_flash.json.gz: cannot inflate into a temporary file in ")
+    assert str(info.value).endswith("(No space left on device; set TMPDIR to a folder with more room)")
+    assert len(made) == 1 and not made[0].exists()
