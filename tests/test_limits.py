@@ -307,3 +307,24 @@ def test_a_temporary_folder_without_room_is_one_line_and_leaves_no_file(tmp_path
     assert str(info.value).startswith("tracelens_h100_bert_sdpa_flash.json.gz: cannot inflate into a temporary file in ")
     assert str(info.value).endswith("(No space left on device; set TMPDIR to a folder with more room)")
     assert len(made) == 1 and not made[0].exists()
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_trace_read_from_a_pipe_loses_no_byte_to_the_checks(tmp_path, packed):
+    """A named pipe has no size to check and cannot be read twice: plain or gzip, it loads whole."""
+    import threading
+
+    data = (DATA / "hta_triton_example.json.gz").read_bytes()
+    data = data if packed else gzip.decompress(data)
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+
+    def feed():
+        with open(pipe, "wb") as fh:
+            fh.write(data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    trace = load_trace(pipe, max_json_bytes=1 << 20)
+    writer.join()
+    assert trace.events.height == len(oracle.complete(oracle.raw(DATA / "hta_triton_example.json.gz")))

@@ -468,27 +468,27 @@ def _label(source: Union[str, os.PathLike, bytes], name: str | None) -> str:
     return name or ("<upload>" if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).name)
 
 
-def _starts_gzip(path: Path) -> bool:
+def _plain_file_size(path: Path) -> int | None:
+    """The size of a regular file that does not start with gzip's magic, else None (a pipe is
+    not read here: its first bytes would be lost; reading it later says what is wrong, if anything)."""
     try:
+        if not path.is_file():
+            return None
         with open(path, "rb") as fh:
-            return fh.read(2) == GZIP_MAGIC
+            return None if fh.read(2) == GZIP_MAGIC else os.fstat(fh.fileno()).st_size
     except OSError:
-        return False  # reading it again says what is wrong
+        return None
 
 
 def _load(
     source: Union[str, os.PathLike, bytes], name: str | None, progress: Callable[[float], None] | None, limit: int
 ) -> Trace:
     label = _label(source, name)
-    if not isinstance(source, (bytes, bytearray, memoryview)) and not _starts_gzip(Path(source)):
-        path = Path(source)
-        try:
-            size = path.stat().st_size if path.is_file() else None
-        except OSError:
-            size = None
-        if size is not None and size > limit:  # refused before it is read
+    size = None if isinstance(source, (bytes, bytearray, memoryview)) else _plain_file_size(Path(source))
+    if size is not None:
+        if size > limit:  # refused before it is read
             raise _too_large(label, size, limit)
-        sliced = _load_sliced(path, name, progress)
+        sliced = _load_sliced(Path(source), name, progress)
         if sliced is not None:
             return sliced
     # gzip inflating to a size the sliced path reads goes to a temporary file for it
