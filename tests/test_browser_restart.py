@@ -129,12 +129,9 @@ def test_an_upload_renamed_in_the_browser_is_shared_by_link_across_a_server_rest
     assert "Traceback" not in Path(tmp_path / "streamlit.log").read_text()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "Streamlit 1.67's keyed st.selectbox sends back the option's formatted label, so after the baseline run is renamed the "
-    "browser's stale old label maps to no run id; the next rerun finds the baseline 'not in options' and "
-    "dashboard/views/link.py seed_choice resets it to the first run. Fix (checked on a copy): seed_choice re-assigns a "
-    "valid value every run (st.session_state[key] = st.session_state[key]), so the browser gets the new label, as "
-    "seed_list already does for the Compare box"))
+# Streamlit's keyed st.selectbox answers with the label it shows: before link.seed_choice assigned
+# the choice again on every run, the browser's stale label after a rename matched no run and the
+# baseline fell back to the first run (this test failed).
 def test_renaming_the_baseline_run_keeps_it_the_baseline(browser_ready, tmp_path):
     from playwright.sync_api import sync_playwright
 

@@ -51,6 +51,11 @@ def seed_choice(key: str, param: str, options: Sequence[Any], default: Any, pars
         seeded.add(key)
     elif st.session_state.get(key) not in options:
         st.session_state[key] = default
+    else:
+        # Assigned again so the widget sends its current label to the browser: a keyed selectbox
+        # answers with the label it shows, and after a rename the browser's old label would match
+        # no option and the choice would fall back to the default (seed_list does the same).
+        st.session_state[key] = st.session_state[key]
 
 
 def seed_number(key: str, param: str, default: float | None) -> None:
