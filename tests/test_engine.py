@@ -353,6 +353,56 @@ def test_long_kernel_sequences_align_window_by_window():
     assert aligned_opcodes(a, a) == [("equal", 0, len(a), 0, len(a))] or all(op == "equal" for op, *_ in aligned_opcodes(a, a))
 
 
+def _check_alignment(a, b, ops):
+    i = j = 0
+    for op, i1, i2, j1, j2 in ops:  # contiguous cover of both sequences; equal blocks are equal
+        assert (i1, j1) == (i, j) and i2 >= i1 and j2 >= j1 and (i2, j2) != (i1, j1)
+        assert op != "equal" or a[i1:i2] == b[j1:j2]
+        i, j = i2, j2
+    assert (i, j) == (len(a), len(b))
+    assert all(not (x[0] == y[0] == "equal") for x, y in zip(ops, ops[1:]))  # equal blocks merged
+
+
+def test_long_steps_with_a_common_head_and_tail_align_in_linear_time():
+    import random
+
+    from dashboard.engine.diff import aligned_opcodes
+
+    rng = random.Random(1)
+    a = [f"k{rng.randint(0, 3)}" for _ in range(90_000)]  # few names, each repeated a lot
+    assert aligned_opcodes(a, list(a)) == [("equal", 0, len(a), 0, len(a))]
+    b = a[:45_000] + ["new"] + a[45_000:]
+    ops = aligned_opcodes(a, b)
+    _check_alignment(a, b, ops)
+    assert ops == [("equal", 0, 45_000, 0, 45_000), ("insert", 45_000, 45_000, 45_000, 45_001),
+                   ("equal", 45_000, 90_000, 45_001, 90_001)]
+    c = list(a)
+    changed = sorted(rng.sample(range(1, len(a) - 1), 20))
+    for k in changed:
+        c[k] = "new"  # a name a never has: each change is exactly one replaced kernel
+    ops = aligned_opcodes(a, c)
+    _check_alignment(a, c, ops)
+    assert [(i1, i2, j1, j2) for op, i1, i2, j1, j2 in ops if op != "equal"] == [(k, k + 1, k, k + 1) for k in changed]
+
+
+def test_aligned_opcodes_cover_both_sequences_whatever_their_heads_and_tails():
+    import random
+
+    from dashboard.engine.diff import aligned_opcodes
+
+    rng = random.Random(2)
+    for _ in range(400):
+        a = [rng.choice("abc") for _ in range(rng.randint(0, 120))]
+        b = list(a)
+        for _ in range(rng.randint(0, 6)):
+            k = rng.randint(0, len(b))
+            if rng.random() < 0.5 and k < len(b):
+                del b[k]
+            else:
+                b.insert(k, rng.choice("abcd"))
+        _check_alignment(a, b, aligned_opcodes(a, b, window=rng.randint(2, 40)))
+
+
 def test_a_cut_far_from_any_event_boundary_is_salvaged_event_by_event(tmp_path):
     doc = oracle.raw(DATA / "hta_triton_example.json.gz")
     events = doc.pop("traceEvents")
