@@ -12,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-import pytest
-
 from browser_server import Server
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, REPO, WIDTH, _settle, browser_ready  # noqa: F401
 

@@ -18,7 +18,6 @@ is inflated into a temporary file and read in slices by worker processes like a 
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
