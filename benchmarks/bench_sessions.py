@@ -16,25 +16,15 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from browser_server import Server, rss_bytes, run_sessions, session_traces  # noqa: E402
+from browser_server import Server, rss_bytes, run_sessions, session_traces, settled_rss  # noqa: E402
 from test_dashboard_browser import TABS, _browser_or_reason  # noqa: E402
 
 MB = 1024 * 1024
-
-
-def settled_rss(pid: int, wait_s: float) -> int:
-    time.sleep(wait_s)
-    readings = []
-    for _ in range(5):
-        readings.append(rss_bytes(pid))
-        time.sleep(0.5)
-    return min(readings)
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -90,6 +91,17 @@ def rss_bytes(pid: int) -> int:
         except psutil.NoSuchProcess:
             pass
     return total
+
+
+def settled_rss(pid: int, wait_s: float = 5.0) -> int:
+    """The server's RSS once closed sessions are gone: the lowest of a few readings taken after
+    waiting `wait_s` (longer than the server's disconnected-session TTL)."""
+    time.sleep(wait_s)
+    readings = []
+    for _ in range(5):
+        readings.append(rss_bytes(pid))
+        time.sleep(0.5)
+    return min(readings)
 
 
 # --- several browser sessions at once (tests/test_browser_load.py, benchmarks/bench_sessions.py) ---

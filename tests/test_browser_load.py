@@ -13,9 +13,7 @@ Without a browser the test skips with the reason; with CI set, a missing browser
 
 from __future__ import annotations
 
-import time
-
-from browser_server import Server, rss_bytes, run_sessions, session_traces
+from browser_server import Server, rss_bytes, run_sessions, session_traces, settled_rss
 from test_dashboard_browser import TABS, browser_ready  # noqa: F401
 
 MB = 1024 * 1024
@@ -24,17 +22,6 @@ MB = 1024 * 1024
 # the allocator keeps some freed pages. A leak of the sessions' state, uploads or figures (tens
 # of MB per session) breaks this.
 KEPT_PER_SESSION = 15 * MB  # measured: 3 to 4 MB per session here (2 cores, Dec 2026)
-
-
-def settled_rss(pid: int, wait_s: float = 5.0) -> int:
-    """The server's RSS once the closed sessions are gone: the lowest of a few readings after the
-    disconnected-session TTL."""
-    time.sleep(wait_s)
-    readings = []
-    for _ in range(5):
-        readings.append(rss_bytes(pid))
-        time.sleep(0.5)
-    return min(readings)
 
 
 def test_two_then_four_sessions_at_once_see_only_their_own_uploads_and_memory_comes_back(browser_ready, tmp_path):
