@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from dashboard.engine import Trace, TraceError, load_trace
-from dashboard.engine.ingest import one_job, world_of
+from dashboard.engine.ingest import one_job, outside, world_of
 from dashboard.engine.ranks import rank_of, slowest_rank
 from dashboard.engine.review import format_bytes
 from dashboard.engine.store import Store, StoredTrace
@@ -224,22 +224,6 @@ def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collect
             )
         )
     return collection
-
-
-def outside(folder: Path, path: Path, named: str | None = None) -> str | None:
-    """Why `path` may not be read as part of `folder` (a server reads a folder named at start only
-    under its root): None when it lies inside; else 'outside its folder' and how (a name with
-    '..' or an absolute path, or a symbolic link out of the folder)."""
-    if named is not None and (Path(named).is_absolute() or ".." in Path(named).parts):
-        return "outside its folder (an absolute path or '..')"
-    try:
-        root = folder.resolve()
-        where = path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop
-        return "outside its folder (a symbolic link that cannot be followed)"
-    if where != root and root not in where.parents:
-        return "outside its folder (a symbolic link out of it)"
-    return None
 
 
 def _path_failure(path: Path, reason: str) -> Failure:

@@ -48,6 +48,22 @@ def one_job(ranks: list[int | None], worlds: list[int | None]) -> bool:
     return len(ranks) > 1 and None not in ranks and len(set(ranks)) == len(ranks) and len(known) <= 1
 
 
+def outside(folder: Path, path: Path, named: str | None = None) -> str | None:
+    """Why `path` may not be read as part of `folder` (a server reads a folder named at start only
+    under its root): None when it lies inside; else 'outside its folder' and how (a name with
+    '..' or an absolute path, or a symbolic link out of the folder)."""
+    if named is not None and (Path(named).is_absolute() or ".." in Path(named).parts):
+        return "outside its folder (an absolute path or '..')"
+    try:
+        root = folder.resolve()
+        where = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return "outside its folder (a symbolic link that cannot be followed)"
+    if where != root and root not in where.parents:
+        return "outside its folder (a symbolic link out of it)"
+    return None
+
+
 def discover(
     paths: Iterable[Union[str, os.PathLike]], skipped: list[str] | None = None
 ) -> list[tuple[str | None, list[Path]]]:
@@ -65,11 +81,7 @@ def discover(
             for p in sorted(path.rglob("*")):
                 if not (p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES):
                     continue
-                try:
-                    where = p.resolve()
-                except (OSError, RuntimeError):  # a symlink loop
-                    where = None
-                if where is None or root not in where.parents:
+                if outside(path, p) is not None:
                     line = f"{p}: outside {path} (a symbolic link out of it); skipped"
                     if skipped is not None:
                         skipped.append(line)
