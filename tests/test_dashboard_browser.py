@@ -119,7 +119,9 @@ def _screenshot(page, path: Path) -> None:
 
 
 def _overview_runs(page) -> list[str]:
-    """The run column of every overview table, read from the grids' accessible rows."""
+    """The run column of every overview table, read from the grids' accessible rows (once the
+    grids have drawn their rows: under load they can lag the run that made them)."""
+    page.locator("[class*='st-key-tbl_overview'] [role=row] [role=gridcell]").first.wait_for(state="attached", timeout=60_000)
     cells = page.locator("[class*='st-key-tbl_overview'] [role=row] [role=gridcell]:first-child").all_inner_texts()
     return [c.strip() for c in cells if c.strip()]
 
