@@ -268,6 +268,33 @@ def test_a_large_gzip_is_read_in_slices_and_gives_the_tables_of_its_plain_json(t
     assert calls[1][0].parent == temp and list(temp.iterdir()) == []
 
 
+@pytest.mark.parametrize("bom", [False, True])
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_large_plain_upload_is_written_to_a_temporary_file_and_read_in_slices(tmp_path, monkeypatch, bom, cut):
+    """Bytes (an upload) of SLICED_MIN_BYTES or more are not decoded in one process: they go to a
+    temporary file that the workers read in slices, and give the trace the one-process path gives
+    for the same bytes (a cut upload: the one-process path closes it; the file is removed)."""
+    data = gzip.decompress((DATA / "tracelens_h100_bert_sdpa_flash.json.gz").read_bytes())
+    data = (b"\xef\xbb\xbf" if bom else b"") + (data[: data.rindex(b"},", 0, len(data) * 9 // 10) + 1] if cut else data)
+    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", 1 << 62)
+    in_memory = load_trace(data, name="up.json")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", len(data))
+    monkeypatch.setattr(load_module, "SLICE_BYTES", 1 << 18)
+    calls = spy_sliced(monkeypatch)
+    spilled = load_trace(data, name="up.json")
+    assert_same(spilled, in_memory)
+    (written, gzip_cut, read), = calls
+    assert written.parent == temp and not written.exists() and list(temp.iterdir()) == []
+    assert gzip_cut is None and read == (not cut)
+    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", len(data) + 1)  # one byte short: kept in memory
+    calls.clear()
+    assert_same(load_trace(data, name="up.json"), in_memory)
+    assert calls == []
+
+
 def test_a_cut_file_large_enough_for_slices_is_not_searched_for_minutes(tmp_path):
     """A large cut file (a cut .json.gz now inflates into one) makes the sliced path look for the
     end of traceEvents in its last 64 MB, where every `"Input Dims": [],` is a candidate: each try

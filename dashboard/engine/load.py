@@ -244,7 +244,8 @@ def read_source(
 @dataclass
 class _Json:
     """A trace's JSON bytes: in memory (data, without a byte order mark), or, for a .json.gz that
-    inflated to SLICED_MIN_BYTES or more, in a temporary file (path, as inflated)."""
+    inflated to SLICED_MIN_BYTES or more or bytes (an upload) of that size, in a temporary file
+    (path, as inflated or given)."""
 
     reading: _Reading
     data: bytes | None = None
@@ -255,7 +256,8 @@ class _Json:
 def _json_of(source: Union[str, os.PathLike, bytes], label: str, limit: int, spill_at: int | None) -> Iterator[_Json]:
     """The JSON of a path or of bytes, gunzipped when the content starts with gzip's magic (a
     cut-off gzip stream gives what its whole blocks hold), at most `limit` bytes of it. A gzip
-    stream that inflates to `spill_at` bytes or more goes to a temporary file, removed on exit."""
+    stream that inflates to `spill_at` bytes or more, or bytes of that size, go to a temporary
+    file, removed on exit."""
     sink = _Sink(spill_at, label)
     try:
         yield _read_json(source, _Reading(label), limit, sink)
@@ -272,6 +274,9 @@ def _read_json(source: Union[str, os.PathLike, bytes], reading: _Reading, limit:
             return sink.finish(reading)
         if len(view) > limit:
             raise _too_large(label, len(view), limit)
+        if sink.spill_at is not None and len(view) >= sink.spill_at:
+            sink.spill(view)  # a large upload: read in slices from a file, as a large file is
+            return sink.finish(reading)
         return _Json(reading, _without_bom(bytes(source)))
     try:
         fh = open(source, "rb")
@@ -319,7 +324,8 @@ def _without_bom(data: bytes) -> bytes:
 
 class _Sink:
     """Where inflated JSON goes: kept in memory, and once it reaches `spill_at` bytes, moved to a
-    temporary file in the system's temporary folder ($TMPDIR) that the rest is written to."""
+    temporary file in the system's temporary folder ($TMPDIR) that the rest is written to. A
+    plain upload of `spill_at` bytes or more is written there whole (`spill`)."""
 
     def __init__(self, spill_at: int | None, label: str) -> None:
         self.spill_at, self.label = spill_at, label
@@ -336,14 +342,26 @@ class _Sink:
             self.parts.append(piece)
             self.held += len(piece)
             if self.spill_at is not None and self.held >= self.spill_at:
-                fd, name = tempfile.mkstemp(prefix="attnscope-inflated-", suffix=".json")
-                self.path = Path(name)
-                self.file = os.fdopen(fd, "wb")
+                self._open()
                 for part in self.parts:
                     self.file.write(part)
                 self.parts = []
         except OSError as exc:
             raise self._failed(exc) from None
+
+    def spill(self, view: memoryview) -> None:
+        """Write JSON that is already in memory (a large plain upload) to the temporary file."""
+        try:
+            self._open()
+            for at in range(0, len(view), GZIP_READ_BYTES):
+                self.file.write(view[at : at + GZIP_READ_BYTES])
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def _open(self) -> None:
+        fd, name = tempfile.mkstemp(prefix="attnscope-json-", suffix=".json")
+        self.path = Path(name)
+        self.file = os.fdopen(fd, "wb")
 
     def truncate(self, size: int) -> None:
         """Keep only the first `size` bytes written."""
@@ -490,7 +508,7 @@ def _load(
         sliced = _load_sliced(Path(source), name, progress)
         if sliced is not None:
             return sliced
-    # gzip inflating to a size the sliced path reads goes to a temporary file for it
+    # gzip inflating to a size the sliced path reads, or bytes of that size, go to a temporary file for it
     spill_at = SLICED_MIN_BYTES if _workers() >= 2 else None
     with _json_of(source, label, limit, spill_at) as got:
         reading = got.reading
