@@ -157,8 +157,10 @@ class Backends:
 def detect_backends(trace: Trace) -> Backends:
     """Detect attention backends from cpu_op and kernel names (BACKEND_TABLE), then hand-written
     attention compiled by inductor or run eagerly."""
-    ev = trace.events.filter(pl.col("cat").is_in(["cpu_op", "kernel"]))
-    names = ev.select(pl.col("name").cast(pl.String).unique()).to_series()
+    names = (  # only the name column is filtered: not a copy of the table
+        trace.events.lazy().filter(pl.col("cat").is_in(["cpu_op", "kernel"]))
+        .select(pl.col("name").cast(pl.String).unique()).collect().to_series()
+    )
     by_name = {name: row.name for name in names.to_list() if name and (row := attention_backend(name)) is not None}
     found = Backends()
     for backend in BACKEND_NAMES:
@@ -181,24 +183,31 @@ def detect_backends(trace: Trace) -> Backends:
 def _launches(trace: Trace, by_name: dict[str, str]) -> pl.DataFrame:
     """Attention kernels with the op and runtime call that launched them (see Backends)."""
     ev = trace.events
-    kernels = ev.filter((pl.col("cat") == "kernel") & pl.col("name").cast(pl.String).is_in(list(by_name)))
+    kernels = ev.select("cat", "name", "launch").filter(
+        (pl.col("cat") == "kernel") & pl.col("name").cast(pl.String).is_in(list(by_name))
+    )
     if kernels.height == 0:
         return pl.DataFrame(schema=LAUNCH_SCHEMA)
     launch = kernels["launch"].fill_null(-1).to_numpy()
     op = enclosing_cpu_op(trace, launch)
-    names = ev["name"].cast(pl.String)
     return (
         kernels.select(pl.col("name").cast(pl.String).alias("kernel"))
         .with_columns(
             pl.col("kernel").replace_strict(by_name, return_dtype=pl.String).alias("backend"),
-            pl.Series("op", [names[int(i)] if i >= 0 else None for i in op], dtype=pl.String),
-            pl.Series("launch", [names[int(i)] if i >= 0 else None for i in launch], dtype=pl.String),
+            _names_of(ev, op).alias("op"),
+            _names_of(ev, launch).alias("launch"),
         )
         .group_by("backend", "kernel", "op", "launch")
         .agg(pl.len().cast(pl.Int64).alias("count"))
         .sort("backend", "kernel", "op", nulls_last=True)
         .select(list(LAUNCH_SCHEMA))
     )
+
+
+def _names_of(ev: pl.DataFrame, ids: np.ndarray) -> pl.Series:
+    """The names of the events with these ids (row numbers; -1: null)."""
+    rows = pl.Series(ids, dtype=pl.Int64)
+    return ev["name"].gather(rows.set(rows < 0, None)).cast(pl.String)
 
 
 def enclosing_cpu_op(trace: Trace, ids: np.ndarray) -> np.ndarray:
@@ -233,7 +242,7 @@ def _inductor_evidence(trace: Trace, names: pl.Series, fused: list[str]) -> list
 
 def _eager_evidence(trace: Trace) -> list[str]:
     """matmul + softmax ops that sit under no SDPA op: attention written by hand."""
-    ops = trace.events.filter(pl.col("cat") == "cpu_op").select("id", "parent", pl.col("name").cast(pl.String))
+    ops = trace.events.lazy().filter(pl.col("cat") == "cpu_op").select("id", "parent", pl.col("name").cast(pl.String)).collect()
     softmax = ops.filter(pl.col("name").str.contains(EAGER_SOFTMAX))
     matmul = ops.filter(pl.col("name").str.contains(EAGER_MATMUL))
     if softmax.height == 0 or matmul.height == 0:

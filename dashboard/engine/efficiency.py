@@ -396,8 +396,10 @@ def _attention_names(trace: Trace) -> tuple[dict[str, str], set[str], set[str]]:
     evidence = detect_backends(trace).evidence
     backend = {n: b for b, names in evidence.items() if b not in NOT_ATTENTION for n in names}
     ev = trace.events
-    op_names = set(ev.filter(pl.col("cat") == "cpu_op")["name"].cast(pl.String).unique().to_list())
-    kernel_names = set(ev.filter(pl.col("cat") == "kernel")["name"].cast(pl.String).unique().to_list())
+    op_names, kernel_names = (
+        set(ev.lazy().filter(pl.col("cat") == cat).select(pl.col("name").cast(pl.String).unique()).collect().to_series().to_list())
+        for cat in ("cpu_op", "kernel")
+    )
     ops = {n for n in op_names if n in backend or reader_for(n) is not None}
     kernels = {n for n in kernel_names if backend.get(n) not in (None,) + NOT_FUSED}
     return backend, ops, kernels
@@ -434,8 +436,8 @@ def attention_calls(trace: Trace) -> pl.DataFrame:
 def _device_work(trace: Trace, parent: np.ndarray, is_call: np.ndarray, kernel_names: set[str]) -> pl.DataFrame:
     """Device events with the call that launched them: id, name, device, dur_ns, launch, owner
     (call id or -1), attention (a fused attention kernel)."""
-    gpu = trace.events.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
-        "id", pl.col("name").cast(pl.String), "device", "dur_ns", pl.col("launch").fill_null(-1))
+    gpu = trace.events.lazy().filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
+        "id", pl.col("name").cast(pl.String), "device", "dur_ns", pl.col("launch").fill_null(-1)).collect()
     owner = nearest_marked(parent, gpu["launch"].to_numpy(), is_call)
     return gpu.with_columns(pl.Series("owner", owner), pl.col("name").is_in(list(kernel_names)).alias("attention"))
 
@@ -666,12 +668,13 @@ def step_efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None 
     shape = collector_shape(trace)
     if isinstance(shape, str):
         return pl.DataFrame(schema=STEP_SCHEMA)
-    ev = trace.events.filter(pl.col("step").is_not_null())
+    ev = trace.events.lazy().filter(pl.col("step").is_not_null())  # lazy: only the columns used are filtered
     if trace.has_gpu:
-        work = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES))
+        work = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select("step", "device", "dur_ns").collect()
         device = work["device"].drop_nulls().mode().sort().first() if work["device"].null_count() < work.height else None
     else:
-        work = ev.filter((pl.col("cat") == "user_annotation") & pl.col("name").cast(pl.String).str.starts_with("attention::"))
+        work = ev.filter((pl.col("cat") == "user_annotation") & pl.col("name").cast(pl.String).str.starts_with("attention::")).select(
+            "step", "dur_ns").collect()
         device = None
     per_step = work.group_by("step").agg(pl.col("dur_ns").sum())
     w = shape.work()
@@ -698,7 +701,8 @@ def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None
     time_us = float(measured["total_us"].sum()) if measured.height else 0.0
     ideal_us = float((measured["flops"] * measured["count"] / measured["roofline_tflops"] / 1e6).sum()) if measured.height else 0.0
     flops = float((measured["flops"] * measured["count"]).sum()) if measured.height else 0.0
-    device_ids = trace.events.filter(pl.col("cat") == "kernel")["device"].drop_nulls().unique().sort().to_list() if trace.has_gpu else []
+    device_ids = (trace.events.lazy().filter(pl.col("cat") == "kernel").select(pl.col("device").drop_nulls().unique().sort())
+                  .collect().to_series().to_list() if trace.has_gpu else [])
     match = device_matches(trace, [device_ids[0] if device_ids else None], peak)
     first = next(iter(match.values()))
     return {

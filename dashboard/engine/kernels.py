@@ -151,13 +151,13 @@ def work_events(trace: Trace) -> pl.DataFrame:
     device, stream. Kernels/memcpy/memset on a GPU trace; leaf cpu_ops on a CPU-only trace."""
     ev = trace.events
     if trace.has_gpu:
-        work = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES))
+        work = ev.lazy().filter(pl.col("cat").is_in(GPU_CATEGORIES))  # lazy: only the columns selected are filtered
     else:
-        work = leaf_work_ops(trace)
+        work = leaf_work_ops(trace).lazy()
     return work.select(
         "id", "step", "cat", "name", family_expr(pl.col("name"), pl.col("cat")).alias("family"),
         "ts_ns", "dur_ns", "device", "stream",
-    )
+    ).collect()
 
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:

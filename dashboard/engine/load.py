@@ -904,8 +904,9 @@ def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading
             raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
         raise TraceError(f"{label}: the trace has {seen:,} events but no complete (\"X\") events to analyse")
     origin_ns = int(frame["ts_abs"].min())
-    frame = frame.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")
-    frame = _normalize(frame)
+    held = [frame.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")]
+    del frame  # _normalize takes the only reference: it frees each unsorted column as it sorts it
+    frame = _normalize(held)
     frame = nesting(frame)
     frame = _link_launches(frame)
     steps = find_steps(frame)
@@ -1331,10 +1332,10 @@ def _empty_steps_warning(trace: Trace) -> str | None:
     """Why every step's work is 0 when the steps hold no cpu_op and the trace no device event
     (a CPU trace of gloo collectives holds only annotations, say), or None when they hold work."""
     ev = trace.events
-    cats = ev["cat"].cast(pl.String)
-    if cats.is_in(GPU_CATEGORIES).any():
+    if ev["cat"].is_in(GPU_CATEGORIES).any():
         return None  # device work outside any step is reported with its launches
-    inside = ev.filter(pl.col("step").is_not_null() & ~(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")))
+    inside = ev.select("step", "cat", "name").filter(
+        pl.col("step").is_not_null() & ~(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")))
     if (inside["cat"].cast(pl.String) == "cpu_op").any():
         return None
     held = inside.group_by(pl.col("cat").cast(pl.String)).len().sort("len", descending=True)
@@ -1420,8 +1421,11 @@ def gpu_vendor(meta: dict[str, Any]) -> str | None:
     return None
 
 
-def _normalize(frame: pl.DataFrame) -> pl.DataFrame:
-    """Fill GPU stream/device from legacy tids ("stream 7") and pids, and the memcpy kind."""
+def _normalize(held: list[pl.DataFrame]) -> pl.DataFrame:
+    """Fill GPU stream/device from legacy tids ("stream 7") and pids, and the memcpy kind, and
+    sort. `held` holds the only reference to the frame (emptied here), so that its columns are
+    freed one by one as their sorted copies are made."""
+    frame = held.pop()
     gpu = pl.col("cat").is_in(GPU_CATEGORIES)
     stream_from_tid = pl.col("tid").str.extract(r"(\d+)$", 1).cast(pl.Int64, strict=False)
     frame = frame.with_columns(
@@ -1436,12 +1440,20 @@ def _normalize(frame: pl.DataFrame) -> pl.DataFrame:
         .alias("kind"),
     ).drop("kind_arg")
     # stable: two spans with the same start and length nest in file order, parent first (µs-resolution traces have many)
-    frame = frame.sort(["pid", "tid", "ts_ns", "dur_ns"], descending=[False, False, False, True], maintain_order=True)
-    return frame.with_columns(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("id"),
-        pl.col("cat").cast(pl.Categorical),
-        pl.col("name").cast(pl.Categorical),
-    ).select(["id", *[c for c in frame.columns if c != "id"]])
+    order = frame.select(
+        pl.arg_sort_by(["pid", "tid", "ts_ns", "dur_ns"], descending=[False, False, False, True], maintain_order=True)
+    ).to_series()
+    # One column at a time, each unsorted one dropped once its sorted copy exists: a first open
+    # holds the table once plus one column, not twice (DataFrame.sort gathers every column at once).
+    names = frame.columns
+    columns = [pl.int_range(0, frame.height, dtype=pl.Int64, eager=True).alias("id")]
+    for name in names:
+        column = frame.get_column(name)
+        frame = frame.drop(name)
+        column = column.gather(order)
+        columns.append(column.cast(pl.Categorical) if name in ("cat", "name") else column)
+        del column
+    return pl.DataFrame(columns)
 
 
 def _link_launches(frame: pl.DataFrame) -> pl.DataFrame:

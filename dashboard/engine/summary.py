@@ -23,7 +23,8 @@ def device_info(trace: Trace) -> dict[str, Any]:
     names = device_names(trace.meta)
     kind = accelerator(trace.raw_categories)
     if kind is None:
-        calls = trace.events.filter(pl.col("cat").is_in(["cuda_runtime", "cuda_driver"]))["name"].cast(pl.String)
+        calls = trace.events.lazy().filter(pl.col("cat").is_in(["cuda_runtime", "cuda_driver"])).select(
+            pl.col("name").cast(pl.String)).collect().to_series()
         hip = bool(calls.str.starts_with("hip").any()) if calls.len() else False
         vendor = gpu_vendor(trace.meta)
         if hip or vendor == "rocm":
@@ -42,7 +43,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     ev = trace.events
     counts = ev.group_by(pl.col("cat").cast(pl.String)).len().sort("cat")
     memcpy = (
-        ev.filter(pl.col("cat") == "gpu_memcpy").group_by("kind").len().sort("kind")
+        ev.lazy().filter(pl.col("cat") == "gpu_memcpy").group_by("kind").len().sort("kind").collect()
     )
     steps = per_step(trace)
     found = detect_backends(trace)
