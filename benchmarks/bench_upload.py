@@ -1,0 +1,232 @@
+"""One large upload in the dashboard: how soon its first table shows, how fast the tabs switch
+with it open, and how much memory the server holds for it. Issue 10's dashboard targets: a 1 GB
+upload shows its first table within 10 s, a tab switch with it open answers within 2 s, and the
+upload is not held in memory twice.
+
+    python benchmarks/bench_upload.py [--bound 600] [TRACE ...]
+
+With no traces: benchmarks/out/large.json and benchmarks/out/large1g.json when they exist (make
+them with `python benchmarks/make_large_trace.py [--target-mb 1000 --out benchmarks/out/large1g.json]`).
+Each trace gets a fresh server (tests/browser_server.py, with server.maxUploadSize raised to fit
+it, an empty store folder and no file watcher: an edit to the sources mid-run would otherwise
+leave a "Source file changed" prompt up) and a fresh headless Chromium, which opens the app,
+uploads the trace through the sidebar's file uploader and clicks through every tab, then back to
+Overview.
+
+Prints the machine's facts (benchmarks/bench_load.py), then one row per trace: JSON MB; seconds
+from the start of the upload to the end of its HTTP transfer (browser -> server), to the
+"Parsing ..." progress bar (the app's run has the bytes and their hash), and to the first table
+(the overview grid's row for the upload drawn); the tab switch times (from the click to the
+later of: the server's message that the run it caused finished, and the tab's table or chart
+attached), median and max, and the slowest tab; the server's RSS (with its worker processes,
+sampled every 0.1 s) before the upload, its peak from the upload until the last tab switch,
+that peak over the JSON size, its RSS once settled with the trace open, and after the browser
+closed (past the disconnected-session TTL). A second line gives each tab's time and the peaks
+of the upload+open and of the tab switches apart; then any problems seen (exception boxes, a
+run that never finished, errors in the server's log). Needs chromium and playwright, as
+tests/test_dashboard_browser.py. The machine is shared: note the load average printed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
+
+from bench_load import facts, json_size  # noqa: E402
+from browser_server import Server, rss_bytes, settled_rss  # noqa: E402
+from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, TABS, WIDTH, _browser_or_reason, _settle  # noqa: E402
+
+from dashboard.engine.catalog import trace_stem  # noqa: E402
+
+MB = 1e6
+MIB = 1024 * 1024
+TTL_S = 2  # server.disconnectedSessionTTL: how long a closed session's uploads outlive it
+OVERVIEW_ROWS = "[class*='st-key-tbl_overview'] [role=row]"
+# Notes in the page the moment the progress bar first says "Parsing" (Date.now(), ms).
+WATCH_PARSING = """() => {
+  window.__benchParsing = null;
+  const seen = () => {
+    for (const bar of document.querySelectorAll("[data-testid=stProgress]")) {
+      if (bar.textContent.includes("Parsing")) { window.__benchParsing = Date.now(); return true; }
+    }
+    return false;
+  };
+  if (seen()) return;
+  const watch = new MutationObserver(() => { if (seen()) watch.disconnect(); });
+  watch.observe(document.body, {childList: true, subtree: true, characterData: true});
+}"""
+
+
+class Peak:
+    """The highest rss_bytes(pid) read every 0.1 s while running; mark() starts a new phase."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.phases, self.done = pid, {}, threading.Event()
+        self.phase = "start"
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self.done.is_set():
+            try:
+                value = rss_bytes(self.pid)
+            except Exception:  # noqa: BLE001 - a slice worker that just ended
+                value = 0
+            self.phases[self.phase] = max(self.phases.get(self.phase, 0), value)
+            self.done.wait(0.1)
+
+    def mark(self, phase: str) -> None:
+        self.phase = phase
+
+    def __enter__(self) -> "Peak":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def is_script_finished(payload) -> bool:
+    """Whether a websocket frame from the server is the ForwardMsg that ends a script run."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    if not isinstance(payload, bytes):
+        return False
+    try:
+        return ForwardMsg.FromString(payload).WhichOneof("type") == "script_finished"
+    except Exception:  # noqa: BLE001 - not a ForwardMsg
+        return False
+
+
+def drive(browser, server: Server, path: Path, bound_s: float) -> dict:
+    """Open the app, upload `path`, wait for its overview row, switch through every tab."""
+    bound_ms = bound_s * 1000
+    label = trace_stem(path.name)
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    problems: list[str] = []
+    finished: list[float] = []  # time.monotonic() of each script_finished the page received
+    transfer: dict[str, float] = {}
+
+    def on_request_finished(request) -> None:
+        if "upload_file" in request.url and request.method in ("PUT", "POST"):
+            transfer["end"] = time.time()
+            timing = request.timing
+            if timing.get("startTime", -1) > 0 and timing.get("responseEnd", -1) >= 0:
+                transfer["end"] = (timing["startTime"] + timing["responseEnd"]) / 1000
+
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: finished.append(time.monotonic()) if is_script_finished(payload) else None))
+    page.on("requestfinished", on_request_finished)
+    page.on("requestfailed", lambda r: problems.append(f"upload request failed: {r.failure}") if "upload_file" in r.url else None)
+    page.goto(server.url)
+    page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_ms)
+    _settle(page)
+    result: dict = {"rss_before": rss_bytes(server.pid), "problems": problems, "switches": {}}
+    page.evaluate(WATCH_PARSING)
+
+    with Peak(server.pid) as peak:
+        peak.mark("open")
+        wall0, start = time.time(), time.monotonic()
+        page.set_input_files("[data-testid=stSidebar] input[type=file]", str(path))
+        page.locator(OVERVIEW_ROWS, has_text=label).first.wait_for(state="attached", timeout=bound_ms)
+        result["first_table"] = time.monotonic() - start
+        _settle(page)
+        parsing = page.evaluate("() => window.__benchParsing")
+        result["parsing"] = parsing / 1000 - wall0 if parsing else None
+        result["transfer"] = transfer["end"] - wall0 if "end" in transfer else None
+        if page.locator("[data-testid='stException']").count() or page.locator("[data-testid=stSidebar] [data-testid=stAlert]").count():
+            problems.append("after the upload: " + " | ".join(page.locator("[data-testid=stException], [data-testid=stSidebar] [data-testid=stAlert]").all_inner_texts()))
+
+        peak.mark("tabs")
+        names = [t.strip() for t in page.get_by_role("tab").all_inner_texts()]
+        for tab in names[1:] + names[:1]:  # from Overview through the rest and back: each click a switch
+            before = len(finished)
+            start = time.monotonic()
+            page.get_by_role("tab", name=tab, exact=True).click()
+            drawn = start
+            if tab in TABS:
+                page.locator(f".st-key-{TABS[tab]}").first.wait_for(timeout=bound_ms)
+                drawn = time.monotonic()
+            while len(finished) == before and time.monotonic() - start < bound_s:  # the run the click caused
+                page.wait_for_timeout(50)  # (the status widget shows only once a run is slow)
+            _settle(page)
+            ran = finished[before:]
+            if not ran:
+                problems.append(f"{tab}: no script run finished after the click")
+            result["switches"][tab] = max(ran[-1] if ran else time.monotonic(), drawn) - start
+            if page.locator("[data-testid='stException']").count() or page.get_by_text("tab could not be drawn").count():
+                problems.append(f"{tab}: " + " | ".join(page.locator("[data-testid=stException], [data-testid=stAlert]").all_inner_texts())[:300])
+        result["rss_open"] = settled_rss(server.pid, 1.0)
+    result["peak_open"], result["peak_tabs"] = peak.phases.get("open", 0), peak.phases.get("tabs", 0)
+    page.close()
+    return result
+
+
+def measure(path: Path, bound_s: float) -> dict:
+    """One trace on a fresh server with an empty store."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="attnscope-bench-upload-") as tmp:
+        folder = Path(tmp)
+        options = ["--server.maxUploadSize", str(path.stat().st_size // MIB + 64),
+                   "--server.disconnectedSessionTTL", str(TTL_S), "--server.fileWatcherType", "none"]
+        with Server(folder / "store", folder / "streamlit.log", options=options) as server:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                try:
+                    result = drive(browser, server, path, bound_s)
+                finally:
+                    browser.close()
+            result["rss_closed"] = settled_rss(server.pid, TTL_S + 3)
+            result["log"] = server.log()
+    return result
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bound", type=float, default=600, help="seconds to wait for any one thing before giving up")
+    parser.add_argument("traces", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    reason = _browser_or_reason()
+    if reason:
+        sys.exit(f"bench_upload: {reason}")
+    paths = args.traces or [p for p in (HERE / "out" / "large.json", HERE / "out" / "large1g.json") if p.exists()]
+    if not paths:
+        sys.exit("bench_upload: no traces; make one with python benchmarks/make_large_trace.py")
+    print(facts())
+    print(f"{'trace':<24} {'JSON MB':>8} {'transfer s':>11} {'parsing s':>10} {'first table s':>14} {'switch median s':>16} "
+          f"{'switch max s':>13} {'slowest tab':>14} {'RSS before MB':>14} {'peak RSS MB':>12} {'peak/JSON':>10} "
+          f"{'RSS open MB':>12} {'RSS closed MB':>14}")
+
+    def secs(value: float | None) -> str:
+        return "?" if value is None else f"{value:.1f}"
+
+    for path in paths:
+        size = json_size(path) if path.name.endswith(".gz") else path.stat().st_size
+        r = measure(path, args.bound)
+        switches = r["switches"]
+        slowest = max(switches, key=switches.get)
+        peak = max(r["peak_open"], r["peak_tabs"])
+        print(f"{path.name:<24} {size / MB:>8.0f} {secs(r['transfer']):>11} {secs(r['parsing']):>10} {r['first_table']:>14.1f} "
+              f"{statistics.median(switches.values()):>16.2f} {switches[slowest]:>13.2f} {slowest:>14} {r['rss_before'] / MB:>14.0f} "
+              f"{peak / MB:>12.0f} {peak / size:>10.2f} {r['rss_open'] / MB:>12.0f} {r['rss_closed'] / MB:>14.0f}")
+        print(f"{'':<24} tab switches s: " + ", ".join(f"{t} {s:.2f}" for t, s in switches.items())
+              + f"; peak RSS MB upload+open {r['peak_open'] / MB:.0f}, tabs {r['peak_tabs'] / MB:.0f}")
+        for problem in r["problems"]:
+            print(f"{'':<24} problem: {problem}")
+        errors = [line for line in r["log"].splitlines() if "Error" in line or "Traceback" in line]
+        for line in errors[:5]:
+            print(f"{'':<24} server log: {line.strip()[:200]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
