@@ -330,6 +330,21 @@ def test_chart_strings_carry_no_plotly_markup():
         assert "&lt;a href=" in text, name  # (the label is there, escaped)
 
 
+def test_plain_in_polars_escapes_as_plain_does():
+    """charts.plain_expr (the timeline's hovers, escaped a column at a time) against plain() value
+    by value: the payloads, the real kernel names, and the edge cases of the escape order."""
+    import polars as pl
+
+    from dashboard.charts import plain, plain_expr
+
+    names = [line.split("\t")[0] for line in (REPO / "tests" / "data" / "kernel_names.tsv").read_text().splitlines()
+             if line and not line.startswith("#")]
+    values = [PLOTLY_LABEL, IMG, SCRIPT, "%{", "%%{{", "&lt;", "&amp;%{x}", "<<>>&&", "", "plain", "é ∑ 🙂", *names]
+    got = pl.Series(values).to_frame("v").select(plain_expr(pl.col("v"))).to_series().to_list()
+    assert got == [plain(v) for v in values]
+    assert len(names) > 100
+
+
 def test_charts_show_plotly_markup_in_labels_literally(browser_ready, tmp_path):
     """In Chromium: no link, bold or line break made from a label, and the label's text drawn."""
     from playwright.sync_api import sync_playwright
