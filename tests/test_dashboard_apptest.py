@@ -593,6 +593,27 @@ def test_copies_tab_on_the_gpu_pair_shows_every_memcpy(app):
         assert got["kind"].value_counts().to_dict() == dict(expect.group_by("kind").len().iter_rows())
 
 
+def test_a_long_table_drops_its_row_colours_and_says_so(app, monkeypatch):
+    """Row colours (a pandas Styler) cost seconds on thousands of rows: a table over
+    HIGHLIGHT_MAX_ROWS keeps every row, without colours, and says why; one at the cap keeps them."""
+    from dashboard.views import tables as tables_view
+
+    expect = copies(load_trace(A100)).height  # 468 memcpys
+    hidden_rows = int(copies(load_trace(A100))["hidden"].sum())
+    for cap, coloured in ((expect, True), (expect - 1, False)):
+        monkeypatch.setattr(tables_view, "HIGHLIGHT_MAX_ROWS", cap)
+        at = app("Copies", traces=[A100])
+        block = at.get_by_key("tbl_copies")
+        assert len(block.dataframe[0].value) == expect
+        styles = block.dataframe[0].proto.arrow_data.styler.styles
+        captions = [c.value for c in block.caption]
+        if coloured:
+            assert captions == [] and hidden_rows > 0 and styles != ""
+        else:
+            assert styles == "" and captions == [f"{expect:,} rows: rows are coloured in tables of up to {cap:,} rows only "
+                                                  "(a pandas Styler takes seconds per few thousand rows); the columns still say everything."]
+
+
 # ---------------------------------------------------------------- timeline diff
 
 
