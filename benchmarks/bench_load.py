@@ -31,8 +31,8 @@ CHILD = r"""
 import gzip, json, resource, sys, time
 sys.path.insert(0, {root!r})
 mode, path = sys.argv[1], sys.argv[2]
+from dashboard.engine import load_trace, summarize  # first, as the CLI and the dashboard import it
 import msgspec, polars, numpy  # libraries loaded before the baseline reading
-from dashboard.engine import load_trace, summarize
 import dashboard.engine.load as load
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 def cpu():

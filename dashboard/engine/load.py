@@ -21,16 +21,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import tempfile
 import zlib
 
-if "polars" not in sys.modules:
-    # polars sets its allocator (jemalloc) to keep freed pages for 0.5-1 s; loading a large trace
-    # frees hundreds of MB between its steps, and a first open's peak RSS grows by that much
-    # (measured on the 187 MB trace: 460 MB peak kept, 367 MB returned at once, same speed).
-    # Only settable before polars is first imported; a caller's own setting wins.
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -968,7 +961,7 @@ class _Workers:
 
         root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
-        env.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")  # see the top of this module
+        env.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")  # see dashboard/__init__.py
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         code = "from dashboard.engine.load import _serve; _serve()"
         self.procs = [
