@@ -349,13 +349,24 @@ def test_a_trace_read_from_a_pipe_loses_no_byte_to_the_checks(tmp_path, packed):
     assert trace.events.height == len(oracle.complete(oracle.raw(DATA / "hta_triton_example.json.gz")))
 
 
+@pytest.mark.parametrize("given, last", [
+    (None, ["dirty_decay_ms:0", "muzzy_decay_ms:0"]),
+    ("dirty_decay_ms:500,muzzy_decay_ms:1000", ["dirty_decay_ms:0", "muzzy_decay_ms:0"]),  # from a parent that imported polars
+    ("thp:always", ["dirty_decay_ms:0", "muzzy_decay_ms:0"]),
+    ("dirty_decay_ms:2000", ["muzzy_decay_ms:1000", "dirty_decay_ms:2000"]),  # the user's own decay
+])
 @pytest.mark.parametrize("first", ["import dashboard.cli", "import streamlit; from dashboard import charts, report, runs"])
-def test_polars_returns_freed_memory_at_once_in_the_cli_and_the_dashboard(first):
+def test_polars_returns_freed_memory_at_once_in_the_cli_and_the_dashboard(first, given, last):
     """The allocator setting (see dashboard/__init__.py) must be in the environment before polars
     is imported, in the CLI and in the dashboard, whose charts import polars before the engine:
-    polars puts its own default first and the last one wins."""
+    polars puts its own default first and the last one wins. Polars' default inherited from a
+    parent process does not stop it; a user's own decay setting does."""
     code = f"{first}; import os, sys; assert 'polars' in sys.modules; print(os.environ.get('_RJEM_MALLOC_CONF'))"
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    if given is not None:
+        env["_RJEM_MALLOC_CONF"] = given
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().split(",")[-2:] == ["dirty_decay_ms:0", "muzzy_decay_ms:0"], done.stdout
+    got = done.stdout.strip().split(",")
+    assert got[-2:] == last, done.stdout
+    assert given is None or set(given.split(",")) <= set(got)
