@@ -1433,9 +1433,12 @@ def _normalize(held: list[pl.DataFrame]) -> pl.DataFrame:
         .alias("kind"),
     ).drop("kind_arg")
     # stable: two spans with the same start and length nest in file order, parent first (µs-resolution traces have many)
-    order = frame.select(
-        pl.arg_sort_by(["pid", "tid", "ts_ns", "dur_ns"], descending=[False, False, False, True], maintain_order=True)
-    ).to_series()
+    keys = ["pid", "tid", "ts_ns", "dur_ns"]
+    order = (  # the keys sorted with their row numbers: 0.26 s for 2.2M rows where pl.arg_sort_by took 1.5 s
+        frame.select(keys).with_row_index("row")
+        .sort(keys, descending=[False, False, False, True], maintain_order=True)
+        .get_column("row")
+    )
     # One column at a time, each unsorted one dropped once its sorted copy exists: a first open
     # holds the table once plus one column, not twice (DataFrame.sort gathers every column at once).
     names = frame.columns
