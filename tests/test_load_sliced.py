@@ -145,3 +145,27 @@ def test_a_byte_order_mark_counts_as_in_one_process(tmp_path, monkeypatch):
     sliced, serial = _both(path, monkeypatch, slice_bytes=20_000)
     assert sliced is not None
     _assert_same(sliced, serial)
+
+
+def _strs_by_tries(values: list) -> list:
+    """The obvious version of load._strs: a String column if polars takes the values as they are,
+    else an Int64 one as text, else str() of each value."""
+    for dtype in (pl.String, pl.Int64):
+        try:
+            return pl.Series(values, dtype=dtype, strict=True).cast(pl.String).to_list()
+        except (TypeError, ValueError, OverflowError):
+            continue
+    return [None if v is None else str(v) for v in values]
+
+
+def test_text_columns_from_mixed_values_match_the_obvious_version():
+    """pid/tid/cat/name columns: _strs looks at the value types once instead of trying twice."""
+    cases = [[1, 2, None], [True, False], [True, 1], [2.0, 1], [2.5], ["a", None], ["a", 1], ["a", True],
+             [2**70, 1], [None, None], [], [1.0], [-3, "x", 2.5, None, True], [2**63 - 1], [-(2**63)], [2**63]]
+    for name in sorted(p.name for p in DATA.glob("*.json.gz")):
+        events = json.loads(gzip.decompress((DATA / name).read_bytes()))
+        events = events["traceEvents"] if isinstance(events, dict) else events
+        for key in ("pid", "tid", "name", "cat"):
+            cases.append([e.get(key) for e in events if isinstance(e, dict)])
+    for values in cases:
+        assert load._strs(values).to_list() == _strs_by_tries(values), values[:5]

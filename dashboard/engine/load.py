@@ -772,13 +772,20 @@ def _ints(values: list[Any]) -> pl.Series:
         return pl.Series([_int_or_none(v) for v in values], dtype=pl.Int64)
 
 
+_NONE = type(None)
+
+
 def _strs(values: list[Any]) -> pl.Series:
-    """A String column from strings, ints (pid/tid) or a mix of both."""
-    for dtype in (pl.String, pl.Int64):
+    """A String column from strings, ints (pid/tid) or a mix of both. The value types are looked
+    at once (a C-level pass), so a mixed column costs one conversion, not two failed ones first."""
+    kinds = set(map(type, values)) - {_NONE}
+    if kinds <= {str}:
+        return pl.Series(values, dtype=pl.String)
+    if kinds and kinds <= {int, bool}:  # (polars reads a bool as 1 or 0 here, as before)
         try:
-            return pl.Series(values, dtype=dtype, strict=True).cast(pl.String)
-        except (TypeError, ValueError, OverflowError):
-            continue
+            return pl.Series(values, dtype=pl.Int64, strict=True).cast(pl.String)
+        except (TypeError, ValueError, OverflowError):  # beyond int64
+            pass
     return pl.Series([None if v is None else str(v) for v in values], dtype=pl.String)
 
 
