@@ -5,10 +5,11 @@ import sys as _sys
 
 __version__ = "0.1.0"
 
-if "polars" not in _sys.modules:
+if "polars" not in _sys.modules and not _os.environ.get("_ATTNSCOPE_SLICE_WORKER"):  # (workers: see load._Workers)
     # polars sets its allocator (jemalloc) to keep freed pages for 0.5-1 s; loading a large trace
     # frees hundreds of MB between its steps, and a first open's peak RSS grows by that much
-    # (measured on the 187 MB trace: 460 MB peak kept, 367 MB returned at once, same speed).
+    # (measured: the 187 MB trace's peak 460 -> 367 MB at the same speed; the 910 MB trace's
+    # 1.45x -> 0.99x the JSON for about 1 s more of its 11-12 s).
     # Only settable before polars is first imported, so here, before any module of the package
     # (the dashboard's charts import polars before the engine does). A caller's own decay setting
     # wins; polars' default, which a process that imported polars passes on to its children, does not.

@@ -370,3 +370,22 @@ def test_polars_returns_freed_memory_at_once_in_the_cli_and_the_dashboard(first,
     got = done.stdout.strip().split(",")
     assert got[-2:] == last, done.stdout
     assert given is None or set(given.split(",")) <= set(got)
+
+
+def test_slice_workers_keep_polars_own_allocator_setting():
+    """The workers (started with _ATTNSCOPE_SLICE_WORKER) are left polars' default: returning
+    every page at once cost them 0.5-0.7 s on the 910 MB trace for 18 MB less peak each."""
+    code = "import dashboard.engine.load, os; print(os.environ.get('_RJEM_MALLOC_CONF'))"
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    env["_ATTNSCOPE_SLICE_WORKER"] = "1"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "decay_ms:0" not in done.stdout, (done.stdout, done.stderr)
+    if not Path("/proc/self/environ").exists():
+        return
+    started = load_module._Workers(1)
+    try:
+        environ = Path(f"/proc/{started.procs[0].pid}/environ").read_bytes().split(b"\0")
+    finally:
+        started.close()
+    assert b"_ATTNSCOPE_SLICE_WORKER=1" in environ
+    assert not [e for e in environ if e.startswith(b"_RJEM_MALLOC_CONF=") and b"decay_ms:0" in e]
