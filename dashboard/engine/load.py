@@ -1258,7 +1258,7 @@ def _read_batch(batch: list[_Event]) -> _Part:
     if complete:
         raw = _complete_frame(complete)
         counts = raw.group_by("cat").len()
-        events = _fill_from_names(_finish_events(raw)).with_columns(pl.col("name").cast(pl.Categorical))  # names repeat: kept once
+        events = _fill_device_fields(_finish_events(raw)).with_columns(pl.col("name").cast(pl.Categorical))  # names repeat: kept once
         last = bytes(complete[-1].ts)
     flow_events = [e for e in batch if e.ph in ("s", "f", "t") and len(e.ts)]
     if flow_events:
@@ -1424,7 +1424,7 @@ def gpu_vendor(meta: dict[str, Any]) -> str | None:
     return None
 
 
-def _fill_from_names(frame: pl.DataFrame) -> pl.DataFrame:
+def _fill_device_fields(frame: pl.DataFrame) -> pl.DataFrame:
     """Fill GPU stream/device from legacy tids ("stream 7") and pids, and the memcpy kind; cat
     becomes Categorical. Row by row, so done per batch (in the workers, for a sliced file)."""
     gpu = pl.col("cat").is_in(GPU_CATEGORIES)
