@@ -346,8 +346,7 @@ class _Sink:
         """Write JSON that is already in memory (a large plain upload) to the temporary file."""
         try:
             self._open()
-            for at in range(0, len(view), GZIP_READ_BYTES):
-                self.file.write(view[at : at + GZIP_READ_BYTES])
+            self.file.write(view)
         except OSError as exc:
             raise self._failed(exc) from None
 
