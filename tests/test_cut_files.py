@@ -258,3 +258,19 @@ def test_steps_with_cpu_ops_get_no_such_warning(tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     trace = load_trace(path)
     assert per_step(trace)["work"].to_list() == [1] and trace.warnings == []
+
+
+def test_steps_that_hold_events_of_no_category_name_them(tmp_path):
+    """Events without a cat are named "(no category)" in the warning, and equal counts are
+    listed by name, so the warning reads the same on every run."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": 900},
+              {"ph": "X", "name": "odd", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+              {"ph": "X", "cat": "zeta", "name": "z", "pid": 1, "tid": 1, "ts": 20, "dur": 5},
+              {"ph": "X", "cat": "alpha", "name": "a", "pid": 1, "tid": 1, "ts": 30, "dur": 5},
+              {"ph": "X", "cat": "alpha", "name": "b", "pid": 1, "tid": 1, "ts": 40, "dur": 5}]
+    path = tmp_path / "nocat.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    warned = [w for w in load_trace(path).warnings if "so every step's work is 0" in w]
+    assert warned == ["nocat.json: the one step holds no cpu_op and no device event, only alpha 2, (no category) 1, zeta 1, "
+                      "so every step's work is 0 (the profiler recorded annotations without ops, as a CPU trace of gloo "
+                      "collectives can)"]

@@ -1340,9 +1340,10 @@ def _empty_steps_warning(trace: Trace) -> str | None:
         pl.col("step").is_not_null() & ~(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")))
     if (inside["cat"].cast(pl.String) == "cpu_op").any():
         return None
-    held = inside.group_by(pl.col("cat").cast(pl.String)).len().sort("len", descending=True)
-    what = ", ".join(f"{cat} {n:,}" for cat, n in held.iter_rows()) or "nothing besides their ProfilerStep marks"
-    where = "the trace (one implicit step) holds" if trace.implicit_step else f"the {trace.steps.height:,} steps hold"
+    held = inside.group_by(pl.col("cat").cast(pl.String)).len().sort(["len", "cat"], descending=[True, False])
+    what = ", ".join(f"{cat or '(no category)'} {n:,}" for cat, n in held.iter_rows()) or "nothing besides their ProfilerStep marks"
+    n = trace.steps.height
+    where = "the trace (one implicit step) holds" if trace.implicit_step else ("the one step holds" if n == 1 else f"the {n:,} steps hold")
     return (
         f"{where} no cpu_op and no device event, only {what}, so every step's work is 0 "
         "(the profiler recorded annotations without ops, as a CPU trace of gloo collectives can)"
