@@ -3,6 +3,7 @@ every warning must be what the one-process path gives for the same bytes."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from pathlib import Path
@@ -169,3 +170,54 @@ def test_text_columns_from_mixed_values_match_the_obvious_version():
             cases.append([e.get(key) for e in events if isinstance(e, dict)])
     for values in cases:
         assert load._strs(values).to_list() == _strs_by_tries(values), values[:5]
+
+
+def test_event_names_match_the_text_column_of_mixed_values():
+    """_names tries a plain String column first; whatever it is given, it gives what _strs gives."""
+    cases = [["a", None], ["a", 1], [1, "a"], ["a", True], [2**70, "a"], [None, None], [], [2.5, "x"], ["x", -3]]
+    for name in sorted(p.name for p in DATA.glob("*.json.gz")):
+        events = json.loads(gzip.decompress((DATA / name).read_bytes()))
+        events = events["traceEvents"] if isinstance(events, dict) else events
+        cases.append([e.get("name") for e in events if isinstance(e, dict)])
+    for values in cases:
+        assert load._names(values).to_list() == load._strs(values).to_list(), values[:5]
+
+
+@functools.cache
+def _real_structs() -> list[list]:
+    """Every real trace's events as the loader's typed structs."""
+    out = []
+    for path in sorted(DATA.glob("*.json.gz")):
+        top = json.loads(gzip.decompress(path.read_bytes()))
+        events = top["traceEvents"] if isinstance(top, dict) else top
+        out.append(load._decode_events(json.dumps(events).encode()))
+    return out
+
+
+def test_integer_columns_match_a_parse_of_each_value():
+    """_ints parses only the values that are not None or an int64 already; the obvious version
+    parses each one."""
+    cases = [[1, "2560", None], ["0x10", 3], [True, "1"], [2**63, "1"], [-(2**63), "x"], [1.5, "2"], [float("nan"), "1"]]
+    for structs in _real_structs():
+        args = [e.args for e in structs if isinstance(e.args, load._Args)]
+        for field in ("stream", "device", "correlation", "external_id", "external_id_legacy", "bytes", "size"):
+            values = [getattr(a, field) for a in args]
+            cases.append(values)
+            cases.append(values + ["0x20"])  # a string in the column: the per-value path
+    for values in cases:
+        assert load._ints(values).to_list() == [load._int_or_none(v) for v in values], values[:5]
+
+
+def test_raw_text_columns_match_one_decode_per_value():
+    """_raw_texts joins the raw JSON snippets and splits them in polars; the obvious version
+    decodes each one (bytes that are not UTF-8 as U+FFFD, an absent field as "")."""
+    decode = load.msgspec.json.Decoder(list[load._Event]).decode
+    odd = decode(b'[{"ph": "X", "ts": 1, "args": {"Input Dims": ["caf\xe9", "\xe2\x82"]}}, {"ph": "X", "ts": "\xff"}, {"ph": "X"},'
+                 b' {"ph": "X", "ts": 2.5, "dur": 3, "args": {"Input Dims": [[1, 2],\n [3]], "Concrete Inputs": ["", "1"]}}]')
+    batches = _real_structs() + [odd, odd[:1], []]
+    for structs in batches:
+        args = [e.args if isinstance(e.args, load._Args) else load._Args() for e in structs]
+        for items, field in [(structs, load._TS), (structs, load._DUR), (args, load._INPUT_DIMS),
+                             (args, load._INPUT_TYPES), (args, load._CONCRETE_INPUTS)]:
+            expected = [bytes(field(item)).decode("utf-8", errors="replace") for item in items]
+            assert load._raw_texts(items, field).to_list() == expected
