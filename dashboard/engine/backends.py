@@ -159,7 +159,7 @@ def detect_backends(trace: Trace) -> Backends:
     attention compiled by inductor or run eagerly."""
     names = (  # only the name column is filtered: not a copy of the table
         trace.events.lazy().filter(pl.col("cat").is_in(["cpu_op", "kernel"]))
-        .select(pl.col("name").cast(pl.String).unique()).collect().to_series()
+        .select(pl.col("name").unique().cast(pl.String)).collect().to_series()
     )
     by_name = {name: row.name for name in names.to_list() if name and (row := attention_backend(name)) is not None}
     found = Backends()

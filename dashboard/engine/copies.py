@@ -16,7 +16,7 @@ import re
 
 import polars as pl
 
-from dashboard.engine.model import Trace, per_trace
+from dashboard.engine.model import Trace, names_matching, per_trace
 
 # Ops whose job is to move or convert data: a copy whose origin is one of these was asked for.
 REQUESTED_COPY_OPS = frozenset(
@@ -104,7 +104,7 @@ def copies(trace: Trace) -> pl.DataFrame:
     if trace.has_gpu:
         found = ev.filter(
             (pl.col("cat") == "gpu_memcpy")
-            | ((pl.col("cat") == "kernel") & pl.col("name").cast(pl.String).str.contains(COPY_KERNEL))
+            | ((pl.col("cat") == "kernel") & names_matching(ev["name"], lambda name: name.str.contains(COPY_KERNEL)))
         ).with_columns(
             pl.when(pl.col("cat") == "gpu_memcpy").then(pl.col("kind")).otherwise(pl.lit("kernel")).alias("kind"),
             pl.col("launch").alias("anchor"),
@@ -144,7 +144,8 @@ def _op_paths(trace: Trace, anchors: list[int | None]) -> list[list[int]]:
     Walks parent links with numpy arrays only: no per-event Python objects."""
     ev = trace.events
     parent = ev["parent"].fill_null(-1).to_numpy()
-    is_op = (ev["cat"].cast(pl.String).is_in(CHAIN_CATEGORIES) & ~ev["name"].cast(pl.String).str.starts_with("ProfilerStep#")).to_numpy()
+    marks = names_matching(ev["name"], lambda name: name.str.starts_with("ProfilerStep#"))
+    is_op = ev.select(pl.col("cat").is_in(CHAIN_CATEGORIES) & ~marks).to_series().to_numpy()
     cache: dict[int, list[int]] = {}
     out: list[list[int]] = []
     for anchor in anchors:
@@ -166,7 +167,7 @@ def _op_paths(trace: Trace, anchors: list[int | None]) -> list[list[int]]:
 
 def _names_of(trace: Trace, ids: set[int]) -> dict[int, str]:
     order = sorted(ids)
-    return dict(zip(order, trace.events["name"].cast(pl.String).gather(order).to_list()))
+    return dict(zip(order, trace.events["name"].gather(order).cast(pl.String).to_list()))
 
 
 def _fill_bytes_from_shapes(trace: Trace, found: pl.DataFrame, paths: list[list[int]], names: dict[int, str]) -> pl.DataFrame:

@@ -397,7 +397,7 @@ def _attention_names(trace: Trace) -> tuple[dict[str, str], set[str], set[str]]:
     backend = {n: b for b, names in evidence.items() if b not in NOT_ATTENTION for n in names}
     ev = trace.events
     op_names, kernel_names = (
-        set(ev.lazy().filter(pl.col("cat") == cat).select(pl.col("name").cast(pl.String).unique()).collect().to_series().to_list())
+        set(ev.lazy().filter(pl.col("cat") == cat).select(pl.col("name").unique().cast(pl.String)).collect().to_series().to_list())
         for cat in ("cpu_op", "kernel")
     )
     ops = {n for n in op_names if n in backend or reader_for(n) is not None}

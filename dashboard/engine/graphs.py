@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
+from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, names_matching, per_trace
 
 GRAPH_LAUNCH = r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)"
 
@@ -22,7 +22,7 @@ def graph_replays(trace: Trace) -> pl.DataFrame:
     summed duration). Sorted by the launch's time."""
     ev = trace.events
     launches = ev.select("id", "step", "cat", "name", "ts_ns").filter(
-        pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("name").cast(pl.String).str.contains(GRAPH_LAUNCH))
+        pl.col("cat").is_in(LAUNCH_CATEGORIES) & names_matching(ev["name"], lambda name: name.str.contains(GRAPH_LAUNCH)))
     schema = {"launch": pl.Int64, "step": pl.Int64, "name": pl.String, "op": pl.String, "kernels": pl.UInt32, "device_ns": pl.Int64}
     if launches.height == 0:
         return pl.DataFrame(schema=schema)
@@ -45,7 +45,7 @@ def _holding_op(trace: Trace, ids: np.ndarray) -> list[str | None]:
     """For each event id: the name of the innermost cpu_op that holds it (None when none does)."""
     parent = trace.events["parent"].fill_null(-1).to_numpy()
     is_op = (trace.events["cat"] == "cpu_op").to_numpy()
-    names = trace.events["name"].cast(pl.String)
+    names = trace.events["name"]  # one name at a time: no need to write the whole column as text
     found: list[str | None] = []
     for node in ids:
         node = int(parent[node])

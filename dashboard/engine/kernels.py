@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.backends import is_fused_attention
-from dashboard.engine.model import GPU_CATEGORIES, Trace, per_trace
+from dashboard.engine.model import GPU_CATEGORIES, Trace, names_matching, per_trace
 from dashboard.engine.names import parse
 
 UNIT_KERNEL = "kernel"
@@ -163,7 +163,7 @@ def work_events(trace: Trace) -> pl.DataFrame:
 def cpu_ops(trace: Trace) -> pl.DataFrame:
     """All cpu_ops except profiler and torch.compile bookkeeping."""
     return trace.events.filter(
-        (pl.col("cat") == "cpu_op") & ~pl.col("name").cast(pl.String).str.contains(BOOKKEEPING_OPS)
+        (pl.col("cat") == "cpu_op") & ~names_matching(trace.events["name"], lambda name: name.str.contains(BOOKKEEPING_OPS))
     )
 
 
@@ -172,7 +172,8 @@ def leaf_work_ops(trace: Trace) -> pl.DataFrame:
     """The units of work of a CPU-only trace: ops that do work (not views, allocations or
     bookkeeping) and hold no other such op. aten::matmul is not one (its aten::bmm is);
     aten::_scaled_dot_product_flash_attention_for_cpu is (its children only allocate and view)."""
-    ops = cpu_ops(trace).filter(~pl.col("name").cast(pl.String).str.contains(METADATA_OPS))
+    ops = cpu_ops(trace)
+    ops = ops.filter(~names_matching(ops["name"], lambda name: name.str.contains(METADATA_OPS)))
     parent = trace.events["parent"].fill_null(-1).to_numpy()
     holds_work = np.zeros(trace.events.height, dtype=bool)
     frontier = parent[ops["id"].to_numpy()]

@@ -142,3 +142,13 @@ def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
         return trace._analyses[key]
 
     return cached
+
+
+def names_matching(names: pl.Series, predicate: Callable[[pl.Expr], pl.Expr]) -> pl.Expr:
+    """`pl.col("name")` tested against a string predicate once per distinct name instead of once
+    per event: the names' column is Categorical, and casting 2 million of them to text to run
+    a regex took 50-100 ms where the distinct names take a few. Same values as
+    `predicate(pl.col("name").cast(pl.String))`, null for a null name."""
+    distinct = names.unique().cast(pl.String).drop_nulls()
+    hits = distinct.filter(pl.select(predicate(pl.lit(distinct))).to_series().fill_null(False))
+    return pl.col("name").cast(pl.String).is_in(hits.to_list()) if names.dtype == pl.String else pl.col("name").is_in(hits.to_list())
