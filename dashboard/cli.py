@@ -66,8 +66,10 @@ def _human(summary: dict[str, Any]) -> str:
     lines.append(f"  attention efficiency: {_efficiency_line(summary['efficiency'])}")
     graphs = summary["graphs"]
     if graphs["launches"]:
-        ops = ", ".join(f"{op} {n:,}" for op, n in graphs["ops"].items()) or "no op holds the launches"
-        lines.append(f"  graph replays: {graphs['launches']:,} launches replayed {graphs['kernels']:,} device events ({ops})")
+        one = graphs["launches"] == 1
+        ops = ", ".join(f"{op} {n:,}" for op, n in graphs["ops"].items()) or f"no op holds {'it' if one else 'them'}"
+        launches = "1 launch" if one else f"{graphs['launches']:,} launches"
+        lines.append(f"  graph replays: {launches} replayed {graphs['kernels']:,} device events ({ops})")
     classes: dict[str, int] = {}
     for copy in summary["copies"]:
         classes[copy["class"]] = classes.get(copy["class"], 0) + copy["count"]

@@ -3,7 +3,10 @@ on the op that holds the launch; when no op does, a warning gives the number."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import oracle
 from dashboard.engine import load_trace, summarize
@@ -31,6 +34,16 @@ def test_vllm_decode_replays_its_kernels_from_one_graph_launch_under_no_op():
     # the replayed kernels count in the (implicit) step with the others
     all_gpu = sum(1 for e in oracle.complete(oracle.raw(oracle.DATA / name)) if e.get("cat") in oracle.GPU_CATS)
     assert summary["steps"][0]["work"] == all_gpu
+
+
+def test_the_summary_line_says_1_launch_not_1_launches():
+    name = "tracelens_vllm_decode_graph_unified_attention.json.gz"
+    launches, per = _replayed(name)
+    result = subprocess.run([sys.executable, "-m", "dashboard.cli", "summary", "--no-store", str(oracle.DATA / name)],
+                            capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 0, result.stderr
+    assert launches == 1
+    assert f"  graph replays: 1 launch replayed {sum(per.values()):,} device events (no op holds it)\n" in result.stdout
 
 
 def test_compiled_cuda_graphs_are_blamed_on_the_compiled_function_that_replays_them():

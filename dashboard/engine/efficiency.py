@@ -519,7 +519,7 @@ def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str]) -> p
     reason = (
         pl.when(pl.col("launch") < 0)
         .then(pl.lit("kernel without its launch call in the trace (launched before the profiler's CPU window, or replayed from a graph): no op, no shapes"))
-        .otherwise(pl.lit("no attention op around the kernel's launch (graph replay or a library that records no op): no shapes"))
+        .otherwise(pl.lit("no shapes: no attention op around the kernel's launch, as in a graph replay or a library that records no op"))
     )
     return lone.select(
         pl.col("id").alias("call"), pl.lit(None, pl.String).alias("op"), pl.lit(None, pl.String).alias("called"),
