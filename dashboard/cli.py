@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from dashboard.engine import TraceError, load_trace, summarize
 from dashboard.engine.backends import BACKENDS
+from dashboard.engine.kernels import UNIT_KERNEL
 from dashboard.engine.model import Trace
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_GPU, device_group
 from dashboard.engine.store import Store
@@ -62,6 +63,12 @@ def _human(summary: dict[str, Any]) -> str:
         lines.append(
             f"  {step['name']:<32} {step['work']:>8,} {step['kernel']:>8,} {step['gpu_memcpy']:>8,} "
             f"{step['gpu_memset']:>8,} {step['dur_us'] / 1000:>10.3f} {step['busy_us'] / 1000:>10.3f}"
+        )
+    ahead = sum(1 for step in summary["steps"] if step["busy_us"] > step["dur_us"])
+    if ahead and unit == UNIT_KERNEL:
+        lines.append(
+            f"  busy > span in {ahead:,} of {len(summary['steps']):,} steps: the GPU finished work they launched after their "
+            "CPU span ended (the CPU ran ahead; a kernel counts in the step that launched it)"
         )
     lines.append(f"  attention efficiency: {_efficiency_line(summary['efficiency'])}")
     graphs = summary["graphs"]

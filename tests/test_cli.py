@@ -130,3 +130,36 @@ def test_check_explains_base_and_candidate():
     for name in ("BASE", "CANDIDATE"):
         line = next(i for i, text in enumerate(lines) if text.strip().startswith(name))
         assert len(lines[line].strip()) > len(name) + 5 or lines[line + 1].startswith(" " * 10)  # a help text beside it
+
+
+def _steps_running_past_their_span(name: str) -> tuple[int, int]:
+    """(steps whose device busy time exceeds their CPU span, steps), read with the json module:
+    each GPU event in the step whose span holds its launch, busy = the busiest device's union."""
+    from decimal import Decimal
+
+    doc = oracle.raw(DATA / name, parse_float=Decimal)
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in oracle.complete(doc)
+                 if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    gpu = [e for e in oracle.complete(doc) if e.get("cat") in oracle.GPU_CATS]
+    spans = oracle.step_spans(doc)
+    ahead = 0
+    for _, start, end in spans:
+        in_step = [e for e in gpu if start <= launch_ts.get(e.get("args", {}).get("correlation"), -1) < end]
+        busy = max((oracle.union_us(iv) for iv in oracle.by_device(in_step).values()), default=0)
+        ahead += busy > end - start
+    return ahead, len(spans)
+
+
+def test_the_summary_says_when_steps_are_busier_than_their_cpu_span():
+    """busy > span reads like a bug unless the summary says why: the CPU ran ahead of the GPU."""
+    for name in ("hta_v100_ns_resolution.pt.trace.json.gz", "hta_v100_test.json.gz", "hta_a100_control.json.gz"):
+        ahead, steps = _steps_running_past_their_span(name)
+        result = run("summary", "--no-store", str(DATA / name))
+        assert result.returncode == 0, result.stderr
+        line = [l for l in result.stdout.splitlines() if l.startswith("  busy > span")]
+        if ahead:
+            assert line == [f"  busy > span in {ahead} of {steps} steps: the GPU finished work they launched after their CPU "
+                            "span ended (the CPU ran ahead; a kernel counts in the step that launched it)"], name
+        else:
+            assert line == [], name
+    assert _steps_running_past_their_span("hta_v100_ns_resolution.pt.trace.json.gz") == (2, 5)  # 94.6 ms busy in 35.1 and 72.1 ms spans
