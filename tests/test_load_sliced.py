@@ -221,3 +221,5 @@ def test_raw_text_columns_match_one_decode_per_value():
                              (args, load._INPUT_TYPES), (args, load._CONCRETE_INPUTS)]:
             expected = [bytes(field(item)).decode("utf-8", errors="replace") for item in items]
             assert load._raw_texts(items, field).to_list() == expected
+    # a NUL inside a value would shift the split: each value is then decoded on its own
+    assert load._raw_texts([b"a\x00b", b"c\xff", b""], bytes).to_list() == ["a\x00b", "c\ufffd", ""]

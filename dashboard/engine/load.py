@@ -815,7 +815,7 @@ def _raw_texts(items: list[Any], field: Callable[[Any], msgspec.Raw]) -> pl.Seri
     if not items:
         return pl.Series([], dtype=pl.String)
     joined = b"\x00".join(map(field, items))
-    if joined.count(0) != len(items) - 1:  # cannot happen with msgspec's Raw; one value each if it did
+    if joined.count(0) != len(items) - 1:  # a NUL inside a value (not from msgspec): one value each
         return pl.Series([bytes(field(item)).decode("utf-8", errors="replace") for item in items], dtype=pl.String)
     try:
         text = joined.decode("utf-8")

@@ -151,4 +151,4 @@ def names_matching(names: pl.Series, predicate: Callable[[pl.Expr], pl.Expr]) ->
     `predicate(pl.col("name").cast(pl.String))`, null for a null name."""
     distinct = names.unique().cast(pl.String).drop_nulls()
     hits = distinct.filter(pl.select(predicate(pl.lit(distinct))).to_series().fill_null(False))
-    return pl.col("name").cast(pl.String).is_in(hits.to_list()) if names.dtype == pl.String else pl.col("name").is_in(hits.to_list())
+    return pl.col("name").is_in(hits.to_list())
