@@ -37,6 +37,7 @@ SHOWN_EVICTED = 5  # traces the store removed that the sidebar names; the rest a
 
 
 def main() -> None:
+    runs.drop_closed_uploads()
     st.set_page_config(
         page_title="attnscope: attention profiles side by side", page_icon=":material/bolt:", layout="wide",
         initial_sidebar_state=SIDEBAR_PX,

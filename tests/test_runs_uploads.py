@@ -91,3 +91,56 @@ def test_a_gzip_upload_that_inflates_past_the_json_limit_is_one_line_and_the_oth
     assert at.multiselect[0].value == ["upload/" + TRITON.name]
     assert at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist() == [TRITON.name.removesuffix(".json.gz")]
     assert len(at.multiselect[0].options) > 1
+
+
+def test_uploads_of_sessions_streamlit_no_longer_knows_are_freed():
+    """Streamlit lets a closed tab's session go without shutting it down, so its uploads stayed in
+    the uploader's memory; each script run drops those of sessions the runtime no longer knows."""
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+    from streamlit.runtime.uploaded_file_manager import UploadedFileRec
+
+    from dashboard.runs import drop_uploads_of_gone_sessions
+
+    uploads = MemoryUploadedFileManager("/_stcore/upload_file")
+    for session, file_id, size in (("gone", "a", 300), ("gone", "b", 20), ("open", "c", 7)):
+        uploads.add_file(session, UploadedFileRec(file_id=file_id, name=f"{file_id}.json", type="application/json", data=b"x" * size))
+    alive = {"open"}
+    assert drop_uploads_of_gone_sessions(uploads, lambda sid: object() if sid in alive else None) == 300 + 20
+    assert uploads.get_files("gone", ["a", "b"]) == []
+    assert [rec.file_id for rec in uploads.get_files("open", ["c"])] == ["c"]
+    assert drop_uploads_of_gone_sessions(uploads, lambda sid: object() if sid in alive else None) == 0  # nothing left to free
+    assert drop_uploads_of_gone_sessions(object(), lambda sid: None) == 0  # a manager without file_storage: left alone
+
+
+def test_expired_sessions_are_let_go_so_their_uploads_can_be_freed():
+    """Streamlit's store of disconnected sessions keeps an expired one until it is written to;
+    reap_expired_sessions lets it go (the real session manager and store of streamlit 1.67)."""
+    import gc
+    import time
+    import weakref
+
+    from streamlit.runtime.memory_session_storage import MemorySessionStorage
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.runtime.session_manager import SessionInfo
+    from streamlit.runtime.websocket_session_manager import WebsocketSessionManager
+
+    from dashboard.runs import reap_expired_sessions
+
+    class Session:
+        def __init__(self, ident: str) -> None:
+            self.id = ident
+
+    manager = WebsocketSessionManager(MemorySessionStorage(ttl_seconds=0.05), MemoryUploadedFileManager("/u"), ScriptCache(), None)
+    closed = Session("closed")
+    manager._session_storage.save(SessionInfo(client=None, session=closed, script_run_count=1))
+    alive = weakref.ref(closed)
+    del closed
+    time.sleep(0.2)
+    assert manager.get_session_info("closed") is None  # expired ...
+    gc.collect()
+    assert alive() is not None  # ... but still held by the store
+    reap_expired_sessions(manager)
+    gc.collect()
+    assert alive() is None
+    reap_expired_sessions(object())  # a manager unlike 1.67's: left alone
