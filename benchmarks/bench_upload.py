@@ -10,7 +10,7 @@ them with `python benchmarks/make_large_trace.py [--target-mb 1000 --out benchma
 Each trace gets a fresh server (tests/browser_server.py, with server.maxUploadSize raised to fit
 it, an empty store folder and no file watcher: an edit to the sources mid-run would otherwise
 leave a "Source file changed" prompt up) and a fresh headless Chromium, which opens the app,
-uploads the trace through the sidebar's file uploader and clicks through every tab, then back to
+uploads the trace through the sidebar's uploader (a raw PUT to the upload route) and clicks through every tab, then back to
 Overview.
 
 Prints the machine's facts (benchmarks/bench_load.py), then one row per trace: JSON MB; seconds
@@ -117,7 +117,7 @@ def drive(browser, server: Server, path: Path, bound_s: float) -> dict:
     transfer: dict[str, float] = {}
 
     def on_request_finished(request) -> None:
-        if "upload_file" in request.url and request.method in ("PUT", "POST"):
+        if "/api/upload" in request.url and request.method in ("PUT", "POST"):
             transfer["end"] = time.time()
             timing = request.timing
             if timing.get("startTime", -1) > 0 and timing.get("responseEnd", -1) >= 0:
@@ -126,7 +126,7 @@ def drive(browser, server: Server, path: Path, bound_s: float) -> dict:
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: finished.append(time.monotonic()) if is_script_finished(payload) else None))
     page.on("requestfinished", on_request_finished)
-    page.on("requestfailed", lambda r: problems.append(f"upload request failed: {r.failure}") if "upload_file" in r.url else None)
+    page.on("requestfailed", lambda r: problems.append(f"upload request failed: {r.failure}") if "/api/upload" in r.url else None)
     page.goto(server.url)
     page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_ms)
     _settle(page)

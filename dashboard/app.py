@@ -19,7 +19,7 @@ import streamlit as st
 from dashboard import charts, report, runs
 from dashboard.engine import catalog
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
-from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, timeline
+from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, timeline, uploader
 from dashboard.views import ranks as ranks_view
 
 TABS = {
@@ -84,23 +84,18 @@ def pick_runs() -> runs.Selection | None:
     sidebar = st.sidebar
     sidebar.header("Runs")
     limit, limit_problem = runs.upload_limit()
-    uploads = sidebar.file_uploader(
-        "Add torch.profiler traces (.json or .json.gz)", type=["json", "gz"], accept_multiple_files=True, key="uploads",
-        help=f"Any Chrome-trace JSON written by torch.profiler / Kineto, up to {catalog.format_bytes(limit)} each. Parsed once, then cached. "
-        "Your uploads become the comparison, the first one the baseline; the samples stay one click away.",
-    )
-    digests: dict[str, str] = st.session_state.setdefault("upload_digests", {})
-    taken = {p.source.id for p in pending}
-    if limit_problem and uploads:
+    uploaded, lost = uploader.uploader(sidebar, limit)
+    if limit_problem and uploaded:
         sidebar.warning(literal.md(limit_problem), icon=":material/upload_file:")
-    for upload in uploads or []:
-        too_big = catalog.refused_upload(upload.name, upload.size, limit)  # before reading or parsing a byte
+    for line in lost:
+        sidebar.warning(literal.md(line), icon=":material/upload_file:")
+    taken = {p.source.id for p in pending}
+    for upload in uploaded:
+        too_big = catalog.refused_upload(upload.name, upload.size, limit)  # a limit lowered since it arrived
         if too_big is not None:
             failures.append(too_big)
             continue
-        data = upload.getvalue()
-        digest = digests.get(upload.file_id) or digests.setdefault(upload.file_id, catalog.digest_of(data))
-        item = catalog.pending_upload(upload.name, data, digest, taken)
+        item = catalog.pending_upload(upload.name, upload.path, upload.size, upload.sha, taken)
         taken.add(item.source.id)
         pending.append(item)
     for ident, digest in link_sources().items():  # uploads a shared link names: from the store
@@ -438,4 +433,9 @@ def offer_downloads(sidebar, selection: runs.Selection) -> None:
     )
 
 
-main()
+if __name__ == "__main__":  # streamlit runs this file as the page's script, once per rerun
+    main()
+else:  # `streamlit run dashboard/app.py` finds this (without running the file) and serves it with the upload route
+    from dashboard import uploads
+
+    app = st.App(__file__, routes=[uploads.route()])

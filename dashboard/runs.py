@@ -8,10 +8,11 @@ runs of several ranks) is in dashboard.engine.catalog; app.py calls it with the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import streamlit as st
 
+from dashboard import uploads
 from dashboard.engine import Trace
 from dashboard.engine import catalog
 from dashboard.engine.catalog import ENV_MAX_UPLOAD, ENV_TRACES, Collection, Run, TraceCache
@@ -27,52 +28,35 @@ def trace_cache() -> TraceCache:
     return catalog.server_cache()
 
 
-def drop_closed_uploads() -> int:
-    """Free the uploads of sessions that have ended; the bytes freed. Streamlit 1.67 keeps a
-    closed tab's session for a reconnect in a cache with a time limit, and when the time is up
-    nothing shuts the session down: its uploads stay in the uploader's memory, and in its widget
-    state, until the server stops (measured: a 187 MB upload held 360 MB of a bare
-    st.file_uploader app two minutes after its tab closed, past a 5 s limit). Each script run
-    lets expired sessions go and drops the uploads of sessions the runtime no longer knows.
-    Streamlit's private session manager is read through a guard: where it is not as in 1.67,
-    nothing is dropped."""
+def drop_closed_uploads(registry: uploads.Registry = uploads.REGISTRY) -> int:
+    """Delete the uploads of sessions that have ended; the bytes freed on disk. Streamlit 1.67
+    keeps a closed tab's session for a reconnect in a cache with a time limit, and when the time
+    is up nothing shuts the session down (measured with st.file_uploader: a 187 MB upload stayed
+    in the server's memory two minutes after its tab closed, past a 5 s limit). Each script run
+    lets expired sessions go, then deletes the spill files of sessions the runtime no longer
+    knows. Streamlit's private session manager is read through a guard: where it is not as in
+    1.67, nothing is deleted."""
     try:
         from streamlit.runtime import Runtime
 
-        runtime = Runtime.instance()
-        sessions = runtime._session_mgr  # no public way to ask which sessions exist
+        sessions = Runtime.instance()._session_mgr  # no public way to ask which sessions exist
         known = sessions.get_session_info
-        uploads = runtime.uploaded_file_mgr
     except Exception:  # not under a server (AppTest, a bare import), or another streamlit
         return 0
     reap_expired_sessions(sessions)
-    return drop_uploads_of_gone_sessions(uploads, known)
+    return registry.sweep(lambda session: known(session) is not None)
 
 
 def reap_expired_sessions(sessions: Any) -> None:
     """Let go of expired disconnected sessions now: streamlit's store of them removes an expired
-    one only when it is written to or its length is taken, so a closed tab's session (and the
-    uploads in its widget state) stayed alive until the next tab closed."""
+    one only when it is written to or its length is taken, so a closed tab's session (and its
+    uploads) stayed alive until the next tab closed."""
     cache = getattr(getattr(sessions, "_session_storage", None), "_cache", None)
     lock = getattr(sessions, "_storage_lock", None)
     if cache is None or lock is None:
         return
     with lock:  # the store is written to under this lock on the server's event loop
         len(cache)
-
-
-def drop_uploads_of_gone_sessions(uploads: Any, known: Callable[[str], Any]) -> int:
-    """For each session with uploads in `uploads` (streamlit's MemoryUploadedFileManager) that
-    `known(session_id)` no longer returns: remove its files. The bytes freed."""
-    storage = getattr(uploads, "file_storage", None)
-    if not isinstance(storage, dict):
-        return 0
-    freed = 0
-    for session_id in list(storage):
-        if known(session_id) is None:
-            freed += sum(len(getattr(rec, "data", b"")) for rec in dict(storage.get(session_id) or {}).values())
-            uploads.remove_session_files(session_id)
-    return freed
 
 
 def upload_limit(environ: dict[str, str] | None = None) -> tuple[int, str | None]:

@@ -113,7 +113,7 @@ def test_an_upload_renamed_in_the_browser_is_shared_by_link_across_a_server_rest
                 context, page, errors = open_link(browser, url)
                 assert overview_runs(page) == expected_runs, url
                 assert baseline_shown(page) == LABEL, url
-                assert page.locator("[data-testid=stSidebar] [data-testid=stFileUploaderFile]").count() == 0  # nothing uploaded here
+                assert page.locator("[data-testid=stSidebar] .files li").count() == 0  # nothing uploaded here
                 assert "not in the trace store" not in (page.locator("[data-testid=stSidebar]").text_content() or "")
                 assert "not loaded here" not in (page.locator("[data-testid=stSidebar]").text_content() or "")
                 assert page.locator("[data-testid='stException']").count() == 0

@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 import oracle
+from uploading import send
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
@@ -273,10 +274,7 @@ def test_a_link_naming_a_run_that_is_not_loaded_says_so(app):
 
 def test_a_bad_upload_shows_its_error_and_the_good_one_becomes_the_comparison(app):
     at = app()
-    at.file_uploader[0].set_value(
-        [("broken.json.gz", b"\x1f\x8b this is not gzip", "application/gzip"), (H100.name, H100.read_bytes(), "application/gzip")]
-    )
-    at.run()
+    send(at, [("broken.json.gz", b"\x1f\x8b this is not gzip", "application/gzip"), (H100.name, H100.read_bytes(), "application/gzip")])
     assert not at.exception
     errors = texts(at.sidebar.error)
     assert len(errors) == 1 and "broken.json.gz" in errors[0]
@@ -289,8 +287,7 @@ def test_a_bad_upload_shows_its_error_and_the_good_one_becomes_the_comparison(ap
 def test_two_uploads_become_the_comparison_with_the_first_as_baseline_and_the_samples_one_click_away(app):
     first, second = DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz", A100
     at = app(params=cpu_link())
-    at.file_uploader[0].set_value([(p.name, p.read_bytes(), "application/gzip") for p in (first, second)])
-    at.run()
+    send(at, [(p.name, p.read_bytes(), "application/gzip") for p in (first, second)])
     assert not at.exception
     ids = ["upload/" + first.name, "upload/" + second.name]
     assert at.multiselect[0].value == ids
@@ -405,8 +402,7 @@ def test_a_link_label_for_an_upload_waits_for_the_upload(app):
     ident = "upload/" + H100.name
     at = app(params={"run": [ident], "baseline": ident, "label": [f"{ident}=their H100 run"]})
     assert any(ident in t for t in texts(at.sidebar.info))
-    at.file_uploader[0].set_value([(H100.name, H100.read_bytes(), "application/gzip")])
-    at.run()
+    send(at, [(H100.name, H100.read_bytes(), "application/gzip")])
     assert table(at, "tbl_overview")["run"].tolist() == ["their H100 run"]
     assert as_list(at.query_params["label"]) == [f"{ident}=their H100 run"]
 

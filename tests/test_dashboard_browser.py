@@ -143,10 +143,18 @@ def test_upload_two_gpu_traces_they_alone_are_compared_and_every_tab_draws(serve
             _settle(page)
             _screenshot(page, ARTIFACTS / "0-first-look.png")
 
+            answers: list = []
+            page.on("response", lambda r: answers.append(r) if "upload" in r.url else None)
             page.set_input_files("input[type=file]", [str(u) for u in UPLOADS])
             for label in UPLOADED_LABELS:
                 page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=90_000)
             _settle(page)
+            # each file went to the dashboard's own route as one raw body, none through streamlit's uploader
+            assert [(r.request.method, urlparse(r.url).path, r.status) for r in answers] == [("PUT", "/api/upload", 200)] * len(UPLOADS)
+            listed = [" ".join(t.split()) for t in page.locator(".files li").all_inner_texts()]
+            # the uploader lists them in order, with the size the server wrote (1.8 MB: every byte arrived)
+            assert listed == [f"{u.name} {u.stat().st_size / 1e6:.1f} MB ✕" if u.stat().st_size >= 1e6 else
+                              f"{u.name} {u.stat().st_size / 1e3:.1f} kB ✕" for u in UPLOADS]
             query = parse_qs(urlparse(page.url).query)
             ids = ["upload/" + u.name for u in UPLOADS]
             assert query["run"] == ids  # the uploads alone, in upload order, in the link
@@ -198,5 +206,42 @@ def test_a_renamed_run_keeps_its_label_after_a_reload_and_cpu_and_gpu_runs_stay_
             page.locator(".st-key-tbl_speed").wait_for(timeout=60_000)
             _settle(page)
             _screenshot(page, ARTIFACTS / "8-speedups-cpu-and-gpu.png")
+        finally:
+            browser.close()
+
+
+def test_the_upload_route_refuses_a_client_without_a_session_and_a_removed_upload_goes(server):
+    """`streamlit run dashboard/app.py` serves the dashboard's upload route; a PUT without a ticket
+    the page was given is refused unread. In the browser, an upload's remove button takes its run
+    out of the comparison and deletes its file from the server."""
+    import json
+    import urllib.error
+
+    from playwright.sync_api import sync_playwright
+
+    request = urllib.request.Request(server + "api/upload?ticket=guess&name=a.json", data=b"{}", method="PUT")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 403 and "session has ended" in json.loads(refused.value.read())["error"]
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+            page.goto(server)
+            page.locator(".st-key-tbl_overview").wait_for(timeout=90_000)
+            _settle(page)
+            removed: list[str] = []
+            page.on("requestfinished", lambda r: removed.append(r.url) if r.method == "DELETE" else None)
+            page.set_input_files("input[type=file]", [str(u) for u in UPLOADS])
+            for label in UPLOADED_LABELS:
+                page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=90_000)
+            _settle(page)
+            page.get_by_role("button", name=f"Remove {UPLOADS[0].name}").click()
+            page.locator(".st-key-tbl_overview [role=row]", has_text=UPLOADED_LABELS[0]).wait_for(state="detached", timeout=60_000)
+            _settle(page)
+            assert _overview_runs(page) == UPLOADED_LABELS[1:]
+            assert [t.strip() for t in page.locator(".files .name").all_inner_texts()] == [UPLOADS[1].name]
+            assert len(removed) == 1 and "api/upload" in removed[0]
         finally:
             browser.close()

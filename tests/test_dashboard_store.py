@@ -13,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import oracle
+from uploading import send
 from dashboard.engine.store import Store, sha256_of
 from dashboard.runs import ENV_TRACES, trace_cache
 
@@ -42,8 +43,7 @@ def run(params: dict | None = None, uploads: list[Path] = ()) -> AppTest:
         at.query_params[key] = value
     at.run()
     if uploads:
-        at.file_uploader[0].set_value([(p.name, p.read_bytes(), "application/gzip") for p in uploads])
-        at.run()
+        send(at, [(p.name, p.read_bytes(), "application/gzip") for p in uploads])
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -146,8 +146,7 @@ def test_a_pinned_run_stays_and_the_least_recently_opened_goes_when_an_upload_pa
     keep, old, new = _renamed(H100), _renamed(QWEN), _renamed(oracle.DATA / "hta_triton_example.json.gz")
     author = AppTest.from_file(str(APP), default_timeout=120)
     author.run()
-    author.file_uploader[0].set_value([("keep.json.gz", keep, "application/gzip"), ("old.json.gz", old, "application/gzip")])
-    author.run()  # keep is stored first, then old: keep is the least recently opened
+    send(author, [("keep.json.gz", keep, "application/gzip"), ("old.json.gz", old, "application/gzip")])  # keep is stored first, then old: keep is the least recently opened
     assert not author.exception
     author.checkbox(key="pin_upload/keep.json.gz").check()
     author.run()
@@ -159,8 +158,7 @@ def test_a_pinned_run_stays_and_the_least_recently_opened_goes_when_an_upload_pa
     monkeypatch.setenv("ATTNSCOPE_STORE_MAX_BYTES", str(cap))
     server()  # the server restarts with a cap; this session reopens the bundled runs from the store
     reviewer = run(uploads=[])
-    reviewer.file_uploader[0].set_value([("new.json.gz", new, "application/gzip")])
-    reviewer.run()
+    send(reviewer, [("new.json.gz", new, "application/gzip")])
     assert not reviewer.exception
     after = _on_disk(root)
     assert sha256_of(keep) in after  # pinned, though the least recently opened
@@ -177,8 +175,7 @@ def test_a_pinned_run_stays_and_the_least_recently_opened_goes_when_an_upload_pa
 
     # a bigger upload pushes out bundled traces this session has loaded: those are named
     bigger = gzip.compress(gzip.decompress(QWEN.read_bytes()) + b"\n\n", mtime=0)
-    reviewer.file_uploader[0].set_value([("new.json.gz", new, "application/gzip"), ("bigger.json.gz", bigger, "application/gzip")])
-    reviewer.run()
+    send(reviewer, [("new.json.gz", new, "application/gzip"), ("bigger.json.gz", bigger, "application/gzip")])
     assert not reviewer.exception
     final = _on_disk(root)
     assert sha256_of(keep) in final and sha256_of(bigger) in final and sum(final.values()) <= cap
@@ -197,8 +194,7 @@ def test_the_store_box_names_this_sessions_traces_and_only_counts_other_sessions
     private = _renamed(QWEN)
     author = AppTest.from_file(str(APP), default_timeout=120)
     author.run()
-    author.file_uploader[0].set_value([("private.json.gz", private, "application/gzip")])
-    author.run()
+    send(author, [("private.json.gz", private, "application/gzip")])
     assert not author.exception
     [mine] = [e for e in author.sidebar.expander if e.label.startswith("Trace store:")]
     assert "private.json.gz" in mine.dataframe[0].value["file"].tolist()

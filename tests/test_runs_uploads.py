@@ -1,5 +1,5 @@
-"""Upload limits: an upload larger than the limit is refused before a byte of it is parsed, with
-one error line naming the file, its size and the limit; the other uploads and runs stay. A gzip
+"""Upload limits: an upload larger than the limit is refused before a byte of it is read, with
+one line naming the file, its size and the limit; the other uploads and runs stay. A gzip
 upload that inflates past the JSON limit (the loader's) is one error line too."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import oracle
+from uploading import send
 from dashboard.engine.store import Store, sha256_of
 from dashboard.runs import ENV_MAX_UPLOAD, ENV_TRACES, trace_cache, upload_limit
 
@@ -56,12 +57,11 @@ def test_an_upload_over_the_limit_is_refused_unread_and_the_others_open(fresh, m
     monkeypatch.setenv(ENV_MAX_UPLOAD, str(limit))
     at = AppTest.from_file(str(APP), default_timeout=120)
     at.run()
-    at.file_uploader[0].set_value([("big.json.gz", big, "application/gzip"), (TRITON.name, small, "application/gzip")])
-    at.run()
+    refused = send(at, [("big.json.gz", big, "application/gzip"), (TRITON.name, small, "application/gzip")])
     assert not at.exception
-    errors = [as_read(e.value) for e in at.sidebar.error]
-    assert errors == [
-        f"big.json.gz: {kb(len(big))} ({len(big):,} bytes) is over the upload limit of {kb(limit)} ({limit:,} bytes); not read"
+    # the route refuses it on its declared length, before a byte is read; the uploader shows this line
+    assert [(r.status, r.message) for r in refused] == [
+        (413, f"big.json.gz: {len(big):,} bytes is over the upload limit of {kb(limit)} ({limit:,} bytes); not read")
     ]
     assert at.multiselect[0].value == ["upload/" + TRITON.name]  # the good upload is the comparison
     assert at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist() == [TRITON.name.removesuffix(".json.gz")]
@@ -70,6 +70,21 @@ def test_an_upload_over_the_limit_is_refused_unread_and_the_others_open(fresh, m
     assert cache.get(big_sha) is None and big_sha not in cache.failures  # never parsed, never tried
     assert big_sha not in {t.sha for t in Store(fresh / "store").traces()}
     assert len(at.multiselect[0].options) > 1  # the bundled runs stay on offer
+    assert not at.sidebar.error
+
+
+def test_an_upload_kept_before_the_limit_was_lowered_is_refused_unread(fresh, monkeypatch):
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    assert send(at, [(TRITON.name, TRITON.read_bytes())]) == []
+    assert at.multiselect[0].value == ["upload/" + TRITON.name]
+    limit = 1000
+    size = TRITON.stat().st_size
+    monkeypatch.setenv(ENV_MAX_UPLOAD, str(limit))
+    at.run()
+    assert [as_read(e.value) for e in at.sidebar.error] == [
+        f"{TRITON.name}: {kb(size)} ({size:,} bytes) is over the upload limit of {kb(limit)} ({limit:,} bytes); not read"
+    ]
 
 
 def test_a_gzip_upload_that_inflates_past_the_json_limit_is_one_line_and_the_others_stay(fresh, monkeypatch):
@@ -82,8 +97,7 @@ def test_a_gzip_upload_that_inflates_past_the_json_limit_is_one_line_and_the_oth
     at = AppTest.from_file(str(APP), default_timeout=120)
     at.run()  # the bundled runs open under the default limit
     monkeypatch.setenv(load.MAX_JSON_ENV, str(len(inflated) - 1))
-    at.file_uploader[0].set_value([("bomb.json.gz", bomb, "application/gzip"), (TRITON.name, TRITON.read_bytes(), "application/gzip")])
-    at.run()
+    send(at, [("bomb.json.gz", bomb, "application/gzip"), (TRITON.name, TRITON.read_bytes(), "application/gzip")])
     assert not at.exception
     errors = [as_read(e.value) for e in at.sidebar.error]
     assert len(errors) == 1 and errors[0].startswith("bomb.json.gz") and "\n" not in errors[0], errors
@@ -91,25 +105,6 @@ def test_a_gzip_upload_that_inflates_past_the_json_limit_is_one_line_and_the_oth
     assert at.multiselect[0].value == ["upload/" + TRITON.name]
     assert at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist() == [TRITON.name.removesuffix(".json.gz")]
     assert len(at.multiselect[0].options) > 1
-
-
-def test_uploads_of_sessions_streamlit_no_longer_knows_are_freed():
-    """Streamlit lets a closed tab's session go without shutting it down, so its uploads stayed in
-    the uploader's memory; each script run drops those of sessions the runtime no longer knows."""
-    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
-    from streamlit.runtime.uploaded_file_manager import UploadedFileRec
-
-    from dashboard.runs import drop_uploads_of_gone_sessions
-
-    uploads = MemoryUploadedFileManager("/_stcore/upload_file")
-    for session, file_id, size in (("gone", "a", 300), ("gone", "b", 20), ("open", "c", 7)):
-        uploads.add_file(session, UploadedFileRec(file_id=file_id, name=f"{file_id}.json", type="application/json", data=b"x" * size))
-    alive = {"open"}
-    assert drop_uploads_of_gone_sessions(uploads, lambda sid: object() if sid in alive else None) == 300 + 20
-    assert uploads.get_files("gone", ["a", "b"]) == []
-    assert [rec.file_id for rec in uploads.get_files("open", ["c"])] == ["c"]
-    assert drop_uploads_of_gone_sessions(uploads, lambda sid: object() if sid in alive else None) == 0  # nothing left to free
-    assert drop_uploads_of_gone_sessions(object(), lambda sid: None) == 0  # a manager without file_storage: left alone
 
 
 def test_expired_sessions_are_let_go_so_their_uploads_can_be_freed():

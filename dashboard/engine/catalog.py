@@ -427,12 +427,13 @@ def file_digest(cache: TraceCache, path: Path) -> tuple[str, bytes | None]:
 
 @dataclass
 class Pending:
-    """A file to open: its Source, size, hash and a way to get its bytes."""
+    """A file to open: its Source, size, hash and a way to get its bytes (or the path of a file
+    that holds them: the parser reads a file without holding it in memory)."""
 
     source: Source
     size: int
     digest: str
-    read: Callable[[], bytes]
+    read: Callable[[], bytes | Path]
 
 
 def open_all(
@@ -635,10 +636,10 @@ def refused_upload(name: str, size: int, limit: int) -> Failure | None:
     )
 
 
-def pending_upload(name: str, data: bytes, digest: str, taken: set[str]) -> Pending:
-    """An uploaded file to open (its hash already known)."""
+def pending_upload(name: str, path: Path, size: int, digest: str, taken: set[str]) -> Pending:
+    """An uploaded file to open: the file the upload route wrote (its size and hash already known)."""
     source = upload_source(name, digest, taken)
-    return Pending(source, len(data), digest, lambda: data)
+    return Pending(source, size, digest, lambda: path)
 
 
 UPLOADS = "uploads"

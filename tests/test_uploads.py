@@ -1,0 +1,163 @@
+"""The dashboard's upload route (dashboard/uploads.py), driven over ASGI as uvicorn drives it:
+the body is streamed to a file on disk and hashed on the way, never held whole; only a live
+session's ticket may upload; the limit is checked on the declared length before a byte is read
+and on the bytes as they arrive; nothing half-written stays. Expected sizes and hashes come from
+hashlib on the test's own bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+
+import pytest
+from starlette.applications import Starlette
+
+from dashboard import uploads
+
+
+class Client:
+    """Calls an ASGI app the way uvicorn does, with the body in the given chunks."""
+
+    def __init__(self, registry: uploads.Registry, alive=lambda session: True, limit: int = 10_000) -> None:
+        self.app = Starlette(routes=[uploads.route(registry, alive, lambda: (limit, f"{limit:,} bytes"))])
+        assert self.app.routes[0].path == uploads.ROUTE
+        self.received = 0  # body messages the route asked for
+
+    def call(self, method: str, query: str, chunks: list[bytes] = (), length: int | None = None, cut: bool = False):
+        chunks = list(chunks)
+        headers = [] if length is None else [(b"content-length", str(length).encode())]
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+                 "path": uploads.ROUTE, "raw_path": uploads.ROUTE.encode(), "query_string": query.encode(), "root_path": "",
+                 "headers": headers, "server": ("test", 80), "client": ("test", 1)}
+        sent: list[dict] = []
+
+        async def receive():
+            self.received += 1
+            if chunks:
+                return {"type": "http.request", "body": chunks.pop(0), "more_body": bool(chunks) or cut}
+            return {"type": "http.disconnect"} if cut else {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        asyncio.run(self.app(scope, receive, send))
+        status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        return status, json.loads(body)
+
+
+@pytest.fixture()
+def registry(tmp_path):
+    return uploads.Registry(tmp_path / "spill")
+
+
+def files_in(registry: uploads.Registry) -> list[str]:
+    return sorted(p.name for p in registry.folder().iterdir())
+
+
+def test_a_body_in_many_chunks_lands_on_disk_with_its_hash_and_size(registry, monkeypatch):
+    monkeypatch.setattr(uploads, "BUFFER", 1000)  # several writes, and a remainder
+    ticket = registry.session_ticket("s1", None)
+    chunks = [bytes([i]) * 333 for i in range(10)]
+    data = b"".join(chunks)
+    status, body = Client(registry).call("PUT", f"ticket={ticket}&name=run.json.gz", chunks, len(data))
+    assert status == 200
+    assert body["name"] == "run.json.gz" and body["size"] == len(data) == 3330
+    upload = registry.get(body["id"], "s1")
+    assert upload.sha == hashlib.sha256(data).hexdigest() and upload.path.read_bytes() == data
+    assert registry.get(body["id"], "s2") is None  # another session cannot open it
+    assert files_in(registry) == [body["id"]]
+
+
+def test_a_ticket_the_server_did_not_give_or_of_an_ended_session_is_refused_unread(registry):
+    client = Client(registry)
+    status, body = client.call("PUT", "ticket=made-up&name=a.json", [b"{}"], 2)
+    assert status == 403 and "reload the page" in body["error"]
+    ticket = registry.session_ticket("s1", None)
+    status, body = Client(registry, alive=lambda session: False).call("PUT", f"ticket={ticket}&name=a.json", [b"{}"], 2)
+    assert status == 403
+    assert files_in(registry) == [] and registry.files == {}
+
+
+def test_a_declared_length_over_the_limit_is_refused_before_the_body_is_read(registry):
+    ticket = registry.session_ticket("s1", None)
+    client = Client(registry, limit=100)
+    status, body = client.call("PUT", f"ticket={ticket}&name=big.json", [b"x" * 101], 101)
+    assert (status, body["error"]) == (413, "big.json: 101 bytes is over the upload limit of 100 bytes; not read")
+    assert client.received == 0 and files_in(registry) == []
+
+
+def test_a_body_longer_than_the_limit_without_a_length_stops_and_leaves_nothing(registry, monkeypatch):
+    monkeypatch.setattr(uploads, "BUFFER", 10)
+    ticket = registry.session_ticket("s1", None)
+    status, body = Client(registry, limit=100).call("PUT", f"ticket={ticket}&name=big.json", [b"x" * 60, b"x" * 60, b"x" * 60])
+    assert (status, body["error"]) == (413, "big.json: more than 100 bytes, the upload limit; not kept")
+    assert files_in(registry) == [] and registry.files == {}
+
+
+def test_a_client_that_goes_away_mid_upload_leaves_nothing(registry, monkeypatch):
+    monkeypatch.setattr(uploads, "BUFFER", 10)
+    ticket = registry.session_ticket("s1", None)
+    status, body = Client(registry).call("PUT", f"ticket={ticket}&name=a.json", [b"x" * 40, b"y" * 40], 1000, cut=True)
+    assert (status, body["error"]) == (400, "a.json: the upload was cut off after 80 bytes")
+    assert files_in(registry) == [] and registry.files == {}
+
+
+@pytest.mark.parametrize(("raw", "kept"), [("../../etc/run.json", "run.json"), ("C:\\Users\\me\\t.json.gz", "t.json.gz"),
+                                           ("a\x00b\n.json", "ab.json"), ("x" * 300 + ".json", ("x" * 300)[:255])])
+def test_names_lose_folders_and_control_characters(raw, kept):
+    if kept.endswith((".json", ".gz")):
+        assert uploads.clean_name(raw) == kept
+    else:  # cut to 255 characters, it no longer ends in .json
+        with pytest.raises(uploads.Refused):
+            uploads.clean_name(raw)
+
+
+def test_a_file_that_is_not_json_or_gzip_or_has_no_name_is_refused(registry):
+    ticket = registry.session_ticket("s1", None)
+    client = Client(registry)
+    assert client.call("PUT", f"ticket={ticket}&name=notes.txt", [b"hi"], 2) == (415, {"error": "notes.txt: not a .json or .json.gz file"})
+    assert client.call("PUT", f"ticket={ticket}&name=%2F", [b"hi"], 2) == (400, {"error": "the upload has no file name"})
+    assert files_in(registry) == []
+
+
+def test_only_the_owner_removes_an_upload(registry):
+    mine, theirs = registry.session_ticket("s1", None), registry.session_ticket("s2", None)
+    client = Client(registry)
+    _, body = client.call("PUT", f"ticket={mine}&name=a.json", [b"{}"], 2)
+    assert client.call("DELETE", f"ticket={theirs}&id={body['id']}")[0] == 200
+    assert registry.get(body["id"], "s1") is not None  # still there
+    assert client.call("DELETE", f"ticket=made-up&id={body['id']}")[0] == 403
+    assert client.call("DELETE", f"ticket={mine}&id={body['id']}")[0] == 200
+    assert registry.get(body["id"], "s1") is None and files_in(registry) == []
+
+
+def test_a_session_keeps_its_ticket_and_cannot_take_anothers(registry):
+    first = registry.session_ticket("s1", None)
+    assert registry.session_ticket("s1", first) == first
+    assert registry.session_ticket("s2", first) != first  # a ticket copied from another session is not reused
+    assert registry.tickets[first] == "s1"
+
+
+def test_the_sweep_deletes_the_files_and_tickets_of_ended_sessions_only(registry):
+    client = Client(registry)
+    ids = {}
+    for session, size in (("gone", 300), ("gone", 20), ("open", 7)):
+        ticket = registry.session_ticket(session, None)
+        ids.setdefault(session, []).append(client.call("PUT", f"ticket={ticket}&name=a.json", [b"x" * size], size)[1]["id"])
+    assert registry.sweep(lambda session: session == "open") == 320
+    assert files_in(registry) == ids["open"]
+    assert set(registry.tickets.values()) == {"open"}
+    assert registry.sweep(lambda session: session == "open") == 0
+
+
+def test_the_route_answers_under_the_servers_base_url_path():
+    from streamlit import config
+
+    before = config.get_option("server.baseUrlPath")
+    try:
+        config.set_option("server.baseUrlPath", "/team/attn/")
+        assert uploads.route().path == "/team/attn/api/upload" == uploads.route_path()
+    finally:
+        config.set_option("server.baseUrlPath", before)
