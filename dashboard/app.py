@@ -1,7 +1,9 @@
 """attnscope dashboard: `streamlit run dashboard/app.py [-- TRACE_OR_FOLDER ...]`.
 
 Wiring only: page config, the run picker in the sidebar, and the tabs. Each tab is a module in
-dashboard/views that draws what dashboard.engine computes.
+dashboard/views that draws what dashboard.engine computes. The last lines serve the upload route
+(dashboard/uploads.py) beside streamlit's own: `streamlit run` finds `app = st.App(...)` without
+running the file, imports it as a module to serve it, and runs it as the page's script.
 """
 
 from __future__ import annotations
