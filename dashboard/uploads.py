@@ -226,6 +226,8 @@ def route(registry: Registry = REGISTRY, alive: Callable[[str], bool] = session_
             receiving = registry.receive(params.get("ticket", ""), params.get("name", ""), declared, most, label, alive)
         except Refused as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.status)
+        except OSError as exc:  # the spill folder cannot be made or written
+            return JSONResponse({"error": f"the server cannot keep uploads ({exc.strerror or exc})"}, status_code=507)
         gathered: list[bytes] = []
         held = 0
         try:
@@ -244,7 +246,11 @@ def route(registry: Registry = REGISTRY, alive: Callable[[str], bool] = session_
         except ClientDisconnect:  # the tab closed or the network dropped: nothing half-written stays
             receiving.abort()
             return JSONResponse({"error": f"{receiving.name}: the upload was cut off after {receiving.size:,} bytes"}, status_code=400)
-        except BaseException:  # the disk is full, or the server stops: nothing half-written stays
+        except OSError as exc:  # the disk is full, or the folder went: said, and nothing half-written stays
+            receiving.abort()
+            return JSONResponse({"error": f"{receiving.name}: could not be written on the server ({exc.strerror or exc})"},
+                                status_code=507)
+        except BaseException:  # the server stops: nothing half-written stays
             receiving.abort()
             raise
         return JSONResponse({"id": upload.id, "name": upload.name, "size": upload.size})

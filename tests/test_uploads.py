@@ -161,3 +161,27 @@ def test_the_route_answers_under_the_servers_base_url_path():
         assert uploads.route().path == "/team/attn/api/upload" == uploads.route_path()
     finally:
         config.set_option("server.baseUrlPath", before)
+
+
+def test_a_disk_that_fails_mid_upload_is_one_line_and_leaves_nothing(registry, monkeypatch):
+    monkeypatch.setattr(uploads, "BUFFER", 10)
+    ticket = registry.session_ticket("s1", None)
+    real = uploads.Receiving.write
+
+    def full(self, data):
+        if self.size >= 20:
+            raise OSError(28, "No space left on device")
+        real(self, data)
+
+    monkeypatch.setattr(uploads.Receiving, "write", full)
+    status, body = Client(registry).call("PUT", f"ticket={ticket}&name=a.json", [b"x" * 20, b"y" * 20], 40)
+    assert (status, body["error"]) == (507, "a.json: could not be written on the server (No space left on device)")
+    assert files_in(registry) == [] and registry.files == {}
+
+
+def test_a_spill_folder_that_cannot_be_made_is_one_line(tmp_path):
+    (tmp_path / "taken").write_text("a file where the folder should be")
+    registry = uploads.Registry(tmp_path / "taken" / "spill")
+    ticket = registry.session_ticket("s1", None)
+    status, body = Client(registry).call("PUT", f"ticket={ticket}&name=a.json", [b"{}"], 2)
+    assert status == 507 and body["error"].startswith("the server cannot keep uploads (")

@@ -191,7 +191,7 @@ def uploader(container: Any, limit: int, registry: uploads.Registry = uploads.RE
         COMPONENT(
             key=KEY, default={"files": []}, on_files_change=lambda: None,
             data={"url": uploads.route_path(), "ticket": ticket, "limit": limit, "limitText": limit_text,
-                  "note": f"Up to {limit_text} per file. Streamed to the server's disk, never held in its memory.",
+                  "note": f"Up to {limit_text} per file",
                   "files": [{"id": u.id, "name": u.name, "size": u.size, "sizeText": catalog.format_bytes(u.size)} for u in found]},
         )
     return found, lost
