@@ -223,3 +223,58 @@ def test_raw_text_columns_match_one_decode_per_value():
             assert load._raw_texts(items, field).to_list() == expected
     # a NUL inside a value would shift the split: each value is then decoded on its own
     assert load._raw_texts([b"a\x00b", b"c\xff", b""], bytes).to_list() == ["a\x00b", "c\ufffd", ""]
+
+
+def test_two_sessions_reading_large_files_at_once_each_get_their_own_trace(tmp_path, monkeypatch):
+    """The dashboard parses each session's upload in that session's thread, and the worker
+    processes are shared: two large files read at once must not trade slices (nor fall back)."""
+    import threading
+
+    paths = []
+    for name in ("hta_a100_control.json.gz", "tracelens_h100_qwen_chat_sdpa_flash.json.gz"):
+        path = tmp_path / name.removesuffix(".gz")
+        path.write_bytes(gzip.decompress((DATA / name).read_bytes()))
+        paths.append(path)
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    alone = [load.load_trace(p) for p in paths]
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", 100_000)  # tens of slices each: their tasks interleave
+    for _ in range(3):
+        got: dict[int, object] = {}
+        start = threading.Barrier(2)
+
+        def read(i: int) -> None:
+            start.wait()
+            got[i] = load._load_sliced(paths[i], None, None)
+
+        threads = [threading.Thread(target=read, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i in range(2):
+            assert got[i] is not None, "the sliced path gave up"
+            _assert_same(got[i], alone[i])
+
+
+def test_idle_workers_are_closed_and_the_next_large_file_starts_them_again(tmp_path, monkeypatch):
+    import time
+
+    path = tmp_path / "a100.json"
+    path.write_bytes(gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes()))
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    alone = load.load_trace(path)
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", 200_000)
+    monkeypatch.setattr(load, "WORKERS_IDLE_S", 0.5)
+    first = load._load_sliced(path, None, None)
+    workers = load._workers_started
+    assert first is not None and workers is not None and workers.alive()
+    deadline = time.monotonic() + 20
+    while load._workers_started is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert load._workers_started is None and all(proc.poll() is not None for proc in workers.procs)  # closed, exited
+    again = load._load_sliced(path, None, None)
+    assert again is not None and load._workers_started is not workers
+    _assert_same(first, alone)
+    _assert_same(again, alone)

@@ -22,6 +22,8 @@ import json
 import os
 import re
 import tempfile
+import threading
+import time
 import zlib
 
 from contextlib import contextmanager
@@ -988,6 +990,7 @@ class _Workers:
         env["_ATTNSCOPE_SLICE_WORKER"] = "1"
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         code = "from dashboard.engine.load import _serve; _serve()"
+        self.last_used = time.monotonic()
         self.procs = [
             subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
             for _ in range(count)
@@ -1063,6 +1066,10 @@ def _serve() -> None:
 
 
 _workers_started: _Workers | None = None
+# Held while a file's slices are with the workers. The dashboard parses each session's upload in
+# that session's thread: without it, two large files read at once sent their tasks down the same
+# pipes and read each other's answers (a wrong trace, or a garbage length read as a size).
+_WORKERS_LOCK = threading.Lock()
 
 
 def _slice_workers() -> _Workers:
@@ -1216,22 +1223,46 @@ def _load_sliced(
         bounds = _slices(fh, start, end, SLICE_BYTES)
     meta.update(meta_after)
     parts: list[_Part] = []
-    try:
-        workers = _slice_workers()
-        for done, (status, answer) in enumerate(workers.run([(str(path), lo, hi, reading.label) for lo, hi in bounds])):
-            if status != "ok":
-                raise _SliceFailed(answer)
-            got, learnt = answer
-            parts.extend(got)
-            reading.add(learnt)
-            if progress:
-                progress((done + 1) / len(bounds))
-    except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's
-        _discard_workers()  # the rest of their answers are not read: start afresh next time
-        return None
+    with _WORKERS_LOCK:  # one file at a time: the workers' pipes carry one file's tasks and answers in order
+        try:
+            workers = _slice_workers()
+            for done, (status, answer) in enumerate(workers.run([(str(path), lo, hi, reading.label) for lo, hi in bounds])):
+                if status != "ok":
+                    raise _SliceFailed(answer)
+                got, learnt = answer
+                parts.extend(got)
+                reading.add(learnt)
+                if progress:
+                    progress((done + 1) / len(bounds))
+        except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's
+            _discard_workers()  # the rest of their answers are not read: start afresh next time
+            return None
+        _close_when_idle(workers)
     trace = _build_trace(_drain(parts), meta, reading)
     trace.size_bytes = size - (3 if bom else 0)  # the JSON bytes, as the one-process path counts them
     return trace
+
+
+# Workers idle this long after a file are closed: each holds 110-125 MB (measured after the
+# 187 MB trace), which a dashboard server would otherwise keep between uploads. Starting them
+# again costs the next large file about 0.3 s.
+WORKERS_IDLE_S = 30.0
+
+
+def _close_when_idle(workers: _Workers) -> None:
+    """Close `workers` once WORKERS_IDLE_S pass without another file for them."""
+    workers.last_used = time.monotonic()
+
+    def close_if_idle() -> None:
+        global _workers_started
+        with _WORKERS_LOCK:
+            if _workers_started is workers and time.monotonic() - workers.last_used >= WORKERS_IDLE_S:
+                workers.close()
+                _workers_started = None
+
+    timer = threading.Timer(WORKERS_IDLE_S, close_if_idle)
+    timer.daemon = True  # never keeps a finished command waiting
+    timer.start()
 
 
 def _discard_workers() -> None:
