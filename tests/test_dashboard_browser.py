@@ -213,7 +213,8 @@ def test_a_renamed_run_keeps_its_label_after_a_reload_and_cpu_and_gpu_runs_stay_
 def test_the_upload_route_refuses_a_client_without_a_session_and_a_removed_upload_goes(server):
     """`streamlit run dashboard/app.py` serves the dashboard's upload route; a PUT without a ticket
     the page was given is refused unread. In the browser, an upload's remove button takes its run
-    out of the comparison and deletes its file from the server."""
+    out of the comparison and deletes its file from the server; a file dropped on the drop zone is
+    uploaded."""
     import json
     import urllib.error
 
@@ -243,5 +244,21 @@ def test_the_upload_route_refuses_a_client_without_a_session_and_a_removed_uploa
             assert _overview_runs(page) == UPLOADED_LABELS[1:]
             assert [t.strip() for t in page.locator(".files .name").all_inner_texts()] == [UPLOADS[1].name]
             assert len(removed) == 1 and "api/upload" in removed[0]
+
+            # a file dropped on the drop zone is uploaded as a picked one is
+            dropped = REPO / "tests" / "data" / "hta_triton_example.json.gz"
+            page.locator(".zone").evaluate(
+                """(zone, [name, b64]) => {
+                    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+                    const data = new DataTransfer();
+                    data.items.add(new File([bytes], name, { type: 'application/gzip' }));
+                    zone.dispatchEvent(new DragEvent('drop', { dataTransfer: data, bubbles: true, cancelable: true }));
+                }""",
+                [dropped.name, __import__("base64").b64encode(dropped.read_bytes()).decode()],
+            )
+            label = dropped.name.removesuffix(".json.gz")
+            page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=60_000)
+            _settle(page)
+            assert [t.strip() for t in page.locator(".files .name").all_inner_texts()] == [UPLOADS[1].name, dropped.name]
         finally:
             browser.close()
