@@ -440,4 +440,4 @@ if __name__ == "__main__":  # streamlit runs this file as the page's script, onc
 else:  # `streamlit run dashboard/app.py` finds this (without running the file) and serves it with the upload route
     from dashboard import uploads
 
-    app = st.App(__file__, routes=[uploads.route()])
+    app = st.App(__file__, routes=[uploads.route()], lifespan=uploads.lifespan)

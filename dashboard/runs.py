@@ -40,11 +40,10 @@ def drop_closed_uploads(registry: uploads.Registry = uploads.REGISTRY) -> int:
         from streamlit.runtime import Runtime
 
         sessions = Runtime.instance()._session_mgr  # no public way to ask which sessions exist
-        known = sessions.get_session_info
     except Exception:  # not under a server (AppTest, a bare import), or another streamlit
         return 0
     reap_expired_sessions(sessions)
-    return registry.sweep(lambda session: known(session) is not None)
+    return registry.sweep(uploads.session_alive)
 
 
 def reap_expired_sessions(sessions: Any) -> None:

@@ -11,11 +11,12 @@ the page (session_ticket). The route accepts it only while that session is alive
 so neither another site (it cannot read the page) nor a client without a session can write
 here. Each file is checked against the upload limit twice: on the declared length before a byte
 is read, and on the bytes as they arrive. A session's files are deleted when the user removes them
-or when the session ends (sweep).
+or when the session ends (sweep), and all of them when the server stops (lifespan).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 import shutil
@@ -23,7 +24,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 ROUTE = "/api/upload"
 BUFFER = 4 << 20  # bytes gathered from the request before they are hashed and written, in a worker thread
@@ -102,10 +103,11 @@ class Receiving:
 
 class Registry:
     """The server's uploads: tickets by session and files by id, in a folder of its own (made on
-    the first upload, deleted with the process's exit handlers)."""
+    the first upload unless one is given; close() deletes it)."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root
+        self.made = False  # whether folder() made the folder (then close() deletes it)
         self.lock = threading.Lock()
         self.tickets: dict[str, str] = {}  # ticket -> session id
         self.files: dict[str, Upload] = {}  # upload id -> upload
@@ -114,11 +116,19 @@ class Registry:
         with self.lock:
             if self.root is None:
                 self.root = Path(tempfile.mkdtemp(prefix="attnscope-uploads-"))
-                import atexit
-
-                atexit.register(shutil.rmtree, self.root, True)
+                self.made = True
             self.root.mkdir(parents=True, exist_ok=True)  # a given folder, or one a temp cleaner removed
             return self.root
+
+    def close(self) -> None:
+        """Delete every upload, and the folder when this registry made it (the server stops)."""
+        with self.lock:
+            files, self.files, self.tickets = list(self.files.values()), {}, {}
+            root, made = self.root, self.made
+        for upload in files:
+            upload.path.unlink(missing_ok=True)
+        if made and root is not None:
+            shutil.rmtree(root, ignore_errors=True)
 
     def session_ticket(self, session: str, ticket: str | None) -> str:
         """The ticket of a session: `ticket` (the one it was given before) when that is still
@@ -176,6 +186,16 @@ class Registry:
 REGISTRY = Registry()
 
 
+@contextlib.asynccontextmanager
+async def lifespan(app: Any) -> AsyncIterator[None]:
+    """st.App's lifespan: the uploads are deleted when the server stops (streamlit's shutdown
+    does not run atexit handlers)."""
+    try:
+        yield None
+    finally:
+        REGISTRY.close()
+
+
 def session_alive(session: str) -> bool:
     """Whether streamlit's runtime still knows the session (connected, or closed but within the
     time it waits for a reconnect)."""
@@ -188,12 +208,12 @@ def session_alive(session: str) -> bool:
 
 
 def upload_limit() -> tuple[int, str]:
-    """The upload limit in bytes and how messages name it (the same limit the sidebar states)."""
-    from streamlit import config
-
+    """The upload limit in bytes (runs.upload_limit, as the sidebar states it) and how messages
+    name it."""
+    from dashboard import runs
     from dashboard.engine import catalog
 
-    limit, _ = catalog.upload_limit(int(config.get_option("server.maxUploadSize")) * 1024 * 1024)
+    limit, _ = runs.upload_limit()
     return limit, f"{catalog.format_bytes(limit)} ({limit:,} bytes)"
 
 

@@ -185,3 +185,24 @@ def test_a_spill_folder_that_cannot_be_made_is_one_line(tmp_path):
     ticket = registry.session_ticket("s1", None)
     status, body = Client(registry).call("PUT", f"ticket={ticket}&name=a.json", [b"{}"], 2)
     assert status == 507 and body["error"].startswith("the server cannot keep uploads (")
+
+
+def test_when_the_server_stops_every_upload_and_the_folder_it_made_go(tmp_path, monkeypatch):
+    monkeypatch.setattr(uploads.tempfile, "tempdir", str(tmp_path))
+    made = uploads.Registry()  # makes its own folder under the temp dir
+    given = uploads.Registry(tmp_path / "given")
+    for registry in (made, given):
+        ticket = registry.session_ticket("s1", None)
+        assert Client(registry).call("PUT", f"ticket={ticket}&name=a.json", [b"{}"], 2)[0] == 200
+    folder = made.folder()
+    assert folder.parent == tmp_path and len(list(folder.iterdir())) == 1
+
+    async def serve_and_stop():
+        async with uploads.lifespan(None):
+            pass
+
+    monkeypatch.setattr(uploads, "REGISTRY", made)
+    asyncio.run(serve_and_stop())
+    assert not folder.exists() and made.files == {} and made.tickets == {}
+    given.close()
+    assert (tmp_path / "given").is_dir() and list((tmp_path / "given").iterdir()) == []  # a given folder stays, emptied
