@@ -29,6 +29,7 @@ from typing import Any, AsyncIterator, Callable
 ROUTE = "/api/upload"
 BUFFER = 4 << 20  # bytes gathered from the request before they are hashed and written, in a worker thread
 MAX_NAME = 255  # characters of a file name kept
+DISK_RESERVE = 256 << 20  # an upload that would leave less than this free on the uploads' disk is refused unread
 SUFFIXES = (".json", ".gz")  # what the old st.file_uploader accepted (type=["json", "gz"])
 
 
@@ -150,6 +151,11 @@ class Registry:
         name = clean_name(raw_name)
         if declared is not None and declared > limit:
             raise Refused(413, f"{name}: {declared:,} bytes is over the upload limit of {label}; not read")
+        folder = self.folder()
+        free = shutil.disk_usage(folder).free
+        if declared is not None and declared > free - DISK_RESERVE:
+            raise Refused(507, f"{name}: {declared:,} bytes would leave the server's disk with less than "
+                               f"{DISK_RESERVE >> 20} MiB free ({free:,} bytes free); not read")
         return Receiving(self, session, name, limit, label)
 
     def get(self, upload_id: str, session: str) -> Upload | None:

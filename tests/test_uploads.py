@@ -206,3 +206,18 @@ def test_when_the_server_stops_every_upload_and_the_folder_it_made_go(tmp_path, 
     assert not folder.exists() and made.files == {} and made.tickets == {}
     given.close()
     assert (tmp_path / "given").is_dir() and list((tmp_path / "given").iterdir()) == []  # a given folder stays, emptied
+
+
+def test_an_upload_that_would_fill_the_disk_is_refused_unread(registry, monkeypatch):
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(uploads.shutil, "disk_usage", lambda path: usage(10**12, 10**12 - (uploads.DISK_RESERVE + 1000), uploads.DISK_RESERVE + 1000))
+    ticket = registry.session_ticket("s1", None)
+    client = Client(registry, limit=10**9)
+    assert client.call("PUT", f"ticket={ticket}&name=fits.json", [b"x" * 1000], 1000)[0] == 200
+    status, body = client.call("PUT", f"ticket={ticket}&name=big.json", [b"x" * 1001], 1001)
+    free = uploads.DISK_RESERVE + 1000
+    assert (status, body["error"]) == (507, f"big.json: 1,001 bytes would leave the server's disk with less than 256 MiB free "
+                                            f"({free:,} bytes free); not read")
+    assert client.received == 1  # only the first upload's body was read
