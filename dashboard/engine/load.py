@@ -469,7 +469,8 @@ def load_trace(
     label = _label(source, name)
     limit = json_limit(max_json_bytes, label)
     try:
-        return _load(source, name, progress, limit)
+        with _PARSE_LOCK:
+            return _load(source, name, progress, limit)
     except RecursionError:  # msgspec and the json module stop at ~1,000 levels of nesting
         raise TraceError(f"{label}: JSON nested more than about 1,000 levels deep: not a trace this tool can read") from None
     except UnicodeDecodeError as exc:  # where a repair was not possible (older msgspec raises this)
@@ -1070,6 +1071,11 @@ _workers_started: _Workers | None = None
 # that session's thread: without it, two large files read at once sent their tasks down the same
 # pipes and read each other's answers (a wrong trace, or a garbage length read as a size).
 _WORKERS_LOCK = threading.Lock()
+# One parse at a time per process. The dashboard parses each session's upload in that session's
+# thread; polars before 1.32 keeps categoricals local to a string cache, and two traces built at
+# once mixed their sources (StringCacheMismatchError in pl.concat, found with polars 1.20). On two
+# cores a second parse gains little from running beside the first: its workers are the same.
+_PARSE_LOCK = threading.Lock()
 
 
 def _slice_workers() -> _Workers:
