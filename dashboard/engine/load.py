@@ -1067,14 +1067,13 @@ def _serve() -> None:
 
 
 _workers_started: _Workers | None = None
-# Held while a file's slices are with the workers. The dashboard parses each session's upload in
-# that session's thread: without it, two large files read at once sent their tasks down the same
-# pipes and read each other's answers (a wrong trace, or a garbage length read as a size).
-_WORKERS_LOCK = threading.Lock()
-# One parse at a time per process. The dashboard parses each session's upload in that session's
-# thread; polars before 1.32 keeps categoricals local to a string cache, and two traces built at
-# once mixed their sources (StringCacheMismatchError in pl.concat, found with polars 1.20). On two
-# cores a second parse gains little from running beside the first: its workers are the same.
+# One parse at a time per process, and the worker processes are used or closed only under it. The
+# dashboard parses each session's upload in that session's thread: without it, two large files
+# read at once sent their tasks down the same pipes and read each other's answers (a wrong trace,
+# or a garbage length read as a size), and under polars before 1.32, which keeps categoricals
+# local to a string cache, two traces built at once mixed their sources (StringCacheMismatchError
+# in pl.concat, found with polars 1.20). On two cores a second parse gains little from running
+# beside the first: its workers are the same.
 _PARSE_LOCK = threading.Lock()
 
 
@@ -1229,21 +1228,20 @@ def _load_sliced(
         bounds = _slices(fh, start, end, SLICE_BYTES)
     meta.update(meta_after)
     parts: list[_Part] = []
-    with _WORKERS_LOCK:  # one file at a time: the workers' pipes carry one file's tasks and answers in order
-        try:
-            workers = _slice_workers()
-            for done, (status, answer) in enumerate(workers.run([(str(path), lo, hi, reading.label) for lo, hi in bounds])):
-                if status != "ok":
-                    raise _SliceFailed(answer)
-                got, learnt = answer
-                parts.extend(got)
-                reading.add(learnt)
-                if progress:
-                    progress((done + 1) / len(bounds))
-        except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's
-            _discard_workers()  # the rest of their answers are not read: start afresh next time
-            return None
-        _close_when_idle(workers)
+    try:  # under _PARSE_LOCK (load_trace): the workers' pipes carry one file's tasks and answers in order
+        workers = _slice_workers()
+        for done, (status, answer) in enumerate(workers.run([(str(path), lo, hi, reading.label) for lo, hi in bounds])):
+            if status != "ok":
+                raise _SliceFailed(answer)
+            got, learnt = answer
+            parts.extend(got)
+            reading.add(learnt)
+            if progress:
+                progress((done + 1) / len(bounds))
+    except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's
+        _discard_workers()  # the rest of their answers are not read: start afresh next time
+        return None
+    _close_when_idle(workers)
     trace = _build_trace(_drain(parts), meta, reading)
     trace.size_bytes = size - (3 if bom else 0)  # the JSON bytes, as the one-process path counts them
     return trace
@@ -1261,7 +1259,7 @@ def _close_when_idle(workers: _Workers) -> None:
 
     def close_if_idle() -> None:
         global _workers_started
-        with _WORKERS_LOCK:
+        with _PARSE_LOCK:  # never while a file is with them
             if _workers_started is workers and time.monotonic() - workers.last_used >= WORKERS_IDLE_S:
                 workers.close()
                 _workers_started = None
