@@ -278,6 +278,7 @@ def test_idle_workers_are_closed_and_the_next_large_file_starts_them_again(tmp_p
     monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
     monkeypatch.setattr(load, "SLICE_BYTES", 200_000)
     monkeypatch.setattr(load, "WORKERS_IDLE_S", 0.5)
+    load._discard_workers()  # workers of an earlier test, whose idle timers are still pending, are not these
     first = load._load_sliced(path, None, None)
     workers = load._workers_started
     assert first is not None and workers is not None and workers.alive()
@@ -289,3 +290,32 @@ def test_idle_workers_are_closed_and_the_next_large_file_starts_them_again(tmp_p
     assert again is not None and load._workers_started is not workers
     _assert_same(first, alone)
     _assert_same(again, alone)
+
+
+def test_the_workers_are_used_only_under_the_parse_lock_so_an_idle_timer_cannot_close_them_mid_file(tmp_path, monkeypatch):
+    """A direct call (as the tests make) holds the lock too: CI once saw an idle timer left by an
+    earlier test close the workers in the middle of a file read outside it."""
+    import threading
+
+    path = tmp_path / "a100.json"
+    path.write_bytes(gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes()))
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", 200_000)
+    free_while_running = []
+    real_run = load._Workers.run
+
+    def run(self, tasks):
+        def try_lock():
+            got = load._PARSE_LOCK.acquire(blocking=False)
+            free_while_running.append(got)
+            if got:
+                load._PARSE_LOCK.release()
+
+        other = threading.Thread(target=try_lock)  # as the idle timer's thread would
+        other.start()
+        other.join()
+        yield from real_run(self, tasks)
+
+    monkeypatch.setattr(load._Workers, "run", run)
+    assert load._load_sliced(path, None, None) is not None
+    assert free_while_running == [False]

@@ -1073,8 +1073,9 @@ _workers_started: _Workers | None = None
 # or a garbage length read as a size), and under polars before 1.32, which keeps categoricals
 # local to a string cache, two traces built at once mixed their sources (StringCacheMismatchError
 # in pl.concat, found with polars 1.20). On two cores a second parse gains little from running
-# beside the first: its workers are the same.
-_PARSE_LOCK = threading.Lock()
+# beside the first: its workers are the same. Reentrant: load_trace holds it, and _load_sliced
+# takes it again, so that no caller can use the workers without it.
+_PARSE_LOCK = threading.RLock()
 
 
 def _slice_workers() -> _Workers:
@@ -1085,6 +1086,7 @@ def _slice_workers() -> _Workers:
 
         _workers_started = _Workers(_workers())
         atexit.register(_workers_started.close)
+    _workers_started.last_used = time.monotonic()  # in use: an idle timer that fires now leaves them
     return _workers_started
 
 
@@ -1228,20 +1230,24 @@ def _load_sliced(
         bounds = _slices(fh, start, end, SLICE_BYTES)
     meta.update(meta_after)
     parts: list[_Part] = []
-    try:  # under _PARSE_LOCK (load_trace): the workers' pipes carry one file's tasks and answers in order
-        workers = _slice_workers()
-        for done, (status, answer) in enumerate(workers.run([(str(path), lo, hi, reading.label) for lo, hi in bounds])):
-            if status != "ok":
-                raise _SliceFailed(answer)
-            got, learnt = answer
-            parts.extend(got)
-            reading.add(learnt)
-            if progress:
-                progress((done + 1) / len(bounds))
-    except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's
-        _discard_workers()  # the rest of their answers are not read: start afresh next time
-        return None
-    _close_when_idle(workers)
+    # Under _PARSE_LOCK: the workers' pipes carry one file's tasks and answers in order, and the idle
+    # timer cannot close them mid-file.
+    with _PARSE_LOCK:
+        try:
+            workers = _slice_workers()
+            tasks = [(str(path), lo, hi, reading.label) for lo, hi in bounds]
+            for done, (status, answer) in enumerate(workers.run(tasks)):
+                if status != "ok":
+                    raise _SliceFailed(answer)
+                got, learnt = answer
+                parts.extend(got)
+                reading.add(learnt)
+                if progress:
+                    progress((done + 1) / len(bounds))
+        except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's
+            _discard_workers()  # the rest of their answers are not read: start afresh next time
+            return None
+        _close_when_idle(workers)
     trace = _build_trace(_drain(parts), meta, reading)
     trace.size_bytes = size - (3 if bom else 0)  # the JSON bytes, as the one-process path counts them
     return trace
