@@ -5,8 +5,10 @@
 Makes a one-step trace with N kernels (each with its cpu_op and launch: 3N timeline events),
 then times, in this one process: loading it, diff.timeline, charts.timeline_pair with the
 level-of-detail merge (what the tab draws) and without it (every event drawn), and
-diff.sequence_diff of the step against a copy with 10% of its kernels renamed. Prints seconds and
-the ratio of drawing with the merge to drawing every event, and the size of both figures.
+diff.sequence_diff of the step against a copy with 10% of its kernels renamed, and
+charts.timeline_data (what the dashboard's canvas timeline is sent). Prints seconds and the ratio
+of drawing with the merge to drawing every event, the size of both figures, and the JSON bytes
+the dashboard sends for the step pair (canvas data) against the plotly figure's.
 """
 
 from __future__ import annotations
@@ -61,11 +63,15 @@ def main() -> None:
     merged, t_merged = timed(lambda: charts.timeline_pair(tl_a, tl_b, "a", "b"))
     full, t_full = timed(lambda: charts.timeline_pair(tl_a, tl_b, "a", "b", max_events=10**9))
     diff, t_diff = timed(lambda: sequence_diff(a, 1, b, 1))
+    canvas, t_canvas = timed(lambda: charts.timeline_data(tl_a, tl_b, "a", "b"))
+    canvas_bytes, figure_bytes = len(json.dumps(canvas)), len(merged.to_json())
     points = lambda fig: sum(len(t.x) for t in fig.data if t.x is not None)  # noqa: E731
     print(f"step events: {tl_a.height:,} per run; kernels: {args.kernels:,}")
     print(f"load {t_load:.2f} s | timeline {t_tl:.2f} s | sequence diff {t_diff:.2f} s ({diff.height:,} rows)")
     print(f"figure with merge {t_merged:.2f} s, {points(merged):,} points | every event {t_full:.2f} s, {points(full):,} points")
     print(f"ratio merged/full: time {t_merged / t_full:.2f}, points {points(merged) / points(full):.3f}")
+    print(f"canvas data {t_canvas:.2f} s, {canvas_bytes / 1e6:.2f} MB JSON | plotly figure {figure_bytes / 1e6:.2f} MB JSON "
+          f"(ratio time {t_canvas / t_merged:.2f}, bytes {canvas_bytes / figure_bytes:.2f})")
 
 
 if __name__ == "__main__":

@@ -507,6 +507,48 @@ def timeline_pair(
     return _base_layout(fig, "", height=height)
 
 
+def timeline_data(
+    a: pl.DataFrame, b: pl.DataFrame, label_a: str, label_b: str, max_events: int = TIMELINE_MAX_EVENTS
+) -> dict:
+    """What the dashboard's canvas timeline (dashboard/views/timeline_chart.py) draws: the same two
+    step timelines as timeline_pair, as plain lists. Per panel: its title, its lanes top to bottom,
+    and its bars sorted by lane then start (so the browser finds the bar under the pointer by a
+    binary search in the lane): start_us, dur_us (rounded to the ns), lane and family (indices),
+    name (an index into the panel's names), merged (events in the bar: above `max_events` events,
+    events narrower than a screen pixel are merged per lane, as in timeline_pair) and, where a
+    panel has merged bars, busy (the summed duration of the bar's events, µs). Names
+    are raw text: the browser writes them with textContent and fillText, never as markup."""
+    a, b = merge_small_events(a, max_events), merge_small_events(b, max_events)
+    families = sorted(set(a["family"].to_list()) | set(b["family"].to_list()), key=lambda f: (_family_rank(f), f))
+    family_index = {family: i for i, family in enumerate(families)}
+    panels = []
+    for label, tl in ((label_a, a), (label_b, b)):
+        lanes = lane_order(tl["lane"].to_list())
+        names = sorted(set(tl["name"].to_list()))
+        bars = tl.select(
+            pl.col("lane").replace_strict({lane: i for i, lane in enumerate(lanes)}, return_dtype=pl.Int64).alias("lane"),
+            pl.col("start_us").round(3).alias("start"),
+            (pl.col("end_us") - pl.col("start_us")).clip(lower_bound=0).round(3).alias("dur"),
+            pl.col("family").replace_strict(family_index, return_dtype=pl.Int64).alias("family"),
+            pl.col("name").replace_strict({n: i for i, n in enumerate(names)}, return_dtype=pl.Int64).alias("name"),
+            "merged", pl.col("dur_us").round(3).alias("busy"), "id",
+        ).sort("lane", "start", "dur", "id", descending=[False, False, True, False])
+        columns = ("start", "dur", "lane", "family", "name", "merged") + (("busy",) if tl.height and int(tl["merged"].max()) > 1 else ())
+        panels.append({
+            "title": _timeline_title(label, tl), "lanes": lanes, "names": names,
+            **{column: bars[column].to_list() for column in columns},
+        })
+    end = max([float(tl["end_us"].max() or 0.0) for tl in (a, b) if tl.height] or [0.0])
+    rows = sum(max(len(p["lanes"]), 1) for p in panels)
+    return {
+        "panels": panels,
+        "families": [{"name": family, "color": family_color(family)} for family in families],
+        "span": round(max(end, 1e-3), 3),
+        "height": int(min(max(rows * LANE_PX + 110, 300), TIMELINE_MAX_HEIGHT)),
+        "axis": "µs since the start of the step",
+    }
+
+
 def _timeline_title(label: str, tl: pl.DataFrame) -> str:
     merged = int(tl["merged"].sum()) if "merged" in tl.columns and tl.height else tl.height
     note = f", short events merged into {tl.height:,} blocks" if tl.height < merged else ""

@@ -156,6 +156,31 @@ def hover_charts(page, limit: int = 3) -> list[str]:
     return seen
 
 
+def hover_timeline(page, limit: int = 12) -> list[str]:
+    """Hover the canvas timeline's bars whose names hold markup (else its first bars), up to
+    `limit`; the tooltips' texts. Fails if the component's own tree holds an element a payload
+    would have made (it lives in a shadow root, which FIND_EXECUTABLE does not enter)."""
+    canvas = page.locator(".st-key-chart_timeline canvas")
+    if not canvas.count():
+        return []
+    canvas.scroll_into_view_if_needed()
+    box, drawn = canvas.bounding_box(), canvas.evaluate("c => c.__attnscope")
+    seen: list[str] = []
+    for panel, (p, at) in enumerate(zip(drawn["data"]["panels"], drawn["panels"])):
+        marked = [i for i in range(len(p["start"])) if "<" in p["names"][p["name"][i]] or "[" in p["names"][p["name"][i]]]
+        for i in (marked or list(range(len(p["start"]))))[:limit]:
+            v0, v1 = drawn["view"]
+            x = box["x"] + drawn["gutter"] + (p["start"][i] + p["dur"][i] / 2 - v0) * drawn["plotW"] / (v1 - v0)
+            page.mouse.move(x, box["y"] + at["top"] + (p["lane"][i] + 0.5) * at["laneH"])
+            tip = page.locator(".st-key-chart_timeline .tip")
+            if tip.is_visible():
+                seen.append(tip.inner_text())
+    made = canvas.evaluate("c => Array.from(c.getRootNode().querySelectorAll('img, script, a, iframe, b, strong, em')).map(e => e.tagName)")
+    assert not made, f"the timeline made elements from trace strings: {made}"
+    page.mouse.move(0, 0)
+    return seen
+
+
 def settle(page, bound_s: float = 60.0) -> None:
     """_settle with a bound of the test's choosing: the app's 'Running...' widget gone."""
     page.wait_for_timeout(300)
@@ -237,6 +262,10 @@ def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alo
                 if tab in TABS:  # (a Ranks tab shows runs with ranks only)
                     assert IMG in text or HOSTILE_LABEL in text, f"{tab}: no payload shown literally"
                 hovers.extend(hover_charts(page))
+                if tab == "Timeline diff":  # the canvas: its tooltips show the payloads as text
+                    tips = hover_timeline(page)
+                    assert any(payload in tip for tip in tips for payload in (IMG, SCRIPT, LINK, LONG)), tips[:5]
+                    hovers.extend(tips)
                 assert_nothing_ran(page, f"{tab} after hovering", dialogs)
 
             open_every_tab(page, on_tab=check)

@@ -124,6 +124,14 @@ def figure(at: AppTest, key: str) -> dict:
     return json.loads(chart.proto.spec)
 
 
+def timeline_drawn(at: AppTest, key: str = "chart_timeline") -> dict:
+    """What the Timeline diff tab's canvas component was given (charts.timeline_data)."""
+    block = at.get_by_key(key)
+    (chart,) = list(block.children.values())
+    assert chart.type == "bidi_component"
+    return json.loads(chart.proto.json)
+
+
 def close(a: float | None, b: float | None, rel: float = 1e-9) -> bool:
     if a is None or b is None or (isinstance(a, float) and math.isnan(a)) or (isinstance(b, float) and math.isnan(b)):
         return (a is None or a != a) and (b is None or b != b)
@@ -622,13 +630,16 @@ def test_timeline_tab_draws_both_steps_and_diffs_their_kernel_sequences(app):
         params={"run": [sample_id("naive"), sample_id("sdpa")], "a": sample_id("naive"), "b": sample_id("sdpa"),
                 "step_a": str(step_a), "step_b": str(step_b)},
     )
-    fig = figure(at, "chart_timeline")
-    titles = [ann["text"] for ann in fig["layout"]["annotations"]]
-    assert titles[0].startswith(f"A: naive step {step_a}: {timeline(a, step_a).height:,} events")
-    assert titles[1].startswith(f"B: sdpa step {step_b}: {timeline(b, step_b).height:,} events")
-    assert all(t["type"] == "scattergl" for t in fig["data"])
-    lanes = set(fig["layout"]["yaxis"]["ticktext"])
-    assert lanes == set(timeline(a, step_a)["lane"].to_list())
+    drawn = timeline_drawn(at)
+    titles = [panel["title"] for panel in drawn["panels"]]
+    assert titles[0] == f"A: naive step {step_a}: {timeline(a, step_a).height:,} events"
+    assert titles[1] == f"B: sdpa step {step_b}: {timeline(b, step_b).height:,} events"
+    for panel, (trace, step) in zip(drawn["panels"], ((a, step_a), (b, step_b))):
+        expect = timeline(trace, step)
+        assert set(panel["lanes"]) == set(expect["lane"].to_list())
+        assert len(panel["start"]) == expect.height  # every event drawn as itself
+        got = sorted(zip((panel["lanes"][i] for i in panel["lane"]), panel["start"], (panel["names"][i] for i in panel["name"])))
+        assert got == sorted(zip(expect["lane"].to_list(), expect["start_us"].round(3).to_list(), expect["name"].to_list()))
 
     diff = sequence_diff(a, step_a, b, step_b)
     metrics = {m.label: m.value for m in at.get_by_key("timeline_counts").metric}
@@ -648,13 +659,13 @@ def test_timeline_tab_draws_both_steps_and_diffs_their_kernel_sequences(app):
 def test_timeline_tab_on_the_gpu_pair_has_gpu_stream_lanes(app):
     ids = ["file/" + A100.name, "file/" + V100.name]
     at = app("Timeline diff", params={"run": ids, "a": ids[0], "b": ids[1]}, traces=[A100, V100])
-    fig = figure(at, "chart_timeline")
+    drawn = timeline_drawn(at)
     a = load_trace(A100)
     shown = representative_step(a)  # the default step: the one closest to the median
-    lanes = fig["layout"]["yaxis"]["ticktext"]
+    lanes = drawn["panels"][0]["lanes"]
     assert lanes[0].startswith("GPU ")  # streams on top
     assert set(lanes) == set(timeline(a, shown)["lane"].to_list())
-    assert fig["layout"]["annotations"][0]["text"].startswith(f"A: hta_a100_control step {shown}: {timeline(a, shown).height:,} events")
+    assert drawn["panels"][0]["title"] == f"A: hta_a100_control step {shown}: {timeline(a, shown).height:,} events"
     assert int({m.label: m.value for m in at.get_by_key("timeline_counts").metric}["same in both"]) > 0
 
 
@@ -681,12 +692,12 @@ def test_timeline_stays_responsive_for_a_step_with_100k_events(app, tmp_path):
     ident = "file/busy.json.gz"
     app(params={"run": [ident]}, traces=[busy])  # parse once
     at = app("Timeline diff", params={"run": [ident], "a": ident, "b": ident}, traces=[busy])
-    fig = figure(at, "chart_timeline")
-    title = fig["layout"]["annotations"][0]["text"]
+    panel = timeline_drawn(at)["panels"][0]
+    title = panel["title"]
     assert title.startswith(f"A: busy step 1: {events:,} events, short events merged into")
-    points = sum(len(t["x"]) if isinstance(t["x"], list) else 0 for t in fig["data"])
     drawn = int(title.split("merged into ")[1].split(" ")[0].replace(",", ""))
-    assert drawn < events / 2 and points < events
+    assert drawn == len(panel["start"]) < events / 2
+    assert sum(panel["merged"]) == events  # every event is in one bar
 
 
 # ---------------------------------------------------------------- speedups

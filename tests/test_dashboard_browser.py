@@ -262,3 +262,100 @@ def test_the_upload_route_refuses_a_client_without_a_session_and_a_removed_uploa
             assert [t.strip() for t in page.locator(".files .name").all_inner_texts()] == [UPLOADS[1].name, dropped.name]
         finally:
             browser.close()
+
+
+# The canvas timeline's layout and data, as it drew them (dashboard/views/timeline_chart.py).
+DRAWN = "c => c.__attnscope"
+
+
+def timeline_point(box: dict, drawn: dict, panel: int, i: int) -> tuple[float, float]:
+    """Page coordinates of the middle of bar i of a panel, at the view the canvas drew."""
+    p, at = drawn["data"]["panels"][panel], drawn["panels"][panel]
+    v0, v1 = drawn["view"]
+    k = drawn["plotW"] / (v1 - v0)
+    t = p["start"][i] + p["dur"][i] / 2
+    return box["x"] + drawn["gutter"] + (t - v0) * k, box["y"] + at["top"] + (p["lane"][i] + 0.5) * at["laneH"]
+
+
+def timeline_hover(page, x: float, y: float) -> str:
+    """The tooltip's text with the pointer at (x, y), or '' when none shows."""
+    page.mouse.move(x, y)
+    page.wait_for_timeout(150)
+    tip = page.locator(".st-key-chart_timeline .tip")
+    return tip.inner_text() if tip.is_visible() else ""
+
+
+def test_the_timeline_canvas_draws_each_bar_where_its_hover_names_it_and_zooms(server):
+    """On the bundled GPU pair: the widest bar of A is drawn in its family's colour at its place,
+    hovering it names it; a drag zooms to the dragged range, the wheel zooms about the pointer,
+    a double-click shows the whole step; a family hidden from the legend is neither drawn nor
+    hovered."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(server + "?tab=Timeline+diff")
+            canvas = page.locator(".st-key-chart_timeline canvas")
+            canvas.wait_for(timeout=90_000)
+            _settle(page)
+            canvas.scroll_into_view_if_needed()
+            box = canvas.bounding_box()
+            drawn = canvas.evaluate(DRAWN)
+            data = drawn["data"]
+            assert drawn["view"] == [0, data["span"]]
+            a = data["panels"][0]
+            widest = max(range(len(a["start"])), key=lambda i: (a["dur"][i], -i))
+            x, y = timeline_point(box, drawn, 0, widest)
+            family = data["families"][a["family"][widest]]
+
+            def pixel(x: float, y: float) -> str:
+                return canvas.evaluate(
+                    "(c, [x, y]) => { const r = c.getBoundingClientRect(), s = c.width / r.width;"
+                    " const d = c.getContext('2d').getImageData(Math.round((x - r.left) * s), Math.round((y - r.top) * s), 1, 1).data;"
+                    " return '#' + [d[0], d[1], d[2]].map((v) => v.toString(16).padStart(2, '0')).join(''); }", [x, y])
+
+            assert pixel(x, y) == family["color"]
+            tip = timeline_hover(page, x, y)
+            assert tip.splitlines()[0] == a["names"][a["name"][widest]]
+            assert f"{family['name']} · {a['lanes'][a['lane'][widest]]}" in tip
+            assert "duration " in tip
+            page.locator(".st-key-chart_timeline").screenshot(path=str(ARTIFACTS / "timeline-hover.png")) if ARTIFACTS.is_dir() else None
+
+            # drag from a quarter to a half of the plot: the view becomes that range
+            left, width = box["x"] + drawn["gutter"], drawn["plotW"]
+            page.mouse.move(left + width * 0.25, y)
+            page.mouse.down()
+            page.mouse.move(left + width * 0.5, y, steps=4)
+            page.mouse.up()
+            page.wait_for_timeout(200)
+            zoomed = canvas.evaluate(DRAWN)["view"]
+            span = data["span"]
+            assert zoomed[0] == pytest.approx(span * 0.25, abs=span / width * 1.5)
+            assert zoomed[1] == pytest.approx(span * 0.5, abs=span / width * 1.5)
+            # the wheel zooms in about the pointer: the time under it stays where it was
+            page.mouse.move(left + width * 0.5, y)
+            under = zoomed[0] + (zoomed[1] - zoomed[0]) * 0.5
+            page.mouse.wheel(0, -200)
+            page.wait_for_timeout(200)
+            wheeled = canvas.evaluate(DRAWN)["view"]
+            assert wheeled[1] - wheeled[0] < zoomed[1] - zoomed[0]
+            assert wheeled[0] + (wheeled[1] - wheeled[0]) * 0.5 == pytest.approx(under, abs=span / width * 1.5)
+            page.mouse.dblclick(left + width * 0.5, y)
+            page.wait_for_timeout(200)
+            assert canvas.evaluate(DRAWN)["view"] == [0, span]
+
+            # hide the bar's family: not drawn, not hovered; show it again
+            legend = page.locator(".st-key-chart_timeline .legend label", has_text=family["name"]).first
+            legend.click()
+            page.wait_for_timeout(200)
+            assert pixel(x, y) != family["color"] and timeline_hover(page, x, y).splitlines()[:1] != [a["names"][a["name"][widest]]]
+            legend.click()
+            page.wait_for_timeout(200)
+            assert pixel(x, y) == family["color"]
+            assert not errors, errors
+        finally:
+            browser.close()

@@ -12,7 +12,7 @@ from dashboard.engine import review
 from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
 from dashboard.engine.speed import representative_step
 from dashboard.runs import Selection
-from dashboard.views import link, tables
+from dashboard.views import link, tables, timeline_chart
 
 OP_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "replace": "changed"}
 OP_STYLE = {"insert": tables.ALARM_BG, "delete": tables.ADDED_BG, "replace": tables.NOTE_BG}
@@ -49,12 +49,13 @@ def render(sel: Selection) -> None:
         )
     st.caption(
         "Both steps start at 0 µs. One row per GPU stream, then one row per CPU thread and nesting depth "
-        "(depth 0 = outermost op). Colour = kernel family. Hover a bar's middle for its name and times; "
-        "drag to zoom, double-click to reset. Very busy steps merge sub-pixel events into blocks."
+        "(depth 0 = outermost op). Colour = kernel family (click one in the legend to hide it). Hover a bar for its name "
+        "and times; drag across the chart or turn the wheel over it to zoom, double-click to see the whole step. Very busy "
+        "steps merge sub-pixel events into blocks."
     )
     tl_a, tl_b = timeline(a, step_a), timeline(b, step_b)
     with st.container(key="chart_timeline"):
-        st.plotly_chart(charts.timeline_pair(tl_a, tl_b, label_a, label_b), key="fig_timeline", config={"scrollZoom": True})
+        timeline_chart.timeline_chart(charts.timeline_data(tl_a, tl_b, label_a, label_b), key="fig_timeline")
 
     st.subheader("Kernel sequence, in launch order")
     seq = sequence_diff(a, step_a, b, step_b)
