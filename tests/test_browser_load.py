@@ -44,6 +44,8 @@ def test_two_then_four_sessions_at_once_see_only_their_own_uploads_and_memory_co
                   f"after close {after / MB:.0f} MB")
             assert after - before <= n * KEPT_PER_SESSION, (
                 f"{n} sessions: RSS {before / MB:.0f} MB before, {after / MB:.0f} MB after they closed")
-            assert result["peak_rss"] >= after  # (the sampler saw the server)
+            # the sampler saw the server: its peak is a reading of this process (it can end a little
+            # under the settled reading: CI once saw 258 MB against 259 MB after the sessions closed)
+            assert result["peak_rss"] >= 0.95 * max(before, after)
             before = max(before, after)  # the next round is measured from here
     assert "Traceback" not in server.log()
