@@ -163,7 +163,7 @@ def hover_timeline(page, limit: int = 12) -> list[str]:
     canvas = page.locator(".st-key-chart_timeline canvas")
     if not canvas.count():
         return []
-    canvas.scroll_into_view_if_needed()
+    canvas.evaluate("c => c.scrollIntoView({block: 'center'})")  # clear of the app's sticky header
     box, drawn = canvas.bounding_box(), canvas.evaluate("c => c.__attnscope")
     seen: list[str] = []
     for panel, (p, at) in enumerate(zip(drawn["data"]["panels"], drawn["panels"])):

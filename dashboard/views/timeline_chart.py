@@ -288,9 +288,11 @@ export default function (component) {
     setView(t - (t - v0) * f, t + (v1 - t) * f);
   };
   draw(st);
+  if (root.__attnscopeResize) root.__attnscopeResize.disconnect();  // one observer, whatever the reruns
   const ro = new ResizeObserver(() => { if (stage.clientWidth !== st.width) draw(st); });
   ro.observe(stage);
-  return () => ro.disconnect();
+  root.__attnscopeResize = ro;
+  return () => { ro.disconnect(); root.__attnscopeResize = null; };
 }
 """
 
