@@ -334,7 +334,8 @@ def test_the_timeline_canvas_draws_each_bar_where_its_hover_names_it_and_zooms(s
             assert tip.splitlines()[0] == a["names"][a["name"][widest]]
             assert f"{family['name']} · {a['lanes'][a['lane'][widest]]}" in tip
             assert "duration " in tip
-            page.locator(".st-key-chart_timeline").screenshot(path=str(ARTIFACTS / "timeline-hover.png")) if ARTIFACTS.is_dir() else None
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.locator(".st-key-chart_timeline").screenshot(path=str(ARTIFACTS / "9-timeline-hover.png"))
 
             # drag from a quarter to a half of the plot: the view becomes that range
             left, width = box["x"] + drawn["gutter"], drawn["plotW"]
