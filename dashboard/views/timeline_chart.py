@@ -2,7 +2,7 @@
 st.components.v2 component (no iframe), from charts.timeline_data.
 
 Plotly draws a bar as a WebGL line segment, and in a browser without a GPU (a remote desktop,
-headless Chromium) its per-segment work took 2-2.5 s for two steps of 12,700 events each; a
+headless Chromium) its per-segment work took 2-2.7 s for two steps of 12,700 events each; a
 canvas fills the same bars in milliseconds, so every event stays drawn as itself up to
 charts.TIMELINE_MAX_EVENTS per step. The offline HTML report keeps plotly's figure
 (charts.timeline_pair), which needs no server.
