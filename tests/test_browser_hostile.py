@@ -28,7 +28,9 @@ import pytest
 
 from browser_server import Server
 from make_many_events import write_many_events
-from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, REPO, TABS, WIDTH, _settle, browser_ready  # noqa: F401
+from test_dashboard_browser import (  # noqa: F401
+    CHROMIUM, CHROMIUM_ARGS, REPO, TABS, WIDTH, _settle, browser_ready, timeline_hover, timeline_point,
+)
 
 CLEAN = REPO / "tests" / "data" / "tracelens_h100_bert_sdpa_flash.json.gz"
 PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
@@ -166,15 +168,12 @@ def hover_timeline(page, limit: int = 12) -> list[str]:
     canvas.evaluate("c => c.scrollIntoView({block: 'center'})")  # clear of the app's sticky header
     box, drawn = canvas.bounding_box(), canvas.evaluate("c => c.__attnscope")
     seen: list[str] = []
-    for panel, (p, at) in enumerate(zip(drawn["data"]["panels"], drawn["panels"])):
+    for panel, p in enumerate(drawn["data"]["panels"]):
         marked = [i for i in range(len(p["start"])) if "<" in p["names"][p["name"][i]] or "[" in p["names"][p["name"][i]]]
         for i in (marked or list(range(len(p["start"]))))[:limit]:
-            v0, v1 = drawn["view"]
-            x = box["x"] + drawn["gutter"] + (p["start"][i] + p["dur"][i] / 2 - v0) * drawn["plotW"] / (v1 - v0)
-            page.mouse.move(x, box["y"] + at["top"] + (p["lane"][i] + 0.5) * at["laneH"])
-            tip = page.locator(".st-key-chart_timeline .tip")
-            if tip.is_visible():
-                seen.append(tip.inner_text())
+            tip = timeline_hover(page, *timeline_point(box, drawn, panel, i))
+            if tip:
+                seen.append(tip)
     made = canvas.evaluate("c => Array.from(c.getRootNode().querySelectorAll('img, script, a, iframe, b, strong, em')).map(e => e.tagName)")
     assert not made, f"the timeline made elements from trace strings: {made}"
     page.mouse.move(0, 0)
