@@ -33,10 +33,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar, Union
 
 import msgspec
+import numpy as np
 import polars as pl
 
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Cut, Trace
 from dashboard.engine.steps import assign_steps, find_steps, nesting
+
+try:  # the C scanner (setup.py); without it every file is read through msgspec, with the same results
+    from dashboard.engine import _scan
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _scan = None
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -566,7 +572,7 @@ def _utf8_safe(decode: Callable[[bytes], T], raw: bytes, reading: _Reading) -> T
     return decode(text.encode("utf-8"))
 
 
-def _decode(data: bytes, reading: _Reading) -> tuple[dict[str, Any], Iterator[list[_Event]]]:
+def _decode(data: bytes, reading: _Reading) -> tuple[dict[str, Any], Iterator[list[_Event] | _Part]]:
     """Split the document into top-level metadata and batches of typed events; salvage a cut-off file."""
     label = reading.label
     start = _LEADING_SPACE.match(data).end()  # no strip(): that would copy a 200 MB buffer
@@ -592,7 +598,8 @@ def _decode(data: bytes, reading: _Reading) -> tuple[dict[str, Any], Iterator[li
     meta = {key: _utf8_safe(msgspec.json.decode, raw, reading) for key, raw in top.items()}
     if len(raw_events) <= ONE_BATCH_BYTES:  # small enough to decode at once: one pass fewer
         try:
-            events = _utf8_safe(_decode_events, raw_events, reading)
+            part = _scanned_part(raw_events)  # the C scanner's columns, or msgspec's structs
+            events = part if part is not None else _utf8_safe(_decode_events, raw_events, reading)
             if reading.progress:
                 reading.progress(0.0)
             return meta, iter([events])
@@ -615,7 +622,7 @@ def _ends_mid_value(exc: msgspec.DecodeError, size: int) -> bool:
     return "truncated" in str(exc) or (found is not None and int(found.group(1)) >= size - 1)
 
 
-def _decode_cut(data: bytes, first: bytes, reading: _Reading) -> tuple[dict[str, Any], Iterator[list[_Event]]]:
+def _decode_cut(data: bytes, first: bytes, reading: _Reading) -> tuple[dict[str, Any], Iterator[list[_Event] | _Part]]:
     """A document that ends mid-write: closed after its last whole event and read on the fast
     path, or, when no cut point near the end closes it, salvaged event by event."""
     closed = _close_cut_file(data, first)
@@ -878,13 +885,15 @@ def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
     )
 
 
-def _finish_events(frame: pl.DataFrame) -> pl.DataFrame:
-    """Parse the raw columns of one batch in one query."""
+def _finish_events(frame: pl.DataFrame, times_parsed: bool = False) -> pl.DataFrame:
+    """Parse the raw columns of one batch in one query (ts_abs and dur_ns are ns already when
+    times_parsed: the scanner's)."""
+    ts, dur = pl.col("ts_abs"), pl.col("dur_ns")
     return frame.with_columns(
         _category(pl.col("cat")).alias("cat"),
         pl.col("name").fill_null(""),
-        _ns(pl.col("ts_abs")).alias("ts_abs"),
-        _ns(pl.col("dur_ns")).fill_null(0).alias("dur_ns"),
+        (ts if times_parsed else _ns(ts)).alias("ts_abs"),
+        (dur if times_parsed else _ns(dur)).fill_null(0).alias("dur_ns"),
         _text(pl.col("input_dims")).alias("input_dims"),
         _text(pl.col("input_types")).alias("input_types"),
         _text(pl.col("concrete_inputs")).alias("concrete_inputs"),
@@ -905,9 +914,9 @@ def _flow_frame(batch: list[_Event]) -> pl.DataFrame:
     )
 
 
-def build_trace(batches: Iterable[list[_Event]], meta: dict[str, Any], reading: _Reading) -> Trace:
-    """Batches of typed events -> the Trace's polars tables (events, flows, steps), with a warning
-    for everything the file holds that the analyses will not count."""
+def build_trace(batches: Iterable[list[_Event] | _Part], meta: dict[str, Any], reading: _Reading) -> Trace:
+    """Batches of typed events (or parts the scanner read) -> the Trace's polars tables (events,
+    flows, steps), with a warning for everything the file holds that the analyses will not count."""
     return _build_trace((_read_batch(batch) for batch in batches), meta, reading)
 
 
@@ -1184,6 +1193,9 @@ def _read_slice(path: str, lo: int, hi: int, label: str) -> tuple[list[_Part], _
     reading = _Reading(label)
     with open(path, "rb") as fh:
         raw = b"[" + _pread(fh, lo, hi - lo) + b"]"
+    part = _scanned_part(raw)
+    if part is not None:
+        return [part], reading
     try:
         batch = _utf8_safe(_decode_events, raw, reading)
     except msgspec.ValidationError as exc:
@@ -1305,8 +1317,11 @@ class _Part:
     last_ts: bytes
 
 
-def _read_batch(batch: list[_Event]) -> _Part:
-    """Typed events -> a _Part (the Python structs can be freed once it returns)."""
+def _read_batch(batch: list[_Event] | _Part) -> _Part:
+    """Typed events -> a _Part (the Python structs can be freed once it returns); a _Part (the
+    scanner's) as it is."""
+    if isinstance(batch, _Part):
+        return batch
     complete = [e for e in batch if e.ph == "X"]  # one without ts is counted as unreadable later
     events = counts = flows = None
     last = b""
@@ -1319,6 +1334,86 @@ def _read_batch(batch: list[_Event]) -> _Part:
     if flow_events:
         flows = _flow_frame(flow_events).with_columns(_ns(pl.col("ts_abs")).alias("ts_abs"))
     return _Part(events, flows, counts, len(batch), last)
+
+
+# The scanner's columns (the X_* and F_* of _scan.c, in order), each with its table (T_*, None
+# for int64 columns) and the loader's name and kind for it: "text" (str() of the value msgspec
+# decodes), "int" (_int_or_none of it), "time" (_ns of the raw text), "raw" (the raw text).
+_SCAN_COLUMNS = (
+    ("cat", 0, "text"), ("name", 1, "text"), ("pid", 2, "text"), ("tid", 3, "text"), ("ts_abs", None, "time"),
+    ("dur_ns", None, "time"), ("stream", None, "int"), ("device", None, "int"), ("correlation", None, "int"),
+    ("external_id", None, "int"), ("bytes", None, "int"), ("kind_arg", 4, "text"), ("input_dims", 5, "raw"),
+    ("input_types", 6, "raw"), ("concrete_inputs", 7, "raw"),
+    ("id", 8, "text"), ("cat", 0, "text"), ("name", 1, "text"), ("ph", 9, "text"), ("pid", 2, "text"),
+    ("tid", 3, "text"), ("ts_abs", None, "time"),
+)
+_SCAN_COMPLETE = range(0, 15)
+_SCAN_FLOWS = range(15, 22)
+
+
+def _scanned_part(raw: Any) -> _Part | None:
+    """A JSON array of events -> a _Part through the C scanner, equal to _read_batch's from
+    msgspec's structs; None when there is no scanner or it leaves the array to msgspec (see
+    _scan.c for what it refuses). The values it returns as odd (a numeric string in an int field,
+    a float, a quoted timestamp...) are read here by the same functions as on the msgspec path."""
+    if _scan is None:
+        return None
+    got = _scan.scan(raw)
+    if got is None:
+        return None
+    seen, n_complete, n_flows, tables, data, valid, odd, last = got
+    tables = list(tables)
+    codes = [np.frombuffer(d, dtype=np.uint32) if v is None else np.frombuffer(d, dtype=np.int64) for d, v in zip(data, valid)]
+    flags = [None if v is None else np.frombuffer(v, dtype=np.bool_) for v in valid]
+    if odd:
+        times: list[tuple[int, int, str]] = []
+        for col, row, text in odd:
+            kind = _SCAN_COLUMNS[col][2]
+            if kind == "time":
+                times.append((col, row, text.decode("utf-8", errors="replace")))  # as _raw_texts reads it
+                continue
+            try:
+                value = msgspec.json.decode(text)
+            except msgspec.DecodeError:  # not UTF-8: the msgspec path repairs it and says so
+                return None
+            if codes[col].base is not None:  # read-only views of the scanner's bytes: copied once
+                codes[col] = codes[col].copy()
+                if flags[col] is not None:
+                    flags[col] = flags[col].copy()
+            if kind == "text":
+                table = tables[_SCAN_COLUMNS[col][1]] = list(tables[_SCAN_COLUMNS[col][1]])
+                table.append(str(value))
+                codes[col][row] = len(table) - 1
+            else:
+                number = _int_or_none(value)
+                if number is not None:
+                    codes[col][row], flags[col][row] = number, True
+        if times:
+            parsed = pl.select(_ns(pl.Series([t for _, _, t in times], dtype=pl.String))).to_series().to_list()
+            for (col, row, _), ns in zip(times, parsed):
+                if codes[col].base is not None:
+                    codes[col], flags[col] = codes[col].copy(), flags[col].copy()
+                if ns is not None:
+                    codes[col][row], flags[col][row] = ns, True
+    texts = [None if t is None else pl.Series(t, dtype=pl.String) for t in tables]
+
+    def column(col: int) -> pl.Series:
+        name, table, _ = _SCAN_COLUMNS[col]
+        if table is not None:
+            return texts[table].gather(pl.Series(codes[col], dtype=pl.UInt32)).alias(name)
+        values = pl.Series(name, codes[col], dtype=pl.Int64)
+        if flags[col].all():
+            return values
+        return pl.select(pl.when(pl.Series(flags[col], dtype=pl.Boolean)).then(values)).to_series().alias(name)
+
+    events = counts = flows = None
+    if n_complete:
+        frame = pl.DataFrame([column(col) for col in _SCAN_COMPLETE])
+        counts = frame.group_by("cat").len()
+        events = _fill_device_fields(_finish_events(frame, times_parsed=True)).with_columns(pl.col("name").cast(pl.Categorical))
+    if n_flows:
+        flows = pl.DataFrame([column(col) for col in _SCAN_FLOWS])
+    return _Part(events, flows, counts, seen, last)
 
 
 def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFrame | None, list[pl.DataFrame], int, int | None, dict[str, int]]:

@@ -1,0 +1,209 @@
+"""The C scanner (dashboard/engine/_scan.c) reads a JSON array of trace events into the columns
+the msgspec path builds from its typed structs, or refuses the array (returns None) so that the
+msgspec path reads it. The msgspec path is the oracle: on every real trace, on events written to
+give each field its odd values, and on generated events, the scanner's part must equal it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import gzip
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+import dashboard.engine.load as load
+from dashboard.engine.summary import summarize
+
+DATA = Path(__file__).parent / "data"
+TRACES = sorted(p.name for p in DATA.glob("*.json.gz"))
+_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+needs_scanner = pytest.mark.skipif(load._scan is None, reason="the C scanner is not built here (no C compiler?)")
+
+
+def test_the_scanner_is_built_in_ci():
+    """CI installs from nothing: this proves setup.py built the extension there."""
+    if not os.environ.get("CI"):
+        pytest.skip("checked in CI, where CI is set")
+    assert load._scan is not None
+
+
+def events_of(name: str) -> bytes:
+    """The traceEvents array of a trace in tests/data, as the file writes it."""
+    return bytes(_top(gzip.decompress((DATA / name).read_bytes()))["traceEvents"])
+
+
+def reference(raw: bytes) -> load._Part:
+    """The msgspec path: typed structs, then columns (raises where msgspec refuses the events)."""
+    return load._read_batch(load._decode_events(raw))
+
+
+def assert_same_part(got: load._Part, want: load._Part) -> None:
+    for field in ("events", "flows"):
+        a, b = getattr(got, field), getattr(want, field)
+        assert (a is None) == (b is None), field
+        if a is not None:
+            assert_frame_equal(a, b)
+    if want.counts is None:
+        assert got.counts is None
+    else:
+        assert_frame_equal(got.counts.sort("cat", nulls_last=True), want.counts.sort("cat", nulls_last=True))
+    assert got.seen == want.seen
+    assert bytes(got.last_ts) == bytes(want.last_ts)
+
+
+@needs_scanner
+@pytest.mark.parametrize("name", TRACES)
+def test_every_real_trace_is_scanned_into_the_msgspec_columns(name):
+    raw = events_of(name)
+    got = load._scanned_part(raw)
+    assert got is not None, "the scanner refused a real trace"
+    assert_same_part(got, reference(raw))
+    assert got.seen == len(json.loads(raw))  # and the count from the json module
+
+
+@needs_scanner
+@pytest.mark.parametrize("name", TRACES)
+def test_a_trace_loads_the_same_with_and_without_the_scanner(name, monkeypatch):
+    with_scanner = load.load_trace(DATA / name)
+    monkeypatch.setattr(load, "_scan", None)
+    without = load.load_trace(DATA / name)
+    for table in ("events", "flows", "steps"):
+        assert_frame_equal(getattr(with_scanner, table), getattr(without, table))
+    assert with_scanner.warnings == without.warnings
+    assert with_scanner.meta == without.meta
+    assert with_scanner.raw_categories == without.raw_categories
+    assert json.dumps(summarize(with_scanner), sort_keys=True) == json.dumps(summarize(without), sort_keys=True)
+
+
+def _x(**fields: str) -> str:
+    """A complete event with the given fields, each written as the raw JSON text given."""
+    body = {"ph": '"X"', "name": '"k"', "pid": "1", "tid": "2", "ts": "10", "dur": "5", **fields}
+    return "{" + ", ".join(f'"{key}": {value}' for key, value in body.items()) + "}"
+
+
+# Each is read by the scanner (nothing in it fails msgspec's validation) and must equal msgspec's reading.
+ACCEPTED = {
+    "numeric strings in int fields (ROCm)": [_x(args='{"size": "2560", "stream": "0x7", "device": " 3 ", "correlation": "x"}')],
+    "floats and big ints in int fields": [_x(args='{"stream": 7.0, "device": 2.5, "correlation": 99999999999999999999, '
+                                                '"External id": -9223372036854775808, "bytes": 1e3}')],
+    "external id: the legacy key when the new one is null": [_x(args='{"External id": null, "external id": 12}'),
+                                                            _x(args='{"External id": "n", "external id": 12}')],
+    "bytes over size": [_x(args='{"bytes": 8, "size": 9}'), _x(args='{"bytes": null, "size": 9}')],
+    "text fields given numbers": [_x(name="7", pid="-0", tid="1.5", args='{"kind": 3}'), _x(name="1e2", pid="123456789012345678901234"),
+                                  '{"ph": "s", "id": 4.0, "pid": 1, "tid": 1, "ts": 1, "name": null, "cat": "ac2g"}',
+                                  '{"ph": "f", "id": "e", "pid": "p", "tid": 1, "ts": 2, "bp": "e"}'],
+    "timestamps: fractions, signs, quotes, exponents, 16 to 20 digits": [
+        _x(ts="1623143089861123.456", dur="0.5"), _x(ts="-0.25", dur="-3"), _x(ts='"12.5"', dur='" 7 "'),
+        _x(ts="1.5e3", dur="2E-1"), _x(ts="9223372036854775.807"), _x(ts="9223372036854776"),
+        _x(ts="12345678901234567890"), _x(ts="null", dur="[1]"), _x(ts="1.123456789")],
+    "no ts or dur": ['{"ph": "X", "name": "a", "pid": 1, "tid": 1}', _x(ts="1"), '{"ph": "X", "ts": 3}'],
+    "escapes and unicode": [_x(name=r'"a\"b\\c\/d\n\t\u00e9\ud83d\ude00"', cat=r'"Ker\u006eel"', pid='"é"'),
+                            r'{"ph": "\u0058", "name": "x", "ts": 1}', _x(name='"日本"', args='{"Input Dims": ["é", "\\n"]}')],
+    "raw argument texts kept as written": [_x(args='{"Input Dims": [[1, 2], [ ]], "Input type": ["float", ""], '
+                                                  '"Concrete Inputs": ["", "0.1", null]}'),
+                                           _x(args='{"Input Dims": null, "Input type": {"a": [1, {"b": 2}]}}')],
+    "args as a list or null; unknown keys of every kind": [_x(args="[1, 2]"), _x(args="null"),
+                                                           _x(other='{"a": [true, false, null, -1.5e-3, "s"]}', more="true")],
+    "other phases, cat null, empty objects": ['{"ph": "i", "name": "m", "s": "g", "ts": 1}', _x(cat="null"), "{}",
+                                              '{"ph": "M", "name": "process_name", "args": {"name": "x"}}'],
+    "whitespace between everything": [' \n{ "ph" :"X" ,\t"name":"a","ts" : 1 , "args" : { "stream" : 7 } } \r\n'],
+}
+
+
+@needs_scanner
+@pytest.mark.parametrize("case", sorted(ACCEPTED))
+def test_odd_values_are_read_as_the_msgspec_path_reads_them(case):
+    raw = ("[" + ", ".join(ACCEPTED[case]) + "]").encode()
+    got = load._scanned_part(raw)
+    assert got is not None, f"refused: {case}"
+    assert_same_part(got, reference(raw))
+
+
+@needs_scanner
+def test_timestamps_are_exact_nanoseconds():
+    """By hand: µs text -> ns, the first three fraction digits kept (as the loader always read them)."""
+    raw = ("[" + ", ".join([_x(ts="1623143089861123.456", dur="0.5"), _x(ts="-0.25", dur="7"), _x(ts="3.1239", dur="1e1")]) + "]").encode()
+    events = load._scanned_part(raw).events
+    assert events["ts_abs"].to_list() == [1623143089861123456, -250, 3123]
+    assert events["dur_ns"].to_list() == [500, 7000, 10000]
+
+
+# Each would fail msgspec's validation or decoding (or is not read the same way): the scanner leaves it to msgspec.
+REFUSED = {
+    "a boolean pid": [_x(pid="true")],
+    "a boolean in an int field": [_x(args='{"stream": false}')],
+    "an object where a scalar is typed": [_x(tid='{"a": 1}')],
+    "cat not a string": [_x(cat="3")],
+    "ph null": ['{"ph": null, "ts": 1}'],
+    "kind a float": [_x(args='{"kind": 1.5}')],
+    "args a string": [_x(args='"x"')],
+    "a key twice": ['{"ph": "X", "ts": 1, "ts": 2}'],
+    "an escaped key": ['{"ph": "X", "t\\u0073": 1}'],
+    "a lone surrogate": [_x(name=r'"\ud800"')],
+    "an element that is not an object": ['[1, 2]', _x()],
+    "a trailing comma": [_x() + ","],
+    "a leading zero": [_x(ts="01")],
+    "a control character in a string": [_x(name='"a\tb"')],
+    "nesting deeper than 64": [_x(args='{"Input Dims": ' + "[" * 70 + "]" * 70 + "}")],
+}
+
+
+@needs_scanner
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_what_msgspec_refuses_the_scanner_leaves_to_it(case):
+    raw = ("[" + ", ".join(REFUSED[case]) + "]").encode()
+    assert load._scanned_part(raw) is None
+
+
+@needs_scanner
+def test_text_that_is_not_utf8_is_left_to_msgspec_which_repairs_it():
+    raw = b"[" + _x(name='"a\xffb"').encode("latin-1") + b"]"
+    assert load._scanned_part(raw) is None
+    assert load._scanned_part(raw.replace(b"\xff", b"\xc3\xa9")) is not None
+
+
+# Generated events: each field a JSON text drawn from values that are read, odd and refused.
+_TEXTS = st.sampled_from([
+    "0", "-0", "7", "-12", "2560", "9223372036854775807", "9223372036854775808", "-9223372036854775809", "1.5", "-0.001",
+    "1623143089861123.456", "1e3", "2.5E-2", "null", "true", '""', '"a"', '"2560"', '"0x10"', '" 9 "', '"1.5"', '"-3"',
+    r'"\u00e9\n"', '"é"', "[]", "[1, [2]]", "{}", '{"k": "v"}',
+])
+_EVENT_KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args", "s", "bp"]
+_ARG_KEYS = ["correlation", "External id", "external id", "stream", "device", "bytes", "size", "kind", "Input Dims",
+             "Input type", "Concrete Inputs", "Sequence number"]
+
+
+@st.composite
+def events(draw) -> str:
+    fields = {"ph": draw(st.sampled_from(['"X"', '"X"', '"s"', '"f"', '"t"', '"i"', '"M"', "null"]))}
+    for key in draw(st.lists(st.sampled_from(_EVENT_KEYS[1:]), unique=True)):
+        if key == "args":
+            members = {k: draw(_TEXTS) for k in draw(st.lists(st.sampled_from(_ARG_KEYS), unique=True))}
+            fields[key] = draw(st.sampled_from(["{" + ", ".join(f'"{k}": {v}' for k, v in members.items()) + "}", "[]", "null"]))
+        else:
+            fields[key] = draw(_TEXTS)
+    items = list(fields.items())
+    order = draw(st.permutations(range(len(items))))
+    return "{" + ", ".join(f'"{items[i][0]}": {items[i][1]}' for i in order) + "}"
+
+
+@needs_scanner
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(events(), min_size=1, max_size=6))
+def test_generated_events_are_read_as_msgspec_reads_them_or_left_to_it(batch):
+    raw = ("[" + ", ".join(batch) + "]").encode()
+    got = load._scanned_part(raw)
+    try:
+        want = reference(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        assert got is None  # msgspec refuses them: the loader reads them event by event, as before
+        return
+    if got is not None:
+        assert_same_part(got, want)
