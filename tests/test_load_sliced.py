@@ -141,6 +141,24 @@ def test_workers_that_cannot_start_or_die_leave_the_one_process_path(tmp_path, m
     assert load.load_trace(path).events.height == 1 + 3 * 2000
 
 
+def test_workers_read_this_checkout_whatever_the_working_directory(tmp_path, monkeypatch):
+    """`python -c` puts the working directory ahead of PYTHONPATH: a `dashboard` package there (another
+    checkout, an older release) answered for the workers' imports. They must import the loader's own."""
+    path = _write(tmp_path / "w.json", _events(2000))
+    other = tmp_path / "elsewhere" / "dashboard"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("raise ImportError('another checkout of dashboard')\n")
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", 50_000)
+    load._discard_workers()
+    monkeypatch.chdir(other.parent)
+    try:
+        trace = load._load_sliced(path, None, None)
+    finally:
+        load._discard_workers()  # started in that directory: not for the tests after this one
+    assert trace is not None and trace.events.height == 1 + 3 * 2000
+
+
 def test_a_byte_order_mark_counts_as_in_one_process(tmp_path, monkeypatch):
     path = _write(tmp_path / "bom.json", _events(1000), before='\ufeff{"schemaVersion": 1, ')
     sliced, serial = _both(path, monkeypatch, slice_bytes=20_000)

@@ -999,7 +999,9 @@ class _Workers:
         env.pop("_RJEM_MALLOC_CONF", None)
         env["_ATTNSCOPE_SLICE_WORKER"] = "1"
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        code = "from dashboard.engine.load import _serve; _serve()"
+        # root first: `python -c` puts the working directory ahead of PYTHONPATH, and a `dashboard`
+        # there (another checkout) would otherwise answer for this one
+        code = f"import sys; sys.path.insert(0, {root!r}); from dashboard.engine.load import _serve; _serve()"
         self.last_used = time.monotonic()
         self.procs = [
             subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
