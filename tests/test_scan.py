@@ -69,8 +69,12 @@ def test_every_real_trace_is_scanned_into_the_msgspec_columns(name):
 
 
 @needs_scanner
+@pytest.mark.parametrize("batched", [False, True], ids=["whole", "in batches"])
 @pytest.mark.parametrize("name", TRACES)
-def test_a_trace_loads_the_same_with_and_without_the_scanner(name, monkeypatch):
+def test_a_trace_loads_the_same_with_and_without_the_scanner(name, batched, monkeypatch):
+    if batched:  # as a document over 48 MB is read in the loading process: 25,000 events at a time
+        monkeypatch.setattr(load, "ONE_BATCH_BYTES", 0)
+        monkeypatch.setattr(load, "BATCH", 2_000)
     with_scanner = load.load_trace(DATA / name)
     monkeypatch.setattr(load, "_scan", None)
     without = load.load_trace(DATA / name)
@@ -207,3 +211,58 @@ def test_generated_events_are_read_as_msgspec_reads_them_or_left_to_it(batch):
         return
     if got is not None:
         assert_same_part(got, want)
+
+
+def decoded(data: bytes, monkeypatch, scanner: bool) -> tuple[dict, list[load._Part], load._Reading]:
+    """load._decode of a whole document, with or without the scanner: (meta, parts, reading)."""
+    with monkeypatch.context() as m:
+        if not scanner:
+            m.setattr(load, "_scan", None)
+        reading = load._Reading("doc.json")
+        meta, batches = load._decode(data, reading)
+        return meta, [load._read_batch(b) for b in batches], reading
+
+
+DOCUMENTS = {
+    "metadata before and after, a key twice (the last value, in the first's place)":
+        '{"a": [1, {"x": 2}], "traceEvents": [' + _x() + '], "b": "\\u00e9", "a": 3, "deviceProperties": [{"id": 0}]}',
+    "whitespace around everything": ' \n { "traceEvents" : [ ' + _x() + " , " + _x(ts="11") + ' ] , "c" : null } \n',
+    "events only": '{"traceEvents": [' + _x(name='"only"') + "]}",
+    "metadata not UTF-8 (repaired and counted, as msgspec's path does)": '{"m": "caf\xe9", "traceEvents": [' + _x() + "]}",
+}
+
+
+@needs_scanner
+@pytest.mark.parametrize("case", sorted(DOCUMENTS))
+def test_a_whole_document_is_read_as_the_msgspec_path_reads_it(case, monkeypatch):
+    data = DOCUMENTS[case].encode("latin-1" if "UTF-8" in case else "utf-8")
+    assert load._scanned_document(data) is not None
+    meta, parts, reading = decoded(data, monkeypatch, scanner=True)
+    want_meta, want_parts, want_reading = decoded(data, monkeypatch, scanner=False)
+    assert list(meta.items()) == list(want_meta.items())
+    assert len(parts) == len(want_parts) == 1
+    assert_same_part(parts[0], want_parts[0])
+    assert reading.replaced == want_reading.replaced
+
+
+@needs_scanner
+def test_metadata_keeps_the_json_modules_reading():
+    data = DOCUMENTS["metadata before and after, a key twice (the last value, in the first's place)"].encode()
+    meta = {key: msgspec.json.decode(raw) for key, raw in load._scanned_document(data)[0]}
+    want = json.loads(data)
+    del want["traceEvents"]
+    assert list(meta.items()) == list(want.items())  # {"a": 3, "b": "é", "deviceProperties": [...]} in that order
+
+
+@needs_scanner
+@pytest.mark.parametrize("text", [
+    '{"displayTimeUnit": "ns"}',  # no traceEvents: the msgspec path says so
+    '{"traceEvents": [], "traceEvents": [{}]}',  # twice: msgspec keeps the last
+    '{"traceEvents": {}}',
+    '{"traceEvents": []} trailing',
+    '{"trace\\u0045vents": []}',
+    '[{"ph": "X", "ts": 1}]',  # the bare array flavour is read by its own path
+    '{"traceEvents": [{"ph": "X", "ts": 1}]',  # cut off: salvaged by the msgspec path
+])
+def test_documents_the_scanner_leaves_to_msgspec(text):
+    assert load._scanned_document(text.encode()) is None

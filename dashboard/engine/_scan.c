@@ -774,32 +774,80 @@ static int parse_event(Cur *c, Out *o) {
     return 0;
 }
 
-static int scan_array(Cur *c, Out *o) {
-    skip_ws(c);
+/* `[ event, ... ]` at c->p. */
+static int scan_events(Cur *c, Out *o) {
     if (c->p >= c->end || *c->p != '[') return FAIL;
     c->p++;
     skip_ws(c);
     if (c->p < c->end && *c->p == ']') {
         c->p++;
-    } else {
-        for (;;) {
-            if (parse_event(c, o)) return FAIL;
-            skip_ws(c);
-            if (c->p >= c->end) return FAIL;
-            if (*c->p == ',') {
-                c->p++;
-                skip_ws(c);
-                continue;
-            }
-            if (*c->p == ']') {
-                c->p++;
-                break;
-            }
-            return FAIL;
-        }
+        return 0;
     }
+    for (;;) {
+        if (parse_event(c, o)) return FAIL;
+        skip_ws(c);
+        if (c->p >= c->end) return FAIL;
+        if (*c->p == ',') {
+            c->p++;
+            skip_ws(c);
+            continue;
+        }
+        if (*c->p == ']') {
+            c->p++;
+            return 0;
+        }
+        return FAIL;
+    }
+}
+
+/* The whole input is one array of events. */
+static int scan_array(Cur *c, Out *o) {
+    skip_ws(c);
+    if (scan_events(c, o)) return FAIL;
     skip_ws(c);
     return c->p == c->end ? 0 : FAIL;
+}
+
+/* The whole input is one object with a traceEvents array: the events are scanned, and each other
+ * member's key and value are recorded (offsets: key start, key end, value start, value end). */
+static int scan_object(Cur *c, Out *o, Buf *members) {
+    int found = 0;
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != '{') return FAIL;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') return FAIL; /* no traceEvents: the msgspec path says so */
+    for (;;) {
+        Val key, v;
+        if (c->p >= c->end || *c->p != '"' || parse_string(c, &key) || key.esc) return FAIL;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return FAIL;
+        c->p++;
+        skip_ws(c);
+        if (key.end - key.start == 13 && !memcmp(key.start + 1, "traceEvents", 11)) {
+            if (found || scan_events(c, o)) return FAIL; /* twice: msgspec keeps the last; not read here */
+            found = 1;
+        } else {
+            if (skip_value(c, &v)) return FAIL;
+            size_t span[4] = {(size_t)(key.start + 1 - o->base), (size_t)(key.end - 1 - o->base), (size_t)(v.start - o->base),
+                              (size_t)(v.end - o->base)};
+            if (buf_put(members, span, sizeof span)) return FAIL;
+        }
+        skip_ws(c);
+        if (c->p >= c->end) return FAIL;
+        if (*c->p == ',') {
+            c->p++;
+            skip_ws(c);
+            continue;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            break;
+        }
+        return FAIL;
+    }
+    skip_ws(c);
+    return found && c->p == c->end ? 0 : FAIL;
 }
 
 /* ------------------------------------------------------------------ Python */
@@ -883,16 +931,40 @@ done:
     return res;
 }
 
-PyDoc_STRVAR(scan_doc,
-"scan(buffer) -> (seen, n_complete, n_flows, tables, data, valid, odd, last_ts) or None\n\n"
-"The columns of a JSON array of trace events; None where the msgspec path must read it.\n"
-"See dashboard/engine/_scan.c and load._scanned_part.");
+/* [(key, value bytes), ...] for the members recorded by scan_object; NULL with no exception set
+ * when a key is not UTF-8. */
+static PyObject *member_list(const Out *o, const Buf *members, int *not_utf8) {
+    size_t n = members->len / (4 * sizeof(size_t));
+    const size_t *span = (const size_t *)members->data;
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list) return NULL;
+    for (size_t k = 0; k < n; k++, span += 4) {
+        PyObject *key = PyUnicode_DecodeUTF8(o->base + span[0], (Py_ssize_t)(span[1] - span[0]), "strict");
+        if (!key) {
+            Py_DECREF(list);
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                *not_utf8 = 1;
+            }
+            return NULL;
+        }
+        PyObject *item = Py_BuildValue("(Ny#)", key, o->base + span[2], (Py_ssize_t)(span[3] - span[2]));
+        if (!item) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, item);
+    }
+    return list;
+}
 
-static PyObject *scan(PyObject *self, PyObject *arg) {
+/* scan (document = 0) or scan_document (1). */
+static PyObject *run(PyObject *arg, int document) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)) return NULL;
     Out o;
     memset(&o, 0, sizeof o);
+    Buf members = {0};
     Cur c = {(const char *)view.buf, (const char *)view.buf + view.len, 0, {0}};
     o.base = (const char *)view.buf;
     int failed = 0;
@@ -900,21 +972,45 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         if (table_init(&o.tables[t])) failed = 1;
     if (!failed) {
         Py_BEGIN_ALLOW_THREADS
-        failed = scan_array(&c, &o);
+        failed = document ? scan_object(&c, &o, &members) : scan_array(&c, &o);
         Py_END_ALLOW_THREADS
     }
     PyObject *res = NULL;
     int not_utf8 = 0;
-    if (!failed) res = result(&o, &not_utf8);
+    if (!failed) {
+        res = result(&o, &not_utf8);
+        if (res && document) {
+            PyObject *list = member_list(&o, &members, &not_utf8);
+            PyObject *both = list ? Py_BuildValue("(NN)", list, res) : NULL;
+            if (!both) Py_DECREF(res);
+            res = both;
+        }
+    }
     out_free(&o);
+    buf_free(&members);
     buf_free(&c.scratch);
     PyBuffer_Release(&view);
     if (res || PyErr_Occurred()) return res;
     Py_RETURN_NONE; /* not read here: the msgspec path reads it */
 }
 
+static PyObject *scan(PyObject *self, PyObject *arg) { return run(arg, 0); }
+
+static PyObject *scan_document(PyObject *self, PyObject *arg) { return run(arg, 1); }
+
+PyDoc_STRVAR(scan_doc,
+"scan(buffer) -> (seen, n_complete, n_flows, tables, data, valid, odd, last_ts) or None\n\n"
+"The columns of a JSON array of trace events; None where the msgspec path must read it.\n"
+"See dashboard/engine/_scan.c and load._scanned_part.");
+
+PyDoc_STRVAR(scan_document_doc,
+"scan_document(buffer) -> ([(key, raw value), ...], scan's tuple) or None\n\n"
+"A JSON object with a traceEvents array: its other members as raw JSON, and the events as scan\n"
+"reads them; None where the msgspec path must read it.");
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O, scan_doc},
+    {"scan_document", scan_document, METH_O, scan_document_doc},
     {NULL, NULL, 0, NULL},
 };
 

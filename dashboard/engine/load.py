@@ -584,6 +584,15 @@ def _decode(data: bytes, reading: _Reading) -> tuple[dict[str, Any], Iterator[li
     try:
         if first == b"[":  # the bare "JSON array" flavour of the Chrome trace format
             return {}, _batches(_decode_raw_list(data), reading)
+        # the C scanner reads a whole document (or leaves it to msgspec); a larger one is read in
+        # batches below, for the progress bar
+        scanned = _scanned_document(data) if len(data) <= ONE_BATCH_BYTES else None
+        if scanned is not None:
+            members, part = scanned
+            meta = {key: _utf8_safe(msgspec.json.decode, raw, reading) for key, raw in members}
+            if reading.progress:
+                reading.progress(0.0)
+            return meta, iter([part])
         top = _decode_top(data)
     except msgspec.ValidationError:
         raise TraceError(f"{label}: JSON but not a trace: the top level is neither an object nor an array of events") from None
@@ -639,15 +648,21 @@ def _decode_cut(data: bytes, first: bytes, reading: _Reading) -> tuple[dict[str,
     return meta, iter([events])
 
 
-def _batches(raws: list[msgspec.Raw], reading: _Reading) -> Iterator[list[_Event]]:
-    """Typed events, BATCH at a time. A batch with a field of an unexpected type is decoded event
-    by event, and the events that still cannot be read are skipped with a warning."""
+def _batches(raws: list[msgspec.Raw], reading: _Reading) -> Iterator[list[_Event] | _Part]:
+    """Events, BATCH at a time: the scanner's parts, or typed structs where it leaves a batch to
+    msgspec. A batch with a field of an unexpected type is decoded event by event, and the events
+    that still cannot be read are skipped with a warning."""
     for start in range(0, len(raws), BATCH):
         if reading.progress:
             reading.progress(start / max(len(raws), 1))
         chunk = raws[start : start + BATCH]
+        joined = b"[" + b",".join(chunk) + b"]"
+        part = _scanned_part(joined)
+        if part is not None:
+            yield part
+            continue
         try:
-            yield _utf8_safe(_decode_events, b"[" + b",".join(chunk) + b"]", reading)
+            yield _utf8_safe(_decode_events, joined, reading)
         except msgspec.ValidationError as exc:
             yield _decode_each(chunk, reading, note=str(exc))
 
@@ -1361,8 +1376,25 @@ def _scanned_part(raw: Any) -> _Part | None:
     if _scan is None:
         return None
     got = _scan.scan(raw)
+    return None if got is None else _part_of(got)
+
+
+def _scanned_document(data: bytes) -> tuple[list[tuple[str, bytes]], _Part] | None:
+    """A whole trace document `{..., "traceEvents": [...], ...}` through the C scanner: the other
+    members as (key, raw JSON) in file order, and the events' _Part; None as for _scanned_part
+    (or when the document is not such an object: the msgspec path then says what it is)."""
+    if _scan is None:
+        return None
+    got = _scan.scan_document(data)
     if got is None:
         return None
+    members, events = got
+    part = _part_of(events)
+    return None if part is None else (members, part)
+
+
+def _part_of(got: tuple) -> _Part | None:
+    """The scanner's answer -> a _Part (None when an odd value is not UTF-8: msgspec's path repairs it)."""
     seen, n_complete, n_flows, tables, data, valid, odd, last = got
     tables = list(tables)
     codes = [np.frombuffer(d, dtype=np.uint32) if v is None else np.frombuffer(d, dtype=np.int64) for d, v in zip(data, valid)]
