@@ -86,6 +86,25 @@ def test_the_cache_keeps_the_most_recently_used_traces_and_the_store_reopens_the
     assert restarted.parses == 0 and [r.label for r in reopened] == [r.label for r in runs]
 
 
+def test_a_deferred_store_write_waits_for_store_parsed_and_reports_what_the_cap_removed(tmp_path):
+    """The dashboard draws the tabs while the store writes: open_all(defer_store=...) hands the parsed
+    traces back instead of writing them, and store_parsed writes them (and what the cap removed)."""
+    scratch = Store(tmp_path / "scratch")
+    scratch.open(H100)
+    second_bytes = scratch.traces()[0].stored_bytes
+    cache = TraceCache(store=Store(tmp_path / "store", max_bytes=second_bytes))  # room for the second trace alone
+    first, _ = open_all([pending_file(file_source(TRITON), cache)], cache=cache)
+    assert [t.sha for t in cache.store.traces()] == [first[0].digest]
+    deferred: list[catalog.Parsed] = []
+    evicted: list = []
+    runs, _ = open_all([pending_file(file_source(H100), cache)], cache=cache, evicted=evicted, defer_store=deferred)
+    assert [p.digest for p in deferred] == [runs[0].digest] and deferred[0].trace is runs[0].trace
+    assert [t.sha for t in cache.store.traces()] == [first[0].digest] and evicted == []  # nothing written yet
+    catalog.store_parsed(cache, deferred, evicted)
+    assert [t.sha for t in cache.store.traces()] == [runs[0].digest]
+    assert [t.sha for t in evicted] == [first[0].digest]
+
+
 def test_a_server_cache_says_why_it_has_no_store(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
     assert server_cache({catalog.ENV_NO_STORE: "1"}).store is None

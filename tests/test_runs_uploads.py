@@ -139,3 +139,21 @@ def test_expired_sessions_are_let_go_so_their_uploads_can_be_freed():
     gc.collect()
     assert alive() is None
     reap_expired_sessions(object())  # a manager unlike 1.67's: left alone
+
+
+def test_parse_progress_is_drawn_at_most_four_times_a_second_but_each_new_file_and_the_end_at_once(monkeypatch):
+    from dashboard import runs
+
+    clock = [100.0]
+    monkeypatch.setattr(runs.time, "monotonic", lambda: clock[0])
+    drawn: list[tuple[float, str]] = []
+    progress = runs.Throttled(lambda fraction, text: drawn.append((fraction, text)))
+    for at, fraction, text in [
+        (0.00, 0.0, "a"), (0.10, 0.1, "a"), (0.20, 0.2, "a"),  # the first drawn, the next two within 0.25 s
+        (0.26, 0.3, "a"),  # 0.26 s after the last drawing
+        (0.30, 0.5, "b"),  # the next file: at once
+        (0.31, 0.6, "b"), (0.32, 1.0, "b"),  # the full bar: at once
+    ]:
+        clock[0] = 100.0 + at
+        progress(fraction, text)
+    assert drawn == [(0.0, "a"), (0.3, "a"), (0.5, "b"), (1.0, "b")]

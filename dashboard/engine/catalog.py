@@ -436,18 +436,38 @@ class Pending:
     read: Callable[[], bytes | Path]
 
 
+@dataclass
+class Parsed:
+    """A trace parsed by open_all, for the store (see store_parsed)."""
+
+    source: Source
+    trace: Trace
+    digest: str
+
+
+def store_parsed(cache: TraceCache, parsed: list[Parsed], evicted: list[StoredTrace] | None = None) -> None:
+    """Write parsed traces to the store; what the store removed to keep under its cap is added to
+    `evicted`. Touches no session state: the dashboard runs it in a thread while it draws."""
+    for item in parsed:
+        removed = into_store(cache, item.source, item.trace, item.digest)
+        if evicted is not None:
+            evicted.extend(removed)
+
+
 def open_all(
     pending: list[Pending],
     progress: Callable[[float, str], None] | None = None,
     *,
     cache: TraceCache,
     evicted: list[StoredTrace] | None = None,
+    defer_store: list[Parsed] | None = None,
 ) -> tuple[list[Run], list[Failure]]:
     """Parse what is not cached yet (reporting progress by bytes, with each file's size), and
     return the runs in order plus the files that failed. One bad file never stops the others.
-    Each parsed trace goes to the store; what the store removed to keep under its cap is added
-    to `evicted`. The runs are built from what this call found or parsed, so a batch larger than
-    the cache's capacity loses none of its runs."""
+    Each parsed trace goes to the store (what the store removed to keep under its cap is added
+    to `evicted`), or, given `defer_store`, is added to it for the caller's store_parsed. The runs
+    are built from what this call found or parsed, so a batch larger than the cache's capacity
+    loses none of its runs."""
     got: dict[str, Trace] = {}
     for item in pending:  # in memory, else parsed before by this server or another: from the store
         if item.digest in got or item.digest in cache.failures:
@@ -483,9 +503,11 @@ def open_all(
         else:
             got[item.digest] = trace
             cache.put(item.digest, trace)
-            removed = into_store(cache, item.source, trace, item.digest)
-            if evicted is not None:
-                evicted.extend(removed)
+            parsed = Parsed(item.source, trace, item.digest)
+            if defer_store is not None:
+                defer_store.append(parsed)
+            else:
+                store_parsed(cache, [parsed], evicted)
         cache.parses += 1
         done += item.size
     if progress and todo:
