@@ -12,7 +12,7 @@ setup(
         Extension(
             "dashboard.engine._scan",
             ["dashboard/engine/_scan.c"],
-            extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         )
     ]

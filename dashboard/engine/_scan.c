@@ -23,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -49,6 +50,7 @@ static int buf_reserve(Buf *b, size_t extra) {
 }
 
 static int buf_put(Buf *b, const void *src, size_t n) {
+    if (n == 0) return 0; /* (src may be NULL then, which memcpy must not see) */
     if (buf_reserve(b, n)) return -1;
     memcpy(b->data + b->len, src, n);
     b->len += n;
@@ -153,6 +155,11 @@ typedef struct {
     int esc;                 /* V_STR: holds a backslash escape */
     int fits;                /* V_INT: in int64 */
     int64_t i;               /* V_INT: the value when it fits */
+    /* numbers (V_INT, V_NUM): read once, for put_time */
+    int neg, digits;         /* a minus sign; digits of the whole part */
+    int64_t whole;           /* the whole part's magnitude, when digits <= 18 */
+    int frac3;               /* the first three fraction digits as an integer (000-999; 0 without a fraction) */
+    int has_exp;             /* an exponent */
 } Val;
 
 typedef struct {
@@ -316,7 +323,8 @@ static inline int is_delim(const Cur *c) {
 
 static int parse_number(Cur *c, Val *v) {
     const char *s = c->p;
-    int neg = 0, is_float = 0;
+    int neg = 0, is_float = 0, digits = 0, frac3 = 0, has_exp = 0;
+    uint64_t whole = 0; /* accumulated in the one pass over the digits (wrapping past 19): exact up to 18 of them */
     if (c->p < c->end && *c->p == '-') {
         neg = 1;
         c->p++;
@@ -324,8 +332,12 @@ static int parse_number(Cur *c, Val *v) {
     if (c->p >= c->end) return FAIL;
     if (*c->p == '0') {
         c->p++;
+        digits = 1;
     } else if (*c->p >= '1' && *c->p <= '9') {
-        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+            whole = whole * 10 + (*c->p++ - '0');
+            digits++;
+        }
     } else {
         return FAIL;
     }
@@ -334,11 +346,15 @@ static int parse_number(Cur *c, Val *v) {
         is_float = 1;
         c->p++;
         const char *d = c->p;
-        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+            if (c->p - d < 3) frac3 = frac3 * 10 + (*c->p - '0');
+            c->p++;
+        }
         if (c->p == d) return FAIL;
+        for (ptrdiff_t k = c->p - d; k < 3; k++) frac3 *= 10;
     }
     if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) {
-        is_float = 1;
+        is_float = has_exp = 1;
         c->p++;
         if (c->p < c->end && (*c->p == '+' || *c->p == '-')) c->p++;
         const char *d = c->p;
@@ -348,26 +364,30 @@ static int parse_number(Cur *c, Val *v) {
     if (!is_delim(c)) return FAIL;
     v->start = s;
     v->end = c->p;
+    v->neg = neg;
+    v->digits = digits;
+    v->whole = digits <= 18 ? (int64_t)whole : 0;
+    v->frac3 = frac3;
+    v->has_exp = has_exp;
     if (is_float) {
         v->kind = V_NUM;
         return 0;
     }
     v->kind = V_INT;
-    /* int64: accumulate as a negative number so that INT64_MIN fits; up to 18 digits cannot overflow */
-    int64_t acc = 0;
-    const char *d = s + neg;
     v->fits = 1;
-    if (int_end - d <= 18) {
-        for (; d < int_end; d++) acc = acc * 10 - (*d - '0');
-    } else {
-        for (; d < int_end; d++) {
-            int digit = *d - '0';
-            if (acc < (INT64_MIN + digit) / 10) {
-                v->fits = 0;
-                break;
-            }
-            acc = acc * 10 - digit;
+    if (digits <= 18) {
+        v->i = neg ? -(int64_t)whole : (int64_t)whole;
+        return 0;
+    }
+    /* 19 digits or more: accumulate as a negative number so that INT64_MIN fits */
+    int64_t acc = 0;
+    for (const char *d = s + neg; d < int_end; d++) {
+        int digit = *d - '0';
+        if (acc < (INT64_MIN + digit) / 10) {
+            v->fits = 0;
+            break;
         }
+        acc = acc * 10 - digit;
     }
     if (v->fits && !neg) {
         if (acc == INT64_MIN) v->fits = 0;
@@ -545,33 +565,9 @@ static int put_intval(Out *o, int col, int64_t row, const Val *v) {
 #define MAX_WHOLE_US ((INT64_MAX - 999) / 1000)
 static int put_time(Out *o, int col, int64_t row, const Val *v) {
     if (v->kind == V_ABSENT) return put_int(o, col, 0, col == X_DUR);
-    if (v->kind == V_INT || v->kind == V_NUM) {
-        const char *p = v->start;
-        int neg = *p == '-';
-        p += neg;
-        int64_t whole = 0;
-        int digits = 0;
-        while (p < v->end && *p >= '0' && *p <= '9' && digits < 18) {
-            whole = whole * 10 + (*p++ - '0');
-            digits++;
-        }
-        if (whole <= MAX_WHOLE_US && (p == v->end || *p < '0' || *p > '9')) {
-            int64_t frac = 0;
-            int fd = 0;
-            if (p < v->end && *p == '.') {
-                p++;
-                while (p < v->end && *p >= '0' && *p <= '9') {
-                    if (fd < 3) frac = frac * 10 + (*p - '0');
-                    fd++;
-                    p++;
-                }
-                for (int k = fd; k < 3; k++) frac *= 10;
-            }
-            if (p == v->end) {
-                int64_t ns = whole * 1000 + frac;
-                return put_int(o, col, neg ? -ns : ns, 1);
-            }
-        }
+    if ((v->kind == V_INT || v->kind == V_NUM) && !v->has_exp && v->digits <= 18 && v->whole <= MAX_WHOLE_US) {
+        int64_t ns = v->whole * 1000 + v->frac3;
+        return put_int(o, col, v->neg ? -ns : ns, 1);
     }
     return put_int(o, col, 0, 0) || add_odd(o, col, row, v);
 }
