@@ -1343,14 +1343,19 @@ def _read_batch(batch: list[_Event] | _Part) -> _Part:
     events = counts = flows = None
     last = b""
     if complete:
-        raw = _complete_frame(complete)
-        counts = raw.group_by("cat").len()
-        events = _fill_device_fields(_finish_events(raw)).with_columns(pl.col("name").cast(pl.Categorical))  # names repeat: kept once
+        events, counts = _finished(_complete_frame(complete))
         last = bytes(complete[-1].ts)
     flow_events = [e for e in batch if e.ph in ("s", "f", "t") and len(e.ts)]
     if flow_events:
         flows = _flow_frame(flow_events).with_columns(_ns(pl.col("ts_abs")).alias("ts_abs"))
     return _Part(events, flows, counts, len(batch), last)
+
+
+def _finished(raw: pl.DataFrame, times_parsed: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A batch's complete events as read -> (its finished events, its count per category as written)."""
+    counts = raw.group_by("cat").len()
+    events = _fill_device_fields(_finish_events(raw, times_parsed)).with_columns(pl.col("name").cast(pl.Categorical))  # names repeat: kept once
+    return events, counts
 
 
 # The scanner's columns (the X_* and F_* of _scan.c, in order), each with its table (T_*, None
@@ -1395,41 +1400,41 @@ def _scanned_document(data: bytes) -> tuple[list[tuple[str, bytes]], _Part] | No
 
 def _part_of(got: tuple) -> _Part | None:
     """The scanner's answer -> a _Part (None when an odd value is not UTF-8: msgspec's path repairs it)."""
-    seen, n_complete, n_flows, tables, data, valid, odd, last = got
-    tables = list(tables)
+    seen, n_complete, n_flows, tables, data, valid, odd, last = got  # tables: lists of this call's own
     codes = [np.frombuffer(d, dtype=np.uint32) if v is None else np.frombuffer(d, dtype=np.int64) for d, v in zip(data, valid)]
     flags = [None if v is None else np.frombuffer(v, dtype=np.bool_) for v in valid]
-    if odd:
-        times: list[tuple[int, int, str]] = []
-        for col, row, text in odd:
-            kind = _SCAN_COLUMNS[col][2]
-            if kind == "time":
-                times.append((col, row, text.decode("utf-8", errors="replace")))  # as _raw_texts reads it
-                continue
-            try:
-                value = msgspec.json.decode(text)
-            except msgspec.DecodeError:  # not UTF-8: the msgspec path repairs it and says so
-                return None
-            if codes[col].base is not None:  # read-only views of the scanner's bytes: copied once
-                codes[col] = codes[col].copy()
-                if flags[col] is not None:
-                    flags[col] = flags[col].copy()
-            if kind == "text":
-                table = tables[_SCAN_COLUMNS[col][1]] = list(tables[_SCAN_COLUMNS[col][1]])
-                table.append(str(value))
-                codes[col][row] = len(table) - 1
-            else:
-                number = _int_or_none(value)
-                if number is not None:
-                    codes[col][row], flags[col][row] = number, True
-        if times:
-            parsed = pl.select(_ns(pl.Series([t for _, _, t in times], dtype=pl.String))).to_series().to_list()
-            for (col, row, _), ns in zip(times, parsed):
-                if codes[col].base is not None:
-                    codes[col], flags[col] = codes[col].copy(), flags[col].copy()
-                if ns is not None:
-                    codes[col][row], flags[col][row] = ns, True
-    texts = [None if t is None else pl.Series(t, dtype=pl.String) for t in tables]
+
+    def put(col: int, row: int, value: int) -> None:
+        if not codes[col].flags.writeable:  # views of the scanner's bytes: copied at the first odd value
+            codes[col] = codes[col].copy()
+            if flags[col] is not None:
+                flags[col] = flags[col].copy()
+        codes[col][row] = value
+        if flags[col] is not None:
+            flags[col][row] = True
+
+    times: list[tuple[int, int, str]] = []
+    for col, row, text in odd:
+        kind = _SCAN_COLUMNS[col][2]
+        if kind == "time":
+            times.append((col, row, text.decode("utf-8", errors="replace")))  # as _raw_texts reads it
+            continue
+        try:
+            value = msgspec.json.decode(text)
+        except msgspec.DecodeError:  # not UTF-8: the msgspec path repairs it and says so
+            return None
+        if kind == "text":
+            table = tables[_SCAN_COLUMNS[col][1]]
+            table.append(str(value))
+            put(col, row, len(table) - 1)
+        elif (number := _int_or_none(value)) is not None:
+            put(col, row, number)
+    if times:
+        parsed = pl.select(_ns(pl.Series([t for _, _, t in times], dtype=pl.String))).to_series().to_list()
+        for (col, row, _), ns in zip(times, parsed):
+            if ns is not None:
+                put(col, row, ns)
+    texts = [pl.Series(t, dtype=pl.String) for t in tables]
 
     def column(col: int) -> pl.Series:
         name, table, _ = _SCAN_COLUMNS[col]
@@ -1442,9 +1447,7 @@ def _part_of(got: tuple) -> _Part | None:
 
     events = counts = flows = None
     if n_complete:
-        frame = pl.DataFrame([column(col) for col in _SCAN_COMPLETE])
-        counts = frame.group_by("cat").len()
-        events = _fill_device_fields(_finish_events(frame, times_parsed=True)).with_columns(pl.col("name").cast(pl.Categorical))
+        events, counts = _finished(pl.DataFrame([column(col) for col in _SCAN_COMPLETE]), times_parsed=True)
     if n_flows:
         flows = pl.DataFrame([column(col) for col in _SCAN_FLOWS])
     return _Part(events, flows, counts, seen, last)
