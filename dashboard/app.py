@@ -125,6 +125,7 @@ def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
     def wait_for_store() -> None:
         if deferred:
             writer.join()
+
     for failure in failures + bad:
         sidebar.error(literal.md(failure.message), icon=":material/error:")
 
