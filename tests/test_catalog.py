@@ -98,11 +98,33 @@ def test_a_deferred_store_write_waits_for_store_parsed_and_reports_what_the_cap_
     deferred: list[catalog.Parsed] = []
     evicted: list = []
     runs, _ = open_all([pending_file(file_source(H100), cache)], cache=cache, evicted=evicted, defer_store=deferred)
-    assert [p.digest for p in deferred] == [runs[0].digest] and deferred[0].trace is runs[0].trace
+    assert [p.digest for p in deferred] == [runs[0].digest] and deferred[0].trace.events.equals(runs[0].trace.events)
     assert [t.sha for t in cache.store.traces()] == [first[0].digest] and evicted == []  # nothing written yet
     catalog.store_parsed(cache, deferred, evicted)
     assert [t.sha for t in cache.store.traces()] == [runs[0].digest]
     assert [t.sha for t in evicted] == [first[0].digest]
+
+
+def test_a_deferred_trace_can_be_written_in_a_thread_while_the_app_reads_its_own(tmp_path):
+    """The store's thread gets a trace of its own polars objects: polars 1.20 (the lower bound) failed
+    a read of a frame another thread was writing out ("Already mutably borrowed"), which broke the app."""
+    import threading
+
+    cache = TraceCache(store=Store(tmp_path / "store"))
+    deferred: list[catalog.Parsed] = []
+    runs, _ = open_all([pending_file(file_source(H100), cache)], cache=cache, defer_store=deferred)
+    mine, theirs = runs[0].trace, deferred[0].trace
+    for table in ("events", "flows", "steps"):
+        assert getattr(theirs, table) is not getattr(mine, table) and getattr(theirs, table).equals(getattr(mine, table))
+    assert theirs._analyses is not mine._analyses and (theirs.meta, theirs.warnings) == (mine.meta, mine.warnings)
+    writer = threading.Thread(target=catalog.store_parsed, args=(cache, deferred))
+    writer.start()
+    reads = 0
+    while writer.is_alive() or reads == 0:
+        assert mine.events["cat"].len() == mine.events.height  # raised RuntimeError mid-write before
+        reads += 1
+    writer.join()
+    assert cache.store_problem is None and [t.sha for t in cache.store.traces()] == [runs[0].digest]
 
 
 def test_a_server_cache_says_why_it_has_no_store(tmp_path, monkeypatch):
