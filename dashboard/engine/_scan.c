@@ -489,8 +489,6 @@ static const int COL_TABLE[N_COLS] = {
     T_CAT, T_NAME, T_PID, T_TID, -1, -1, -1, -1, -1, -1, -1, T_KIND, T_DIMS, T_TYPES, T_CONC,
     T_ID, T_CAT, T_NAME, T_PH, T_PID, T_TID, -1,
 };
-#define IS_TIME(col) ((col) == X_TS || (col) == X_DUR || (col) == F_TS)
-
 typedef struct {
     Buf data;  /* uint32 codes, or int64 values */
     Buf valid; /* int columns: one byte per row */
@@ -686,11 +684,6 @@ static int parse_args(Cur *c, Val *args) {
     }
     c->depth--;
     return got;
-}
-
-static inline int is_text(const Val *v, const char *s) {
-    size_t n = strlen(s);
-    return v->kind == V_STR && !v->esc && (size_t)(v->end - v->start) == n + 2 && !memcmp(v->start + 1, s, n);
 }
 
 /* Which kind of event its ph makes it: 'X', 'F' (a flow: s, f or t) or 0. */
