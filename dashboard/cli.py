@@ -37,9 +37,10 @@ def _load_all(paths: Sequence[str], store: Store | None = None) -> tuple[list[Tr
     """Load every path (from the store when its bytes were parsed before); a file that cannot be
     read becomes one error line, the others still load."""
     traces, errors = [], []
-    for path in paths:
+    for i, path in enumerate(paths):
+        more = i + 1 < len(paths)  # a large file's worker processes stay while more files follow
         try:
-            traces.append(store.open(path)[0] if store is not None else load_trace(path))
+            traces.append(store.open(path, keep_workers=more)[0] if store is not None else load_trace(path, keep_workers=more))
         except TraceError as exc:
             errors.append(str(exc))
     return traces, errors

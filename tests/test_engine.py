@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 from decimal import Decimal
 
 import polars as pl
@@ -467,3 +468,25 @@ def test_name_predicates_per_distinct_name_match_the_per_event_version():
             fast = frame.select(names_matching(frame["name"], predicate)).to_series()
             slow = frame.select(predicate(pl.col("name").cast(pl.String))).to_series()
             assert fast.to_list() == slow.to_list()
+
+
+@pytest.mark.parametrize("name", ["hta_mi250_rocm_minitoy.json.gz", "kineto_legacy_resnet50_v100.pt.trace.json.gz", "tracelens_h100_bert_sdpa_flash.json.gz"])
+def test_repeated_text_columns_are_categorical_and_hold_each_events_text(loaded, name):
+    """pid, tid, the memcpy kind and the shape texts are Categorical (a 4-byte code per row, where a
+    String column held a 16-byte view per row, nulls included) and read as the json module reads
+    each complete event; the rows stay sorted by pid and tid as text."""
+    trace, doc = loaded(name)
+    ev = trace.events
+    for column in ("pid", "tid", "kind", "input_dims", "input_types", "concrete_inputs"):
+        assert ev.schema[column] == pl.Categorical, column
+    for column in ("name", "ph", "pid", "tid"):
+        assert trace.flows.schema[column] == pl.Categorical, column
+    expected = Counter((str(e["pid"]), str(e["tid"]), json.dumps(e.get("args", {}).get("Input Dims"), separators=(",", ":")))
+                       for e in oracle.complete(doc) if "ts" in e)
+    got = Counter(zip(ev["pid"].cast(pl.String).to_list(), ev["tid"].cast(pl.String).to_list(),
+                      [json.dumps(json.loads(d) if d is not None else None, separators=(",", ":")) for d in ev["input_dims"].cast(pl.String).to_list()]))
+    assert got == expected
+    threads = ev.select(pl.col("pid", "tid").cast(pl.String)).rows()
+    assert threads == sorted(threads)
+    kinds = Counter(ev.filter(pl.col("cat") == "gpu_memcpy")["kind"].cast(pl.String).to_list())
+    assert kinds == oracle.memcpy_kinds(doc)

@@ -83,7 +83,8 @@ def check_tables(trace: Trace) -> None:
     for column in ("id", "ts_ns", "dur_ns", "stream", "device", "correlation", "external_id", "bytes", "parent", "launch"):
         assert ev[column].dtype == pl.Int64, (column, ev[column].dtype)
     assert ev["cat"].dtype == pl.Categorical and ev["name"].dtype == pl.Categorical
-    assert ev["pid"].dtype == pl.String and ev["tid"].dtype == pl.String
+    for column in ("pid", "tid", "kind", "input_dims", "input_types", "concrete_inputs"):
+        assert ev[column].dtype == pl.Categorical, (column, ev[column].dtype)
     assert ev["id"].to_list() == list(range(n)), "ids are row numbers"
     ts, dur = ev["ts_ns"].to_list(), ev["dur_ns"].to_list()
     assert None not in ts and None not in dur

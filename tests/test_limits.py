@@ -204,8 +204,8 @@ def spy_sliced(monkeypatch) -> list[tuple[Path, int | None, bool]]:
     calls = []
     real = load_module._load_sliced
 
-    def spy(path, name, progress, gzip_cut=None):
-        trace = real(path, name, progress, gzip_cut=gzip_cut)
+    def spy(path, name, progress, gzip_cut=None, keep_workers=False):
+        trace = real(path, name, progress, gzip_cut=gzip_cut, keep_workers=keep_workers)
         calls.append((Path(path), gzip_cut, trace is not None))
         return trace
 

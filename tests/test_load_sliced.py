@@ -29,7 +29,7 @@ def _both(path: Path, monkeypatch: pytest.MonkeyPatch, slice_bytes: int = 200_00
 
     monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
     monkeypatch.setattr(load, "SLICE_BYTES", slice_bytes)
-    sliced_ok = load._load_sliced(path, None, None)
+    sliced_ok = load._load_sliced(path, None, None, keep_workers=True)  # kept for the next test's file
     monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
     serial = load.load_trace(path)
     return sliced_ok, serial
@@ -297,14 +297,14 @@ def test_idle_workers_are_closed_and_the_next_large_file_starts_them_again(tmp_p
     monkeypatch.setattr(load, "SLICE_BYTES", 200_000)
     monkeypatch.setattr(load, "WORKERS_IDLE_S", 0.5)
     load._discard_workers()  # workers of an earlier test, whose idle timers are still pending, are not these
-    first = load._load_sliced(path, None, None)
+    first = load._load_sliced(path, None, None, keep_workers=True)
     workers = load._workers_started
     assert first is not None and workers is not None and workers.alive()
     deadline = time.monotonic() + 20
     while load._workers_started is not None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert load._workers_started is None and all(proc.poll() is not None for proc in workers.procs)  # closed, exited
-    again = load._load_sliced(path, None, None)
+    again = load._load_sliced(path, None, None, keep_workers=True)
     assert again is not None and load._workers_started is not workers
     _assert_same(first, alone)
     _assert_same(again, alone)
@@ -337,3 +337,61 @@ def test_the_workers_are_used_only_under_the_parse_lock_so_an_idle_timer_cannot_
     monkeypatch.setattr(load._Workers, "run", run)
     assert load._load_sliced(path, None, None) is not None
     assert free_while_running == [False]
+
+
+def _workers_used(monkeypatch: pytest.MonkeyPatch) -> list[load._Workers]:
+    """The _Workers object each sliced read ran its tasks on, in order."""
+    used: list[load._Workers] = []
+    real_run = load._Workers.run
+
+    def run(self, tasks):
+        used.append(self)
+        yield from real_run(self, tasks)
+
+    monkeypatch.setattr(load._Workers, "run", run)
+    return used
+
+
+def _exited(workers: load._Workers, within_s: float = 20.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and any(proc.poll() is None for proc in workers.procs):
+        time.sleep(0.05)
+    return all(proc.poll() is not None for proc in workers.procs)
+
+
+def test_the_workers_close_once_a_files_slices_are_read_unless_more_large_files_follow(tmp_path, monkeypatch):
+    """Idle workers held 110-130 MB each beside the tables built after them (250 MB of the 910 MB
+    upload's peak in the dashboard): one file closes them; a caller with more files keeps them."""
+    from dashboard import cli
+    from dashboard.engine import catalog
+
+    path = tmp_path / "a100.json"
+    path.write_bytes(gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes()))
+    other = tmp_path / "a100-again.json"
+    other.write_bytes(path.read_bytes().replace(b'"traceEvents"', b'"traceEvents" ', 1))  # other bytes: parsed again
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", 2_000_000)
+    load._discard_workers()
+    used = _workers_used(monkeypatch)
+
+    assert load.load_trace(path).events.height > 0
+    assert load._workers_started is None and _exited(used[0])  # closed at once, not after WORKERS_IDLE_S
+
+    kept = load.load_trace(path, keep_workers=True)
+    assert load._workers_started is used[1] and used[1].alive()
+    assert kept.events.height > 0
+    load._discard_workers()
+
+    traces, errors = cli._load_all([str(path), str(other)])  # `attnscope compare a b`
+    assert errors == [] and len(traces) == 2
+    assert used[2] is used[3]  # the second file's slices were read by the first file's workers
+    assert load._workers_started is None and _exited(used[3])
+
+    cache = catalog.TraceCache()
+    pending = [catalog.pending_file(catalog.file_source(p), cache) for p in (path, other)]
+    runs, failures = catalog.open_all(pending, cache=cache, defer_store=[])  # the dashboard's batch of files
+    assert failures == [] and len(runs) == 2
+    assert used[4] is used[5]
+    assert load._workers_started is None and _exited(used[5])

@@ -504,7 +504,8 @@ def open_all(
                 if progress:
                     progress(min((start + fraction * size) / total, 1.0), text)
 
-            trace = load_trace(item.read(), name=item.source.name, progress=within)
+            # a large file's worker processes stay while more files follow
+            trace = load_trace(item.read(), name=item.source.name, progress=within, keep_workers=i < len(todo))
         except TraceError as exc:
             cache.failures[item.digest] = one_line(str(exc))
         except Exception as exc:  # an engine bug must not take the other runs down

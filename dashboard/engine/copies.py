@@ -106,7 +106,7 @@ def copies(trace: Trace) -> pl.DataFrame:
             (pl.col("cat") == "gpu_memcpy")
             | ((pl.col("cat") == "kernel") & names_matching(ev["name"], lambda name: name.str.contains(COPY_KERNEL)))
         ).with_columns(
-            pl.when(pl.col("cat") == "gpu_memcpy").then(pl.col("kind")).otherwise(pl.lit("kernel")).alias("kind"),
+            pl.when(pl.col("cat") == "gpu_memcpy").then(pl.col("kind").cast(pl.String)).otherwise(pl.lit("kernel")).alias("kind"),
             pl.col("launch").alias("anchor"),
         )
     else:

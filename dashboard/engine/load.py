@@ -24,6 +24,7 @@ import re
 import tempfile
 import threading
 import time
+import warnings as _warnings
 import zlib
 
 from contextlib import contextmanager
@@ -466,17 +467,22 @@ def load_trace(
     name: str | None = None,
     progress: Callable[[float], None] | None = None,
     max_json_bytes: int | None = None,
+    *,
+    keep_workers: bool = False,
 ) -> Trace:
     """Load a torch.profiler Chrome trace (.json or .json.gz, any file name) into a Trace.
     `progress`, when given, is called with the fraction of events decoded (0..1) as loading goes.
     `max_json_bytes`: the most JSON the trace may hold (its inflated size for gzip), default
     $ATTNSCOPE_MAX_JSON_BYTES, else MAX_JSON_BYTES (4 GiB).
+    `keep_workers`: a large file's slice worker processes stay for the next large file (closed
+    after WORKERS_IDLE_S without one); by default they are closed as soon as this file's slices
+    are read, before the tables are built, so that their memory is not held beside the trace's.
     Every failure is a TraceError whose message is one line naming the file."""
     label = _label(source, name)
     limit = json_limit(max_json_bytes, label)
     try:
         with _PARSE_LOCK:
-            return _load(source, name, progress, limit)
+            return _load(source, name, progress, limit, keep_workers)
     except RecursionError:  # msgspec and the json module stop at ~1,000 levels of nesting
         raise TraceError(f"{label}: JSON nested more than about 1,000 levels deep: not a trace this tool can read") from None
     except UnicodeDecodeError as exc:  # where a repair was not possible (older msgspec raises this)
@@ -500,14 +506,15 @@ def _plain_file_size(path: Path) -> int | None:
 
 
 def _load(
-    source: Union[str, os.PathLike, bytes], name: str | None, progress: Callable[[float], None] | None, limit: int
+    source: Union[str, os.PathLike, bytes], name: str | None, progress: Callable[[float], None] | None, limit: int,
+    keep_workers: bool = False,
 ) -> Trace:
     label = _label(source, name)
     size = None if isinstance(source, (bytes, bytearray, memoryview)) else _plain_file_size(Path(source))
     if size is not None:
         if size > limit:  # refused before it is read
             raise _too_large(label, size, limit)
-        sliced = _load_sliced(Path(source), name, progress)
+        sliced = _load_sliced(Path(source), name, progress, keep_workers=keep_workers)
         if sliced is not None:
             return sliced
     # gzip inflating to a size the sliced path reads, or bytes of that size, go to a temporary file for it
@@ -517,7 +524,7 @@ def _load(
         reading.progress = progress
         try:
             if got.path is not None:
-                sliced = _load_sliced(got.path, label, progress, gzip_cut=reading.gzip_cut)
+                sliced = _load_sliced(got.path, label, progress, gzip_cut=reading.gzip_cut, keep_workers=keep_workers)
                 if sliced is not None:
                     return sliced
                 # a cut or odd file is read in one process, as a plain one is
@@ -935,6 +942,15 @@ def build_trace(batches: Iterable[list[_Event] | _Part], meta: dict[str, Any], r
     return _build_trace((_read_batch(batch) for batch in batches), meta, reading)
 
 
+# The events' text columns whose values repeat (a few threads, a few hundred shapes), besides the
+# names: Categorical, each distinct text kept once and a 4-byte code per row, where a String column
+# holds a 16-byte view per row even for a null (35 MB a column for the 910 MB trace's 2.2 million
+# events). Cast per batch (in the workers, for a sliced file), once the device fields are read from
+# pid and tid: the parts, and what the loading process holds while it builds the tables, are smaller.
+# Sorted as text where the order matters (polars before 1.32 sorts a Categorical by its codes).
+REPEATED_TEXT = ("pid", "tid", "kind", "input_dims", "input_types", "concrete_inputs")
+
+
 def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading) -> Trace:
     label, warnings = reading.label, reading.warnings
     frame, flow_chunks, seen, last_ts, raw_categories = _events_frame(parts, reading)
@@ -961,9 +977,9 @@ def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading
     frame = assign_steps(frame, steps)
 
     flow_schema = {"id": pl.String, "cat": pl.String, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String, "ts_abs": pl.Int64}
-    flows = pl.concat(flow_chunks) if flow_chunks else pl.DataFrame(schema=flow_schema)
+    flows = _concat(flow_chunks) if flow_chunks else pl.DataFrame(schema=flow_schema)
     flows = flows.select(
-        "id", _category(pl.col("cat")).cast(pl.Categorical), "name", "ph", "pid", "tid",
+        "id", _category(pl.col("cat")).cast(pl.Categorical), *(pl.col(c).cast(pl.Categorical) for c in ("name", "ph", "pid", "tid")),
         (pl.col("ts_abs").fill_null(origin_ns) - origin_ns).alias("ts_ns"),
     )
     trace = Trace(source=label, events=frame, flows=flows, steps=steps, meta=dict(meta), warnings=warnings,
@@ -1228,12 +1244,14 @@ def _read_slice(path: str, lo: int, hi: int, label: str) -> tuple[list[_Part], _
 
 
 def _load_sliced(
-    path: Path, name: str | None, progress: Callable[[float], None] | None, gzip_cut: int | None = None
+    path: Path, name: str | None, progress: Callable[[float], None] | None, gzip_cut: int | None = None,
+    keep_workers: bool = False,
 ) -> Trace | None:
     """A large plain-JSON trace read in slices by worker processes (the file's bytes are never
     all in this process), or None when the file is not one that this path reads: the
     one-process path then reads it and says what is wrong, if anything. `gzip_cut`: the file is
-    what a .json.gz cut off after that many bytes inflated to (for the warning)."""
+    what a .json.gz cut off after that many bytes inflated to (for the warning). `keep_workers`:
+    see load_trace."""
     try:
         size = path.stat().st_size
     except OSError:
@@ -1276,7 +1294,10 @@ def _load_sliced(
         except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's
             _discard_workers()  # the rest of their answers are not read: start afresh next time
             return None
-        _close_when_idle(workers)
+        if keep_workers:
+            _close_when_idle(workers)
+        else:
+            _release_workers()
     trace = _build_trace(_drain(parts), meta, reading)
     trace.size_bytes = size - (3 if bom else 0)  # the JSON bytes, as the one-process path counts them
     return trace
@@ -1302,6 +1323,19 @@ def _close_when_idle(workers: _Workers) -> None:
     timer = threading.Timer(WORKERS_IDLE_S, close_if_idle)
     timer.daemon = True  # never keeps a finished command waiting
     timer.start()
+
+
+def _release_workers() -> None:
+    """Close the workers now without waiting for them to exit (a daemon thread reaps them). Each
+    holds 110-130 MB after a large file, which the loading process would otherwise hold beside the
+    tables it is about to build (the 910 MB trace's dashboard upload: 250 MB of the peak)."""
+    global _workers_started
+    workers, _workers_started = _workers_started, None
+    if workers is not None:
+        import atexit
+
+        atexit.unregister(workers.close)
+        threading.Thread(target=workers.close, daemon=True).start()
 
 
 def _discard_workers() -> None:
@@ -1347,15 +1381,21 @@ def _read_batch(batch: list[_Event] | _Part) -> _Part:
         last = bytes(complete[-1].ts)
     flow_events = [e for e in batch if e.ph in ("s", "f", "t") and len(e.ts)]
     if flow_events:
-        flows = _flow_frame(flow_events).with_columns(_ns(pl.col("ts_abs")).alias("ts_abs"))
+        flows = _flows_finished(_flow_frame(flow_events).with_columns(_ns(pl.col("ts_abs")).alias("ts_abs")))
     return _Part(events, flows, counts, len(batch), last)
 
 
 def _finished(raw: pl.DataFrame, times_parsed: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
     """A batch's complete events as read -> (its finished events, its count per category as written)."""
     counts = raw.group_by("cat").len()
-    events = _fill_device_fields(_finish_events(raw, times_parsed)).with_columns(pl.col("name").cast(pl.Categorical))  # names repeat: kept once
+    events = _fill_device_fields(_finish_events(raw, times_parsed)).with_columns(pl.col("name", *REPEATED_TEXT).cast(pl.Categorical))
     return events, counts
+
+
+def _flows_finished(flows: pl.DataFrame) -> pl.DataFrame:
+    """A batch's flow events with their repeated texts Categorical (the ids stay text: nearly each is
+    another, and a Categorical's texts are kept by polars for the life of the process)."""
+    return flows.with_columns(pl.col("name", "ph", "pid", "tid").cast(pl.Categorical))
 
 
 # The scanner's columns (the X_* and F_* of _scan.c, in order), each with its table (T_*, None
@@ -1449,8 +1489,22 @@ def _part_of(got: tuple) -> _Part | None:
     if n_complete:
         events, counts = _finished(pl.DataFrame([column(col) for col in _SCAN_COMPLETE]), times_parsed=True)
     if n_flows:
-        flows = pl.DataFrame([column(col) for col in _SCAN_FLOWS])
+        flows = _flows_finished(pl.DataFrame([column(col) for col in _SCAN_FLOWS]))
     return _Part(events, flows, counts, seen, last)
+
+
+# polars before 1.32 keeps a Categorical's texts local to the frame that made it, and warns on stderr
+# each time it re-encodes the parts' texts into one set when they are joined: expected here.
+_REMAPPING = getattr(pl.exceptions, "CategoricalRemappingWarning", None)
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The parts' frames as one, in order, not rechunked."""
+    if _REMAPPING is None:
+        return pl.concat(frames, rechunk=False)
+    with _warnings.catch_warnings():  # (`warnings` names the trace's own list in this module)
+        _warnings.simplefilter("ignore", _REMAPPING)
+        return pl.concat(frames, rechunk=False)
 
 
 def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFrame | None, list[pl.DataFrame], int, int | None, dict[str, int]]:
@@ -1473,7 +1527,7 @@ def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFra
     if not finished:
         return None, flow_chunks, seen, None, {}
     last_ts = pl.select(_ns(pl.lit(last.decode("utf-8", errors="replace"), dtype=pl.String))).item()
-    frame = pl.concat(finished, rechunk=False)  # _normalize's sort writes one contiguous copy
+    frame = _concat(finished)  # not rechunked: _normalize's sort writes one contiguous copy
     del finished
     per_cat = pl.concat(counts).group_by("cat").agg(pl.col("len").sum()).sort(["len", "cat"], descending=[True, False], nulls_last=True)
     raw_categories = {cat if cat is not None else "": int(n) for cat, n in per_cat.iter_rows()}
@@ -1638,7 +1692,7 @@ def _normalize(held: list[pl.DataFrame]) -> pl.DataFrame:
     # stable: two spans with the same start and length nest in file order, parent first (µs-resolution traces have many)
     keys = ["pid", "tid", "ts_ns", "dur_ns"]
     order = (  # the keys sorted with their row numbers: 0.26 s for 2.2M rows where pl.arg_sort_by took 1.5 s
-        frame.select(keys).with_row_index("row")
+        frame.select(pl.col("pid", "tid").cast(pl.String), "ts_ns", "dur_ns").with_row_index("row")
         .sort(keys, descending=[False, False, False, True], maintain_order=True)
         .get_column("row")
     )

@@ -38,7 +38,7 @@ from dashboard.engine.load import TraceError, load_trace
 from dashboard.engine.model import Cut, Trace
 
 # Bump when the Trace's tables or fields change meaning: older entries are then parsed again.
-SCHEMA_VERSION = 2  # 2: events gained concrete_inputs
+SCHEMA_VERSION = 3  # 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT)
 TABLES = ("events", "flows", "steps")
 ADDED_BY = ("upload", "cli", "collector", "dashboard")
 _CHUNK = 8 << 20
@@ -237,9 +237,10 @@ class Store:
             )
         return self.evict_rows()
 
-    def open(self, path: Union[str, os.PathLike], name: str | None = None) -> tuple[Trace, str]:
+    def open(self, path: Union[str, os.PathLike], name: str | None = None, *, keep_workers: bool = False) -> tuple[Trace, str]:
         """(trace, sha) for a trace file: from the store when its bytes were parsed before, else
-        parsed and stored. A file seen before with the same size and mtime is not hashed again."""
+        parsed and stored. A file seen before with the same size and mtime is not hashed again.
+        `keep_workers`: as load_trace's (more large files follow)."""
         path = Path(path)
         try:
             stat = path.stat()
@@ -260,7 +261,7 @@ class Store:
             raise TraceError(f"{name or path.name}: cannot read ({exc.strerror or exc})") from None
         trace = self.get(sha)
         if trace is None:
-            trace = load_trace(path, name=name)
+            trace = load_trace(path, name=name, keep_workers=keep_workers)
             self.put(trace, sha)
         with closing(self._connect()) as db:
             db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (key, stat.st_size, stat.st_mtime_ns, sha))

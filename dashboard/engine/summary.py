@@ -43,7 +43,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     ev = trace.events
     counts = ev.group_by(pl.col("cat").cast(pl.String)).len().sort("cat")
     memcpy = (
-        ev.lazy().filter(pl.col("cat") == "gpu_memcpy").group_by("kind").len().sort("kind").collect()
+        ev.lazy().filter(pl.col("cat") == "gpu_memcpy").group_by(pl.col("kind").cast(pl.String)).len().sort("kind").collect()
     )
     steps = per_step(trace)
     found = detect_backends(trace)
