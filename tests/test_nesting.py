@@ -12,13 +12,14 @@ import json
 from collections import Counter, defaultdict
 from decimal import Decimal
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oracle
-from dashboard.engine import load_trace
+from dashboard.engine import load_trace, steps
 
 TICK_NS = 1000
 ALL_TRACES = sorted(p.name for p in oracle.DATA.glob("*.json.gz"))
@@ -174,3 +175,27 @@ def test_generated_lanes_nest_as_the_stack_walk_says(rows):
     parents = stack_walk(events)
     want = {f"e{i}": (None if p is None else f"e{p}") for i, p in enumerate(parents)}
     assert _parent_names(load_trace(_trace(events))) == want
+
+
+@pytest.mark.skipif(steps._c_holders is None, reason="the C extension is not built (CI checks that it is)")
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-5, 300), st.sampled_from([0, 0, 1, 999, 1000, 1001, 5000]) | st.integers(0, 3000)),
+                max_size=80))
+def test_the_c_walk_finds_the_holders_the_numpy_version_finds(rows):
+    """_scan.c's holders against innermost_holders' numpy version (in ns, so that the one-tick
+    allowance and zero-length spans are met), on lanes sorted as nesting sorts them."""
+    rows.sort(key=lambda r: (r[0], r[1], -r[2]))
+    lane = np.array([r[0] for r in rows], dtype=np.int64)
+    ts = np.array([r[1] * 100 for r in rows], dtype=np.int64)
+    end = ts + np.array([r[2] for r in rows], dtype=np.int64)
+    fast = steps.innermost_holders(lane, ts, end)
+    slow = steps.innermost_holders(lane, ts, end, use_c=False)
+    assert fast.tolist() == slow.tolist()
+
+
+@pytest.mark.parametrize("name", ALL_TRACES)
+def test_nesting_without_the_c_extension_is_the_same(name, monkeypatch):
+    with_c = load_trace(oracle.DATA / name).events.select("parent", "depth")
+    monkeypatch.setattr(steps, "_c_holders", None)
+    without = load_trace(oracle.DATA / name).events.select("parent", "depth")
+    assert with_c.equals(without)

@@ -997,9 +997,59 @@ PyDoc_STRVAR(scan_document_doc,
 "A JSON object with a traceEvents array: its other members as raw JSON, and the events as scan\n"
 "reads them; None where the msgspec path must read it.");
 
+/* holders(lane, reach, need, out): for each row i of int64 arrays sorted by lane (each lane's rows
+ * contiguous), out[i] = the largest j < i of i's lane with reach[j] >= need[i], else -1: the
+ * nesting rule's innermost holder (dashboard/engine/steps.py: innermost_holders, whose numpy
+ * version is the fallback and the tests' oracle). Each row first gets prev[i], the latest earlier
+ * row of its lane with a reach strictly greater than its own; a walk from i - 1 may then jump from
+ * j to prev[j], since every row between them reaches no further than j. O(n) for prev; each
+ * query walks a chain of rising reaches. No Python object, without the GIL. */
+static PyObject *holders(PyObject *self, PyObject *args) {
+    Py_buffer b[4];
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &b[0], &b[1], &b[2], &b[3])) return NULL;
+    PyObject *res = NULL;
+    Py_ssize_t bytes = b[0].len;
+    if (bytes % 8 || b[1].len != bytes || b[2].len != bytes || b[3].len != bytes) {
+        PyErr_SetString(PyExc_ValueError, "holders: four int64 arrays of one length");
+        goto done;
+    }
+    Py_ssize_t n = bytes / 8;
+    const int64_t *lane = b[0].buf, *reach = b[1].buf, *need = b[2].buf;
+    int64_t *out = b[3].buf;
+    int64_t *prev = malloc(n ? (size_t)n * sizeof *prev : 1);
+    if (!prev) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t j = (int64_t)i - 1;
+        while (j >= 0 && lane[j] == lane[i] && reach[j] <= reach[i]) j = prev[j];
+        prev[i] = (j >= 0 && lane[j] == lane[i]) ? j : -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t j = (int64_t)i - 1;
+        while (j >= 0 && lane[j] == lane[i] && reach[j] < need[i]) j = prev[j];
+        out[i] = (j >= 0 && lane[j] == lane[i]) ? j : -1;
+    }
+    Py_END_ALLOW_THREADS
+    free(prev);
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    for (int k = 0; k < 4; k++) PyBuffer_Release(&b[k]);
+    return res;
+}
+
+PyDoc_STRVAR(holders_doc,
+"holders(lane, reach, need, out) -> None\n\n"
+"out[i] = the largest j < i of i's lane with reach[j] >= need[i], else -1 (int64 arrays of one\n"
+"length, sorted by lane). See dashboard/engine/steps.py: innermost_holders.");
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O, scan_doc},
     {"scan_document", scan_document, METH_O, scan_document_doc},
+    {"holders", holders, METH_VARARGS, holders_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,11 @@ import polars as pl
 
 from dashboard.engine.model import GPU_CATEGORIES
 
+try:  # the C extension's stack-free walk (see _scan.c: holders); the numpy version below without it
+    from dashboard.engine._scan import holders as _c_holders
+except ImportError:
+    _c_holders = None
+
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # Python frames interleave with ops on the same thread in some traces; they nest on a lane of their own.
 _OWN_LANE = ("python_function",)
@@ -56,19 +61,24 @@ def nesting(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def innermost_holders(lane: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+def innermost_holders(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, use_c: bool = True) -> np.ndarray:
     """Each event's parent as an index into the same arrays (-1: none), for arrays sorted by
     (lane, ts, -duration, file order); ts and end in ns.
 
     The parent is the latest earlier span of the lane that reaches far enough: end > e.ts and
     end >= e.end - TICK_NS (an earlier span of the lane starts at or before e.ts). That is what
-    a stack walk finds, the innermost open span that holds the event, without a Python loop."""
+    a stack walk finds, the innermost open span that holds the event. Through the C extension
+    when it is built (0.05 s for the 910 MB trace's 2.2M events, where this numpy version, kept
+    as the fallback and the tests' oracle, took 0.7 s), else without a Python loop."""
     n = len(ts)
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return parent
     reach = np.where(end > ts, end, _NO_REACH)  # a zero-length span holds nothing
     need = np.maximum(ts + 1, end - TICK_NS)
+    if use_c and _c_holders is not None:
+        _c_holders(np.ascontiguousarray(lane, dtype=np.int64), reach, need, parent)
+        return parent
     # most events sit right after their parent: settle those in one pass
     prev_holds = np.zeros(n, dtype=bool)
     prev_holds[1:] = (lane[1:] == lane[:-1]) & (reach[:-1] >= need[1:])
