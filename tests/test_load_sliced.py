@@ -395,3 +395,11 @@ def test_the_workers_close_once_a_files_slices_are_read_unless_more_large_files_
     assert failures == [] and len(runs) == 2
     assert used[4] is used[5]
     assert load._workers_started is None and _exited(used[5])
+
+    from dashboard.engine.ingest import ingest
+    from dashboard.engine.store import Store
+
+    done = ingest([path, other], Store(tmp_path / "store"))  # `attnscope ingest a b`, in this process
+    assert done.errors == [] and len(done.runs) == 2
+    assert used[6] is used[7]
+    assert load._workers_started is None and _exited(used[7])

@@ -93,10 +93,11 @@ def discover(
     return groups
 
 
-def parse_into(root: str, path: str) -> tuple[str, str | None, int | None, str | None, int | None]:
-    """Parse one file into the store at `root` (a worker's task): (path, sha, rank, error, world size)."""
+def parse_into(root: str, path: str, keep_workers: bool = False) -> tuple[str, str | None, int | None, str | None, int | None]:
+    """Parse one file into the store at `root` (a worker's task): (path, sha, rank, error, world size).
+    `keep_workers`: as load_trace's (more files follow in this process)."""
     try:
-        trace, sha = Store(root).open(path)
+        trace, sha = Store(root).open(path, keep_workers=keep_workers)
     except TraceError as exc:
         return path, None, None, str(exc), None
     return path, sha, rank_of(trace), None, world_of(trace)
@@ -118,7 +119,7 @@ def ingest(
     if scheduler or workers > 1:
         results = _map_on_dask(root, files, workers, scheduler)
     else:
-        results = [parse_into(root, f) for f in files]
+        results = [parse_into(root, f, keep_workers=i + 1 < len(files)) for i, f in enumerate(files)]
     parsed = dict(zip(files, results))
     out = Ingested(warnings=skipped)
     for folder, members in groups:
