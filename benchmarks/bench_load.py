@@ -34,6 +34,13 @@ mode, path = sys.argv[1], sys.argv[2]
 from dashboard.engine import load_trace, summarize  # first, as the CLI and the dashboard import it
 import msgspec, polars, numpy  # libraries loaded before the baseline reading
 import dashboard.engine.load as load
+made = []  # every set of slice workers this load starts (closed by the loader before its tables are built)
+if hasattr(load, "_Workers"):
+    _init = load._Workers.__init__
+    def _noted(self, *args, **kwargs):
+        _init(self, *args, **kwargs)
+        made.append(self)
+    load._Workers.__init__ = _noted
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 def cpu():
     return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
@@ -48,10 +55,9 @@ if mode == "json":
 elif mode == "summary":
     summarize(load_trace(path))
 elapsed = time.perf_counter() - t0
-started = getattr(load, "_workers_started", None)  # None also for a loader without workers
-workers = started.procs if started is not None else []
-if workers:
-    started.close()  # reaped: their CPU time and peak RSS show in RUSAGE_CHILDREN
+workers = [proc for started in made for proc in started.procs]
+for started in made:
+    started.close()  # waited for (again): their CPU time and peak RSS show in RUSAGE_CHILDREN
 busy = cpu() - c0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 if workers else 0
