@@ -68,8 +68,9 @@ def innermost_holders(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, use_c: 
     The parent is the latest earlier span of the lane that reaches far enough: end > e.ts and
     end >= e.end - TICK_NS (an earlier span of the lane starts at or before e.ts). That is what
     a stack walk finds, the innermost open span that holds the event. Through the C extension
-    when it is built (0.05 s for the 910 MB trace's 2.2M events, where this numpy version, kept
-    as the fallback and the tests' oracle, took 0.7 s), else without a Python loop."""
+    when it is built (the 187 MB trace's 450,000 events: 12 ms with the arrays it needs, against
+    54 ms for this numpy version, which is kept as the fallback and the tests' oracle and took
+    0.7 s of the 910 MB trace's load), else without a Python loop."""
     n = len(ts)
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
