@@ -9,6 +9,7 @@ running the file, imports it as a module to serve it, and runs it as the page's 
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 if __package__ in (None, ""):  # `streamlit run dashboard/app.py` runs this file as a script
@@ -117,12 +118,13 @@ def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
     deferred: list[catalog.Parsed] = []
     loaded, bad = catalog.open_all(pending, progress=runs.Throttled(slot.progress), cache=cache, defer_store=deferred)
     slot.empty()
+    writer = threading.Thread(target=catalog.store_parsed, args=(cache, deferred, evicted), name="attnscope-store-write")
+    if deferred:
+        writer.start()
 
-    def write_store() -> None:
-        """Store what this run parsed, once the tabs are drawn: written in a thread while they drew,
-        the write took CPU from them on two cores and the 910 MB upload's first table came 1.2 s
-        later. The store's sidebar sections, which read the store, are drawn after it."""
-        catalog.store_parsed(cache, deferred, evicted)
+    def wait_for_store() -> None:
+        if deferred:
+            writer.join()
 
     for failure in failures + bad:
         sidebar.error(literal.md(failure.message), icon=":material/error:")
@@ -133,7 +135,7 @@ def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
             "`python -m collectors --out sample_traces/mine`.",
             icon=":material/upload_file:",
         )
-        return None, write_store
+        return None, wait_for_store
 
     ids = [r.source.id for r in loaded]
     link.seed_labels("label", ids)
@@ -157,7 +159,7 @@ def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
     link.publish("run", chosen)
     if not chosen:
         st.info("Choose at least one run in the sidebar.", icon=":material/checklist:")
-        return None, write_store
+        return None, wait_for_store
     link.seed_choice("baseline", "baseline", chosen, chosen[0])
     baseline = sidebar.selectbox(
         "Baseline", chosen, key="baseline", format_func=labels.get,
@@ -182,7 +184,7 @@ def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
     offer_downloads(sidebar, selection)
 
     def finish() -> None:
-        write_store()
+        wait_for_store()
         offer_saved_view(sidebar, cache)
         show_store(sidebar, cache, [(labels[i], by_id[i]) for i in chosen], [(labels[r.source.id], r) for r in loaded])
 

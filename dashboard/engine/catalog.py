@@ -449,16 +449,14 @@ def detached(trace: Trace) -> Trace:
     """The trace with its own polars objects (each table cloned: the columns' memory is shared,
     not copied) and its own analyses cache, for another thread to read while this one does:
     polars before 2.0 refuses to read a frame while another thread writes it out ("Already
-    mutably borrowed", seen with polars 1.20 when the store's Parquet write ran beside the app).
-    The cache's traces are shared by every session, whose script threads may read one while the
-    session that parsed it writes it to the store."""
+    mutably borrowed", seen with polars 1.20 when the store's Parquet write ran beside the app)."""
     return dataclasses.replace(trace, events=trace.events.clone(), flows=trace.flows.clone(), steps=trace.steps.clone(),
                                _analyses={})
 
 
 def store_parsed(cache: TraceCache, parsed: list[Parsed], evicted: list[StoredTrace] | None = None) -> None:
     """Write parsed traces to the store; what the store removed to keep under its cap is added to
-    `evicted`. Touches no session state: the dashboard runs it once its tabs are drawn."""
+    `evicted`. Touches no session state: the dashboard runs it in a thread while it draws."""
     for item in parsed:
         removed = into_store(cache, item.source, item.trace, item.digest)
         if evicted is not None:
@@ -515,7 +513,7 @@ def open_all(
         else:
             got[item.digest] = trace
             cache.put(item.digest, trace)
-            if defer_store is not None:  # for the caller's store_parsed: a trace that shares no polars object
+            if defer_store is not None:  # for a thread of the caller's: a trace that shares no polars object
                 defer_store.append(Parsed(item.source, detached(trace), item.digest))
             else:
                 store_parsed(cache, [Parsed(item.source, trace, item.digest)], evicted)
