@@ -24,6 +24,7 @@ from torch import Tensor
 from collectors.manifest import Manifest, Run, Skip
 from collectors.parity import Parity, compare, reference
 from collectors.profile import describe, device_name, profile_attention
+from collectors.report import run_label
 from collectors.variants import VARIANTS, Attention, Shape, Unavailable, Variant
 
 QKV = tuple[Tensor, Tensor, Tensor]
@@ -84,7 +85,7 @@ def _collect_one(
 ) -> bool:
     """Check and profile one (variant, compiled) pair; record a Run or a Skip. True if it ran.
     graphs: compile with mode="reduce-overhead", so that the kernels replay from a CUDA graph."""
-    label = f"{variant.name} (CUDA graphs)" if graphs else f"{variant.name} (compiled)" if compiled else variant.name
+    label = run_label(variant.name, compiled, graphs)
     try:
         fn = variant.bind(qkv[0])
         if compiled:

@@ -40,7 +40,7 @@ def summarize_run(folder: Path, run: Run) -> tuple[tuple[str, ...], str]:
     backends = "+".join(detect_backends(trace).backends) or "?"
     parity = run.parity
     verdict = "ok" if parity["passed"] else "FAIL"
-    label = f"{run.variant} (compiled)" if run.compiled else run.variant
+    label = run_label(run.variant, run.compiled, run.cuda_graphs)
     row = (
         label,
         backends,
@@ -50,6 +50,11 @@ def summarize_run(folder: Path, run: Run) -> tuple[tuple[str, ...], str]:
         f"{verdict} (max abs {_num(parity['max_abs'])})",
     )
     return row, TIME_WORDS.get(time.source, time.source)
+
+
+def run_label(variant: str, compiled: bool, cuda_graphs: bool) -> str:
+    """How the collector's log names a run: 'naive', 'naive (compiled)', 'naive (CUDA graphs)'."""
+    return f"{variant} (CUDA graphs)" if cuda_graphs else f"{variant} (compiled)" if compiled else variant
 
 
 def render(manifest: Manifest, folder: Path) -> str:
@@ -77,7 +82,7 @@ def render(manifest: Manifest, folder: Path) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     for skip in manifest.skipped:
-        lines.append(f"skipped {skip.variant}{' (compiled)' if skip.compiled else ''}: {skip.reason}")
+        lines.append(f"skipped {run_label(skip.variant, skip.compiled, skip.cuda_graphs)}: {skip.reason}")
     return "\n".join(lines)
 
 

@@ -296,6 +296,8 @@ def test_cuda_graphs_compile_with_reduce_overhead_into_a_trace_of_their_own(
     ]
     assert raw(tmp_path / "naive.graphs.json.gz")["attnscope"]["cuda_graphs"] is True
     assert len(manifest.runs) == 2
+    table = render_table(manifest, tmp_path).splitlines()
+    assert [line.split("  ")[0] for line in table[2:4]] == ["naive", "naive (CUDA graphs)"]
 
 
 def test_a_compile_failure_is_a_skip_with_its_reason(
