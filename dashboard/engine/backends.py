@@ -233,11 +233,20 @@ def attention_launches(runs: dict[str, Trace]) -> pl.DataFrame:
 
 
 def _inductor_evidence(trace: Trace, names: pl.Series, fused: list[str]) -> list[str]:
-    """Generated softmax kernels of a compiled hand-written attention (when no fused SDPA ran)."""
+    """Generated softmax kernels of a compiled hand-written attention (when no fused SDPA ran),
+    beside its matmuls: aten matmul ops, or, when the kernels replay from a CUDA graph and no op
+    runs on the CPU, matrix-multiply kernels."""
     if fused:
         return []
     hits = sorted(names.filter(names.str.contains(INDUCTOR_SOFTMAX)).to_list())
-    return hits if hits and names.str.contains(EAGER_MATMUL).any() else []
+    if not hits:
+        return []
+    if names.str.contains(EAGER_MATMUL).any():
+        return hits
+    from dashboard.engine.kernels import family_of  # kernels imports this module
+
+    kernels = trace.events.lazy().filter(pl.col("cat") == "kernel").select(pl.col("name").unique().cast(pl.String)).collect()
+    return hits if any(family_of(name) == "gemm" for name in kernels.to_series().drop_nulls().to_list()) else []
 
 
 def _eager_evidence(trace: Trace) -> list[str]:

@@ -27,6 +27,7 @@ REQUESTED_COPY_OPS = frozenset(
         "aten::concat", "aten::concatenate", "aten::stack", "aten::hstack", "aten::vstack", "aten::index_copy",
         "aten::index_copy_", "aten::pin_memory", "aten::_pin_memory", "aten::to_dense", "aten::repeat",
         "aten::tile", "aten::tensor", "aten::scalar_tensor", "aten::new_tensor", "aten::detach_copy",
+        "aten::_foreach_copy_", "aten::_foreach_copy",
     }
 )
 # A chain through one of these reads a value back to Python (`.item()`, `if tensor:`): the user
@@ -57,7 +58,9 @@ COPY_CLASSES: tuple[tuple[str, str], ...] = (
     (HIDDEN, "the origin is an op that does not ask for a copy (masked_fill > clone > copy_, layer_norm > contiguous > clone)"),
     (UNATTRIBUTED, "no op holds the launch, or only wrappers do (a compiled region's own kernel, a copy outside any op)"),
 )
-COPY_KERNEL = r"direct_copy_kernel|copy_kernel|copy_device_to_device"
+# ... and torch._foreach_copy_'s multi-tensor launcher with its Copy functor (how torch.compile's
+# CUDA graphs copy each call's inputs into the graph's static buffers).
+COPY_KERNEL = r"direct_copy_kernel|copy_kernel|copy_device_to_device|multi_tensor_apply_kernel<.*\WCopy<"
 CHAIN_CATEGORIES = ("cpu_op",)
 CHAIN_SEP = "\x1f"
 

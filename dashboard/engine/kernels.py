@@ -48,6 +48,8 @@ FAMILY_RULES: tuple[FamilyRule, ...] = (
                "data movement: memcpy rows, ROCm blit copies, torch.cat, layout transposes, KV-cache writes"),
     FamilyRule("copy", r"^at::native::\w*elementwise\w*$", r"copy_kernel_cuda|copy_device_to_device",
                "PyTorch's elementwise launcher running a copy functor (direct_copy_kernel_cuda: copy_ and dtype casts)"),
+    FamilyRule("copy", r"(^|::)multi_tensor_apply_kernel$", r"(^|\W)Copy<",
+               "torch._foreach_copy_'s launcher running its Copy functor (e.g. a CUDA graph's input copies)"),
     FamilyRule("softmax", r"softmax", "", "softmax kernels and ops (cunn_SoftMaxForward, softmax_warp_forward, _softmax)"),
     FamilyRule("convolution",
                r"convol|conv(?!ert|ers)|winograd|scudnn|im2col|col2im|(^|[_:])(fprop|dgrad|wgrad)|^cask_cudnn|igemm_(fwd|bwd|wrw)",
@@ -80,12 +82,12 @@ FAMILY_RULES: tuple[FamilyRule, ...] = (
                r"max_pool\w*|avg_pool\w*)$|^triton_(red|per)_", "",
                "reductions and normalizations: reduce_kernel, layer/batch/RMS norm, losses, pooling, Triton red/per"),
     FamilyRule("elementwise",
-               r"elementwise|multi_tensor_apply|^triton_poi_|(^|::)(index|gather|scatter)\w*|indexSelect|indexFunc|"
+               r"elementwise|multi_tensor_apply|^triton_poi_|(^|::)(index|gather|scatter)\w*|indexSelect|indexFunc|(^|::)triu_tril_kernel$|"
                r"vectorized_gather|act_and_mul|(^|_)(silu|gelu|relu)|rotary|(^|_)rope(_|$)|scalePackedTensor|"
                r"^aten::(add|sub|mul|div|masked_fill|where|exp|log|tanh|relu|gelu|silu|neg|pow|sqrt|rsqrt|tril|triu|"
                r"sigmoid|clamp|clamp_min|ge|le|lt|gt|eq|ne|logical_\w+|threshold|dropout|index\w*|gather|scatter\w*)_?$",
                "", "pointwise work: PyTorch's elementwise launchers, foreach/optimizer kernels, indexing, "
-               "activations, rotary embeddings, Triton pointwise (triton_poi_*)"),
+               "activations, rotary embeddings, Triton pointwise (triton_poi_*), tril/triu masks"),
 )
 _FAMILY_REGEX: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
     (r.family, re.compile(r.name, re.IGNORECASE), re.compile(r.template, re.IGNORECASE) if r.template else None)
