@@ -196,7 +196,9 @@ def _labels(traces: list[Trace]) -> dict[str, Trace]:
     labels: dict[str, Trace] = {}
     for trace in traces:
         label = str(trace.collector.get("variant") or trace.source)
-        if trace.collector.get("compiled"):
+        if trace.collector.get("cuda_graphs") is True:
+            label += " (CUDA graphs)"
+        elif trace.collector.get("compiled"):
             label += " (compiled)"
         if label in labels:
             label = f"{label} [{trace.source}]"

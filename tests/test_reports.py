@@ -421,6 +421,18 @@ def test_a_compiled_math_run_says_inductor_replaced_the_math_path():
     assert rows["sdpa-math"]["check"] == "as requested"
 
 
+def test_runs_replayed_from_cuda_graphs_are_named_so_and_their_generated_math_path_is_recognised():
+    h200 = ROOT / "sample_traces" / "h200"
+    out = run("compare", *(str(h200 / f"sdpa-math{kind}.json.gz") for kind in ("", ".compiled", ".graphs")))
+    assert out.returncode == 0, out.stderr
+    rows = {r["run"]: r for r in _md_rows(out.stdout, "### Attention backend")}
+    assert list(rows) == ["sdpa-math", "sdpa-math (compiled)", "sdpa-math (CUDA graphs)"]
+    graphs = oracle.raw(h200 / "sdpa-math.graphs.json.gz")
+    assert graphs["attnscope"]["cuda_graphs"] is True and graphs["attnscope"]["backend_requested"] == "math"
+    assert not any(e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::bmm") for e in graphs["traceEvents"])  # replayed: no matmul op
+    assert rows["sdpa-math (CUDA graphs)"]["check"] == rows["sdpa-math (compiled)"]["check"] == "compiled: inductor replaced the math path"
+
+
 def test_one_copy_is_one_copy_not_one_copies():
     from dashboard.engine import load_trace, review
 

@@ -148,5 +148,10 @@ def show_collections(collections: list[Collection]) -> None:
             st.markdown("\n".join(f"- {fact}" for fact in facts))
             for skip in c.skipped:
                 st.markdown(
-                    f"- skipped **{literal.md(skip.get('variant'))}**{' (compiled)' if skip.get('compiled') else ''}: {literal.md(skip.get('reason'))}"
+                    f"- skipped **{literal.md(skip.get('variant'))}**{_how(skip)}: {literal.md(skip.get('reason'))}"
                 )
+
+
+def _how(skip: dict) -> str:
+    """' (CUDA graphs)' or ' (compiled)' for a skip of the collectors' manifest, as the run labels say."""
+    return " (CUDA graphs)" if skip.get("cuda_graphs") is True else " (compiled)" if skip.get("compiled") else ""
