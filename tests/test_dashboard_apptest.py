@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "dashboard" / "app.py"
 SAMPLE = REPO / "sample_traces" / "cpu"
 GPU_SAMPLE = REPO / "sample_traces" / "gpu-public"
+H200_SAMPLE = REPO / "sample_traces" / "h200"
 DATA = REPO / "tests" / "data"
 H100 = DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
 A100 = DATA / "hta_a100_control.json.gz"
@@ -50,15 +51,23 @@ def manifest() -> dict:
     return json.loads((SAMPLE / "runs.json").read_text())
 
 
+def cpu(label: str) -> str:
+    """How the app shows a CPU sample's label: the H200 collection has runs of the same variants,
+    so each of these labels carries its collection's name."""
+    return f"{label} [cpu]"
+
+
 def sample_runs() -> dict[str, Path]:
-    """label -> trace path for every run of the bundled CPU collection, as the manifest lists them."""
+    """label (as the app shows it) -> trace path for every run of the bundled CPU collection, as
+    the manifest lists them."""
     return {
-        (f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]): SAMPLE / r["trace"] for r in manifest()["runs"]
+        cpu(f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]): SAMPLE / r["trace"] for r in manifest()["runs"]
     }
 
 
 def sample_id(label: str) -> str:
-    """The run id a link uses for a run of the bundled collection."""
+    """The run id a link uses for a run of the bundled collection (its label, with or without [cpu])."""
+    label = label.removesuffix(" [cpu]")
     entry = next(r for r in manifest()["runs"] if (f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]) == label)
     return f"{manifest()['collection']}/{entry['trace'].removesuffix('.json.gz')}"
 
@@ -151,27 +160,36 @@ def texts(elements) -> list[str]:
 # ---------------------------------------------------------------- runs and overview
 
 
-def test_the_app_opens_on_the_gpu_sample_collection_alone_and_the_cpu_one_is_one_click_away(app):
+def h200_ids() -> list[str]:
+    """The run ids of the bundled H200 collection, in its manifest's order."""
+    manifest = json.loads((H200_SAMPLE / "runs.json").read_text())
+    return [f"{manifest['collection']}/{r['trace'].removesuffix('.json.gz')}" for r in manifest["runs"]]
+
+
+def test_the_app_opens_on_our_h200_collection_alone_and_the_others_are_one_click_away(app):
     at = app()
     shown = table(at, "tbl_overview")
-    assert shown["run"].tolist() == list(gpu_runs())  # GPU samples only, never mixed with the CPU ones
-    assert at.multiselect[0].value == gpu_ids()
-    assert at.selectbox(key="baseline").value == gpu_ids()[0]
+    # the bundled GPU collection our collectors wrote (parity, shapes), never mixed with CPU runs
+    assert at.multiselect[0].value == h200_ids() and len(h200_ids()) == 21
+    assert at.selectbox(key="baseline").value == "h200/naive"
     assert set(shown["work_unit"]) == {"kernel"}
-    assert "flash" in set(shown["backends"])  # a flash backend on the first screen
-    assert (shown["copies_per_step"] > 0).any()  # and GPU copies
-    assert len(at.multiselect[0].options) == len(gpu_runs()) + len(sample_runs())
+    assert set(shown["backends"]) == {"eager", "inductor", "cudnn", "math", "flash", "efficient"}
+    assert (shown["hidden_copies_per_step"] > 0).any()  # and the article's hidden copy
+    assert len(at.multiselect[0].options) == len(gpu_runs()) + len(sample_runs()) + len(h200_ids())
     at.button(key="pick_cpu").click().run()
     assert table(at, "tbl_overview")["run"].tolist() == list(sample_runs())
     assert at.selectbox(key="baseline").value == sample_id(next(iter(sample_runs())))
     assert at.query_params["run"] == [sample_id(label) for label in sample_runs()]
+    at.button(key="pick_gpu-public").click().run()
+    assert table(at, "tbl_overview")["run"].tolist() == list(gpu_runs())
+    assert at.selectbox(key="baseline").value == gpu_ids()[0]
 
 
 def test_overview_numbers_equal_the_engines(app):
     at = app(params=cpu_link())
     shown = table(at, "tbl_overview").set_index("run")
     traces = {label: load_trace(path) for label, path in sample_runs().items()}
-    base = step_time(traces["naive"]).median_us
+    base = step_time(traces[cpu("naive")]).median_us
     for label, trace in traces.items():
         row = shown.loc[label]
         steps = per_step(trace)
@@ -191,13 +209,13 @@ def test_overview_numbers_equal_the_engines(app):
 
 def test_overview_makes_the_naive_hidden_copy_an_alarm(app):
     at = app(params=cpu_link())
-    alarms = [t for t in texts(at.get_by_key("findings").error) if t.startswith("**naive: hidden copy")]
+    alarms = [t for t in texts(at.get_by_key("findings").error) if t.startswith(f"**{cpu('naive')}: hidden copy")]
     assert len(alarms) == 1
     assert "aten::masked_fill > aten::clone > aten::copy_" in alarms[0]
     shape = manifest()["shape"]
     scores = shape["batch"] * shape["heads"] * shape["seq"] * shape["seq"] * 4  # fp32 scores tensor
     assert f"{scores / 1e6:.1f} MB per step" in alarms[0]
-    assert not any(t.startswith("**naive_inplace:") for t in texts(at.error))
+    assert not any(t.startswith(f"**{cpu('naive_inplace')}:") for t in texts(at.error))
 
 
 def test_overview_on_a_real_gpu_trace_counts_kernels(app):
@@ -217,7 +235,7 @@ def test_overview_on_a_real_gpu_trace_counts_kernels(app):
 
 
 def test_the_gpu_sample_collection_is_what_its_manifest_says(app):
-    at = app()
+    at = app(params={"run": gpu_ids()})
     shown = table(at, "tbl_overview").set_index("run")
     for label, path in gpu_runs().items():
         doc = oracle.raw(path)
@@ -240,12 +258,12 @@ def test_cpu_and_gpu_runs_are_separate_groups_each_against_its_own_baseline(app)
     at = app(params={"run": chosen, "baseline": sample_id("naive")})
     why = texts(at.get_by_key("device_groups").info)
     assert len(why) == 1 and "measured differently" in why[0] and "naive" in why[0]
-    cpu, gpu = table(at, "tbl_overview_cpu").set_index("run"), table(at, "tbl_overview_gpu").set_index("run")
-    assert list(cpu.index) == ["naive", "sdpa"] and list(gpu.index) == list(gpu_runs())[:2]
-    naive, sdpa = load_trace(sample_runs()["naive"]), load_trace(sample_runs()["sdpa"])
+    cpu_rows, gpu = table(at, "tbl_overview_cpu").set_index("run"), table(at, "tbl_overview_gpu").set_index("run")
+    assert list(cpu_rows.index) == [cpu("naive"), cpu("sdpa")] and list(gpu.index) == list(gpu_runs())[:2]
+    naive, sdpa = load_trace(sample_runs()[cpu("naive")]), load_trace(sample_runs()[cpu("sdpa")])
     bert, qwen = (load_trace(p) for p in list(gpu_runs().values())[:2])
     # each group against its own baseline: naive for the CPU runs, the first GPU run for the GPU ones
-    assert close(cpu.loc["sdpa", "speedup"], step_time(naive).median_us / step_time(sdpa).median_us)
+    assert close(cpu_rows.loc[cpu("sdpa"), "speedup"], step_time(naive).median_us / step_time(sdpa).median_us)
     assert close(gpu.loc["h100-qwen-chat-flash", "speedup"], step_time(bert).median_us / step_time(qwen).median_us)
     assert close(gpu.loc["h100-bert-flash", "speedup"], 1.0)
     notes = texts(at.get_by_key("findings").warning)
@@ -289,7 +307,7 @@ def test_a_bad_upload_shows_its_error_and_the_good_one_becomes_the_comparison(ap
     runs = table(at, "tbl_overview")["run"].tolist()
     assert runs == ["tracelens_h100_bert_sdpa_flash"]  # the upload alone: the samples are not selected
     assert at.selectbox(key="baseline").value == "upload/" + H100.name
-    assert {"tracelens_h100_bert_sdpa_flash", "h100-bert-flash", "naive"} <= set(at.multiselect[0].options)  # all on offer
+    assert {"tracelens_h100_bert_sdpa_flash", "h100-bert-flash", cpu("naive")} <= set(at.multiselect[0].options)  # all on offer
 
 
 def test_two_uploads_become_the_comparison_with_the_first_as_baseline_and_the_samples_one_click_away(app):
@@ -318,9 +336,9 @@ def test_a_runs_json_that_is_not_an_object_is_an_error_naming_it_and_the_other_r
     at = app(params={"run": [sample_id("naive"), "file/" + H100.name]}, traces=[folder, H100])
     errors = texts(at.sidebar.error)
     assert len(errors) == 1 and str(folder / "runs.json") in errors[0] and "a list" in errors[0]
-    assert table(at, "tbl_overview_cpu")["run"].tolist() == ["naive"]  # a CPU-only and a GPU run: two groups
+    assert table(at, "tbl_overview_cpu")["run"].tolist() == [cpu("naive")]  # a CPU-only and a GPU run: two groups
     assert table(at, "tbl_overview_gpu")["run"].tolist() == ["tracelens_h100_bert_sdpa_flash"]
-    assert len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + 1  # every bundled run, and the good extra file
+    assert len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + len(h200_ids()) + 1  # every bundled run, and the good extra file
 
 
 def test_an_extra_path_that_does_not_exist_is_an_error_naming_it(app, tmp_path):
@@ -329,7 +347,7 @@ def test_an_extra_path_that_does_not_exist_is_an_error_naming_it(app, tmp_path):
     errors = texts(at.sidebar.error)
     assert errors == [f"{gone}: no such file or folder"]
     assert table(at, "tbl_overview")["run"].tolist() == ["tracelens_h100_bert_sdpa_flash"]
-    assert len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + 1
+    assert len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + len(h200_ids()) + 1
 
 
 def test_a_manifest_run_whose_trace_is_missing_is_an_error_and_similar_names_keep_their_own_ids(app, tmp_path):
@@ -359,9 +377,9 @@ def test_a_tab_the_engine_fails_on_shows_one_error_and_the_rest_of_the_app_stays
     assert len(errors) == 1
     assert errors[0].startswith("The Backends tab could not be drawn") and "ValueError: no backend table today" in errors[0]
     assert "second line" not in errors[0] and "Traceback" not in errors[0]
-    assert at.multiselect[0].value == gpu_ids()  # the sidebar is intact
+    assert at.multiselect[0].value == h200_ids()  # the sidebar is intact
     at = app()  # and the other tabs draw as before
-    assert table(at, "tbl_overview")["run"].tolist() == list(gpu_runs())
+    assert len(table(at, "tbl_overview")) == len(h200_ids())
 
 
 def test_discovery_names_every_source_it_cannot_open_and_opens_a_file_named_twice_once(tmp_path):
@@ -422,10 +440,11 @@ def test_a_run_keeps_its_colour_whatever_else_is_selected(app):
         at = app("Speedups", params={"run": chosen})
         bars = figure(at, "chart_speed_time")["data"][0]
         colours.append(dict(zip(bars["x"], bars["marker"]["color"])))
-    for label in ("naive", "sdpa", "sdpa-math"):
+    labels = [cpu("naive"), cpu("sdpa"), cpu("sdpa-math")]
+    for label in labels:
         seen = {c[label] for c in colours if label in c}
         assert len(seen) == 1, (label, colours)
-    assert len({colours[0][label] for label in ("naive", "sdpa", "sdpa-math")}) == 3
+    assert len({colours[0][label] for label in labels}) == 3
 
 
 def test_switching_tabs_never_parses_again(app):
@@ -465,7 +484,7 @@ def test_kernels_tab_lists_the_difference_to_the_baseline_ranked_by_time(app):
     at = app("Kernels", params={"run": [sample_id("naive"), sample_id("naive_inplace")], "baseline": sample_id("naive")})
     # by default template instances fold into their base name (the toggle is on)
     assert at.toggle(key="kd_base").value is True
-    expect = kernel_diff(load_trace(sample_runs()["naive"]), load_trace(sample_runs()["naive_inplace"]), by="base")
+    expect = kernel_diff(load_trace(sample_runs()[cpu("naive")]), load_trace(sample_runs()[cpu("naive_inplace")]), by="base")
     changed = expect.filter(pl.col("change") != "same")
     shown = table(at, "tbl_kernels_delta")
     assert list(zip(shown["name"], shown["change"])) == list(zip(changed["name"], changed["change"]))  # in the engine's order
@@ -478,7 +497,7 @@ def test_kernels_tab_lists_the_difference_to_the_baseline_ranked_by_time(app):
 
 
 def test_the_kernel_change_summary_counts_each_kind_of_change_per_run(app):
-    base, others = "naive", ["naive_inplace", "sdpa"]
+    base, others = cpu("naive"), [cpu("naive_inplace"), cpu("sdpa")]
     at = app("Kernels", params={"run": [sample_id(base)] + [sample_id(o) for o in others], "baseline": sample_id(base)})
     shown = table(at, "tbl_kernels_change_summary").set_index("run")
     assert shown.index.tolist() == others
@@ -574,17 +593,17 @@ def test_kernels_tab_folds_template_instances_by_default_and_shows_full_names_on
 def test_copies_tab_makes_the_naive_masked_fill_copy_stand_out(app):
     at = app("Copies", params=cpu_link())
     alarms = texts(at.get_by_key("copies_alarms").error)
-    assert len(alarms) == 1 and alarms[0].startswith("**naive: hidden cpu copy**")
+    assert len(alarms) == 1 and alarms[0].startswith(f"**{cpu('naive')}: hidden cpu copy**")
     assert "aten::masked_fill > aten::clone > aten::copy_" in alarms[0]
     every = table(at, "tbl_copies")
-    expect = copies(load_trace(sample_runs()["naive"]))
-    naive = every[every["run"] == "naive"]
-    assert len(naive) == expect.height == load_trace(sample_runs()["naive"]).steps.height  # one per step
+    expect = copies(load_trace(sample_runs()[cpu("naive")]))
+    naive = every[every["run"] == cpu("naive")]
+    assert len(naive) == expect.height == load_trace(sample_runs()[cpu("naive")]).steps.height  # one per step
     shape = manifest()["shape"]
     assert set(naive["bytes"]) == {shape["batch"] * shape["heads"] * shape["seq"] ** 2 * 4}  # the fp32 scores tensor
     assert naive["hidden"].all()
     assert set(naive["chain"]) == {"aten::masked_fill > aten::clone > aten::copy_"}
-    assert set(every["run"]) == {"naive"}  # no other variant of the collection copies a tensor
+    assert set(every["run"]) == {cpu("naive")}  # no other variant of the collection copies a tensor
 
 
 def test_copies_tab_on_the_gpu_pair_shows_every_memcpy(app):
@@ -622,7 +641,7 @@ def test_a_long_table_drops_its_row_colours_and_says_so(app, monkeypatch):
 
 
 def test_timeline_tab_draws_both_steps_and_diffs_their_kernel_sequences(app):
-    a_path, b_path = sample_runs()["naive"], sample_runs()["sdpa"]
+    a_path, b_path = sample_runs()[cpu("naive")], sample_runs()[cpu("sdpa")]
     a, b = load_trace(a_path), load_trace(b_path)
     step_a, step_b = a.steps["step"][1], b.steps["step"][2]
     at = app(
@@ -632,8 +651,8 @@ def test_timeline_tab_draws_both_steps_and_diffs_their_kernel_sequences(app):
     )
     drawn = timeline_drawn(at)
     titles = [panel["title"] for panel in drawn["panels"]]
-    assert titles[0] == f"A: naive step {step_a}: {timeline(a, step_a).height:,} events"
-    assert titles[1] == f"B: sdpa step {step_b}: {timeline(b, step_b).height:,} events"
+    assert titles[0] == f"A: {cpu('naive')} step {step_a}: {timeline(a, step_a).height:,} events"
+    assert titles[1] == f"B: {cpu('sdpa')} step {step_b}: {timeline(b, step_b).height:,} events"
     for panel, (trace, step) in zip(drawn["panels"], ((a, step_a), (b, step_b))):
         expect = timeline(trace, step)
         assert set(panel["lanes"]) == set(expect["lane"].to_list())
@@ -743,7 +762,7 @@ def test_backends_tab_shows_requested_detected_and_evidence(app):
     h100 = shown.loc["tracelens_h100_bert_sdpa_flash"]
     assert h100["detected"] == "flash"
     assert any("pytorch_flash::flash_fwd_kernel" in name for name in h100["evidence"])
-    assert shown.loc["sdpa-flash"]["verdict"] == "as requested"
+    assert shown.loc[cpu("sdpa-flash")]["verdict"] == "as requested"
 
 
 def test_a_forced_backend_that_did_not_run_raises_the_fallback_alarm(app, tmp_path):
@@ -756,7 +775,7 @@ def test_a_forced_backend_that_did_not_run_raises_the_fallback_alarm(app, tmp_pa
     ident = "file/" + forged.name
     at = app("Backends", params={"run": [ident]}, traces=[forged])
     alarms = texts(at.get_by_key("backend_alarms").error)
-    assert len(alarms) == 1 and "sdpa-efficient: backend fallback" in alarms[0] and "cpu_flash" in alarms[0]
+    assert len(alarms) == 1 and "sdpa-efficient [files]: backend fallback" in alarms[0] and "cpu_flash" in alarms[0]
     at = app(params={"run": [ident]}, traces=[forged])
     assert any("backend fallback" in t for t in texts(at.get_by_key("findings").error))
 
@@ -791,11 +810,11 @@ def test_parsing_reports_progress_with_each_files_size_and_parses_once():
     from dashboard.engine.catalog import TraceCache, file_source, open_all, pending_file
 
     cache = TraceCache()
-    pending = [pending_file(file_source(p), cache) for p in (sample_runs()["naive"], H100)]
+    pending = [pending_file(file_source(p), cache) for p in (sample_runs()[cpu("naive")], H100)]
     seen: list[tuple[float, str]] = []
     runs, failures = open_all(pending, progress=lambda frac, text: seen.append((frac, text)), cache=cache)
     assert not failures and [r.label for r in runs] == ["naive", "tracelens_h100_bert_sdpa_flash"]
-    sizes = [p.stat().st_size for p in (sample_runs()["naive"], H100)]
+    sizes = [p.stat().st_size for p in (sample_runs()[cpu("naive")], H100)]
     texts = list(dict.fromkeys(text for _, text in seen))  # several updates per file, in order
     assert f"Parsing naive.json.gz ({sizes[0] / 1000:.1f} kB), file 1 of 2" == texts[0]
     assert texts[1].startswith(f"Parsing {H100.name} ({sizes[1] / 1000:.1f} kB), file 2 of 2")
@@ -856,17 +875,17 @@ def test_speedups_tab_shows_attention_efficiency_and_the_roofline(app):
     bert = gpu.loc["tracelens_h100_bert_sdpa_flash"]
     assert close(bert["attn_tflops"], achieved, rel=1e-6) and bert["attn_pct"] > 0 and pd.isna(bert["attn_reason"])
     assert "10 of 34 calls not measured" in gpu.loc["tracelens_h100_qwen_chat_sdpa_flash", "attn_reason"]
-    cpu = table(at, "tbl_speed_cpu").set_index("run").loc["naive"]
-    assert pd.isna(cpu["attn_pct"]) and "CPU trace" in cpu["attn_reason"]  # a reason, never a percentage
+    naive = table(at, "tbl_speed_cpu").set_index("run").loc[cpu("naive")]
+    assert pd.isna(naive["attn_pct"]) and "CPU trace" in naive["attn_reason"]  # a reason, never a percentage
     fig = figure(at, "chart_roofline")
     assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"
     roofs = [t for t in fig["data"] if t["mode"] == "lines"]
     assert [t["name"] for t in roofs] == ["H100 SXM5 80GB bf16 roof"]
     markers = {t["name"]: t for t in fig["data"] if t["mode"] == "markers"}
     assert close(markers["tracelens_h100_bert_sdpa_flash (attention ops)"]["y"][0], achieved, rel=1e-6)
-    assert "naive (whole step)" in markers  # the CPU run's step, drawn with no roof
+    assert f"{cpu('naive')} (whole step)" in markers  # the CPU run's step, drawn with no roof
     rows = table(at, "tbl_attention_efficiency")
-    assert set(rows["run"]) == {"tracelens_h100_bert_sdpa_flash", "tracelens_h100_qwen_chat_sdpa_flash", "naive"}
+    assert set(rows["run"]) == {"tracelens_h100_bert_sdpa_flash", "tracelens_h100_qwen_chat_sdpa_flash", cpu("naive")}
 
 
 def test_timeline_sequence_is_in_launch_order_with_the_stream_of_each_kernel(app):
@@ -885,10 +904,13 @@ def test_timeline_sequence_is_in_launch_order_with_the_stream_of_each_kernel(app
     assert any("more than one stream" in t for t in texts(at.caption))
 
 
-def test_a_collectors_cuda_graphs_run_is_labelled_so(app, tmp_path):
-    raw = json.loads(gzip.decompress((SAMPLE / "sdpa.compiled.json.gz").read_bytes()))
-    raw["attnscope"]["cuda_graphs"] = True
-    path = tmp_path / "sdpa.graphs.json.gz"
-    path.write_bytes(gzip.compress(json.dumps(raw).encode()))
-    at = app(params={"run": ["file/" + path.name]}, traces=[path])
-    assert table(at, "tbl_overview")["run"].tolist() == [f"{raw['attnscope']['variant']} (CUDA graphs)"]
+def test_a_collectors_cuda_graphs_run_is_labelled_so(app):
+    from dashboard.views.overview import _how
+
+    doc = oracle.raw(H200_SAMPLE / "sdpa.graphs.json.gz")
+    assert doc["attnscope"]["cuda_graphs"] is True and doc["attnscope"]["compiled"] is True
+    at = app(params={"run": ["h200/sdpa.graphs", "h200/sdpa.compiled"]})
+    assert table(at, "tbl_overview")["run"].tolist() == ["sdpa (CUDA graphs)", "sdpa (compiled) [h200]"]
+    # a skip in a collection's manifest is named the same way
+    assert [_how(skip) for skip in ({"compiled": True, "cuda_graphs": True}, {"compiled": True}, {"compiled": False})] == [
+        " (CUDA graphs)", " (compiled)", ""]

@@ -692,12 +692,14 @@ def origin(source: Source) -> str:
 class RunSet:
     """Runs that belong together and are picked with one click: a collection, the loose files
     named on the command line, or the uploads. `bundled`: a collection under sample_traces/;
-    `gpu`: at least one of its runs holds GPU work."""
+    `gpu`: at least one of its runs holds GPU work; `collected`: every run was written by our
+    collectors (its trace describes itself: variant, shape, parity)."""
 
     name: str
     ids: list[str]
     bundled: bool
     gpu: bool
+    collected: bool = False
 
 
 def run_sets(loaded: list[Run], root: Path = SAMPLE_ROOT) -> list[RunSet]:
@@ -712,7 +714,8 @@ def run_sets(loaded: list[Run], root: Path = SAMPLE_ROOT) -> list[RunSet]:
         return members[0].source.collection is not None and path is not None and root in path.resolve().parents
 
     return [
-        RunSet(name, [r.source.id for r in members], bundled(members), any(r.trace.has_gpu for r in members))
+        RunSet(name, [r.source.id for r in members], bundled(members), any(r.trace.has_gpu for r in members),
+               all(bool(r.trace.collector.get("variant")) for r in members))
         for name, members in sets.items()
     ]
 
@@ -721,13 +724,14 @@ def first_look(sets: list[RunSet]) -> list[str]:
     """What the dashboard selects at first open, one set of runs, never CPU and GPU samples
     mixed: the uploads if any; else what the command line named (loose files and extra
     collections together); else the first bundled collection with GPU runs (what the tool is
-    for: kernels, copies, a flash backend); else the first collection."""
+    for: kernels, copies, the backends), one our collectors wrote first (the article's variants,
+    with parity and a shape); else the first collection."""
     uploads = [s for s in sets if s.name == UPLOADS]
     if uploads:
         return uploads[0].ids
     extra = [i for s in sets if not s.bundled for i in s.ids]
     if extra:
         return extra
-    gpu = [s for s in sets if s.gpu]
+    gpu = sorted((s for s in sets if s.gpu), key=lambda s: not s.collected)  # stable: the first of each kind
     chosen = gpu[0] if gpu else (sets[0] if sets else None)
     return chosen.ids if chosen else []
