@@ -133,3 +133,34 @@ def test_default_sdpa_on_this_h200_runs_cudnn_and_the_json_agrees():
     names = {e["name"] for e in oracle.complete(oracle.raw(H200 / "sdpa.json.gz")) if e.get("cat") == "kernel"}
     assert any(name.startswith("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") for name in names)
     assert not any("flash_fwd_kernel" in name or "fmha_cutlass" in name for name in names)
+
+
+ATTENTION_KERNELS = ("pytorch_flash::flash_fwd_kernel", "fmha_cutlassF_", "cudnn_generated_fort_native_sdpa")
+
+
+@pytest.mark.parametrize("variant", ["sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"])
+@pytest.mark.parametrize("kind", ["", ".graphs"])
+def test_fused_attention_rates_come_from_the_shape_even_when_a_cuda_graph_replays_the_kernel(variant, kind):
+    from dashboard.engine.efficiency import efficiency_block
+
+    events = oracle.complete(oracle.raw(H200 / f"{variant}{kind}.json.gz"))
+    kernels = [e for e in events if e.get("cat") == "kernel" and any(k in e["name"] for k in ATTENTION_KERNELS)]
+    assert len(kernels) == 3  # one per step
+    if kind:  # replayed: no op of the attention was recorded, only the graph's launch
+        assert not any(e.get("cat") == "cpu_op" and "attention" in e["name"] for e in events)
+        assert any(e.get("name") == "cudaGraphLaunch" for e in events)
+    useful = 4 * B * H * D * (N * (N + 1) // 2)  # causal: the score pairs on and below the diagonal
+    # an op's time is all the device work it launched (cuDNN's memset too); a replayed kernel has no op
+    timed = kernels if kind else [e for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
+    achieved = useful * len(kernels) / (sum(e["dur"] for e in timed) * 1e-6) / 1e12
+    block = efficiency_block(load_trace(H200 / f"{variant}{kind}.json.gz"))
+    assert block["measured"] == 3
+    assert block["tflops"] == pytest.approx(achieved, rel=1e-6)
+    assert block["pct_of_roofline"] == pytest.approx(100 * achieved / 989.5, rel=1e-6)  # H200 SXM dense bf16, compute-bound here
+
+
+def test_a_graph_replay_without_the_collectors_metadata_still_gives_no_percentage():
+    from dashboard.engine.efficiency import efficiency_block
+
+    block = efficiency_block(load_trace(oracle.DATA / "tracelens_vllm_decode_graph_unified_attention.json.gz"))
+    assert block["pct_of_roofline"] is None and block["measured"] == 0

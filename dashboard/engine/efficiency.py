@@ -429,7 +429,7 @@ def attention_calls(trace: Trace) -> pl.DataFrame:
     outer = dict(zip(att_ids.tolist(), above.tolist()))
     work = _device_work(trace, parent, is_call, kernel_names)
     calls = _call_rows(trace, np.flatnonzero(is_call), outer, work, backend)
-    orphans = _orphan_rows(trace, work, backend)
+    orphans = _orphan_rows(trace, work, backend, lone_steps=not calls.height)
     return pl.concat([calls, orphans]).select(list(CALL_SCHEMA))
 
 
@@ -511,11 +511,19 @@ def _row(call: int, op: str | None, called: str | None, kernel: str | None, back
     return (call, op, called, kernel, backend, device, time_ns, kernels, *described, reason)
 
 
-def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str]) -> pl.DataFrame:
-    """CALL_SCHEMA rows of attention kernels that no attention op launched, with the reason."""
+def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str], lone_steps: bool = False) -> pl.DataFrame:
+    """CALL_SCHEMA rows of attention kernels that no attention op launched, with the reason. With
+    lone_steps (the trace has no attention op at all), a collectors' trace whose steps each hold
+    exactly one such kernel, as its runs replayed from a CUDA graph do, takes the shape from its own
+    metadata: each step is one attention forward of the collector's shape (collector_shape)."""
     lone = work.filter(pl.col("attention") & (pl.col("owner") < 0))
     if lone.height == 0:
         return pl.DataFrame(schema=CALL_SCHEMA)
+    shape = _one_per_step_shape(trace, lone["id"]) if lone_steps else None
+    if shape is not None:
+        rows = [_row(k, None, None, name, backend.get(name), device, dur, 1, shape, None)
+                for k, name, device, dur in lone.select("id", "name", "device", "dur_ns").iter_rows()]
+        return pl.DataFrame(rows, schema=CALL_SCHEMA, orient="row")
     reason = (
         pl.when(pl.col("launch") < 0)
         .then(pl.lit("kernel without its launch call in the trace (launched before the profiler's CPU window, or replayed from a graph): no op, no shapes"))
@@ -528,6 +536,15 @@ def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str]) -> p
         *(pl.lit(None, CALL_SCHEMA[c]).alias(c) for c in ("pass", "shape", "dtype", "flops", "bytes")),
         reason.alias("reason"),
     )
+
+
+def _one_per_step_shape(trace: Trace, kernel_ids: pl.Series) -> AttentionShape | None:
+    """The collector's shape when every one of these kernels lies in a step and no step holds two."""
+    shape = collector_shape(trace)
+    if isinstance(shape, str) or kernel_ids.len() == 0:
+        return None
+    steps = trace.events["step"].gather(kernel_ids)
+    return shape if steps.null_count() == 0 and steps.n_unique() == kernel_ids.len() else None
 
 
 CPU_REASON = "CPU trace: the peaks table has no CPUs (give a peak to get a percentage)"
