@@ -40,8 +40,8 @@ def rename_last_run(page, label: str) -> None:
     grid.scroll_into_view_if_needed()
     where = grid.bounding_box()
     page.mouse.click(where["x"] + 40, where["y"] + 35 + 17)  # the first row's label cell (below a 35 px header)
-    for _ in range(40):
-        page.keyboard.press("ArrowDown")  # stops at the last row
+    for _ in range(100):
+        page.keyboard.press("ArrowDown")  # stops at the last row (35 bundled runs come first)
     page.keyboard.press("Enter")  # opens the cell's editor
     editor = page.locator("textarea.gdg-input")
     editor.wait_for(timeout=10_000)
