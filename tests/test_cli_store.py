@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -32,16 +33,18 @@ def job(tmp_path):
     return folder
 
 
-def test_a_second_summary_reopens_from_the_store_without_parsing(tmp_path, capsys, monkeypatch):
+# a collectors' trace too: its "attnscope" block's keys are not in alphabetical order
+@pytest.mark.parametrize("path", [QWEN, Path(__file__).resolve().parent.parent / "sample_traces" / "h200" / "naive.json.gz"], ids=["qwen", "h200-naive"])
+def test_a_second_summary_reopens_from_the_store_without_parsing(tmp_path, capsys, monkeypatch, path):
     store = str(tmp_path / "store")
-    assert cli.main(["summary", "--json", "--store", store, str(QWEN)]) == 0
+    assert cli.main(["summary", "--json", "--store", store, str(path)]) == 0
     first = capsys.readouterr().out
 
     def refuse(*args, **kwargs):
         raise AssertionError("parsed again")
 
     monkeypatch.setattr(store_module, "load_trace", refuse)
-    assert cli.main(["summary", "--json", "--store", store, str(QWEN)]) == 0
+    assert cli.main(["summary", "--json", "--store", store, str(path)]) == 0
     assert capsys.readouterr().out == first  # byte-identical, from Parquet
 
 

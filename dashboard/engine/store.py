@@ -38,7 +38,7 @@ from dashboard.engine.load import TraceError, load_trace
 from dashboard.engine.model import Cut, Trace
 
 # Bump when the Trace's tables or fields change meaning: older entries are then parsed again.
-SCHEMA_VERSION = 3  # 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT)
+SCHEMA_VERSION = 4  # 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT); 4: trace.json keeps the metadata's key order
 TABLES = ("events", "flows", "steps")
 ADDED_BY = ("upload", "cli", "collector", "dashboard")
 _CHUNK = 8 << 20
@@ -214,7 +214,7 @@ class Store:
         try:
             for name in TABLES:
                 getattr(trace, name).write_parquet(tmp / f"{name}.parquet", compression="lz4")
-            (tmp / "trace.json").write_text(json.dumps(_fields(trace), sort_keys=True), encoding="utf-8")
+            (tmp / "trace.json").write_text(json.dumps(_fields(trace)), encoding="utf-8")  # dict order kept: a reopen reads as a parse
             final = self._folder(sha)
             final.parent.mkdir(parents=True, exist_ok=True)
             try:
