@@ -73,12 +73,13 @@ def test_a_file_is_hashed_once_per_version_and_parsed_once_per_content(tmp_path)
 def test_the_cache_keeps_the_most_recently_used_traces_and_the_store_reopens_the_rest(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
     monkeypatch.delenv(catalog.ENV_NO_STORE, raising=False)
+    monkeypatch.setattr(catalog, "MAX_CACHED_TRACES", 0)  # room for what one call needs, nothing more
     first = server_cache()
     first.capacity = 1
     pending = [pending_file(file_source(p), first) for p in (TRITON, H100)]
-    runs, _ = open_all(pending, cache=first)
+    runs = [open_all([item], cache=first)[0][0] for item in pending]
     assert first.parses == 2 and list(first.traces) == [runs[1].digest]  # one held in memory
-    again, _ = open_all(pending, cache=first)
+    again, _ = open_all(pending[:1], cache=first)
     assert first.parses == 2  # the other came back from the store, not from parsing
     assert again[0].trace.events.equals(runs[0].trace.events)
     restarted = server_cache()  # a new server process: nothing in memory
@@ -155,3 +156,21 @@ def test_outside_names_entries_that_leave_the_folder(tmp_path, bad):
 def test_discovery_needs_no_bundled_folder(tmp_path):
     collections, loose, failures = discover(root=tmp_path / "none", extra=[])
     assert (collections, loose, failures) == ([], [], [])
+
+
+def test_one_call_s_runs_all_stay_in_memory_when_they_outnumber_the_cache(tmp_path, monkeypatch):
+    """The bundled runs (35) outnumbered the cache's 32 places: every rerun of the app missed on
+    every run and reread each from the store. A cache holds at least what one call needs."""
+    collections, loose, _ = catalog.discover(extra=[])
+    sources = [s for c in collections for s in c.sources] + loose
+    cache = TraceCache(capacity=8, store=Store(tmp_path / "store"))
+    pending = [pending_file(s, cache) for s in sources]
+    assert len({p.digest for p in pending}) > 8
+    first, bad = open_all(pending, cache=cache)
+    assert not bad and cache.parses == len({p.digest for p in pending})
+    reads = []
+    real = catalog.from_store
+    monkeypatch.setattr(catalog, "from_store", lambda c, d: reads.append(d) or real(c, d))
+    again, _ = open_all([pending_file(s, cache) for s in sources], cache=cache)
+    assert reads == [] and cache.parses == len({p.digest for p in pending})
+    assert len(again) == len(first) and all(a.trace is b.trace for a, b in zip(again, first))  # the same objects, kept
