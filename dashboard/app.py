@@ -50,13 +50,16 @@ def main() -> None:
         "Attention profiles side by side: kernels per step, hidden copies, timelines, which SDPA backend really ran, "
         "parity and speed. Pick runs in the sidebar; the URL keeps your choice, so you can share it."
     )
-    selection, finish = pick_runs()
-    if selection is not None:
-        tabs = st.tabs(list(TABS), key="tab", bind="query-params")
-        for tab, (name, render) in zip(tabs, TABS.items()):
-            if tab.open:
-                with tab:
-                    draw_tab(name, render, selection)
+    selection, drawn, finish = pick_runs()
+    try:
+        if selection is not None:
+            tabs = st.tabs(list(TABS), key="tab", bind="query-params")
+            for tab, (name, render) in zip(tabs, TABS.items()):
+                if tab.open:
+                    with tab:
+                        draw_tab(name, render, selection)
+    finally:  # also when a rerun stops this run mid-way: the store write waits for this
+        drawn.set()
     finish()  # the trace store's part of the sidebar, once this run's new traces are written to it
 
 
@@ -73,11 +76,13 @@ def draw_tab(name: str, render: Callable[[runs.Selection], None], selection: run
         )
 
 
-def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
+def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], None]]:
     """The sidebar: uploads, parsing with progress, one-click sets of runs, which runs to compare,
-    the baseline and labels. Traces parsed in this run are written to the trace store in a thread
-    meanwhile (0.9 s for the 910 MB trace), so the tabs draw first: the returned callable waits
-    for it, then draws the sidebar's saved view and store sections, which read the store."""
+    the baseline and labels. Traces parsed in this run are written to the trace store by a thread
+    that starts now but waits for the returned event (set once the tabs are drawn, or the run is
+    stopped; at most runs.STORE_WRITE_WAIT_S), so that the write's CPU (0.9 s for the 910 MB trace)
+    does not delay the first table, and no rerun can skip the write. The returned callable waits
+    for the write, then draws the sidebar's saved view and store sections, which read the store."""
     cache = runs.trace_cache()
     apply_saved_view(cache)
     collections, loose, failures = catalog.discover(extra=catalog.extra_paths())
@@ -118,11 +123,18 @@ def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
     deferred: list[catalog.Parsed] = []
     loaded, bad = catalog.open_all(pending, progress=runs.Throttled(slot.progress), cache=cache, defer_store=deferred)
     slot.empty()
-    writer = threading.Thread(target=catalog.store_parsed, args=(cache, deferred, evicted), name="attnscope-store-write")
+    drawn = threading.Event()
+
+    def write_after_tabs() -> None:
+        drawn.wait(runs.STORE_WRITE_WAIT_S)
+        catalog.store_parsed(cache, deferred, evicted)
+
+    writer = threading.Thread(target=write_after_tabs, name="attnscope-store-write")
     if deferred:
         writer.start()
 
     def wait_for_store() -> None:
+        drawn.set()
         if deferred:
             writer.join()
 
@@ -135,7 +147,7 @@ def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
             "`python -m collectors --out sample_traces/mine`.",
             icon=":material/upload_file:",
         )
-        return None, wait_for_store
+        return None, drawn, wait_for_store
 
     ids = [r.source.id for r in loaded]
     link.seed_labels("label", ids)
@@ -159,7 +171,7 @@ def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
     link.publish("run", chosen)
     if not chosen:
         st.info("Choose at least one run in the sidebar.", icon=":material/checklist:")
-        return None, wait_for_store
+        return None, drawn, wait_for_store
     link.seed_choice("baseline", "baseline", chosen, chosen[0])
     baseline = sidebar.selectbox(
         "Baseline", chosen, key="baseline", format_func=labels.get,
@@ -188,7 +200,7 @@ def pick_runs() -> tuple[runs.Selection | None, Callable[[], None]]:
         offer_saved_view(sidebar, cache)
         show_store(sidebar, cache, [(labels[i], by_id[i]) for i in chosen], [(labels[r.source.id], r) for r in loaded])
 
-    return selection, finish
+    return selection, drawn, finish
 
 
 def link_sources() -> dict[str, str]:

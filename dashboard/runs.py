@@ -24,6 +24,7 @@ __all__ = ["ENV_MAX_UPLOAD", "ENV_TRACES", "Collection", "Run", "Selection", "Th
 
 
 PROGRESS_EVERY_S = 0.25
+STORE_WRITE_WAIT_S = 10.0  # the longest a new trace's store write waits for the tabs to be drawn (app.pick_runs)
 
 
 class Throttled:

@@ -208,3 +208,28 @@ def test_the_store_box_names_this_sessions_traces_and_only_counts_other_sessions
     assert any(c.value == f"And 1 other stored trace ({_decimal(hidden)}): other sessions' uploads and runs not loaded here."
                for c in box.caption)
     assert not any("private" in shown(c.value) for c in box.caption)
+
+
+def test_an_upload_reaches_the_store_when_a_rerun_stops_the_run_before_its_tabs_are_drawn(server, monkeypatch):
+    """The store write waits for the tabs (so its CPU does not delay the first table); a run that
+    stops mid-tab (a tab clicked while it draws) must still let it go, not leave it waiting."""
+    import time
+
+    import streamlit as st
+
+    from dashboard import runs
+    from dashboard.views import overview
+
+    monkeypatch.setattr(runs, "STORE_WRITE_WAIT_S", 600.0)  # no timeout to fall back on within this test
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    before = trace_cache().parses
+    monkeypatch.setattr(overview, "render", lambda sel: st.stop())  # the run ends inside the first tab
+    triton = oracle.DATA / "hta_triton_example.json.gz"  # not among the bundled runs: parsed in this run
+    send(at, [(triton.name, triton.read_bytes(), "application/gzip")])
+    assert trace_cache().parses == before + 1
+    store = Store(os.environ["ATTNSCOPE_STORE"])
+    deadline = time.monotonic() + 60
+    while triton.name not in {t.source for t in store.traces()} and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert triton.name in {t.source for t in store.traces()}
