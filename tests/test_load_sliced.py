@@ -403,3 +403,31 @@ def test_the_workers_close_once_a_files_slices_are_read_unless_more_large_files_
     assert done.errors == [] and len(done.runs) == 2
     assert used[6] is used[7]
     assert load._workers_started is None and _exited(used[7])
+
+
+class _Rerun(BaseException):
+    """What streamlit raises inside a progress callback when the user clicks during a parse."""
+
+
+def test_a_parse_stopped_by_its_progress_callback_leaves_no_answer_for_the_next_file(tmp_path, monkeypatch):
+    """A tab clicked during a large upload's parse raises streamlit's RerunException inside the
+    progress callback. The workers' answers still in their pipes were then read as the next file's
+    slices: that file came out with the other's events (47,047 events where it has 45,420)."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_bytes(gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes()))
+    second.write_bytes(gzip.decompress((DATA / "hta_v100_ns_resolution.pt.trace.json.gz").read_bytes()))
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", 1 << 20)
+    calls = []
+
+    def click(fraction: float) -> None:
+        calls.append(fraction)
+        if len(calls) == 2:
+            raise _Rerun
+
+    with pytest.raises(_Rerun):
+        load.load_trace(first, progress=click, keep_workers=True)
+    sliced = load.load_trace(second, keep_workers=True)
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    _assert_same(sliced, load.load_trace(second))
+

@@ -1294,6 +1294,12 @@ def _load_sliced(
         except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's
             _discard_workers()  # the rest of their answers are not read: start afresh next time
             return None
+        except BaseException:
+            # stopped mid-file, e.g. by the progress callback: streamlit raises its RerunException
+            # there when a tab is clicked during a parse. The answers still in the pipes would
+            # otherwise be read as the next file's (a wrong trace).
+            _discard_workers()
+            raise
         if keep_workers:
             _close_when_idle(workers)
         else:
