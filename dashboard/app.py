@@ -20,7 +20,7 @@ from typing import Callable
 import streamlit as st
 
 from dashboard import charts, report, runs
-from dashboard.engine import catalog
+from dashboard.engine import catalog, load
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, timeline, uploader
 from dashboard.views import ranks as ranks_view
@@ -122,6 +122,8 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     evicted: list = st.session_state.setdefault("store_evicted", [])  # what the store removed after this session's uploads
     deferred: list[catalog.Parsed] = []
     loaded, bad = catalog.open_all(pending, progress=runs.Throttled(slot.progress), cache=cache, defer_store=deferred)
+    for upload in uploaded:  # read while it arrived but not needed (the store had it): let go
+        load.forget_arrival(upload.path)
     slot.empty()
     drawn = threading.Event()
 

@@ -4,7 +4,9 @@ Streamlit's st.file_uploader keeps each upload in the server's memory as bytes, 
 size while it is parsed (measured: a bare app with one st.file_uploader went from 81 to 1,902 MB
 for a 910 MB file, and stayed there). The dashboard's uploader (dashboard/views/uploader.py) PUTs
 each file to ROUTE instead. The route streams the body to a spill file, hashing it on the way, so
-no upload is ever held in memory; the parser then reads the file as it reads one on disk.
+no upload is ever held in memory; the parser then reads the file as it reads one on disk. A
+large plain-JSON upload is parsed while it arrives (dashboard.engine.load.Arrival): its slices go to
+the parser's worker processes as their bytes land, so the trace is ready soon after the last byte.
 
 Who may upload: a PUT names a ticket, a random token the app hands to one browser session with
 the page (session_ticket). The route accepts it only while that session is alive on this server,
@@ -25,6 +27,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
+
+from dashboard.engine import load
 
 ROUTE = "/api/upload"
 BUFFER = 4 << 20  # bytes gathered from the request before they are hashed and written, in a worker thread
@@ -71,7 +75,7 @@ def clean_name(raw: str) -> str:
 class Receiving:
     """One upload being written: write() its bytes in order, then finish(), or abort()."""
 
-    def __init__(self, registry: "Registry", session: str, name: str, limit: int, label: str) -> None:
+    def __init__(self, registry: "Registry", session: str, name: str, limit: int, label: str, declared: int | None = None) -> None:
         self.registry = registry
         self.session = session
         self.name = name
@@ -82,6 +86,8 @@ class Receiving:
         self.hash = hashlib.sha256()
         self.size = 0
         self.file = open(self.path, "xb")
+        # a large trace is parsed while it arrives (load.Arrival); load_trace on this path takes the result
+        self.arrival = load.arrival(self.path, name, declared)
 
     def write(self, data: bytes) -> None:
         self.size += len(data)
@@ -89,9 +95,14 @@ class Receiving:
             raise Refused(413, f"{self.name}: more than {self.label}, the upload limit; not kept")
         self.hash.update(data)  # hashlib and file writes release the GIL for large buffers
         self.file.write(data)
+        if self.arrival is not None:
+            self.file.flush()  # on disk before the worker processes read it
+            self.arrival.grew(self.size)
 
     def finish(self) -> Upload:
         self.file.close()
+        if self.arrival is not None:
+            self.arrival.finished(self.size)
         upload = Upload(self.id, self.name, self.size, self.hash.hexdigest(), self.path, self.session)
         with self.registry.lock:
             self.registry.files[upload.id] = upload
@@ -99,6 +110,7 @@ class Receiving:
 
     def abort(self) -> None:
         self.file.close()
+        load.forget_arrival(self.path)
         self.path.unlink(missing_ok=True)
 
 
@@ -127,6 +139,7 @@ class Registry:
             files, self.files, self.tickets = list(self.files.values()), {}, {}
             root, made = self.root, self.made
         for upload in files:
+            load.forget_arrival(upload.path)
             upload.path.unlink(missing_ok=True)
         if made and root is not None:
             shutil.rmtree(root, ignore_errors=True)
@@ -156,7 +169,7 @@ class Registry:
         if declared is not None and declared > free - DISK_RESERVE:
             raise Refused(507, f"{name}: {declared:,} bytes would leave the server's disk with less than "
                                f"{DISK_RESERVE >> 20} MiB free ({free:,} bytes free); not read")
-        return Receiving(self, session, name, limit, label)
+        return Receiving(self, session, name, limit, label, declared)
 
     def get(self, upload_id: str, session: str) -> Upload | None:
         """The upload with this id, when it belongs to `session`."""
@@ -171,6 +184,7 @@ class Registry:
             if upload is None or upload.session != session:
                 return False
             del self.files[upload_id]
+        load.forget_arrival(upload.path)
         upload.path.unlink(missing_ok=True)
         return True
 
@@ -185,6 +199,7 @@ class Registry:
                 if not known(session):
                     del self.tickets[ticket]
         for upload in gone:
+            load.forget_arrival(upload.path)
             upload.path.unlink(missing_ok=True)
         return sum(u.size for u in gone)
 

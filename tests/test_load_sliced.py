@@ -405,6 +405,98 @@ def test_the_workers_close_once_a_files_slices_are_read_unless_more_large_files_
     assert load._workers_started is None and _exited(used[7])
 
 
+# An upload read while it arrives (load.Arrival): the bytes are written in chunks as the upload route
+# writes them, and load_trace on the file afterwards must give what the one-process path gives.
+
+def _arrive(src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, stop_after: int | None = None,
+            slice_bytes: int = 200_000):
+    """Write `src` to `dst` in chunks of `chunk` bytes with an Arrival watching (small slices and
+    edges, so that a test file makes many); `stop_after`: abandon after that many bytes. The Arrival."""
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load, "SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(load, "_EDGE_BYTES", 1 << 14)
+    data = src.read_bytes()
+    early = load.arrival(dst, dst.name, len(data))
+    assert early is not None
+    with open(dst, "xb") as fh:
+        for at in range(0, len(data), chunk):
+            if stop_after is not None and at >= stop_after:
+                load.forget_arrival(dst)
+                return early
+            fh.write(data[at : at + chunk])
+            fh.flush()
+            early.grew(min(at + chunk, len(data)))
+    early.finished(len(data))
+    return early
+
+
+def _not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the file was parsed again: the reading while it arrived was not used")
+
+    monkeypatch.setattr(load, "_load", refuse)
+
+
+@pytest.mark.parametrize("name, chunk", [("hta_a100_control.json.gz", 1 << 16), ("hta_v100_ns_resolution.pt.trace.json.gz", 100_003),
+                                         ("tracelens_h100_bert_sdpa_flash.json.gz", 4 << 20)])
+def test_a_trace_read_while_it_arrives_is_the_trace_one_process_reads(name, chunk, tmp_path, monkeypatch):
+    src = tmp_path / "src.json"
+    src.write_bytes(gzip.decompress((DATA / name).read_bytes()))
+    serial = load.load_trace(src, name="up.json")  # one process: under SLICED_MIN_BYTES
+    early = _arrive(src, tmp_path / "up.json", monkeypatch, chunk)
+    with monkeypatch.context() as patch:
+        _not_parsed_again(patch)
+        arrived = load.load_trace(tmp_path / "up.json", name="up.json")
+    assert early.used_workers is False and str(tmp_path / "up.json") not in load._ARRIVALS
+    _assert_same(arrived, serial)
+
+
+def test_warnings_of_a_trace_read_while_it_arrives_are_those_of_one_process(tmp_path, monkeypatch):
+    events = _events(3000)
+    events[100] = '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": [1], "tid": 1, "ts": 1623143089861200, "dur": 1}'
+    events[2000] = '{"ph": "X", "cat": "cuda_sync", "name": "sync\udcff", "pid": 1, "tid": 1, "ts": "oops", "dur": -3}'
+    src = _write(tmp_path / "src.json", events, before='\ufeff{"schemaVersion": 1, ', after=', "traceName": "x", "deviceProperties": [{"id": 0}, {"id": 1}]}')
+    serial = load.load_trace(src, name="up.json")
+    _arrive(src, tmp_path / "up.json", monkeypatch, 70_001, slice_bytes=50_000)
+    with monkeypatch.context() as patch:
+        _not_parsed_again(patch)
+        arrived = load.load_trace(tmp_path / "up.json", name="up.json")
+    _assert_same(arrived, serial)
+    assert any("could not be read" in w for w in arrived.warnings) and any("U+FFFD" in w for w in arrived.warnings)
+
+
+@pytest.mark.parametrize("kind", ["gzip", "cut", "nested"])
+def test_a_file_the_early_reading_cannot_take_is_read_as_any_other(kind, tmp_path, monkeypatch):
+    """A .json.gz upload, a file cut off mid-write and one whose slices cut inside a nested list:
+    the early reading gives up and load_trace reads the file itself, with the same result."""
+    raw = gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes())
+    src = tmp_path / "src.json"
+    if kind == "gzip":
+        src.write_bytes((DATA / "hta_a100_control.json.gz").read_bytes())
+    elif kind == "cut":
+        src.write_bytes(raw[: len(raw) * 2 // 3])
+    else:
+        nested = '{"ph": "X", "cat": "cpu_op", "name": "n", "pid": 1, "tid": 1, "ts": 1623143089861400, "dur": 1, "args": {"l": [{"a": 1},\n{"b": 2}]}}'
+        _write(src, [nested if i % 3 == 0 else e for i, e in enumerate(_events(2000))])
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    serial = load.load_trace(src, name="up.json")
+    early = _arrive(src, tmp_path / "up.json", monkeypatch, 1 << 16, slice_bytes=50_000)
+    assert early.result() is None  # gave up
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    _assert_same(load.load_trace(tmp_path / "up.json", name="up.json"), serial)
+
+
+def test_an_upload_cut_off_in_transfer_leaves_nothing_behind_and_the_workers_serve_the_next_file(tmp_path, monkeypatch):
+    src = tmp_path / "src.json"
+    src.write_bytes(gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes()))
+    early = _arrive(src, tmp_path / "up.json", monkeypatch, 1 << 16, stop_after=src.stat().st_size // 2)
+    assert early.result() is None and early.trace is None
+    assert str(tmp_path / "up.json") not in load._ARRIVALS
+    sliced, serial = _both(src, monkeypatch, slice_bytes=1 << 20)  # the workers it used read the next file
+    assert sliced is not None
+    _assert_same(sliced, serial)
+
+
 class _Rerun(BaseException):
     """What streamlit raises inside a progress callback when the user clicks during a parse."""
 
@@ -431,3 +523,26 @@ def test_a_parse_stopped_by_its_progress_callback_leaves_no_answer_for_the_next_
     monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
     _assert_same(sliced, load.load_trace(second))
 
+
+def test_a_wait_for_an_arrival_stopped_by_a_rerun_leaves_it_for_the_next_run(tmp_path, monkeypatch):
+    import threading
+
+    src = tmp_path / "src.json"
+    src.write_bytes(gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes()))
+    serial = load.load_trace(src, name="up.json")
+    go = threading.Event()
+    real = load._build_trace
+    monkeypatch.setattr(load, "_build_trace", lambda *args: go.wait(60) and real(*args))  # not ready before the click
+    early = _arrive(src, tmp_path / "up.json", monkeypatch, 1 << 16)
+
+    def click(fraction: float) -> None:
+        raise _Rerun
+
+    with pytest.raises(_Rerun):
+        load.load_trace(tmp_path / "up.json", name="up.json", progress=click)
+    assert not early.ready
+    go.set()
+    with monkeypatch.context() as patch:
+        _not_parsed_again(patch)
+        arrived = load.load_trace(tmp_path / "up.json", name="up.json")
+    _assert_same(arrived, serial)

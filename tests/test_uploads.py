@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 from starlette.applications import Starlette
@@ -221,3 +222,54 @@ def test_an_upload_that_would_fill_the_disk_is_refused_unread(registry, monkeypa
     assert (status, body["error"]) == (507, f"big.json: 1,001 bytes would leave the server's disk with less than 256 MiB free "
                                             f"({free:,} bytes free); not read")
     assert client.received == 1  # only the first upload's body was read
+
+
+def _big_enough_to_read_while_arriving(monkeypatch) -> bytes:
+    import gzip
+
+    from dashboard.engine import load
+
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(load, "SLICE_BYTES", 1 << 20)
+    monkeypatch.setattr(load, "_EDGE_BYTES", 1 << 14)
+    monkeypatch.setattr(uploads, "BUFFER", 1 << 18)
+    data = gzip.decompress((Path(__file__).parent / "data" / "hta_a100_control.json.gz").read_bytes())
+    assert len(data) > 8 << 20
+    return data
+
+
+def test_a_large_upload_is_parsed_as_it_arrives_and_load_trace_takes_that_trace(registry, monkeypatch):
+    from polars.testing import assert_frame_equal
+
+    from dashboard.engine import load
+
+    data = _big_enough_to_read_while_arriving(monkeypatch)
+    ticket = registry.session_ticket("s1", None)
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks, len(data))
+    assert status == 200
+    upload = registry.get(body["id"], "s1")
+    assert str(upload.path) in load._ARRIVALS
+    real = load._load
+    monkeypatch.setattr(load, "_load", lambda *a, **k: pytest.fail("parsed again after it arrived"))
+    arrived = load.load_trace(upload.path, name="run.json")
+    monkeypatch.setattr(load, "_load", real)
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    serial = load.load_trace(upload.path, name="run.json")
+    assert_frame_equal(arrived.events, serial.events)
+    assert arrived.meta == serial.meta and arrived.warnings == serial.warnings and arrived.size_bytes == len(data)
+
+
+def test_an_upload_removed_or_cut_off_lets_go_of_its_early_parse(registry, monkeypatch):
+    from dashboard.engine import load
+
+    data = _big_enough_to_read_while_arriving(monkeypatch)
+    ticket = registry.session_ticket("s1", None)
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks, len(data))
+    upload = registry.get(body["id"], "s1")
+    early = load._ARRIVALS[str(upload.path)]
+    assert registry.remove(upload.id, "s1")
+    assert str(upload.path) not in load._ARRIVALS and early.result() is None  # nothing kept for a file that is gone
+    status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks[:50], len(data), cut=True)
+    assert status == 400 and load._ARRIVALS == {} and files_in(registry) == []
