@@ -159,3 +159,31 @@ def test_a_step_that_does_not_exist_is_named():
     trace = load_trace(SAMPLES / "naive.json.gz")
     with pytest.raises(KeyError, match="no step 12345"):
         chosen_steps(trace, 12345)
+
+
+def _work_sequence_by_joins(trace, step: int) -> pl.DataFrame:
+    """The obvious version of diff.work_sequence: the launches' rows joined on id (the gather it
+    uses instead reads them by row number)."""
+    from dashboard.engine.kernels import work_events
+
+    ev = trace.events
+    work = work_events(trace).filter(pl.col("step") == step).join(ev.select("id", "launch", "correlation"), on="id", how="left")
+    return (
+        work.join(ev.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts")), on="launch", how="left")
+        .with_columns(pl.coalesce("launch_ts", "ts_ns").alias("order_ns"))
+        .sort("order_ns", "correlation", "ts_ns", "id", nulls_last=True)
+        .select(pl.int_range(pl.len()).alias("pos"), pl.col("name").cast(pl.String), "family", "dur_ns", "stream")
+    )
+
+
+@pytest.mark.parametrize("path", sorted(oracle.DATA.glob("*.json.gz")) + sorted((oracle.DATA.parent.parent / "sample_traces").glob("*/*.json.gz")),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_launch_ordered_sequence_is_the_one_joins_give_on_every_real_trace(path):
+    from polars.testing import assert_frame_equal
+
+    from dashboard.engine.diff import work_sequence
+
+    trace = load_trace(path)
+    steps = trace.steps["step"].to_list()
+    for step in steps[:3] + steps[-1:]:
+        assert_frame_equal(work_sequence(trace, step), _work_sequence_by_joins(trace, step))

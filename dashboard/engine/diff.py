@@ -58,13 +58,16 @@ def work_sequence(trace: Trace, step: int) -> pl.DataFrame:
     correlation id), whatever stream each ran on; work whose launch is not in the trace, and the
     leaf ops of a CPU-only trace, take their own start time."""
     ev = trace.events
-    launch_ts = ev.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts"))
-    work = work_events(trace).filter(pl.col("step") == step).join(
-        ev.select("id", "launch", "correlation"), on="id", how="left"
+    work = work_events(trace).filter(pl.col("step") == step)
+    # `id` is the row number: the step's rows and their launches' times are gathered, not joined
+    # against every event (two joins over the 910 MB trace's 2.2 million events took 0.16 s a step)
+    launch = ev["launch"].gather(work["id"])
+    work = work.with_columns(
+        launch.alias("launch"), ev["correlation"].gather(work["id"]).alias("correlation"),
+        ev["ts_ns"].gather(launch).alias("launch_ts"),
     )
     return (
-        work.join(launch_ts, on="launch", how="left")
-        .with_columns(pl.coalesce("launch_ts", "ts_ns").alias("order_ns"))
+        work.with_columns(pl.coalesce("launch_ts", "ts_ns").alias("order_ns"))
         .sort("order_ns", "correlation", "ts_ns", "id", nulls_last=True)
         .select(pl.int_range(pl.len()).alias("pos"), pl.col("name").cast(pl.String), "family", "dur_ns", "stream")
     )
