@@ -1212,14 +1212,22 @@ def _slices(fh: Any, start: int, end: int, size: int) -> list[tuple[int, int]]:
     the one-process path)."""
     bounds, lo = [], start
     while end - lo > size + size // 2:
-        window = _pread(fh, lo + size, min(_EDGE_BYTES, end - lo - size))
-        gap = _EVENT_GAP.search(window)
-        if gap is None:
+        cut = _next_cut(fh, lo, size, min(_EDGE_BYTES, end - lo - size))
+        if cut is None:
             break
-        bounds.append((lo, lo + size + gap.start() + 1))
-        lo = lo + size + gap.end() - 1
+        bounds.append((lo, cut[0]))
+        lo = cut[1]
     bounds.append((lo, end))
     return bounds
+
+
+def _next_cut(fh: Any, lo: int, size: int, window: int) -> tuple[int, int] | None:
+    """Where a slice starting at `lo` ends (after the '}' of the first '},{' found within
+    `window` bytes past lo + size) and the next one starts (at its '{'); None when there is none."""
+    gap = _EVENT_GAP.search(_pread(fh, lo + size, window))
+    if gap is None:
+        return None
+    return lo + size + gap.start() + 1, lo + size + gap.end() - 1
 
 
 class _SliceFailed(Exception):
@@ -1429,11 +1437,11 @@ class Arrival:
                     break
                 bounds = []
                 while have - lo >= SLICE_BYTES + _EDGE_BYTES:
-                    gap = _EVENT_GAP.search(_pread(fh, lo + SLICE_BYTES, _EDGE_BYTES))
-                    if gap is None:
+                    cut = _next_cut(fh, lo, SLICE_BYTES, _EDGE_BYTES)
+                    if cut is None:
                         return None
-                    bounds.append((lo, lo + SLICE_BYTES + gap.start() + 1))
-                    lo = lo + SLICE_BYTES + gap.end() - 1
+                    bounds.append((lo, cut[0]))
+                    lo = cut[1]
                 self._read_slices(bounds, parts, reading)
             size = have
             tail = _tail(fh, size, start, reading)
