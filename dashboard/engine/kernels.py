@@ -205,8 +205,8 @@ def per_step(trace: Trace) -> pl.DataFrame:
     busy = busy_time(work if trace.has_gpu else cpu_ops(trace))
     table = (
         trace.steps.select("name", "step", "dur_ns")
-        .join(counts, on="step", how="left")
-        .join(busy, on="step", how="left")
+        .join(counts, on="step", how="left", maintain_order="left")  # the steps' order, not one a join happens to keep
+        .join(busy, on="step", how="left", maintain_order="left")
         .with_columns(pl.col("kernel", "gpu_memcpy", "gpu_memset", "work", "busy_ns").fill_null(0))
     )
     return table.select("name", "step", "kernel", "gpu_memcpy", "gpu_memset", "work", "busy_ns", "dur_ns")

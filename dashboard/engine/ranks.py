@@ -47,7 +47,7 @@ def rank_matrix(times: pl.DataFrame) -> pl.DataFrame:
     steps = times.select("step").unique().sort("step")
     for rank in ranks:
         mine = times.filter(pl.col("rank") == rank).select("step", pl.col("step_us").alias(str(rank)))
-        steps = steps.join(mine, on="step", how="left")
+        steps = steps.join(mine, on="step", how="left", maintain_order="left")
     return steps
 
 

@@ -379,7 +379,7 @@ def kernel_change_counts(changes: pl.DataFrame, runs: list[str]) -> pl.DataFrame
     if not present:
         return out
     counts = changed.group_by("run").agg(*[(pl.col("change") == c).sum().cast(pl.Int64).alias(c) for c in present])
-    return out.join(counts, on="run", how="left").with_columns(pl.col(present).fill_null(0))
+    return out.join(counts, on="run", how="left", maintain_order="left").with_columns(pl.col(present).fill_null(0))
 
 
 def sequence_counts(seq: pl.DataFrame) -> dict[str, int]:

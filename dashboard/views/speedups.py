@@ -47,7 +47,7 @@ def render(sel: Selection) -> None:
     speed = speed.join(
         attention.select("run", pl.col("tflops").alias("attn_tflops"), pl.col("pct_of_roofline").alias("attn_pct"),
                          pl.col("measure").alias("attn_measure"), pl.col("reason").alias("attn_reason")),
-        on="run", how="left",
+        on="run", how="left", maintain_order="left",
     )
     with right:
         st.caption(
