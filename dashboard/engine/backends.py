@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from dashboard.engine.model import Trace, per_trace
+from dashboard.engine.model import Trace, names_in, per_trace
 from dashboard.engine.names import parse
 
 @dataclass(frozen=True)
@@ -157,10 +157,7 @@ class Backends:
 def detect_backends(trace: Trace) -> Backends:
     """Detect attention backends from cpu_op and kernel names (BACKEND_TABLE), then hand-written
     attention compiled by inductor or run eagerly."""
-    names = (  # only the name column is filtered: not a copy of the table
-        trace.events.lazy().filter(pl.col("cat").is_in(["cpu_op", "kernel"]))
-        .select(pl.col("name").unique().cast(pl.String)).collect().to_series()
-    )
+    names = pl.Series(names_in(trace, "cpu_op", "kernel"), dtype=pl.String)
     by_name = {name: row.name for name in names.to_list() if name and (row := attention_backend(name)) is not None}
     found = Backends()
     for backend in BACKEND_NAMES:
@@ -245,12 +242,14 @@ def _inductor_evidence(trace: Trace, names: pl.Series, fused: list[str]) -> list
         return hits
     from dashboard.engine.kernels import family_of  # kernels imports this module
 
-    kernels = trace.events.lazy().filter(pl.col("cat") == "kernel").select(pl.col("name").unique().cast(pl.String)).collect()
-    return hits if any(family_of(name) == "gemm" for name in kernels.to_series().drop_nulls().to_list()) else []
+    return hits if any(family_of(name) == "gemm" for name in names_in(trace, "kernel")) else []
 
 
 def _eager_evidence(trace: Trace) -> list[str]:
     """matmul + softmax ops that sit under no SDPA op: attention written by hand."""
+    names = pl.Series(names_in(trace, "cpu_op"), dtype=pl.String)
+    if not (names.str.contains(EAGER_SOFTMAX).any() and names.str.contains(EAGER_MATMUL).any()):
+        return []  # decided from the distinct names, without reading the ops
     ops = trace.events.lazy().filter(pl.col("cat") == "cpu_op").select("id", "parent", pl.col("name").cast(pl.String)).collect()
     softmax = ops.filter(pl.col("name").str.contains(EAGER_SOFTMAX))
     matmul = ops.filter(pl.col("name").str.contains(EAGER_MATMUL))

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.backends import detect_backends
-from dashboard.engine.model import GPU_CATEGORIES, Trace, per_trace
+from dashboard.engine.model import GPU_CATEGORIES, Trace, names_in, per_trace
 from dashboard.engine.names import parse
 from dashboard.engine.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override
 
@@ -395,13 +395,8 @@ def _attention_names(trace: Trace) -> tuple[dict[str, str], set[str], set[str]]:
     evidence and OP_READERS (a reader's op is attention whatever the classifier says)."""
     evidence = detect_backends(trace).evidence
     backend = {n: b for b, names in evidence.items() if b not in NOT_ATTENTION for n in names}
-    ev = trace.events
-    op_names, kernel_names = (
-        set(ev.lazy().filter(pl.col("cat") == cat).select(pl.col("name").unique().cast(pl.String)).collect().to_series().to_list())
-        for cat in ("cpu_op", "kernel")
-    )
-    ops = {n for n in op_names if n in backend or reader_for(n) is not None}
-    kernels = {n for n in kernel_names if backend.get(n) not in (None,) + NOT_FUSED}
+    ops = {n for n in names_in(trace, "cpu_op") if n in backend or reader_for(n) is not None}
+    kernels = {n for n in names_in(trace, "kernel") if backend.get(n) not in (None,) + NOT_FUSED}
     return backend, ops, kernels
 
 
@@ -590,7 +585,7 @@ def _join_null_safe(left: pl.DataFrame, right: pl.DataFrame, on: list[str]) -> p
     marked = [pl.col(name).cast(pl.String).fill_null("\x00").alias(key) for name, key in zip(on, keys)]
     return (
         left.with_columns(marked)
-        .join(right.with_columns(marked).drop(on), on=keys, how="left")
+        .join(right.with_columns(marked).drop(on), on=keys, how="left", maintain_order="left")
         .drop(keys)
     )
 

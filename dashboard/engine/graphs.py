@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, names_matching, per_trace
+from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, names_in, per_trace
 
 GRAPH_LAUNCH = r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)"
 
@@ -21,11 +21,13 @@ def graph_replays(trace: Trace) -> pl.DataFrame:
     the launch, None when no op does), kernels (device events it replayed), device_ns (their
     summed duration). Sorted by the launch's time."""
     ev = trace.events
-    launches = ev.select("id", "step", "cat", "name", "ts_ns").filter(
-        pl.col("cat").is_in(LAUNCH_CATEGORIES) & names_matching(ev["name"], lambda name: name.str.contains(GRAPH_LAUNCH)))
     schema = {"launch": pl.Int64, "step": pl.Int64, "name": pl.String, "op": pl.String, "kernels": pl.UInt32, "device_ns": pl.Int64}
-    if launches.height == 0:
+    names = pl.Series(names_in(trace, *LAUNCH_CATEGORIES), dtype=pl.String)
+    graph_names = names.filter(names.str.contains(GRAPH_LAUNCH)).to_list()
+    if not graph_names:
         return pl.DataFrame(schema=schema)
+    launches = ev.select("id", "step", "cat", "name", "ts_ns").filter(
+        pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("name").is_in(graph_names))
     replayed = (
         ev.select("cat", "launch", "dur_ns").filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_in(launches["id"].to_list()))
         .group_by("launch")
@@ -60,6 +62,8 @@ def graph_summary(trace: Trace) -> dict[str, Any]:
     device events whose launch no CPU op holds (counted in their step, blamed on no op),
     "ops": {op name: replayed device events}} for `summary --json`."""
     table = graph_replays(trace)
+    if table.height == 0:
+        return {"launches": 0, "kernels": 0, "without_op": 0, "ops": {}}
     ops = table.filter(pl.col("op").is_not_null()).group_by("op").agg(pl.col("kernels").sum()).sort("op")
     return {
         "launches": table.height,

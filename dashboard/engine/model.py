@@ -144,6 +144,27 @@ def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
     return cached
 
 
+@per_trace
+def names_by_category(trace: Trace) -> dict[str, list[str]]:
+    """Each category that has events -> its events' distinct names, sorted. One query over the
+    Categorical codes for every analysis that asks which names a category holds (backends,
+    attention, graphs, the device type): each asked with a query of its own before, which is most
+    of what a small trace costs."""
+    pairs = trace.events.lazy().select("cat", "name").unique().select(pl.col("cat", "name").cast(pl.String)).collect()
+    found: dict[str, set[str]] = {}
+    for cat, name in pairs.iter_rows():
+        names = found.setdefault(cat, set())
+        if name is not None:
+            names.add(name)
+    return {cat: sorted(names) for cat, names in sorted(found.items())}
+
+
+def names_in(trace: Trace, *categories: str) -> list[str]:
+    """The distinct names of the events of these categories (see names_by_category), sorted."""
+    by_cat = names_by_category(trace)
+    return sorted({name for cat in categories for name in by_cat.get(cat, ())})
+
+
 def names_matching(names: pl.Series, predicate: Callable[[pl.Expr], pl.Expr]) -> pl.Expr:
     """`pl.col("name")` tested against a string predicate once per distinct name instead of once
     per event: the names' column is Categorical, and casting 2 million of them to text to run

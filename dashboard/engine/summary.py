@@ -12,7 +12,7 @@ from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.graphs import graph_summary, graph_warning
 from dashboard.engine.kernels import per_step, work_unit
 from dashboard.engine.load import accelerator, device_names, gpu_vendor
-from dashboard.engine.model import Trace
+from dashboard.engine.model import Trace, names_by_category
 
 
 def device_info(trace: Trace) -> dict[str, Any]:
@@ -23,13 +23,13 @@ def device_info(trace: Trace) -> dict[str, Any]:
     names = device_names(trace.meta)
     kind = accelerator(trace.raw_categories)
     if kind is None:
-        calls = trace.events.lazy().filter(pl.col("cat").is_in(["cuda_runtime", "cuda_driver"])).select(
-            pl.col("name").cast(pl.String)).collect().to_series()
-        hip = bool(calls.str.starts_with("hip").any()) if calls.len() else False
+        by_cat = names_by_category(trace)
+        runtime = [cat for cat in ("cuda_runtime", "cuda_driver") if cat in by_cat]
+        hip = any(name.startswith("hip") for cat in runtime for name in by_cat[cat])
         vendor = gpu_vendor(trace.meta)
         if hip or vendor == "rocm":
             kind = "rocm"
-        elif trace.has_gpu or calls.len() or vendor == "cuda":
+        elif trace.has_gpu or runtime or vendor == "cuda":
             kind = "cuda"
         elif not trace.meta.get("deviceProperties"):
             kind = "cpu"
@@ -41,10 +41,13 @@ def device_info(trace: Trace) -> dict[str, Any]:
 def summarize(trace: Trace) -> dict[str, Any]:
     """A JSON-ready summary of one trace (see the README for the keys)."""
     ev = trace.events
-    counts = ev.group_by(pl.col("cat").cast(pl.String)).len().sort("cat")
-    memcpy = (
-        ev.lazy().filter(pl.col("cat") == "gpu_memcpy").group_by(pl.col("kind").cast(pl.String)).len().sort("kind").collect()
-    )
+    per_kind = ev.group_by(pl.col("cat", "kind").cast(pl.String)).len().sort("cat", "kind")  # one query for both
+    counts: dict[str, int] = {}
+    memcpy: dict[str, int] = {}
+    for cat, kind, n in per_kind.iter_rows():
+        counts[cat] = counts.get(cat, 0) + n
+        if cat == "gpu_memcpy":
+            memcpy[kind or "unknown"] = memcpy.get(kind or "unknown", 0) + n
     steps = per_step(trace)
     found = detect_backends(trace)
     table = copies(trace)
@@ -52,8 +55,8 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "source": trace.source,
         "device": device_info(trace),
         "events": ev.height,
-        "counts": {row["cat"]: row["len"] for row in counts.iter_rows(named=True)},
-        "memcpy": {row["kind"] or "unknown": row["len"] for row in memcpy.iter_rows(named=True)},
+        "counts": counts,
+        "memcpy": memcpy,
         "work_unit": work_unit(trace),
         "implicit_step": trace.implicit_step,
         "steps": [
