@@ -65,6 +65,51 @@ print(json.dumps({{"seconds": elapsed, "cpu": busy, "peak": peak, "workers": len
 """
 
 
+FIXED = r"""
+import json, sys, time
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+import msgspec, numpy, polars
+t1 = time.perf_counter()
+from dashboard.engine import load_trace, summarize
+t2 = time.perf_counter()
+queries = [0]
+try:  # polars' engine entry point, to count the queries (private: absent in some versions)
+    from polars.lazyframe import engine as _engine
+    _collect = _engine._LocalEngine.collect
+    def _counted(self, *args, **kwargs):
+        queries[0] += 1
+        return _collect(self, *args, **kwargs)
+    _engine._LocalEngine.collect = _counted
+except (ImportError, AttributeError):
+    queries[0] = None
+path = sys.argv[1]
+t3 = time.perf_counter()
+summarize(load_trace(path))
+first = time.perf_counter() - t3
+asked = queries[0]
+later = []
+for _ in range(5):
+    t = time.perf_counter()
+    summarize(load_trace(path))
+    later.append(time.perf_counter() - t)
+print(json.dumps({{"libraries": t1 - t0, "engine": t2 - t1, "first": first, "later": min(later), "queries": asked}}))
+"""
+
+
+def fixed_costs(path: Path) -> str:
+    """What a summary costs whatever the trace's size, in a fresh process: importing the libraries
+    and the engine, the first load and summary against the later ones (polars' and numpy's
+    first-call set-up), and the number of polars queries one load and summary runs."""
+    code = FIXED.format(root=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    f = json.loads(out.stdout.strip().splitlines()[-1])
+    queries = "?" if f["queries"] is None else f"{f['queries']}"
+    return (f"fixed costs on {path.name}: import msgspec+numpy+polars {f['libraries'] * 1e3:.0f} ms, the engine "
+            f"{f['engine'] * 1e3:.0f} ms; first load+summary {f['first'] * 1e3:.1f} ms, later ones {f['later'] * 1e3:.1f} ms "
+            f"(first-call set-up {max(f['first'] - f['later'], 0) * 1e3:.1f} ms); {queries} polars queries per load+summary")
+
+
 def measure(mode: str, path: Path) -> dict:
     code = CHILD.format(root=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code, mode, str(path)], capture_output=True, text=True, check=True)
@@ -119,6 +164,8 @@ def main(argv: list[str]) -> None:
     print(facts())
     base = measure("none", paths[0])["base"]
     print(f"interpreter with msgspec, polars, numpy and the engine imported: {base / 1e6:.0f} MB RSS")
+    smallest = min(paths, key=json_size)
+    print(fixed_costs(smallest))
     print(f"{'trace':<46} {'JSON MB':>8} {'summary s':>10} {'json.load s':>12} {'time ratio':>11} {'MB/s':>6} "
           f"{'CPU/wall':>9} {'RSS/JSON':>9} {'+workers':>9} {'json.load RSS/JSON':>19}")
     for path in paths:
@@ -126,7 +173,7 @@ def main(argv: list[str]) -> None:
         s = median_run("summary", path, args.repeat)
         j = median_run("json", path, args.repeat)
         with_workers = (s["peak"] + s["workers"] * s["child_peak"]) / size
-        print(f"{path.name:<46} {size / 1e6:>8.1f} {s['seconds']:>10.2f} {j['seconds']:>12.2f} {s['seconds'] / j['seconds']:>11.2f} "
+        print(f"{path.name:<46} {size / 1e6:>8.1f} {s['seconds']:>10.3f} {j['seconds']:>12.4f} {s['seconds'] / j['seconds']:>11.2f} "
               f"{size / 1e6 / s['seconds']:>6.0f} {s['cpu'] / s['seconds']:>9.2f} {s['peak'] / size:>9.2f} {with_workers:>9.2f} "
               f"{j['peak'] / size:>19.2f}")
 

@@ -490,3 +490,66 @@ def test_repeated_text_columns_are_categorical_and_hold_each_events_text(loaded,
     assert threads == sorted(threads)
     kinds = Counter(ev.filter(pl.col("cat") == "gpu_memcpy")["kind"].cast(pl.String).to_list())
     assert kinds == oracle.memcpy_kinds(doc)
+
+
+REAL_AND_BUNDLED = sorted(DATA.glob("*.json.gz")) + sorted((DATA.parent.parent / "sample_traces").glob("*/*.json.gz"))
+
+
+@pytest.mark.parametrize("path", REAL_AND_BUNDLED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_distinct_names_per_category_are_what_a_filter_per_category_finds(path):
+    """names_by_category answers with one query what each analysis asked with a query of its own
+    (the obvious version: filter a category, take its distinct names). On every real and bundled
+    trace; and on the tests/data traces every name of a complete event in the JSON is found."""
+    from dashboard.engine.model import names_by_category, names_in
+
+    trace = load_trace(path)
+    by_cat = names_by_category(trace)
+    cats = trace.events["cat"].cast(pl.String).unique().to_list()
+    assert sorted(by_cat) == sorted(cats)
+    for cat in cats:
+        slow = trace.events.filter(pl.col("cat") == cat)["name"].cast(pl.String).drop_nulls().unique().sort().to_list()
+        assert by_cat[cat] == slow
+    assert names_in(trace, "cpu_op", "kernel") == sorted(set(by_cat.get("cpu_op", [])) | set(by_cat.get("kernel", [])))
+    if path.parent == DATA:
+        assert {n for names in by_cat.values() for n in names} == {e.get("name", "") for e in oracle.complete(oracle.raw(path))}
+
+
+@pytest.mark.parametrize("path", REAL_AND_BUNDLED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_small_tables_one_gather_sorts_as_the_column_by_column_gather_does(path, monkeypatch):
+    """Below NORMALIZE_WHOLE_ROWS events the table is gathered in one query; above it, one column
+    at a time (the memory-lean way large files take). Both give the same table on every trace."""
+    from polars.testing import assert_frame_equal
+
+    import dashboard.engine.load as load
+
+    whole = load_trace(path)
+    assert whole.events.height < load.NORMALIZE_WHOLE_ROWS  # the path under test
+    monkeypatch.setattr(load, "NORMALIZE_WHOLE_ROWS", 0)
+    by_column = load_trace(path)
+    assert_frame_equal(whole.events, by_column.events, categorical_as_str=True)
+    assert summarize(whole) == summarize(by_column)
+
+
+def test_unreadable_times_negative_and_endless_durations_are_each_counted_once(tmp_path):
+    """The three checks of the loaded events run as one query: each warning counts its own events,
+    and an event skipped for its timestamp is not counted again for its duration. Counted by hand:
+    two timestamps out of range (one of them with a negative duration too), one negative duration,
+    one duration over 36 years."""
+    years_40_us = 40 * 365 * 86400 * 10**6
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "negative", "pid": 1, "tid": 1, "ts": 20, "dur": -3},
+        {"ph": "X", "cat": "cpu_op", "name": "endless", "pid": 1, "tid": 2, "ts": 30, "dur": years_40_us},
+        {"ph": "X", "cat": "cpu_op", "name": "far", "pid": 1, "tid": 1, "ts": 5 * 10**15, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "far and negative", "pid": 1, "tid": 1, "ts": -2 * 10**15, "dur": -7},
+    ]
+    path = tmp_path / "odd_times.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = load_trace(path)
+    assert sorted(trace.events["name"].cast(pl.String).to_list()) == ["endless", "negative", "ok"]
+    said = [w.removeprefix("odd_times.json: ") for w in trace.warnings]
+    assert "2 events with a missing or unreadable timestamp were skipped" in said
+    assert "1 events with a negative duration were read as zero-length" in said
+    assert "1 events with a duration over 36 years were read as zero-length" in said
+    durations = dict(zip(trace.events["name"].cast(pl.String).to_list(), trace.events["dur_ns"].to_list()))
+    assert durations == {"ok": 5000, "negative": 0, "endless": 0}
