@@ -426,13 +426,14 @@ def merge_small_events(tl: pl.DataFrame, max_events: int = TIMELINE_MAX_EVENTS, 
         .group_by("lane", "lane_kind", "_col")
         .agg(
             pl.col("start_us").min(), pl.col("end_us").max(), pl.col("dur_us").sum(),
-            pl.col("family").sort_by("dur_us", descending=True).first(),
+            pl.col("family").sort_by("dur_us", descending=True, maintain_order=True).first(),
             pl.len().cast(pl.Int64).alias("merged"),
             pl.col("name").first().alias("_first"), pl.col("cat").first(), pl.col("id").first(),
         )
         .with_columns(
             pl.when(pl.col("merged") > 1).then(pl.format("{} short events", pl.col("merged"))).otherwise(pl.col("_first")).alias("name")
         )
+        .sort("lane", "_col")  # a group_by's groups come in no fixed order
         .select(tl.columns + ["merged"])
     )
     return pl.concat([kept.select(tl.columns + ["merged"]), merged.cast(kept.select(tl.columns + ["merged"]).schema)])

@@ -553,3 +553,26 @@ def test_unreadable_times_negative_and_endless_durations_are_each_counted_once(t
     assert "1 events with a duration over 36 years were read as zero-length" in said
     durations = dict(zip(trace.events["name"].cast(pl.String).to_list(), trace.events["dur_ns"].to_list()))
     assert durations == {"ok": 5000, "negative": 0, "endless": 0}
+
+
+@pytest.mark.parametrize("path", REAL_AND_BUNDLED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_tables_with_ties_sort_fully(path):
+    """Rows that tie on the ranked value (equal total time, equal copy time: common at µs
+    resolution) come in a fixed order, not the one a group_by happened to give: each table's sort
+    key covers its group key, so the order is total."""
+    from dashboard.engine.copies import copy_summary
+    from dashboard.engine.review import copy_groups
+
+    trace = load_trace(path)
+    table = kernel_table(trace)
+    assert table.select("name", "family").is_unique().all()
+    assert table.equals(table.sort(["total_ns", "name", "family"], descending=[True, False, False], nulls_last=True))
+    summary = copy_summary(copies(trace)).with_columns(pl.col("op_chain").list.join(" > ").alias("chain"))
+    assert summary.select("kind", "chain", "copy_class", "hidden").is_unique().all()
+    assert summary.equals(summary.sort(["hidden", "count", "kind", "chain", "copy_class"], descending=[True, True, False, False, False],
+                                       nulls_last=True))
+    groups = copy_groups({"a": trace, "b": trace})
+    assert groups.select("run", "kind", "op_chain", "origin", "hidden", "copy_class").is_unique().all()
+    assert groups["run"].to_list() == sorted(groups["run"].to_list())
+    assert groups.equals(groups.sort(["run", "hidden", "us_per_step", "kind", "op_chain", "origin", "copy_class"],
+                                     descending=[False, True, True, False, False, False, False], nulls_last=True))

@@ -241,8 +241,8 @@ def copy_summary(table: pl.DataFrame) -> pl.DataFrame:
             pl.col("dur_ns").sum().alias("dur_ns"),
         )
         .sort(
-            [pl.col("hidden"), pl.col("count"), pl.col("kind"), pl.col("op_chain").list.join(CHAIN_SEP)],
-            descending=[True, True, False, False],
+            [pl.col("hidden"), pl.col("count"), pl.col("kind"), pl.col("op_chain").list.join(CHAIN_SEP), pl.col("copy_class")],
+            descending=[True, True, False, False, False],
             nulls_last=True,
         )
     )

@@ -260,6 +260,6 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
             (pl.col("total_ns") / pl.col("count")).alias("mean_ns"),
             (pl.col("total_ns") / total).alias("share"),
         )
-        .sort("total_ns", descending=True)
+        .sort(["total_ns", "name", "family"], descending=[True, False, False], nulls_last=True)  # ties in a fixed order
         .select("name", "family", "count", "per_step", "total_ns", "mean_ns", "share")
     )

@@ -211,7 +211,8 @@ def copy_groups(runs: dict[str, Trace]) -> pl.DataFrame:
     order = {label: i for i, label in enumerate(runs)}
     return (
         out.with_columns(pl.col("run").replace_strict(order, return_dtype=pl.Int64).alias("_order"))
-        .sort(["_order", "hidden", "us_per_step"], descending=[False, True, True])
+        .sort(["_order", "hidden", "us_per_step", "kind", "op_chain", "origin", "copy_class"],  # ties in a fixed order
+              descending=[False, True, True, False, False, False, False], nulls_last=True)
         .drop("_order")
     )
 
