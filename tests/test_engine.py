@@ -571,6 +571,9 @@ def test_tables_with_ties_sort_fully(path):
     assert summary.select("kind", "chain", "copy_class", "hidden").is_unique().all()
     assert summary.equals(summary.sort(["hidden", "count", "kind", "chain", "copy_class"], descending=[True, True, False, False, False],
                                        nulls_last=True))
+    launches = detect_backends(trace).launches
+    assert launches.select("backend", "kernel", "op", "launch").is_unique().all()
+    assert launches.equals(launches.sort("backend", "kernel", "op", "launch", nulls_last=True))
     groups = copy_groups({"a": trace, "b": trace})
     assert groups.select("run", "kind", "op_chain", "origin", "hidden", "copy_class").is_unique().all()
     assert groups["run"].to_list() == sorted(groups["run"].to_list())

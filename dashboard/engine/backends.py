@@ -196,7 +196,7 @@ def _launches(trace: Trace, by_name: dict[str, str]) -> pl.DataFrame:
         )
         .group_by("backend", "kernel", "op", "launch")
         .agg(pl.len().cast(pl.Int64).alias("count"))
-        .sort("backend", "kernel", "op", nulls_last=True)
+        .sort("backend", "kernel", "op", "launch", nulls_last=True)
         .select(list(LAUNCH_SCHEMA))
     )
 

@@ -442,7 +442,7 @@ def _call_rows(trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: 
     """CALL_SCHEMA rows of the attention op calls (see attention_calls)."""
     per_call = (
         work.filter(pl.col("owner") >= 0)
-        .sort(["attention", "dur_ns"], descending=True)
+        .sort(["attention", "dur_ns"], descending=True, maintain_order=True)  # equal times: the first launched
         .group_by("owner", maintain_order=True)
         .agg(pl.col("name").first().alias("kernel"), pl.col("device").first(), pl.col("dur_ns").sum().alias("time_ns"),
              pl.len().cast(pl.Int64).alias("kernels"), pl.col("name").filter(pl.col("attention")).first().alias("att_kernel"))
@@ -575,7 +575,7 @@ def efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = Non
         pl.col("time_ns").sum().alias("total_ns"), pl.col("time_ns").count().alias("timed"),
     )
     table = _rates(groups, _peak_frame(trace, groups, peak))
-    return table.sort("total_us", descending=True, nulls_last=True).select(list(EFFICIENCY_SCHEMA))
+    return table.sort("total_us", descending=True, nulls_last=True, maintain_order=True).select(list(EFFICIENCY_SCHEMA))  # ties: call order
 
 
 def _join_null_safe(left: pl.DataFrame, right: pl.DataFrame, on: list[str]) -> pl.DataFrame:

@@ -278,7 +278,7 @@ def findings(
             rows.append(_finding(label, severity, "cut trace", lead + said))
         hidden = groups.filter((pl.col("run") == label) & pl.col("hidden"))
         if hidden.height:
-            worst = hidden.sort("us_per_step", descending=True).row(0, named=True)
+            worst = hidden.sort("us_per_step", descending=True, maintain_order=True).row(0, named=True)
             per_step = hidden["per_step"].sum()
             size = hidden["bytes_per_step"].sum() if hidden["bytes_per_step"].is_not_null().any() else None
             share = hidden["share"].sum() if hidden["share"].is_not_null().any() else None
