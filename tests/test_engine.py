@@ -579,3 +579,16 @@ def test_tables_with_ties_sort_fully(path):
     assert groups["run"].to_list() == sorted(groups["run"].to_list())
     assert groups.equals(groups.sort(["run", "hidden", "us_per_step", "kind", "op_chain", "origin", "copy_class"],
                                      descending=[False, True, True, False, False, False, False], nulls_last=True))
+
+
+def test_steps_that_start_together_come_in_number_order(tmp_path):
+    """find_steps orders the ProfilerStep spans by start, then by number: two that start at the same
+    microsecond (a hand-made trace) do not come in the order a unique() happened to leave them."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": 100, "dur": d}
+              for n, d in ((9, 50), (4, 40), (7, 30))]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 110, "dur": 5})
+    path = tmp_path / "together.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    steps = load_trace(path).steps
+    assert steps["step"].to_list() == [4, 7, 9]
+    assert steps["name"].to_list() == ["ProfilerStep#4", "ProfilerStep#7", "ProfilerStep#9"]

@@ -167,7 +167,7 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
         )
         .filter(pl.col("step").is_not_null())  # ProfilerStep#<beyond int64> is no step number
         .unique("step", keep="first")
-        .sort("start_ns")
+        .sort("start_ns", "step")  # two steps that start together: by number, not as unique left them
         .with_columns(pl.lit(False).alias("implicit"))
     )
     if marks.height:
