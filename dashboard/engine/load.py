@@ -1757,9 +1757,8 @@ def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFra
         (~readable).sum().alias("unreadable"), (readable & (dur < 0)).sum().alias("negative"),
         (readable & (dur > MAX_DUR_NS)).sum().alias("endless")).row(0)
     if unreadable:
-        frame = frame.with_columns(pl.when(ts.is_between(MIN_TS_NS, MAX_TS_NS)).then(ts).alias("ts_abs"))
         warnings.append(f"{label}: {unreadable:,} events with a missing or unreadable timestamp were skipped")
-        frame = frame.filter(pl.col("ts_abs").is_not_null())
+        frame = frame.filter(readable)
         if frame.height == 0:
             raise TraceError(f"{label}: no complete event has a readable timestamp")
     if negative:
