@@ -1046,10 +1046,156 @@ PyDoc_STRVAR(holders_doc,
 "out[i] = the largest j < i of i's lane with reach[j] >= need[i], else -1 (int64 arrays of one\n"
 "length, sorted by lane). See dashboard/engine/steps.py: innermost_holders.");
 
+/* ------------------------------------------------------------------ Arrow columns */
+
+/* The Arrow C data interface's two structs (https://arrow.apache.org/docs/format/CDataInterface.html),
+ * as the standard gives them to copy. */
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+/* One allocation holds an array's buffer pointers, its validity bitmap and its values: the
+ * release frees it and needs no Python object (a consumer may release from any thread). */
+typedef struct {
+    const void *buffers[2];
+    double align; /* the bytes that follow start 8-aligned */
+} ArrowBlock;
+
+static void schema_release(struct ArrowSchema *schema) { schema->release = NULL; }
+
+static void array_release(struct ArrowArray *array) {
+    free(array->private_data);
+    array->release = NULL;
+}
+
+static void schema_capsule_free(PyObject *capsule) {
+    struct ArrowSchema *schema = PyCapsule_GetPointer(capsule, "arrow_schema");
+    if (schema && schema->release) schema->release(schema);
+    free(schema);
+}
+
+static void array_capsule_free(PyObject *capsule) {
+    struct ArrowArray *array = PyCapsule_GetPointer(capsule, "arrow_array");
+    if (array && array->release) array->release(array);
+    free(array);
+}
+
+/* arrow(values, format, valid): see arrow_doc. The values are copied (a few bytes a row, once), so
+ * the array owns what it points to and outlives the buffers it was made from. */
+static PyObject *arrow(PyObject *self, PyObject *args) {
+    Py_buffer values, valid = {0};
+    const char *format;
+    int has_valid = 0;
+    PyObject *valid_obj;
+    if (!PyArg_ParseTuple(args, "y*sO", &values, &format, &valid_obj)) return NULL;
+    PyObject *res = NULL;
+    struct ArrowSchema *schema = NULL;
+    struct ArrowArray *array = NULL;
+    size_t width;
+    const char *arrow_format;
+    switch (format[0] && !format[1] ? format[0] : 0) {
+    case 'l': width = 8, arrow_format = "l"; break; /* int64 */
+    case 'i': width = 4, arrow_format = "i"; break; /* int32 */
+    case 'I': width = 4, arrow_format = "I"; break; /* uint32 */
+    case 'b': width = 1, arrow_format = "b"; break; /* bool, one byte (0 or 1) a value */
+    default:
+        PyErr_Format(PyExc_ValueError, "arrow: unknown format %R (l, i, I or b)", PyTuple_GET_ITEM(args, 1));
+        goto done;
+    }
+    if (values.len % (Py_ssize_t)width) {
+        PyErr_SetString(PyExc_ValueError, "arrow: the values' length is not a whole number of values");
+        goto done;
+    }
+    int64_t n = values.len / (Py_ssize_t)width;
+    if (valid_obj != Py_None) {
+        if (PyObject_GetBuffer(valid_obj, &valid, PyBUF_SIMPLE)) goto done;
+        has_valid = 1;
+        if (valid.len != n) {
+            PyErr_SetString(PyExc_ValueError, "arrow: valid must hold one byte a value");
+            goto done;
+        }
+    }
+    size_t bitmap = ((size_t)n + 63) / 64 * 8, data = width == 1 ? bitmap : (size_t)n * width;
+    ArrowBlock *block = malloc(sizeof(ArrowBlock) + bitmap + data + 8);
+    schema = calloc(1, sizeof *schema);
+    array = calloc(1, sizeof *array);
+    if (!block || !schema || !array) {
+        free(block);
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint8_t *bits = (uint8_t *)(block + 1), *out = bits + bitmap;
+    const uint8_t *in = values.buf, *ok = has_valid ? valid.buf : NULL;
+    int64_t nulls = 0;
+    memset(bits, 0, bitmap + (width == 1 ? data : 0));
+    for (int64_t i = 0; ok && i < n; i++) {
+        if (ok[i]) bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+        else nulls++;
+    }
+    if (width == 1) {
+        for (int64_t i = 0; i < n; i++)
+            if (in[i]) out[i >> 3] |= (uint8_t)(1u << (i & 7));
+    } else if (n) {
+        memcpy(out, in, (size_t)n * width);
+    }
+    block->buffers[0] = nulls ? bits : NULL;
+    block->buffers[1] = out;
+    *schema = (struct ArrowSchema){arrow_format, "", NULL, 2 /* ARROW_FLAG_NULLABLE */, 0, NULL, NULL, schema_release, NULL};
+    *array = (struct ArrowArray){n, nulls, 0, 2, 0, block->buffers, NULL, NULL, array_release, block};
+    PyObject *s = PyCapsule_New(schema, "arrow_schema", schema_capsule_free);
+    if (!s) {
+        array_release(array);
+        goto done;
+    }
+    schema = NULL; /* the capsule's now */
+    PyObject *a = PyCapsule_New(array, "arrow_array", array_capsule_free);
+    if (!a) {
+        Py_DECREF(s);
+        array_release(array);
+        goto done;
+    }
+    array = NULL;
+    res = Py_BuildValue("(NN)", s, a);
+done:
+    free(schema);
+    free(array);
+    PyBuffer_Release(&values);
+    if (has_valid) PyBuffer_Release(&valid);
+    return res;
+}
+
+PyDoc_STRVAR(arrow_doc,
+"arrow(values, format, valid) -> (schema capsule, array capsule)\n\n"
+"A column as the Arrow PyCapsule interface hands it over (what __arrow_c_array__ returns), so that\n"
+"polars takes it without numpy: values a buffer of int64 (format 'l'), int32 ('i'), uint32 ('I')\n"
+"or bool bytes ('b'), in native order; valid None (all valid) or one byte a value (0: null).");
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O, scan_doc},
     {"scan_document", scan_document, METH_O, scan_document_doc},
     {"holders", holders, METH_VARARGS, holders_doc},
+    {"arrow", arrow, METH_VARARGS, arrow_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from dashboard.engine.columns import series
 from dashboard.engine.model import Trace, names_in, per_trace
 from dashboard.engine.names import parse
 
@@ -203,8 +204,7 @@ def _launches(trace: Trace, by_name: dict[str, str]) -> pl.DataFrame:
 
 def _names_of(ev: pl.DataFrame, ids: np.ndarray) -> pl.Series:
     """The names of the events with these ids (row numbers; -1: null)."""
-    rows = pl.Series(ids, dtype=pl.Int64)
-    return ev["name"].gather(rows.set(rows < 0, None)).cast(pl.String)
+    return ev["name"].gather(series("rows", ids.astype(np.int64), valid=ids >= 0)).cast(pl.String)
 
 
 def enclosing_cpu_op(trace: Trace, ids: np.ndarray) -> np.ndarray:

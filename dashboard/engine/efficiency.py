@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.backends import detect_backends
+from dashboard.engine.columns import series
 from dashboard.engine.model import GPU_CATEGORIES, Trace, names_in, per_trace
 from dashboard.engine.names import parse
 from dashboard.engine.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override
@@ -434,7 +435,7 @@ def _device_work(trace: Trace, parent: np.ndarray, is_call: np.ndarray, kernel_n
     gpu = trace.events.lazy().filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
         "id", pl.col("name").cast(pl.String), "device", "dur_ns", pl.col("launch").fill_null(-1)).collect()
     owner = nearest_marked(parent, gpu["launch"].to_numpy(), is_call)
-    return gpu.with_columns(pl.Series("owner", owner), pl.col("name").is_in(list(kernel_names)).alias("attention"))
+    return gpu.with_columns(series("owner", owner), pl.col("name").is_in(list(kernel_names)).alias("attention"))
 
 
 def _call_rows(trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: pl.DataFrame,

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.backends import is_fused_attention
+from dashboard.engine.columns import series
 from dashboard.engine.model import GPU_CATEGORIES, Trace, names_matching, per_trace
 from dashboard.engine.names import parse
 
@@ -186,7 +187,7 @@ def leaf_work_ops(trace: Trace) -> pl.DataFrame:
             break
         holds_work[frontier] = True
         frontier = parent[frontier]
-    return ops.filter(~pl.Series(holds_work[ops["id"].to_numpy()]))
+    return ops.filter(~series("holds_work", holds_work[ops["id"].to_numpy()]))
 
 
 @per_trace

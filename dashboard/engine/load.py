@@ -34,7 +34,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar, Union
 
 import msgspec
-import numpy as np
+
+# columns imports numpy, whose OpenBLAS thread busy-waits for about 0.1 s once started: started
+# before polars' import (about 0.1 s), that spin overlaps the import rather than a first load.
+from dashboard.engine.columns import from_bytes  # before polars: see above
 import polars as pl
 
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Cut, Trace
@@ -1661,17 +1664,10 @@ def _scanned_document(data: bytes) -> tuple[list[tuple[str, bytes]], _Part] | No
 def _part_of(got: tuple) -> _Part | None:
     """The scanner's answer -> a _Part (None when an odd value is not UTF-8: msgspec's path repairs it)."""
     seen, n_complete, n_flows, tables, data, valid, odd, last = got  # tables: lists of this call's own
-    codes = [np.frombuffer(d, dtype=np.uint32) if v is None else np.frombuffer(d, dtype=np.int64) for d, v in zip(data, valid)]
-    flags = [None if v is None else np.frombuffer(v, dtype=np.bool_) for v in valid]
+    fixed: dict[int, dict[int, int]] = {}  # column -> row -> the value read here for an odd entry
 
     def put(col: int, row: int, value: int) -> None:
-        if not codes[col].flags.writeable:  # views of the scanner's bytes: copied at the first odd value
-            codes[col] = codes[col].copy()
-            if flags[col] is not None:
-                flags[col] = flags[col].copy()
-        codes[col][row] = value
-        if flags[col] is not None:
-            flags[col][row] = True
+        fixed.setdefault(col, {})[row] = value
 
     times: list[tuple[int, int, str]] = []
     for col, row, text in odd:
@@ -1698,12 +1694,11 @@ def _part_of(got: tuple) -> _Part | None:
 
     def column(col: int) -> pl.Series:
         name, table, _ = _SCAN_COLUMNS[col]
-        if table is not None:
-            return texts[table].gather(pl.Series(codes[col], dtype=pl.UInt32)).alias(name)
-        values = pl.Series(name, codes[col], dtype=pl.Int64)
-        if flags[col].all():
-            return values
-        return pl.select(pl.when(pl.Series(flags[col], dtype=pl.Boolean)).then(values)).to_series().alias(name)
+        values = from_bytes(name, data[col], "I" if table is not None else "l", valid[col])
+        if col in fixed:  # scatter sets a value and makes it valid, as the odd entry's reading says
+            rows = fixed[col]
+            values = values.scatter(pl.Series(list(rows), dtype=pl.Int64), pl.Series(list(rows.values()), dtype=values.dtype))
+        return values if table is None else texts[table].gather(values).alias(name)
 
     events = counts = flows = None
     if n_complete:

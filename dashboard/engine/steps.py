@@ -12,6 +12,7 @@ import re
 import numpy as np
 import polars as pl
 
+from dashboard.engine.columns import series
 from dashboard.engine.model import GPU_CATEGORIES
 
 try:  # the C extension's stack-free walk (see _scan.c: holders); the numpy version below without it
@@ -56,8 +57,8 @@ def nesting(frame: pl.DataFrame) -> pl.DataFrame:
         parent[order[has_parent]] = order[parent_o[has_parent]]
     del lane, ts, end
     return frame.with_columns(
-        pl.Series("depth", _depths(parent), dtype=pl.Int32),
-        pl.Series("parent", parent, dtype=pl.Int64).replace(-1, None),
+        series("depth", _depths(parent), dtype=pl.Int32),
+        series("parent", parent, valid=parent >= 0),
     )
 
 
@@ -197,5 +198,5 @@ def assign_steps(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     span = np.searchsorted(start, at, side="right") - 1
     inside = anchored & (span >= 0)
     inside[inside] = at[inside] < end[span[inside]]
-    step = pl.Series("step", np.where(inside, number[np.maximum(span, 0)] if len(number) else 0, 0), dtype=pl.Int64)
-    return frame.with_columns(step.scatter(np.flatnonzero(~inside), None))
+    step = np.where(inside, number[np.maximum(span, 0)] if len(number) else 0, 0).astype(np.int64)
+    return frame.with_columns(series("step", step, valid=inside))

@@ -1,0 +1,58 @@
+"""numpy arrays and the scanner's bytes -> polars Series, through the Arrow PyCapsule interface.
+
+polars 2 imports numpy.ma the first time it builds a Series from a numpy array (7-15 ms, paid by
+every process's first trace, a large share of a small trace's time). A column handed over as an
+Arrow array (`_scan.arrow`, a copy of its values) skips numpy's side of polars altogether, in
+every supported polars version. Without the C extension, the plain constructor does the same
+job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+try:  # the C extension (setup.py), which also holds the scanner
+    from dashboard.engine import _scan
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _scan = None
+
+_FORMATS = {np.dtype(np.int64): "l", np.dtype(np.int32): "i", np.dtype(np.uint32): "I", np.dtype(np.bool_): "b"}
+
+
+class _Capsules:
+    """What `pl.Series` takes as an Arrow array: an object whose __arrow_c_array__ gives the pair."""
+
+    __slots__ = ("pair",)
+
+    def __init__(self, pair: tuple[Any, Any]) -> None:
+        self.pair = pair
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
+        return self.pair
+
+
+def series(name: str, values: np.ndarray, dtype: Any = None, valid: np.ndarray | None = None) -> pl.Series:
+    """pl.Series(name, values, dtype=dtype) for a 1-d numpy array, null where the bool array
+    `valid` is False, without numpy.ma where the array's type has an Arrow twin here (int64,
+    int32, uint32, bool, in native order)."""
+    fmt = _FORMATS.get(values.dtype) if _scan is not None and values.ndim == 1 else None
+    if fmt is None:
+        out = pl.Series(name, values, dtype=dtype)
+        if valid is None:
+            return out
+        return pl.select(pl.when(pl.Series(valid, dtype=pl.Boolean)).then(out)).to_series().alias(name)
+    mask = None if valid is None else np.ascontiguousarray(valid, dtype=np.bool_)
+    out = pl.Series(_Capsules(_scan.arrow(np.ascontiguousarray(values), fmt, mask))).alias(name)
+    return out if dtype is None or out.dtype == dtype else out.cast(dtype)
+
+
+def from_bytes(name: str, data: bytes, fmt: str, valid: bytes | None = None) -> pl.Series:
+    """A column the scanner wrote: native int64 ('l') or uint32 ('I') values, with one validity
+    byte a value (0: null) or None when all are valid."""
+    if _scan is None:  # pragma: no cover - the scanner is the only writer of such bytes
+        raise RuntimeError("columns.from_bytes needs the C extension")
+    return pl.Series(_Capsules(_scan.arrow(data, fmt, valid))).alias(name)
+
