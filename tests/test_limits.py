@@ -116,6 +116,64 @@ def test_the_default_limit_is_4_gib_and_a_gzip_meets_it_while_inflating(monkeypa
         load_trace(gzip.compress(bomb), max_json_bytes=len(bomb))
 
 
+def test_a_gzip_trailer_that_lies_about_its_size_changes_only_the_pieces(tmp_path, baseline_rss):
+    """The trailer's size (under GZIP_ONE_PIECE_BYTES: the stream is read whole and a zlib call
+    gives up to that size) is a hint: a one-member bomb whose trailer claims 40 MiB still stops
+    at the limit, in bounded memory."""
+    bomb = write_bomb(tmp_path / "liar.json.gz", 300 * MIB, one_member=True)
+    with open(bomb, "r+b") as fh:
+        fh.seek(-4, os.SEEK_END)
+        fh.write((40 * MIB).to_bytes(4, "little"))
+    assert load_module._gzip_pieces(bomb.stat().st_size, (40 * MIB).to_bytes(4, "little")) == (bomb.stat().st_size, 40 * MIB + 1)
+    assert_refused_while_inflating(tmp_path, bomb, str(256 * MIB), "256.0 MiB (268,435,456 bytes)", baseline_rss)
+
+
+def test_how_a_gzip_stream_is_cut_into_pieces():
+    """(compressed bytes a read, inflated bytes a zlib call), by hand: whole when the trailer says
+    the stream inflates to less than 48 MiB and to at least its own size, else 1 MiB and 8 MiB."""
+    pieces = load_module._gzip_pieces
+    assert load_module.GZIP_ONE_PIECE_BYTES == 48 * MIB
+    assert pieces(1_174_357, (8_647_330).to_bytes(4, "little")) == (1_174_357, 8_647_331)
+    assert pieces(100, (100).to_bytes(4, "little")) == (100, 101)
+    assert pieces(100, (99).to_bytes(4, "little")) == (MIB, 8 * MIB)  # inflates to less than it is: no hint
+    assert pieces(100, bytes(4)) == (MIB, 8 * MIB)  # zero padding after the last member
+    assert pieces(100, (48 * MIB).to_bytes(4, "little")) == (MIB, 8 * MIB)
+    assert pieces(100, (48 * MIB - 1).to_bytes(4, "little")) == (100, 48 * MIB)
+    assert pieces(0, b"") == (MIB, 8 * MIB)  # a pipe: no size, no trailer
+
+
+def _members(data: bytes, cuts: list[int]) -> bytes:
+    """data as gzip members, one per slice between the cuts (as `cat a.gz b.gz` makes)."""
+    edges = [0, *cuts, len(data)]
+    return b"".join(gzip.compress(data[a:b], mtime=0) for a, b in zip(edges, edges[1:]))
+
+
+@pytest.mark.parametrize("layout", ["one member", "two members, the last large", "two members, the last small",
+                                    "zero padding after", "from bytes"])
+def test_a_gzip_reads_the_same_whatever_its_trailer_says(tmp_path, monkeypatch, layout):
+    """An 8.6 MB trace: one member is inflated in one piece (one write; it took two before, and
+    a join); streams whose trailer does not give the whole size read the same, in more pieces."""
+    plain = gzip.decompress((DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz").read_bytes())
+    packed = {
+        "one member": _members(plain, []), "from bytes": _members(plain, []),
+        "two members, the last large": _members(plain, [len(plain) // 3]),
+        "two members, the last small": _members(plain, [len(plain) - 1000]),
+        "zero padding after": _members(plain, []) + bytes(512),
+    }[layout]
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(packed)
+    writes = []
+    write = load_module._Sink.write
+    monkeypatch.setattr(load_module._Sink, "write", lambda self, piece: (writes.append(len(piece)), write(self, piece))[1])
+    got = load_trace(packed if layout == "from bytes" else path, name="t.json.gz")
+    assert sum(writes) == len(plain)
+    if layout in ("one member", "from bytes"):
+        assert writes == [len(plain)]
+    else:
+        assert len(writes) > 1
+    _assert_same(got, load_trace(plain, name="t.json.gz"))
+
+
 @pytest.mark.skipif(not os.environ.get("ATTNSCOPE_SLOW_TESTS"), reason="inflates 4 GiB (20-40 s); set ATTNSCOPE_SLOW_TESTS=1")
 def test_a_gzip_bomb_past_the_default_limit_is_refused_in_bounded_memory(tmp_path, baseline_rss):
     """About 4 MB of .json.gz that inflates to 4 GiB + 1 MiB of JSON whitespace, at the default
