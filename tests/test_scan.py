@@ -307,7 +307,7 @@ try:
     scan.holders(array.array("q", [1]), array.array("q", [1, 2]), array.array("q", [1]), array.array("q", [0]))
 except ValueError:
     pass
-for n in (0, 1, 7, 8, 9, 63, 64, 65, 1000):  # arrow (a column for polars): bitmaps across byte ends
+for n in (0, 1, 7, 8, 9, 63, 64, 65, 1000, 140_000):  # arrow (a column for polars): bitmaps across byte ends, mapped pages
     for fmt, width in (("l", 8), ("i", 4), ("I", 4), ("b", 1)):
         values = bytes(rng.randrange(256) for _ in range(n * width))
         for valid in (None, bytes(rng.randrange(2) for _ in range(n)), bytes(n)):

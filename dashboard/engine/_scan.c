@@ -16,6 +16,8 @@
  * Texts are interned per column: each distinct text is one entry, and a column is a uint32 code
  * per row (0 = null) into its table's list [None, text1, text2, ...]. Integers are int64 with a
  * validity byte; ts and dur are parsed to exact int64 ns from their digits, as load._ns does.
+ * Each column is handed over as an Arrow array (a pair of capsules, see arrow_pair) that owns the
+ * scan's buffer: polars takes it as a Series without a copy.
  * Values the loader reads through Python (a numeric string in an int field, a float, an integer
  * beyond int64, a quoted or exponent timestamp, "-0" as a text) are returned as "odd" entries
  * (column, row, raw JSON bytes) for the caller to read with the same Python functions as before.
@@ -30,6 +32,10 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#define HAVE_MMAP 1
+#endif
 
 /* ------------------------------------------------------------------ growable buffers */
 
@@ -839,6 +845,150 @@ static int scan_object(Cur *c, Out *o, Buf *members) {
     return found && c->p == c->end ? 0 : FAIL;
 }
 
+/* ------------------------------------------------------------------ Arrow columns */
+
+/* The Arrow C data interface's two structs (https://arrow.apache.org/docs/format/CDataInterface.html),
+ * as the standard gives them to copy. A column goes to polars as a pair of capsules holding them
+ * (the Arrow PyCapsule interface), without numpy and without a Python object per value. */
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+/* What an array owns: its buffer pointers (validity bitmap or NULL, values), freed by the release
+ * without Python, so that a consumer may release it from any thread, without the GIL. Values
+ * copied by arrow() of MAPPED_BYTES or more are mapped pages of their own (mapped: their size),
+ * returned to the system when released: from malloc, once glibc has raised its mmap threshold
+ * past them (it does after each large free), they would land in its heap, which keeps freed
+ * memory (a first open of the 910 MB trace peaked 9-26 MB higher). */
+typedef struct {
+    const void *buffers[2];
+    size_t mapped;
+} ArrowOwned;
+
+#define MAPPED_BYTES ((size_t)1 << 20)
+
+/* size bytes for arrow()'s copy (*mapped: the mapping's size, or 0 from malloc); NULL on no memory. */
+static void *values_alloc(size_t size, size_t *mapped) {
+    *mapped = 0;
+#ifdef HAVE_MMAP
+    if (size >= MAPPED_BYTES) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+        *mapped = size;
+        return p;
+    }
+#endif
+    return malloc(size ? size : 1);
+}
+
+static void values_free(void *p, size_t mapped) {
+#ifdef HAVE_MMAP
+    if (mapped) {
+        munmap(p, mapped);
+        return;
+    }
+#endif
+    free(p);
+}
+
+static void schema_release(struct ArrowSchema *schema) { schema->release = NULL; }
+
+static void array_release(struct ArrowArray *array) {
+    ArrowOwned *own = array->private_data;
+    if (own) {
+        free((void *)own->buffers[0]);
+        values_free((void *)own->buffers[1], own->mapped);
+        free(own);
+    }
+    array->release = NULL;
+}
+
+static void schema_capsule_free(PyObject *capsule) {
+    struct ArrowSchema *schema = PyCapsule_GetPointer(capsule, "arrow_schema");
+    if (schema && schema->release) schema->release(schema);
+    free(schema);
+}
+
+static void array_capsule_free(PyObject *capsule) {
+    struct ArrowArray *array = PyCapsule_GetPointer(capsule, "arrow_array");
+    if (array && array->release) array->release(array);
+    free(array);
+}
+
+/* (schema capsule, array capsule) for n values at `values` (mapped: see ArrowOwned) with the
+ * validity bitmap `bits` (NULL: all valid) and `nulls` nulls, in Arrow format `format` (a static
+ * string). Takes both buffers (freed with the array, or here on failure); NULL with an exception
+ * set on failure. */
+static PyObject *arrow_pair(void *values, size_t mapped, uint8_t *bits, int64_t n, int64_t nulls, const char *format) {
+    struct ArrowSchema *schema = calloc(1, sizeof *schema);
+    struct ArrowArray *array = calloc(1, sizeof *array);
+    ArrowOwned *own = malloc(sizeof *own);
+    if (!values) values = malloc(1); /* an empty column: a buffer all the same */
+    if (!schema || !array || !own || !values) {
+        free(schema);
+        free(array);
+        free(own);
+        if (values) values_free(values, mapped);
+        free(bits);
+        return PyErr_NoMemory();
+    }
+    own->buffers[0] = nulls ? bits : NULL;
+    own->buffers[1] = values;
+    own->mapped = mapped;
+    if (!nulls) free(bits);
+    *schema = (struct ArrowSchema){format, "", NULL, 2 /* ARROW_FLAG_NULLABLE */, 0, NULL, NULL, schema_release, NULL};
+    *array = (struct ArrowArray){n, nulls, 0, 2, 0, own->buffers, NULL, NULL, array_release, own};
+    PyObject *s = PyCapsule_New(schema, "arrow_schema", schema_capsule_free);
+    if (!s) {
+        free(schema);
+        array_release(array);
+        free(array);
+        return NULL;
+    }
+    PyObject *a = PyCapsule_New(array, "arrow_array", array_capsule_free);
+    if (!a) {
+        Py_DECREF(s);
+        array_release(array);
+        free(array);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", s, a);
+}
+
+/* A bitmap of n bytes (bit i set where byte i is not 0) and the count of zero bytes; NULL on no memory. */
+static uint8_t *bitmap_of(const uint8_t *ok, int64_t n, int64_t *nulls) {
+    uint8_t *bits = calloc(((size_t)n + 63) / 64 * 8 + 8, 1);
+    if (!bits) return NULL;
+    int64_t missing = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (ok[i]) bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+        else missing++;
+    }
+    *nulls = missing;
+    return bits;
+}
+
 /* ------------------------------------------------------------------ Python */
 
 static void out_free(Out *o) {
@@ -853,7 +1003,21 @@ static void out_free(Out *o) {
     buf_free(&o->odd_len);
 }
 
-static PyObject *bytes_of(const Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len); }
+/* Column k as an Arrow array (capsule pair) that takes the column's values from the Buf (no copy);
+ * an int column's validity bytes become its bitmap. */
+static PyObject *column_pair(Out *o, int k) {
+    Col *col = &o->cols[k];
+    int table = COL_TABLE[k] >= 0;
+    int64_t n = (int64_t)(col->data.len / (table ? sizeof(uint32_t) : sizeof(int64_t))), nulls = 0;
+    uint8_t *bits = NULL;
+    if (!table) {
+        bits = bitmap_of((const uint8_t *)col->valid.data, n, &nulls);
+        if (!bits) return PyErr_NoMemory();
+    }
+    void *values = col->data.data;
+    col->data = (Buf){0}; /* the array's now */
+    return arrow_pair(values, 0, bits, n, nulls, table ? "I" : "l");
+}
 
 /* [None, text, ...] for one table; NULL with no exception set when a text is not UTF-8. */
 static PyObject *table_list(const Table *t, int *not_utf8) {
@@ -879,21 +1043,18 @@ static PyObject *table_list(const Table *t, int *not_utf8) {
 }
 
 static PyObject *result(Out *o, int *not_utf8) {
-    PyObject *tables = PyTuple_New(N_TABLES), *data = PyTuple_New(N_COLS), *valid = PyTuple_New(N_COLS);
+    PyObject *tables = PyTuple_New(N_TABLES), *columns = PyTuple_New(N_COLS);
     PyObject *odd = PyList_New(0), *last = NULL, *res = NULL;
-    if (!tables || !data || !valid || !odd) goto done;
+    if (!tables || !columns || !odd) goto done;
     for (int t = 0; t < N_TABLES; t++) {
         PyObject *list = table_list(&o->tables[t], not_utf8);
         if (!list) goto done;
         PyTuple_SET_ITEM(tables, t, list);
     }
     for (int k = 0; k < N_COLS; k++) {
-        PyObject *d = bytes_of(&o->cols[k].data);
-        if (!d) goto done;
-        PyTuple_SET_ITEM(data, k, d);
-        PyObject *v = COL_TABLE[k] < 0 ? bytes_of(&o->cols[k].valid) : (Py_INCREF(Py_None), Py_None);
-        if (!v) goto done;
-        PyTuple_SET_ITEM(valid, k, v);
+        PyObject *pair = column_pair(o, k);
+        if (!pair) goto done;
+        PyTuple_SET_ITEM(columns, k, pair);
     }
     size_t n_odd = o->odd_col.len / sizeof(int32_t);
     for (size_t k = 0; k < n_odd; k++) {
@@ -910,11 +1071,10 @@ static PyObject *result(Out *o, int *not_utf8) {
     last = o->last_ts_start ? PyBytes_FromStringAndSize(o->last_ts_start, o->last_ts_end - o->last_ts_start)
                             : PyBytes_FromStringAndSize("", 0);
     if (!last) goto done;
-    res = Py_BuildValue("(LLLOOOOO)", (long long)o->seen, (long long)o->nx, (long long)o->nf, tables, data, valid, odd, last);
+    res = Py_BuildValue("(LLLOOOO)", (long long)o->seen, (long long)o->nx, (long long)o->nf, tables, columns, odd, last);
 done:
     Py_XDECREF(tables);
-    Py_XDECREF(data);
-    Py_XDECREF(valid);
+    Py_XDECREF(columns);
     Py_XDECREF(odd);
     Py_XDECREF(last);
     return res;
@@ -988,7 +1148,7 @@ static PyObject *scan(PyObject *self, PyObject *arg) { return run(arg, 0); }
 static PyObject *scan_document(PyObject *self, PyObject *arg) { return run(arg, 1); }
 
 PyDoc_STRVAR(scan_doc,
-"scan(buffer) -> (seen, n_complete, n_flows, tables, data, valid, odd, last_ts) or None\n\n"
+"scan(buffer) -> (seen, n_complete, n_flows, tables, columns, odd, last_ts) or None\n\n"
 "The columns of a JSON array of trace events; None where the msgspec path must read it.\n"
 "See dashboard/engine/_scan.c and load._scanned_part.");
 
@@ -1046,72 +1206,14 @@ PyDoc_STRVAR(holders_doc,
 "out[i] = the largest j < i of i's lane with reach[j] >= need[i], else -1 (int64 arrays of one\n"
 "length, sorted by lane). See dashboard/engine/steps.py: innermost_holders.");
 
-/* ------------------------------------------------------------------ Arrow columns */
-
-/* The Arrow C data interface's two structs (https://arrow.apache.org/docs/format/CDataInterface.html),
- * as the standard gives them to copy. */
-struct ArrowSchema {
-    const char *format;
-    const char *name;
-    const char *metadata;
-    int64_t flags;
-    int64_t n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-
-/* One allocation holds an array's buffer pointers, its validity bitmap and its values: the
- * release frees it and needs no Python object (a consumer may release from any thread). */
-typedef struct {
-    const void *buffers[2];
-    double align; /* the bytes that follow start 8-aligned */
-} ArrowBlock;
-
-static void schema_release(struct ArrowSchema *schema) { schema->release = NULL; }
-
-static void array_release(struct ArrowArray *array) {
-    free(array->private_data);
-    array->release = NULL;
-}
-
-static void schema_capsule_free(PyObject *capsule) {
-    struct ArrowSchema *schema = PyCapsule_GetPointer(capsule, "arrow_schema");
-    if (schema && schema->release) schema->release(schema);
-    free(schema);
-}
-
-static void array_capsule_free(PyObject *capsule) {
-    struct ArrowArray *array = PyCapsule_GetPointer(capsule, "arrow_array");
-    if (array && array->release) array->release(array);
-    free(array);
-}
-
 /* arrow(values, format, valid): see arrow_doc. The values are copied (a few bytes a row, once), so
- * the array owns what it points to and outlives the buffers it was made from. */
+ * the array owns what it points to and outlives the buffer it was made from. */
 static PyObject *arrow(PyObject *self, PyObject *args) {
     Py_buffer values, valid = {0};
     const char *format;
+    PyObject *valid_obj, *res = NULL;
     int has_valid = 0;
-    PyObject *valid_obj;
     if (!PyArg_ParseTuple(args, "y*sO", &values, &format, &valid_obj)) return NULL;
-    PyObject *res = NULL;
-    struct ArrowSchema *schema = NULL;
-    struct ArrowArray *array = NULL;
     size_t width;
     const char *arrow_format;
     switch (format[0] && !format[1] ? format[0] : 0) {
@@ -1127,7 +1229,7 @@ static PyObject *arrow(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "arrow: the values' length is not a whole number of values");
         goto done;
     }
-    int64_t n = values.len / (Py_ssize_t)width;
+    int64_t n = values.len / (Py_ssize_t)width, nulls = 0;
     if (valid_obj != Py_None) {
         if (PyObject_GetBuffer(valid_obj, &valid, PyBUF_SIMPLE)) goto done;
         has_valid = 1;
@@ -1136,50 +1238,24 @@ static PyObject *arrow(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    size_t bitmap = ((size_t)n + 63) / 64 * 8, data = width == 1 ? bitmap : (size_t)n * width;
-    ArrowBlock *block = malloc(sizeof(ArrowBlock) + bitmap + data + 8);
-    schema = calloc(1, sizeof *schema);
-    array = calloc(1, sizeof *array);
-    if (!block || !schema || !array) {
-        free(block);
+    uint8_t *bits = has_valid ? bitmap_of(valid.buf, n, &nulls) : NULL;
+    uint8_t *copy = NULL;
+    size_t mapped = 0;
+    if (width == 1) { /* bool: bit-packed, as Arrow holds it */
+        int64_t zeros;
+        copy = bitmap_of(values.buf, n, &zeros);
+    } else {
+        copy = values_alloc((size_t)n * width, &mapped);
+        if (copy && n) memcpy(copy, values.buf, (size_t)n * width);
+    }
+    if ((has_valid && !bits) || !copy) {
+        free(bits);
+        if (copy) values_free(copy, mapped);
         PyErr_NoMemory();
         goto done;
     }
-    uint8_t *bits = (uint8_t *)(block + 1), *out = bits + bitmap;
-    const uint8_t *in = values.buf, *ok = has_valid ? valid.buf : NULL;
-    int64_t nulls = 0;
-    memset(bits, 0, bitmap + (width == 1 ? data : 0));
-    for (int64_t i = 0; ok && i < n; i++) {
-        if (ok[i]) bits[i >> 3] |= (uint8_t)(1u << (i & 7));
-        else nulls++;
-    }
-    if (width == 1) {
-        for (int64_t i = 0; i < n; i++)
-            if (in[i]) out[i >> 3] |= (uint8_t)(1u << (i & 7));
-    } else if (n) {
-        memcpy(out, in, (size_t)n * width);
-    }
-    block->buffers[0] = nulls ? bits : NULL;
-    block->buffers[1] = out;
-    *schema = (struct ArrowSchema){arrow_format, "", NULL, 2 /* ARROW_FLAG_NULLABLE */, 0, NULL, NULL, schema_release, NULL};
-    *array = (struct ArrowArray){n, nulls, 0, 2, 0, block->buffers, NULL, NULL, array_release, block};
-    PyObject *s = PyCapsule_New(schema, "arrow_schema", schema_capsule_free);
-    if (!s) {
-        array_release(array);
-        goto done;
-    }
-    schema = NULL; /* the capsule's now */
-    PyObject *a = PyCapsule_New(array, "arrow_array", array_capsule_free);
-    if (!a) {
-        Py_DECREF(s);
-        array_release(array);
-        goto done;
-    }
-    array = NULL;
-    res = Py_BuildValue("(NN)", s, a);
+    res = arrow_pair(copy, mapped, bits, n, nulls, arrow_format);
 done:
-    free(schema);
-    free(array);
     PyBuffer_Release(&values);
     if (has_valid) PyBuffer_Release(&valid);
     return res;

@@ -45,14 +45,11 @@ def series(name: str, values: np.ndarray, dtype: Any = None, valid: np.ndarray |
             return out
         return pl.select(pl.when(pl.Series(valid, dtype=pl.Boolean)).then(out)).to_series().alias(name)
     mask = None if valid is None else np.ascontiguousarray(valid, dtype=np.bool_)
-    out = pl.Series(_Capsules(_scan.arrow(np.ascontiguousarray(values), fmt, mask))).alias(name)
+    out = from_arrow(name, _scan.arrow(np.ascontiguousarray(values), fmt, mask))
     return out if dtype is None or out.dtype == dtype else out.cast(dtype)
 
 
-def from_bytes(name: str, data: bytes, fmt: str, valid: bytes | None = None) -> pl.Series:
-    """A column the scanner wrote: native int64 ('l') or uint32 ('I') values, with one validity
-    byte a value (0: null) or None when all are valid."""
-    if _scan is None:  # pragma: no cover - the scanner is the only writer of such bytes
-        raise RuntimeError("columns.from_bytes needs the C extension")
-    return pl.Series(_Capsules(_scan.arrow(data, fmt, valid))).alias(name)
-
+def from_arrow(name: str, pair: tuple[Any, Any]) -> pl.Series:
+    """A column handed over as an Arrow array: the (schema, array) capsule pair that the scanner
+    or `_scan.arrow` makes. A pair is taken once (polars moves the array out of it)."""
+    return pl.Series(_Capsules(pair)).alias(name)

@@ -37,7 +37,7 @@ import msgspec
 
 # columns imports numpy, whose OpenBLAS thread busy-waits for about 0.1 s once started: started
 # before polars' import (about 0.1 s), that spin overlaps the import rather than a first load.
-from dashboard.engine.columns import from_bytes  # before polars: see above
+from dashboard.engine.columns import from_arrow  # before polars: see above
 import polars as pl
 
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Cut, Trace
@@ -1695,7 +1695,7 @@ def _scanned_document(data: bytes) -> tuple[list[tuple[str, bytes]], _Part] | No
 
 def _part_of(got: tuple) -> _Part | None:
     """The scanner's answer -> a _Part (None when an odd value is not UTF-8: msgspec's path repairs it)."""
-    seen, n_complete, n_flows, tables, data, valid, odd, last = got  # tables: lists of this call's own
+    seen, n_complete, n_flows, tables, scanned, odd, last = got  # tables: lists of this call's own; scanned: Arrow pairs
     fixed: dict[int, dict[int, int]] = {}  # column -> row -> the value read here for an odd entry
 
     def put(col: int, row: int, value: int) -> None:
@@ -1726,7 +1726,7 @@ def _part_of(got: tuple) -> _Part | None:
 
     def column(col: int) -> pl.Series:
         name, table, _ = _SCAN_COLUMNS[col]
-        values = from_bytes(name, data[col], "I" if table is not None else "l", valid[col])
+        values = from_arrow(name, scanned[col])  # codes (UInt32) for a text column, else Int64 with its nulls
         if col in fixed:  # scatter sets a value and makes it valid, as the odd entry's reading says
             rows = fixed[col]
             values = values.scatter(pl.Series(list(rows), dtype=pl.Int64), pl.Series(list(rows.values()), dtype=values.dtype))

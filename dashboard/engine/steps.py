@@ -57,7 +57,7 @@ def nesting(frame: pl.DataFrame) -> pl.DataFrame:
         parent[order[has_parent]] = order[parent_o[has_parent]]
     del lane, ts, end
     return frame.with_columns(
-        series("depth", _depths(parent), dtype=pl.Int32),
+        series("depth", _depths(parent).astype(np.int32)),  # depths are small: int32 as the column holds them
         series("parent", parent, valid=parent >= 0),
     )
 
