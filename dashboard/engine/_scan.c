@@ -1015,6 +1015,10 @@ static PyObject *column_pair(Out *o, int k) {
         if (!bits) return PyErr_NoMemory();
     }
     void *values = col->data.data;
+    if (values && col->data.cap > col->data.len) { /* the growth's slack (up to half) is not kept */
+        void *fitted = realloc(values, col->data.len ? col->data.len : 1);
+        if (fitted) values = fitted;
+    }
     col->data = (Buf){0}; /* the array's now */
     return arrow_pair(values, 0, bits, n, nulls, table ? "I" : "l");
 }

@@ -1,4 +1,4 @@
-"""numpy arrays and the scanner's bytes -> polars Series, through the Arrow PyCapsule interface.
+"""numpy arrays and the scanner's columns -> polars Series, through the Arrow PyCapsule interface.
 
 polars 2 imports numpy.ma the first time it builds a Series from a numpy array (7-15 ms, paid by
 every process's first trace, a large share of a small trace's time). A column handed over as an
