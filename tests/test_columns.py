@@ -81,6 +81,18 @@ def test_a_column_of_a_megabyte_or_more_reads_the_same():
     assert columns.series("small", values[:10]).to_list() == values[:10].tolist()
 
 
+def test_without_the_c_extension_the_plain_constructor_gives_the_same(monkeypatch):
+    """A build without a C compiler takes pl.Series and a when/then for the nulls."""
+    rng = random.Random(3)
+    values = _values(rng, np.int64, 100)
+    valid = np.array([rng.random() < 0.5 for _ in range(100)], dtype=np.bool_)
+    monkeypatch.setattr(columns, "_scan", None)
+    got = columns.series("x", values, valid=valid)
+    assert got.name == "x" and got.dtype == pl.Int64
+    assert got.to_list() == [v if ok else None for v, ok in zip(values.tolist(), valid.tolist())]
+    assert columns.series("d", values.astype(np.int32), dtype=pl.Int64).dtype == pl.Int64
+
+
 @needs_c
 def test_bad_arguments_are_refused_with_a_message():
     for args, says in (((b"1234567", "l", None), "whole number"), ((b"12345678", "q", None), "unknown format"),
