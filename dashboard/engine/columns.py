@@ -2,9 +2,9 @@
 
 polars 2 imports numpy.ma the first time it builds a Series from a numpy array (7-15 ms, paid by
 every process's first trace, a large share of a small trace's time). A column handed over as an
-Arrow array (`_scan.arrow`, a copy of its values) skips numpy's side of polars altogether, in
-every supported polars version. Without the C extension, the plain constructor does the same
-job.
+Arrow array (the scanner's own buffer, or `_scan.arrow`'s copy of a numpy array) skips numpy's
+side of polars altogether, in every supported polars version. Without the C extension, the plain
+constructor does the same job.
 """
 
 from __future__ import annotations
