@@ -271,12 +271,25 @@ def spy_sliced(monkeypatch) -> list[tuple[Path, int | None, bool]]:
     return calls
 
 
+def spy_early(monkeypatch) -> list:
+    """What each reading of a .json.gz while it inflated (Arrival.read_here) gave: a trace or None."""
+    got = []
+    real = load_module.Arrival.read_here
+
+    def spy(self, progress, keep_workers):
+        got.append(real(self, progress, keep_workers))
+        return got[-1]
+
+    monkeypatch.setattr(load_module.Arrival, "read_here", spy)
+    return got
+
+
 @pytest.mark.parametrize("cut", [None, "trailer", 0.9])
 @pytest.mark.parametrize("name", ["tracelens_h100_bert_sdpa_flash.json.gz", "tracelens_vllm_decode_graph_unified_attention.json.gz"])
 def test_a_gzip_inflated_into_a_temporary_file_reads_as_in_memory(tmp_path, monkeypatch, name, cut):
     """With the thresholds lowered, a real .json.gz (whole, cut in its trailer, or cut mid-stream)
-    goes through the temporary file and the slices (or, cut, the one-process path) and gives the
-    trace that inflating it in memory gives."""
+    goes through the temporary file and the slices, read while it inflates (or, cut, after it:
+    the sliced or one-process path), and gives the trace that inflating it in memory gives."""
     packed = (DATA / name).read_bytes()
     packed = packed if cut is None else packed[:-4] if cut == "trailer" else packed[: int(len(packed) * cut)]
     path = tmp_path / "t.json.gz"
@@ -288,12 +301,17 @@ def test_a_gzip_inflated_into_a_temporary_file_reads_as_in_memory(tmp_path, monk
     monkeypatch.setattr("tempfile.tempdir", str(temp))
     monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", 1)
     monkeypatch.setattr(load_module, "SLICE_BYTES", 1 << 18)
-    calls = spy_sliced(monkeypatch)
+    calls, early = spy_sliced(monkeypatch), spy_early(monkeypatch)
     streamed = load_trace(path)
     assert_same(streamed, in_memory)
+    assert list(temp.iterdir()) == []
+    if cut is None:  # read while it inflated, and not again
+        assert [c for c in calls if c[0] != path] == [] and early == [streamed]
+        return
+    assert all(trace is None for trace in early)  # a cut stream is read once it is all inflated
     (inflated, gzip_cut, read), = [c for c in calls if c[0] != path]
-    assert inflated.parent == temp and not inflated.exists() and list(temp.iterdir()) == []
-    assert gzip_cut == (None if cut is None else len(packed))
+    assert inflated.parent == temp and not inflated.exists()
+    assert gzip_cut == len(packed)
     assert read == (cut != 0.9)  # a JSON cut mid-event is closed by the one-process path
     if cut is not None:
         assert f"gzip stream is cut off after {len(packed):,} bytes" in streamed.warnings[0] \
@@ -318,13 +336,13 @@ def test_a_large_gzip_is_read_in_slices_and_gives_the_tables_of_its_plain_json(t
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(temp))
-    calls = spy_sliced(monkeypatch)
+    calls, early = spy_sliced(monkeypatch), spy_early(monkeypatch)
     from_plain = load_trace(plain, name="large")
     from_gzip = load_trace(packed, name="large")
     assert_same(from_gzip, from_plain)
     assert from_gzip.size_bytes == size
-    assert [(p == plain, cut, read) for p, cut, read in calls] == [(True, None, True), (False, None, True)]
-    assert calls[1][0].parent == temp and list(temp.iterdir()) == []
+    assert [(p == plain, cut, read) for p, cut, read in calls] == [(True, None, True)]  # the .gz: while it inflated
+    assert early == [from_gzip] and list(temp.iterdir()) == []
 
 
 @pytest.mark.parametrize("bom", [False, True])

@@ -546,3 +546,156 @@ def test_a_wait_for_an_arrival_stopped_by_a_rerun_leaves_it_for_the_next_run(tmp
         _not_parsed_again(patch)
         arrived = load.load_trace(tmp_path / "up.json", name="up.json")
     _assert_same(arrived, serial)
+
+
+# A large .json.gz is read in slices while it inflates (load._inflate_reading): the inflation runs in
+# a thread and writes the temporary file, which this thread hands to the workers slice by slice as
+# an Arrival. The trace must be the one-process trace; whatever stops either side leaves no file,
+# no thread and no answer behind.
+
+def _small_pieces(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, slice_bytes: int = 200_000) -> Path:
+    """Thresholds that make a test file inflate in many pieces, spill early and cut into many
+    slices; temporary files go to a folder of the test's own (returned)."""
+    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 18)
+    monkeypatch.setattr(load, "GZIP_ONE_PIECE_BYTES", 0)
+    monkeypatch.setattr(load, "GZIP_READ_BYTES", 1 << 14)
+    monkeypatch.setattr(load, "GZIP_OUT_BYTES", 1 << 16)
+    monkeypatch.setattr(load, "SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(load, "_EDGE_BYTES", 1 << 14)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    return temp
+
+
+def _early_readings(monkeypatch: pytest.MonkeyPatch) -> list:
+    got = []
+    real = load.Arrival.read_here
+
+    def spy(self, progress, keep_workers):
+        got.append(real(self, progress, keep_workers))
+        return got[-1]
+
+    monkeypatch.setattr(load.Arrival, "read_here", spy)
+    return got
+
+
+def _inflating() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "attnscope-inflate"]
+
+
+def _serial(source, name: str):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+        return load.load_trace(source, name=name)
+
+
+@pytest.mark.parametrize("name", ["hta_a100_control.json.gz", "hta_v100_ns_resolution.pt.trace.json.gz",
+                                  "tracelens_h100_bert_sdpa_flash.json.gz"])
+@pytest.mark.parametrize("given", ["path", "bytes", "members"])
+def test_a_gzip_trace_read_while_it_inflates_is_the_trace_one_process_reads(name, given, tmp_path, monkeypatch):
+    """From a file, from bytes (an upload), and as three gzip members with zero padding between them."""
+    packed = (DATA / name).read_bytes()
+    if given == "members":
+        raw = gzip.decompress(packed)
+        third = len(raw) // 3
+        packed = gzip.compress(raw[:third]) + b"\0" * 7 + gzip.compress(raw[third : 2 * third]) + gzip.compress(raw[2 * third :])
+    source = packed if given == "bytes" else tmp_path / "t.json.gz"
+    if given != "bytes":
+        source.write_bytes(packed)
+    serial = _serial(source, "t.json.gz")
+    temp = _small_pieces(monkeypatch, tmp_path)
+    early = _early_readings(monkeypatch)
+    grew = []
+    real_grew = load.Arrival.grew
+    monkeypatch.setattr(load.Arrival, "grew", lambda self, size: grew.append(size) or real_grew(self, size))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("read again after the inflation: the reading while it inflated was not used")
+
+    monkeypatch.setattr(load, "_load_sliced", refuse)
+    progress = []
+    trace = load.load_trace(source, name="t.json.gz", progress=progress.append)
+    _assert_same(trace, serial)
+    assert early == [trace] and len(grew) > 10 and grew == sorted(grew)  # read as it grew, piece by piece
+    assert progress and progress == sorted(progress) and progress[-1] == 1.0
+    assert list(temp.iterdir()) == [] and _inflating() == []
+
+
+def test_a_gzip_the_early_reading_gives_up_on_is_read_after_it_inflates(tmp_path, monkeypatch):
+    """Slices that cut inside a nested list of objects: the workers cannot read them, so the file is
+    read again once it is whole, with the one-process result."""
+    nested = '{"ph": "X", "cat": "cpu_op", "name": "n", "pid": 1, "tid": 1, "ts": 1623143089861400, "dur": 1, "args": {"l": [{"a": 1},\n{"b": 2}]}}'
+    plain = _write(tmp_path / "t.json", [nested if i % 3 == 0 else e for i, e in enumerate(_events(6000))])
+    source = tmp_path / "t.json.gz"
+    source.write_bytes(gzip.compress(plain.read_bytes()))
+    serial = _serial(source, "t.json.gz")
+    temp = _small_pieces(monkeypatch, tmp_path, slice_bytes=50_000)
+    early = _early_readings(monkeypatch)
+    _assert_same(load.load_trace(source, name="t.json.gz"), serial)
+    assert early == [None] and list(temp.iterdir()) == [] and _inflating() == []
+
+
+@pytest.mark.parametrize("fault", ["limit", "corrupt"])
+def test_a_gzip_that_fails_while_it_is_read_says_what_one_process_says_and_leaves_nothing(fault, tmp_path, monkeypatch):
+    """Past the size limit, or a corrupt block two thirds in: the error of the one-process path, no
+    temporary file, no thread; the workers then read the next file right."""
+    packed = bytearray((DATA / "hta_a100_control.json.gz").read_bytes())
+    limit = None
+    if fault == "limit":
+        limit = 20 << 20  # the file inflates to 34.8 MB
+    else:
+        packed[len(packed) * 2 // 3 : len(packed) * 2 // 3 + 64] = b"\xff" * 64
+    source = tmp_path / "t.json.gz"
+    source.write_bytes(bytes(packed))
+    with pytest.raises(load.TraceError) as serial:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+            load.load_trace(source, max_json_bytes=limit)
+    temp = _small_pieces(monkeypatch, tmp_path)
+    early = _early_readings(monkeypatch)
+    with pytest.raises(load.TraceError) as info:
+        load.load_trace(source, max_json_bytes=limit)
+    assert str(info.value) == str(serial.value) and early == [None]
+    assert list(temp.iterdir()) == [] and _inflating() == []
+    other = tmp_path / "other.json.gz"
+    other.write_bytes((DATA / "hta_v100_ns_resolution.pt.trace.json.gz").read_bytes())
+    _assert_same(load.load_trace(other), _serial(other, "other.json.gz"))
+
+
+def test_a_gzip_read_stopped_by_its_progress_callback_stops_the_inflation_and_leaves_nothing(tmp_path, monkeypatch):
+    """A tab clicked while a large .json.gz upload is read: streamlit's RerunException comes out of
+    the progress callback. The inflation stops, its file is removed, and the next file reads right."""
+    source = tmp_path / "t.json.gz"
+    source.write_bytes((DATA / "hta_a100_control.json.gz").read_bytes())
+    serial = _serial(source, "t.json.gz")
+    temp = _small_pieces(monkeypatch, tmp_path)
+    import threading
+    import time
+
+    written = []
+    clicked = threading.Event()
+    real_write = load._Sink.write
+
+    def write(self, piece):  # the 50th piece waits for the click and the stop: the rest is never inflated
+        if len(written) == 50:
+            clicked.wait(30)
+            until = time.monotonic() + 30
+            while not self.stopped and time.monotonic() < until:
+                time.sleep(0.01)
+        real_write(self, piece)
+        written.append(len(piece))
+
+    monkeypatch.setattr(load._Sink, "write", write)
+
+    def click(fraction: float) -> None:
+        clicked.set()
+        raise _Rerun
+
+    with pytest.raises(_Rerun):
+        load.load_trace(source, name="t.json.gz", progress=click)
+    assert _inflating() == [] and list(temp.iterdir()) == []
+    assert len(written) == 50  # stopped: the 51st piece was refused
+    _assert_same(load.load_trace(source, name="t.json.gz"), serial)
