@@ -72,6 +72,8 @@ def _human(summary: dict[str, Any]) -> str:
             "CPU span ended (the CPU ran ahead; a kernel counts in the step that launched it)"
         )
     lines.append(f"  attention efficiency: {_efficiency_line(summary['efficiency'])}")
+    for step in summary["efficiency"]["per_step"]:  # collectors' traces: the measure `compare` ranks variants by
+        lines.append(f"  attention efficiency over the whole step: {_step_efficiency_line(step, unit == UNIT_KERNEL)}")
     graphs = summary["graphs"]
     if graphs["launches"]:
         one = graphs["launches"] == 1
@@ -106,6 +108,16 @@ def _efficiency_line(block: dict[str, Any]) -> str:
     why = block["device"]["reason"] or "; ".join(block["reasons"][:2]) or "not measurable"
     achieved = f"{block['tflops']:.3g} TFLOP/s achieved; " if block["tflops"] else ""
     return f"no percentage ({achieved}{why})"
+
+
+def _step_efficiency_line(step: dict[str, Any], gpu: bool) -> str:
+    """'17.6% of the H200 SXM roofline (174.1 TFLOP/s: the collectors' shape ...)', or why not."""
+    what = ("the collectors' shape over each step's device time, every kernel, copy and memset of the step included" if gpu
+            else "the collectors' shape over each step's attention:: span")
+    if step["pct_of_roofline"] is not None:
+        return f"{step['pct_of_roofline']:.1f}% of the {step['device']} roofline ({step['tflops']:.1f} TFLOP/s: {what})"
+    achieved = f"{step['tflops']:.3g} TFLOP/s achieved: {what}; " if step["tflops"] else ""
+    return f"no percentage ({achieved}{step['reason'] or 'not measurable'})"
 
 
 def _rank_lines(folder: str, traces: list[Trace]) -> list[str]:
@@ -382,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate = sub.add_parser(
         "check",
         help="a CI gate: exit 1 with one line per regression of CANDIDATE against BASE",
-        description="By default fails on a new copy, on SDPA running on the math path, on a backend "
+        description="By default fails on a new hidden copy (one no op asked for), on SDPA running on the math path, on a backend "
         "fallback, on a recorded parity failure and on any increase of kernels per step.",
     )
     gate.add_argument("base", metavar="BASE", help="the baseline trace the candidate must hold against (.json or .json.gz)")
@@ -392,7 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="allowed growth of kernels (device work) per step, in percent (default 0)")
     copies_rule = gate.add_mutually_exclusive_group()
     copies_rule.add_argument("--no-new-copies", action="store_true",
-                             help="fail on a new copy or more copies per step (the default; for explicit CI configs)")
+                             help="fail on a hidden copy from an op chain the baseline lacks, or more hidden copies per step "
+                             "(the default; for explicit CI configs). Copies an op asked for (.to, copy_, a CUDA "
+                             "graph's input copies), autograd's and communication's are not gated")
     copies_rule.add_argument("--allow-new-copies", action="store_true", help="do not check copies")
     gate.add_argument("--require-backend", metavar="NAME", choices=BACKENDS,
                       help="an attention backend the candidate must show: " + ", ".join(BACKENDS))

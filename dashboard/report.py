@@ -21,7 +21,7 @@ import polars as pl
 
 from dashboard import __version__, charts
 from dashboard.engine import review
-from dashboard.engine.diff import timeline
+from dashboard.engine.diff import changed_rows, timeline
 from dashboard.engine.kernels import work_unit
 from dashboard.engine.model import Trace
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, Group, device_groups, representative_step, speed_table
@@ -139,10 +139,15 @@ def _steps_words(change: review.Change) -> str:
 def _explained(change: review.Change) -> str:
     """The line saying how much of the change in summed kernel time the top rows account for (plain text)."""
     top_ns, total_ns = change.explained
-    rows = min(change.top, change.kernels.height)
+    rows = changed_rows(change.kernels, change.top)
     share = f" ({top_ns / total_ns:.0%})" if abs(total_ns) >= 1e3 else ""
-    return (f"The top {rows} kernels account for {top_ns / 1000:+,.1f} µs of the {total_ns / 1000:+,.1f} µs change in summed "
-            f"kernel time per step{share}; overlapping kernels count twice, so this is not the step time.")
+    if not rows:
+        return (f"No kernel changed its count or its mean time by more than 5%; summed kernel time per step changed by "
+                f"{total_ns / 1000:+,.1f} µs.")
+    return (f"The {rows} changed kernel{'s' if rows > 1 else ''} below account{'' if rows > 1 else 's'} for "
+            f"{top_ns / 1000:+,.1f} µs of the {total_ns / 1000:+,.1f} µs change in summed kernel time per step{share}; "
+            "the rest comes from kernels not listed. Overlapping kernels count twice, so this is "
+            "not the step time.")
 
 
 # ---------- Markdown ----------

@@ -555,7 +555,7 @@ def test_kernels_tab_on_the_hta_pair_explains_the_change_by_time_for_the_steps_p
         assert close(row[both[0]], before.get(row["name"], 0), rel=1e-6) and close(row[both[1]], after.get(row["name"], 0), rel=1e-6)
     line = texts(at.get_by_key("kernels_explained").markdown)[0]
     top12, total = sum(d for d, _ in want[:12]), sum(after.values()) - sum(before.values())
-    assert line.startswith("Step 1009 against the baseline's step 1009: the top 12 rows account for")
+    assert line.startswith("Step 1009 against the baseline's step 1009: the top 12 changed rows account for")
     assert f"**{top12 / 1000:+,.2f} ms** of the **{total / 1000:+,.2f} ms** change" in line
     # the CPU side: what only one run has
     ops_before, ops_after = _ops_in(cdoc, step), _ops_in(tdoc, step)

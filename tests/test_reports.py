@@ -515,7 +515,7 @@ def test_the_markdown_ranks_kernel_changes_by_time_with_nccl_near_the_top(hta_pa
     assert names[1].startswith("ncclKernel_AllReduce")
     # the line that says how much the top rows explain: the whole change is summed kernel time, whatever the grouping
     total = sum(after.values()) - sum(before.values())
-    line = next(literal(l) for l in text.splitlines() if literal(l).startswith("The top 12 kernels account for"))
+    line = next(literal(l) for l in text.splitlines() if literal(l).startswith("The 12 changed kernels below account for"))
     assert f"of the {total:+,.1f} µs change in summed kernel time per step" in line
     assert f"account for {sum(deltas):+,.1f} µs" in line
 
@@ -529,7 +529,7 @@ def test_the_markdown_gives_the_readings_and_the_op_names_only_one_run_has(hta_p
         a <= e["ts"] < b for _, a, b in oracle.step_spans(tdoc)))
     assert f"- compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); {len(before - after)} op names of the baseline are gone" in text
     assert f"- CUDA graphs: {graphs / steps:.4g} graph launches per step replay kernels" in text
-    assert text.index("Readings:") < text.index("The top 12 kernels account for")  # readings above the tables
+    assert text.index("Readings:") < text.index("The 12 changed kernels below account for")  # readings above the tables
     added = text.split(f"{len(after - before)} op names only in the run</summary>")[1].split("</details>")[0].strip()
     assert added.split(", ") == sorted(after - before)
     removed = text.split(f"{len(before - after)} op names only in the baseline</summary>")[1].split("</details>")[0].strip()
@@ -576,10 +576,44 @@ def test_attention_efficiency_in_both_reports_with_the_roofline_in_html(tmp_path
 
 
 def test_a_cpu_run_gives_its_reason_never_a_percentage(compared):
-    rows = {r["run"]: r for r in _md_rows(compared["md"], "### Attention efficiency")}
-    for run in ("naive_inplace", "naive", "sdpa"):
-        assert rows[run]["% of roofline"] == "" and "CPU trace" in rows[run]["why no number"]
-        assert rows[run]["measured over"] == "whole step" and float(rows[run]["achieved TFLOP/s"]) > 0
+    rows = _md_rows(compared["md"], "### Attention efficiency")
+    for row in rows:
+        assert row["% of roofline"] == "" and row["why no number"].startswith("CPU trace")
+    whole = {r["run"]: r for r in rows if r["measured over"] == "whole step"}
+    assert set(whole) == {"naive_inplace", "naive", "sdpa"} and all(float(r["achieved TFLOP/s"]) > 0 for r in whole.values())
+    # only sdpa has attention calls of its own (aten::scaled_dot_product_attention): its second row
+    assert [(r["run"], r["measured over"]) for r in rows if r["measured over"] != "whole step"] == [("sdpa", "attention ops")]
+
+
+H200 = ROOT / "sample_traces" / "h200"
+
+
+def test_every_command_gives_a_collectors_trace_the_same_attention_efficiency(tmp_path):
+    """One trace, one answer: the CUDA-graph sdpa run measured over its attention ops is 30.6% in
+    summary, check and compare, and over the whole step (its graph's input copies included) 17.6%
+    in summary and compare, each labelled. compare once showed only the whole step, so a reviewer
+    read 17.6% there and 30.6% in summary for the same file."""
+    graphs, naive = H200 / "sdpa.graphs.json.gz", H200 / "naive.json.gz"
+    out = run("summary", str(graphs), str(naive), "--json", "--no-store")
+    assert out.returncode == 0, out.stderr
+    blocks = {Path(s["source"]).name: s["efficiency"] for s in json.loads(out.stdout)}
+    ops, step = blocks[graphs.name]["pct_of_roofline"], blocks[graphs.name]["per_step"][0]["pct_of_roofline"]
+    assert ops > step + 5  # the step also holds the graph's input copies: far apart, so a mix-up shows
+    text = run("summary", str(graphs), str(naive), "--no-store").stdout
+    assert f"attention efficiency: {ops:.1f}% of the H200 SXM roofline" in text
+    assert f"attention efficiency over the whole step: {step:.1f}% of the H200 SXM roofline" in text
+    naive_step = blocks[naive.name]["per_step"][0]["pct_of_roofline"]
+    assert f"attention efficiency over the whole step: {naive_step:.1f}% of the H200 SXM roofline" in text
+    md = tmp_path / "eff.md"
+    assert run("compare", str(graphs), str(naive), "--markdown", str(md), "--no-store").returncode == 0
+    rows = {(r["run"], r["measured over"]): r for r in _md_rows(md.read_text(), "### Attention efficiency")}
+    assert set(rows) == {("sdpa (CUDA graphs)", "whole step"), ("sdpa (CUDA graphs)", "attention ops"), ("naive", "whole step")}
+    assert float(rows["sdpa (CUDA graphs)", "attention ops"]["% of roofline"]) == pytest.approx(ops, abs=0.05)
+    assert float(rows["sdpa (CUDA graphs)", "whole step"]["% of roofline"]) == pytest.approx(step, abs=0.05)
+    assert float(rows["naive", "whole step"]["% of roofline"]) == pytest.approx(naive_step, abs=0.05)
+    gate = run("check", str(naive), str(graphs), "--min-attention-efficiency", f"{ops + 0.1:.1f}", "--max-kernel-increase", "100",
+               "--no-store")
+    assert gate.returncode == 1 and f"attention reaches {ops:.1f}% of the roofline" in gate.stdout + gate.stderr
 
 
 def test_the_html_report_is_the_same_bytes_on_every_run_and_dated_only_by_source_date_epoch(tmp_path):
@@ -599,3 +633,22 @@ def test_the_html_report_is_the_same_bytes_on_every_run_and_dated_only_by_source
     assert pages[0] == pages[1]
     assert b"Generated by attnscope " in pages[0] and b"UTC" not in pages[0].split(b"Generated by")[1][:40]
     assert b"Generated 2025-12-03 12:00 UTC by attnscope " in pages[2]  # date -u -d @1764763200
+
+
+@pytest.mark.parametrize("run_name", ["sdpa-math", "naive_inplace"])
+def test_the_explained_line_sums_the_kernel_rows_the_report_lists(run_name, tmp_path):
+    """'The N changed kernels below account for X µs': N is the number of rows listed and X their sum.
+    It summed the first 12 rows before the 'same' ones (within 5%) were dropped from the table: naive
+    against sdpa-math said 12 kernels and +1,552.6 µs under 12 rows that add to +1,555.6 (softmax,
+    -3.7 µs and 'same', counted but not listed), and naive against naive_inplace said 7 over 2 rows."""
+    md = tmp_path / "r.md"
+    out = run("compare", str(H200 / "naive.json.gz"), str(H200 / f"{run_name}.json.gz"), "--markdown", str(md), "--no-store")
+    assert out.returncode == 0, out.stderr
+    text = md.read_text()
+    section = text[text.index("#### What changed"):]
+    rows = _md_rows(section, "#### What changed")
+    line = next(ln for ln in section.splitlines() if "account" in ln)
+    found = re.search(r"The (\d+) changed kernels? below accounts? for ([+-][\d,.]+) µs", line.replace("\\", ""))
+    assert found, line
+    assert int(found[1]) == len(rows) and all(r["what changed"] != "same" for r in rows)
+    assert float(found[2].replace(",", "")) == pytest.approx(sum(float(r["Δ µs per step"]) for r in rows), abs=0.06)

@@ -273,11 +273,18 @@ def kernel_diff(base: Trace, other: Trace, step_base: int | None = None, step_ot
 
 
 def explained(changes: pl.DataFrame, top: int) -> tuple[float, float]:
-    """(change of the summed work time per step that the first `top` rows of a kernel_diff or
-    op_diff frame account for, the change over all rows), both ns per step. Rows of both signs
-    count with their sign, so the share can pass 100% when other rows pull the other way."""
+    """(change of the summed work time per step that the first `top` changed rows of a kernel_diff
+    or op_diff frame account for: the rows a report lists, 'same' ones left out; the change over
+    all rows, 'same' ones included), both ns per step. Rows of both signs count with their sign,
+    so the share can pass 100% when other rows pull the other way."""
     total = float(changes["delta_ns_per_step"].sum() or 0.0)
-    return float(changes.head(top)["delta_ns_per_step"].sum() or 0.0), total
+    shown = changes.filter(pl.col("change") != "same").head(top)
+    return float(shown["delta_ns_per_step"].sum() or 0.0), total
+
+
+def changed_rows(changes: pl.DataFrame, top: int) -> int:
+    """How many rows `explained` counts: the first `top` that are not 'same'."""
+    return min(top, int((changes["change"] != "same").sum()))
 
 
 OP_CATEGORIES = ("cpu_op", "user_annotation") + LAUNCH_CATEGORIES

@@ -543,7 +543,7 @@ def _one_per_step_shape(trace: Trace, kernel_ids: pl.Series) -> AttentionShape |
     return shape if steps.null_count() == 0 and steps.n_unique() == kernel_ids.len() else None
 
 
-CPU_REASON = "CPU trace: the peaks table has no CPUs (give a peak to get a percentage)"
+CPU_REASON = "CPU trace: the peaks table holds GPUs only"
 
 
 def device_matches(trace: Trace, devices: Sequence[int | None], peak: DevicePeak | Mapping[str, float] | None = None

@@ -406,8 +406,10 @@ def _efficiency(trace: Trace) -> dict:
 
 def attention_efficiency(runs: dict[str, Trace]) -> pl.DataFrame:
     """How close each run's attention comes to its device's roofline, one row per run
-    (EFFICIENCY_SCHEMA): measure (MEASURE_STEP on collectors' traces, where every variant does the
-    same attention per step, so naive and fused variants compare; MEASURE_OPS on others), device
+    (EFFICIENCY_SCHEMA), and on collectors' traces a second row for their attention calls when
+    they have any: measure (MEASURE_STEP first on collectors' traces, where every variant does the
+    same attention per step, so naive and fused variants compare; MEASURE_OPS, the number `summary`
+    and `check` give, on every trace with attention calls), device
     (the peaks table's row, or the device's name), calls and measured (attention calls found, and
     those with work, time and a roofline; None for MEASURE_STEP), tflops (achieved TFLOP/s),
     pct_of_roofline (0..100; None when there is no roofline: a CPU, a device the peaks table
@@ -424,7 +426,8 @@ def attention_efficiency(runs: dict[str, Trace]) -> pl.DataFrame:
                 "measured": None, "tflops": step["tflops"], "pct_of_roofline": step["pct_of_roofline"],
                 "reason": step["reason"],
             })
-            continue
+            if block["calls"] == 0:
+                continue  # a naive variant: no attention call of its own, the whole step is its measure
         reasons = block["reasons"] or ([block["device"]["reason"]] if block["device"]["reason"] else [])
         if block["calls"] == 0:
             reason = "no attention op or kernel the engine recognises, and no collector metadata to give the shape"

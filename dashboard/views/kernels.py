@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import review
+from dashboard.engine.diff import changed_rows
 from dashboard.engine.kernels import kernel_table, work_unit
 from dashboard.runs import Selection
 from dashboard.views import link, literal, tables
@@ -186,16 +187,20 @@ def show_readings(change: review.Change, named: bool) -> None:
 def explained_line(change: review.Change, named: bool) -> str:
     """How much of the change in summed kernel time per step the top rows account for."""
     top_ns, total_ns = change.explained
-    rows = min(change.top, change.kernels.height)
+    rows = changed_rows(change.kernels, change.top)
     steps = (
         "over all steps" if change.step_run is None and change.step_base is None
         else f"{_steps_words(change.step_run)} against the baseline's {_steps_words(change.step_base)}"
     )
     who = f"**{literal.md(change.run)}** against **{literal.md(change.baseline)}**, {steps}: " if named else f"{steps.capitalize()}: "
     share = f" ({top_ns / total_ns:.0%})" if abs(total_ns) >= 1e3 else ""
+    if not rows:
+        return (f"{who}no kernel changed its count or its mean time by more than 5%; summed kernel time per step changed by "
+                f"**{_signed_us(total_ns)}**.")
     return (
-        f"{who}the top {rows} rows account for **{_signed_us(top_ns)}** of the **{_signed_us(total_ns)}** change in summed "
-        f"kernel time per step{share}. Summed kernel time counts overlapping kernels twice, so it is not the step time."
+        f"{who}the top {rows} changed row{'s' if rows > 1 else ''} account{'' if rows > 1 else 's'} for **{_signed_us(top_ns)}** "
+        f"of the **{_signed_us(total_ns)}** change in summed kernel time per step{share}; the rest comes from the rows below "
+        "them and those within 5% ('same'). Summed kernel time counts overlapping kernels twice, so it is not the step time."
     )
 
 

@@ -44,8 +44,8 @@ def render(sel: Selection) -> None:
         usd, usd_cpu = prices(split)
     speed = speed_table(sel.runs, sel.baseline or "", usd, usd_cpu)
     attention = review.attention_efficiency(sel.runs)
-    speed = speed.join(
-        attention.select("run", pl.col("tflops").alias("attn_tflops"), pl.col("pct_of_roofline").alias("attn_pct"),
+    speed = speed.join(  # a run's first row: the whole step on collectors' traces, where variants compare
+        attention.unique("run", keep="first", maintain_order=True).select("run", pl.col("tflops").alias("attn_tflops"), pl.col("pct_of_roofline").alias("attn_pct"),
                          pl.col("measure").alias("attn_measure"), pl.col("reason").alias("attn_reason")),
         on="run", how="left", maintain_order="left",
     )
@@ -123,7 +123,7 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
         "shape over each step's device time, so naive and fused variants compare; *attention ops*: the recorded attention calls. "
         "A CPU or a device the peaks table lacks gets no percentage, only its reason."
     )
-    missing = attention.filter(pl.col("reason").is_not_null())
+    missing = attention.filter(pl.col("reason").is_not_null()).unique(["run", "reason"], keep="first", maintain_order=True)
     if missing.height:
         with st.container(key="efficiency_reasons"):
             st.markdown("\n".join(
