@@ -129,7 +129,10 @@ def test_the_readings_name_torch_compile_and_cuda_graphs(pair):
 def test_the_readings_name_a_backend_change_and_a_new_hidden_copy():
     inplace, naive, sdpa = (load_trace(SAMPLES / f"{v}.json.gz") for v in ("naive_inplace", "naive", "sdpa"))
     assert readings(inplace, naive) == ["new copy class: hidden (1 per step, none in the baseline)"]
-    assert readings(naive, sdpa) == ["attention backend: eager -> cpu_flash"]
+    # and the other way: the hidden copy of the out-of-place masked_fill disappears (it said 'no copy-class change')
+    assert readings(naive, inplace) == ["copy class gone: hidden (1 per step in the baseline, none in the run)"]
+    assert readings(naive, sdpa) == ["attention backend: eager -> cpu_flash",
+                                     "copy class gone: hidden (1 per step in the baseline, none in the run)"]
     assert readings(naive, naive) == []
 
 

@@ -311,7 +311,7 @@ KERNEL_LAUNCHES = r"^(cudaLaunchKernel|cuLaunchKernel|hipLaunchKernel|hipExtModu
 
 def readings(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> list[str]:
     """One line for each big change whose cause the trace shows plainly: torch.compile switched on
-    or off, CUDA graphs, an attention backend change, a copy class the baseline does not have."""
+    or off, CUDA graphs, an attention backend change, a copy class one side has and the other lacks."""
     from dashboard.engine.backends import detect_backends
     from dashboard.engine.copies import copies
 
@@ -350,4 +350,7 @@ def readings(base: Trace, other: Trace, step_base: int | None = None, step_other
     for copy_class in sorted(classes["other"] - classes["base"]):
         count = copies(other).filter(pl.col("step").is_in(list(steps["other"])) & (pl.col("copy_class") == copy_class)).height
         lines.append(f"new copy class: {copy_class} ({count / max(len(steps['other']), 1):.4g} per step, none in the baseline)")
+    for copy_class in sorted(classes["base"] - classes["other"]):
+        count = copies(base).filter(pl.col("step").is_in(list(steps["base"])) & (pl.col("copy_class") == copy_class)).height
+        lines.append(f"copy class gone: {copy_class} ({count / max(len(steps['base']), 1):.4g} per step in the baseline, none in the run)")
     return lines
