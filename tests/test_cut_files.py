@@ -274,3 +274,27 @@ def test_steps_that_hold_events_of_no_category_name_them(tmp_path):
     assert warned == ["nocat.json: the one step holds no cpu_op and no device event, only alpha 2, (no category) 1, zeta 1, "
                       "so every step's work is 0 (the profiler recorded annotations without ops, as a CPU trace of gloo "
                       "collectives can)"]
+
+
+@pytest.mark.parametrize("variant", ["sdpa", "naive"])
+def test_a_gpu_trace_cut_before_its_device_events_gets_no_attention_rate(variant):
+    """The H200 collection's runs cut before their first device event: the attention:: spans and op
+    spans left time the launches (the naive run read 36.8 TFLOP/s 'achieved' over them). No rate,
+    no percentage, and the reason says why, in the block that summary, check and compare read."""
+    from dashboard.engine.efficiency import LOST_REASON, efficiency_block
+
+    full = gzip.decompress((oracle.DATA.parent.parent / "sample_traces" / "h200" / f"{variant}.json.gz").read_bytes())
+    doc = json.loads(full)
+    assert any(e.get("cat") == "user_annotation" and e.get("name", "").startswith("attention::") for e in doc["traceEvents"])
+    first_device = min(full.find(f'"cat": "{cat}"'.encode()) % (len(full) + 1)  # absent: past the end
+                       for cat in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver"))
+    trace = load_trace(full[: full.rindex(b"},", 0, first_device) + 1], name="early.json")
+    assert not trace.has_gpu and device_info(trace)["type"] == "cuda"
+    block = efficiency_block(trace)
+    assert block["pct_of_roofline"] is None and block["tflops"] is None
+    assert all(row["tflops"] is None and row["reason"] == LOST_REASON for row in block["rows"])
+    (step,) = block["per_step"]
+    assert step["tflops"] is None and step["pct_of_roofline"] is None and step["reason"] == LOST_REASON
+    # the whole file keeps its rates
+    whole = efficiency_block(load_trace(full, name="whole.json"))
+    assert whole["per_step"][0]["tflops"] > 0

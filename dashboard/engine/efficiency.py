@@ -544,6 +544,17 @@ def _one_per_step_shape(trace: Trace, kernel_ids: pl.Series) -> AttentionShape |
 
 
 CPU_REASON = "CPU trace: the peaks table holds GPUs only"
+LOST_REASON = ("the file is cut before its device events, which Kineto writes after the host ops: the CPU spans "
+               "left time the launches, not the attention")
+
+
+def device_lost(trace: Trace) -> bool:
+    """A trace of an accelerator, cut off before any of its device events was written: its CPU
+    spans time the launches, so no rate is read from them (the cut warning says the same)."""
+    from dashboard.engine.load import accelerator, gpu_vendor  # the loader's reading of the device
+
+    return (trace.cut is not None and not trace.cut.events_whole and not trace.has_gpu
+            and (accelerator(trace.raw_categories) or gpu_vendor(trace.meta)) is not None)
 
 
 def device_matches(trace: Trace, devices: Sequence[int | None], peak: DevicePeak | Mapping[str, float] | None = None
@@ -554,7 +565,7 @@ def device_matches(trace: Trace, devices: Sequence[int | None], peak: DevicePeak
         if trace.has_gpu and device is not None:
             match = match_device(device_properties(trace.meta, device))
         else:
-            match = DeviceMatch(None, None, {}, CPU_REASON)
+            match = DeviceMatch(None, None, {}, LOST_REASON if device_lost(trace) else CPU_REASON)
         out[device] = with_override(match, peak)
     return out
 
@@ -575,6 +586,9 @@ def efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = Non
         pl.len().cast(pl.Int64).alias("count"), pl.col("kernels").mean().alias("kernels_per_call"),
         pl.col("time_ns").sum().alias("total_ns"), pl.col("time_ns").count().alias("timed"),
     )
+    if device_lost(trace):  # the op spans left time launches: no rate
+        groups = groups.with_columns(pl.lit(None, pl.Int64).alias("total_ns"), pl.lit(0, pl.UInt32).alias("timed"),
+                                     pl.coalesce("reason", pl.lit(LOST_REASON)).alias("reason"))
     table = _rates(groups, _peak_frame(trace, groups, peak))
     return table.sort("total_us", descending=True, nulls_last=True, maintain_order=True).select(list(EFFICIENCY_SCHEMA))  # ties: call order
 
@@ -691,11 +705,12 @@ def step_efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None 
         device = None
     per_step = work.group_by("step").agg(pl.col("dur_ns").sum())
     w = shape.work()
+    lost = device_lost(trace)  # the attention:: spans left time launches: no rate
     groups = pl.DataFrame({
         "variant": [trace.collector.get("variant")], "shape": [shape.describe()], "dtype": [shape.dtype],
         "device": [device], "steps": [per_step.height], "flops": [w.flops], "bytes": [w.bytes],
-        "total_ns": [per_step["dur_ns"].sum() if per_step.height else None], "timed": [per_step.height],
-        "reason": [None if per_step.height else "no attention work inside any step"],
+        "total_ns": [per_step["dur_ns"].sum() if per_step.height and not lost else None], "timed": [0 if lost else per_step.height],
+        "reason": [LOST_REASON if lost else None if per_step.height else "no attention work inside any step"],
     }, schema_overrides={"device": pl.Int64, "reason": pl.String, "total_ns": pl.Int64, "variant": pl.String})
     table = _rates(groups, _peak_frame(trace, groups, peak))
     return table.select(list(STEP_SCHEMA))
