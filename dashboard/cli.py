@@ -144,23 +144,26 @@ def _spread(value: float | None) -> str:
     return f"{value:.2f}" if value is not None and math.isfinite(value) else "-"
 
 
-def _expand(paths: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """Files to read: each file as named, each folder's trace files (sorted, recursive); and
-    folder -> its files, for the per-rank table."""
-    from dashboard.engine.ingest import discover
+def _expand(paths: Sequence[str]) -> tuple[list[str], dict[str, list[str]], list[str]]:
+    """Files to read: each file as named, each folder's trace files (sorted, recursive); folder ->
+    its files, for the per-rank table; and one error line per folder that holds no trace file."""
+    from dashboard.engine.ingest import TRACE_SUFFIXES, discover
 
     files: list[str] = []
     folders: dict[str, list[str]] = {}
     skipped: list[str] = []
+    empty: list[str] = []
     for path in paths:
         for folder, members in discover([path], skipped):
             names = [str(m) for m in members]
             files.extend(names)
             if folder is not None:
                 folders[path] = names
+                if not names:
+                    empty.append(f"{path}: no trace files ({', '.join(TRACE_SUFFIXES)}) in this folder")
     for line in skipped:
         print(f"attnscope: warning: {line}", file=sys.stderr)
-    return files, folders
+    return files, folders, empty
 
 
 def _analysis_error(trace: Trace, exc: Exception) -> str:
@@ -170,10 +173,9 @@ def _analysis_error(trace: Trace, exc: Exception) -> str:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    files, folders = _expand(args.traces)
+    files, folders, errors = _expand(args.traces)  # a folder without a trace file is an error, not an empty answer
     store = _store(args)
     by_path: dict[str, Trace] = {}
-    errors: list[str] = []
     for path in files:
         loaded, failed = _load_all([path], store)
         by_path.update({path: trace for trace in loaded})
@@ -193,7 +195,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
             lines = _rank_lines(folder, [by_path[m] for m in members if m in by_path])
             if lines:
                 blocks.append("\n".join(lines))
-        print("\n\n".join(blocks))
+        if blocks:
+            print("\n\n".join(blocks))
     for trace in traces:
         for warning in trace.warnings:
             print(f"attnscope: warning: {warning}", file=sys.stderr)

@@ -163,3 +163,16 @@ def test_the_summary_says_when_steps_are_busier_than_their_cpu_span():
         else:
             assert line == [], name
     assert _steps_running_past_their_span("hta_v100_ns_resolution.pt.trace.json.gz") == (2, 5)  # 94.6 ms busy in 35.1 and 72.1 ms spans
+
+
+def test_a_folder_without_a_trace_file_is_an_error_naming_it(tmp_path):
+    """It printed a blank line (or [] with --json) and exited 0, as if the folder had been read."""
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "notes.txt").write_text("not a trace")
+    out = run("summary", str(empty), "--no-store")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == f"attnscope: error: {empty}: no trace files (.json, .json.gz) in this folder"
+    both = run("summary", str(empty), str(DATA.parent.parent / "sample_traces" / "cpu" / "sdpa.json.gz"), "--json", "--no-store")
+    assert both.returncode == 2 and [s["source"] for s in json.loads(both.stdout)] == ["sdpa.json.gz"]
+    assert f"{empty}: no trace files" in both.stderr
