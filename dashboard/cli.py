@@ -52,7 +52,9 @@ def _human(summary: dict[str, Any]) -> str:
     unit = summary["work_unit"]
     lines = [
         f"{summary['source']}  ({dev['type']}{', ' + dev['name'] if dev['name'] else ''}; "
-        f"{summary['events']:,} events; unit of device work: {unit})",
+        f"{summary['events']:,} events; "
+        + (f"unit of device work: {unit})" if unit == UNIT_KERNEL else f"unit of work: {unit}, an op that computes and holds "
+           "no other such op; views, allocations and bookkeeping ops are not counted)"),
     ]
     backends = summary["attention"]["backends"]
     lines.append(f"  attention: {', '.join(backends) if backends else 'none detected'}")
