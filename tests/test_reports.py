@@ -284,6 +284,10 @@ def test_a_recorded_parity_failure_fails_and_require_parity_needs_a_record(tmp_p
 def test_unusable_input_exits_2():
     out = check(str(DATA / "hta_a100_control.json.gz"), str(SAMPLES / "sdpa.json.gz"))
     assert out.returncode == 2 and "compare a GPU trace with a GPU trace" in out.stderr
+    # two files of one name: which is which (it said 'naive.json.gz counts kernels and naive.json.gz counts leaf cpu_ops')
+    out = check(str(ROOT / "sample_traces" / "h200" / "naive.json.gz"), str(SAMPLES / "naive.json.gz"))
+    assert out.returncode == 2
+    assert "the baseline, naive.json.gz, counts kernels and the candidate, naive.json.gz, counts leaf cpu_ops" in out.stderr
     out = check(str(SAMPLES / "sdpa.json.gz"), str(ROOT / "missing.json"))
     assert out.returncode == 2 and "missing.json: no such file" in out.stderr
 

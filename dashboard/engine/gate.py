@@ -62,7 +62,8 @@ def check(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[str]:
     """One line per violated rule; an empty list when the candidate holds."""
     if work_unit(base) != work_unit(candidate):
         raise IncomparableError(
-            f"{base.source} counts {work_unit(base)}s and {candidate.source} counts {work_unit(candidate)}s: "
+            f"the baseline, {base.source}, counts {work_unit(base)}s and the candidate, {candidate.source}, counts "
+            f"{work_unit(candidate)}s: "
             "compare a GPU trace with a GPU trace, a CPU-only trace with a CPU-only trace"
         )
     problems: list[str] = []
