@@ -182,13 +182,15 @@ def cmd_summary(args: argparse.Namespace) -> int:
         loaded, failed = _load_all([path], store)
         by_path.update({path: trace for trace in loaded})
         errors += failed
-    traces = list(by_path.values())
     summaries = []
+    warned: list[str] = []  # the summary's warnings (the loader's and the analyses'), else the loader's
     for path, trace in by_path.items():
         try:
             summaries.append(summarize(trace))
+            warned += summaries[-1]["warnings"]
         except Exception as exc:  # one strange file must not cost the others their summary
             errors.append(_analysis_error(trace, exc))
+            warned += trace.warnings
     if args.json:
         print(json.dumps(summaries, indent=1, default=str))
     else:
@@ -199,9 +201,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
                 blocks.append("\n".join(lines))
         if blocks:
             print("\n\n".join(blocks))
-    for trace in traces:
-        for warning in trace.warnings:
-            print(f"attnscope: warning: {warning}", file=sys.stderr)
+    for warning in warned:
+        print(f"attnscope: warning: {warning}", file=sys.stderr)
     for error in errors:
         print(f"attnscope: error: {error}", file=sys.stderr)
     return EXIT_BAD_INPUT if errors else EXIT_OK

@@ -176,3 +176,15 @@ def test_a_folder_without_a_trace_file_is_an_error_naming_it(tmp_path):
     both = run("summary", str(empty), str(DATA.parent.parent / "sample_traces" / "cpu" / "sdpa.json.gz"), "--json", "--no-store")
     assert both.returncode == 2 and [s["source"] for s in json.loads(both.stdout)] == ["sdpa.json.gz"]
     assert f"{empty}: no trace files" in both.stderr
+
+
+def test_every_warning_of_the_summary_is_printed_once_on_stderr():
+    """The vLLM CUDA-graph trace's 'replayed ... sit under no CPU op' was in --json's warnings only:
+    the text mode printed the loader's warnings and not the analyses'."""
+    path = DATA / "tracelens_vllm_decode_graph_unified_attention.json.gz"
+    (record,) = json.loads(run("summary", str(path), "--json", "--no-store").stdout)
+    assert any("sit under no CPU op" in w for w in record["warnings"])
+    for mode in ([], ["--json"]):
+        out = run("summary", str(path), "--no-store", *mode)
+        lines = [line for line in out.stderr.splitlines() if line.startswith("attnscope: warning: ")]
+        assert lines == [f"attnscope: warning: {w}" for w in record["warnings"]]
