@@ -188,3 +188,20 @@ def test_every_warning_of_the_summary_is_printed_once_on_stderr():
         out = run("summary", str(path), "--no-store", *mode)
         lines = [line for line in out.stderr.splitlines() if line.startswith("attnscope: warning: ")]
         assert lines == [f"attnscope: warning: {w}" for w in record["warnings"]]
+
+
+def test_an_event_that_is_not_an_object_is_named_in_plain_words(tmp_path):
+    """msgspec's 'Expected `object`, got `int` - at ``' (the batch index cut out of it) reached the user."""
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2, 3]")
+    out = run("summary", str(listed), "--no-store")
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("attnscope: error: list.json: no event could be read: 3 events could not be read and were "
+                                  "skipped; the first: an event is a JSON integer, not an object")
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2},'
+                     ' {"ph": ["X"], "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 3, "dur": 1}, 7]}')
+    out = run("summary", str(mixed), "--no-store")
+    assert out.returncode == 0
+    assert ("mixed.json: 2 events could not be read and were skipped; the first: the field 'ph' of an event is a JSON "
+            "array, not a string") in out.stderr

@@ -845,8 +845,25 @@ def _decode_each(chunk: list[Any], reading: _Reading, note: str) -> list[_Event]
     if len(kept) < len(chunk):  # one warning for the file, whichever batches or slices they were in
         reading.skipped += len(chunk) - len(kept)
         if reading.skip_note is None:
-            reading.skip_note = _BATCH_INDEX.sub("`", note)  # a position in a batch means nothing to the reader
+            reading.skip_note = _plain_note(note)
     return kept
+
+
+_EXPECTED = re.compile(r"Expected `([^`]+)`, got `([^`]+)`(?: - at `\$(?:\[\d+\])?\.?([^`]*)`)?")
+
+
+def _plain_note(note: str) -> str:
+    """msgspec's 'Expected `object`, got `int` - at `$[2]`' in the reader's words: 'an event is a
+    JSON int, not an object'; 'at `$[0].ph`' names the field. A position in a batch means nothing
+    to the reader and is dropped."""
+    found = _EXPECTED.fullmatch(note)
+    if found is None:
+        return _BATCH_INDEX.sub("`", note)
+    want, got, where = (found[1], found[2], found[3])
+    words = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "object": "object", "array": "array", "null": "null"}
+    wanted = " or ".join(words.get(part, part) for part in want.split(" | "))
+    return (f"{f'the field {where!r} of an event' if where else 'an event'} is a JSON {words.get(got, got)}, "
+            f"not {'an' if wanted[0] in 'aeiou' else 'a'} {wanted}")
 
 
 _EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
@@ -1114,7 +1131,7 @@ def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading
     frame, flow_chunks, seen, last_ts, raw_categories = _events_frame(parts, reading)
     if frame is None:
         if warnings:
-            raise TraceError(f"{label}: no event could be read ({warnings[-1].removeprefix(label + ': ')})")
+            raise TraceError(f"{label}: no event could be read: {warnings[-1].removeprefix(label + ': ')}")
         if not seen:
             raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
         raise TraceError(f"{label}: the trace has {seen:,} events but no complete (\"X\") events to analyse")
@@ -1909,7 +1926,7 @@ def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFra
         if part.flows is not None:
             flow_chunks.append(part.flows)
     if reading.skipped:
-        warnings.append(f"{label}: {reading.skipped:,} events could not be read and were skipped ({reading.skip_note})")
+        warnings.append(f"{label}: {reading.skipped:,} events could not be read and were skipped; the first: {reading.skip_note}")
     if not finished:
         return None, flow_chunks, seen, None, {}
     last_ts = pl.select(_ns(pl.lit(last.decode("utf-8", errors="replace"), dtype=pl.String))).item()
