@@ -79,7 +79,7 @@ def _human(summary: dict[str, Any]) -> str:
     graphs = summary["graphs"]
     if graphs["launches"]:
         one = graphs["launches"] == 1
-        ops = ", ".join(f"{op} {n:,}" for op, n in graphs["ops"].items()) or f"no op holds {'it' if one else 'them'}"
+        ops = ", ".join(f"{n:,} under {op}" for op, n in graphs["ops"].items()) or f"no op holds {'it' if one else 'them'}"
         launches = "1 launch" if one else f"{graphs['launches']:,} launches"
         lines.append(f"  graph replays: {launches} replayed {graphs['kernels']:,} device events ({ops})")
     classes: dict[str, int] = {}
@@ -91,8 +91,8 @@ def _human(summary: dict[str, Any]) -> str:
     if hidden:
         lines.append("  hidden copies (made inside another op):")
         for copy in hidden[:10]:
-            size = f"{copy['bytes']:,} B" if copy["bytes"] is not None else "bytes unknown"
-            lines.append(f"    {copy['count']:>6,} x {copy['kind']:<6} {size:>16}  {' > '.join(copy['op_chain'])}")
+            size = f"{copy['bytes']:,} B in all" if copy["bytes"] is not None else "bytes unknown"
+            lines.append(f"    {copy['count']:>6,} x {copy['kind']:<6} {size:>23}  {' > '.join(copy['op_chain'])}")
         if len(hidden) > 10:
             lines.append(f"    ... and {len(hidden) - 10} more op chains")
     return "\n".join(lines)  # (warnings go to stderr once, not here as well)
