@@ -63,10 +63,15 @@ def _human(summary: dict[str, Any]) -> str:
     header = f"  {'step':<32} {'work':>8} {'kernel':>8} {'memcpy':>8} {'memset':>8} {'span ms':>10} {'busy ms':>10}"
     lines.append(header)
     for step in summary["steps"]:
+        name = f"{step['name']} (past the cut)" if step["past_cut"] else step["name"]
         lines.append(
-            f"  {step['name']:<32} {step['work']:>8,} {step['kernel']:>8,} {step['gpu_memcpy']:>8,} "
+            f"  {name:<32} {step['work']:>8,} {step['kernel']:>8,} {step['gpu_memcpy']:>8,} "
             f"{step['gpu_memset']:>8,} {step['dur_us'] / 1000:>10.3f} {step['busy_us'] / 1000:>10.3f}"
         )
+    past = [step["name"] for step in summary["steps"] if step["past_cut"]]
+    if past:
+        lines.append(f"  {', '.join(past)} {'was' if len(past) == 1 else 'were'} still running at the last event read before "
+                     "the cut: what came after it is missing, so " + ("its counts are" if len(past) == 1 else "their counts are") + " partial")
     ahead = sum(1 for step in summary["steps"] if step["busy_us"] > step["dur_us"])
     if ahead and unit == UNIT_KERNEL:
         lines.append(

@@ -298,3 +298,34 @@ def test_a_gpu_trace_cut_before_its_device_events_gets_no_attention_rate(variant
     # the whole file keeps its rates
     whole = efficiency_block(load_trace(full, name="whole.json"))
     assert whole["per_step"][0]["tflops"] > 0
+
+
+def test_a_step_still_running_at_the_cut_is_marked_partial(tmp_path):
+    """The H200 naive run cut inside ProfilerStep#4's host ops (the profiler killed mid-write): its
+    counts were shown as an ordinary step's (work 3 where the others have 6). summary marks each step
+    whose span ends after the start of the last complete event read, from the json module's reading."""
+    import subprocess
+    import sys
+
+    doc = json.loads(gzip.decompress((oracle.DATA.parent.parent / "sample_traces" / "h200" / "naive.json.gz").read_bytes()))
+    events = doc.pop("traceEvents")
+    spans = {e["name"]: (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("ProfilerStep#")}
+    start4, end4 = spans["ProfilerStep#4"]
+    k = next(i for i, e in enumerate(events) if e.get("ph") == "X" and start4 < e["ts"] < end4 and e.get("cat") == "cpu_op") + 3
+    head = json.dumps(doc)[:-1] + ', "traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events[:k]) + ",\n"
+    path = tmp_path / "killed.json"
+    path.write_text(head + json.dumps(events[k])[:25])  # cut inside the next event
+    last_ts = [e["ts"] for e in events[:k] if e.get("ph") == "X"][-1]
+    kept = {e["name"]: e["ts"] + e["dur"] for e in events[:k] if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")}
+    want = {name: end > last_ts for name, end in kept.items()}
+    assert want["ProfilerStep#4"] and not all(want.values())
+    run = lambda *args: subprocess.run([sys.executable, "-m", "dashboard", "summary", str(path), "--no-store", *args],  # noqa: E731
+                                       capture_output=True, text=True, timeout=300)
+    (record,) = json.loads(run("--json").stdout)
+    assert {s["name"]: s["past_cut"] for s in record["steps"]} == want
+    text = run().stdout
+    assert "ProfilerStep#4 (past the cut)" in text and "ProfilerStep#2 (past the cut)" not in text
+    assert "ProfilerStep#4 was still running at the last event read before the cut" in text
+    whole = json.loads(subprocess.run([sys.executable, "-m", "dashboard", "summary", "--json", "--no-store",
+                                       str(oracle.DATA / "hta_triton_example.json.gz")], capture_output=True, text=True).stdout)
+    assert all(s["past_cut"] is False for s in whole[0]["steps"])

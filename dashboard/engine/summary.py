@@ -49,6 +49,9 @@ def summarize(trace: Trace) -> dict[str, Any]:
         if cat == "gpu_memcpy":
             memcpy[kind or "unknown"] = memcpy.get(kind or "unknown", 0) + n
     steps = per_step(trace)
+    cut = trace.cut  # a step still running at the last event read lost what came after it
+    past = (set(trace.steps.filter(pl.col("end_ns") > cut.last_ts_ns)["step"].to_list())
+            if cut is not None and not cut.events_whole and cut.last_ts_ns is not None else set())
     found = detect_backends(trace)
     table = copies(trace)
     return {
@@ -63,7 +66,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
             {
                 "name": row["name"], "kernel": row["kernel"], "gpu_memcpy": row["gpu_memcpy"],
                 "gpu_memset": row["gpu_memset"], "work": row["work"], "dur_us": row["dur_ns"] / 1000.0,
-                "busy_us": row["busy_ns"] / 1000.0,
+                "busy_us": row["busy_ns"] / 1000.0, "past_cut": row["step"] in past,
             }
             for row in steps.iter_rows(named=True)
         ],
