@@ -483,3 +483,64 @@ def test_slice_workers_keep_polars_own_allocator_setting():
         started.close()
     assert b"_ATTNSCOPE_SLICE_WORKER=1" in environ
     assert not [e for e in environ if e.startswith(b"_RJEM_MALLOC_CONF=") and b"decay_ms:0" in e]
+
+
+# A whole one-member stream is inflated by ISA-L (python-isal), anything else by zlib: what a file
+# holds must not depend on which library read it.
+
+GZ = sorted(p.name for p in DATA.glob("*.json.gz"))
+
+
+@pytest.mark.parametrize("name", GZ)
+def test_a_whole_stream_is_inflated_by_isal_to_the_bytes_gzip_gives(name, monkeypatch):
+    packed = (DATA / name).read_bytes()
+    taken = []
+    real = load_module._inflate_whole
+    monkeypatch.setattr(load_module, "_inflate_whole", lambda *args: taken.append(real(*args)) or taken[-1])
+    data, _ = load_module.read_source(DATA / name)
+    assert data == gzip.decompress(packed) and taken == [True]
+    assert load_module.read_source(packed)[0] == data and taken == [True, True]  # an upload's bytes too
+
+
+def test_a_cut_stream_gives_what_zlib_gives_whichever_library_is_there(monkeypatch):
+    """40 cuts of the 8.6 MB trace's stream: ISA-L alone gave a byte fewer than zlib on 5 of them.
+    A cut stream is read by zlib, with or without ISA-L installed."""
+    import random
+
+    packed = (DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz").read_bytes()
+    cuts = sorted(random.Random(7).sample(range(1000, len(packed) - 1), 40)) + [len(packed) - 4, len(packed) - 1]
+    for with_isal in (True, False):
+        if not with_isal:
+            monkeypatch.setattr(load_module, "_isal_zlib", None)
+        for cut in cuts:
+            want = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(packed[:cut])
+            assert load_module.read_source(packed[:cut])[0] == load_module._without_bom(want), (cut, with_isal)
+
+
+@pytest.mark.parametrize("fault", ["crc", "length", "two members", "padding"])
+def test_a_stream_isal_does_not_take_whole_is_read_by_zlib_as_before(fault, monkeypatch):
+    """A bad checksum or length gives zlib's one-line error; several members or zero padding give
+    gzip.decompress's bytes."""
+    packed = bytearray((DATA / "hta_triton_example.json.gz").read_bytes())
+    raw = gzip.decompress(bytes(packed))
+    if fault == "crc":
+        packed[-8] ^= 1
+    elif fault == "length":
+        packed[-4] ^= 1
+    elif fault == "two members":
+        packed = bytearray(gzip.compress(raw[:900]) + gzip.compress(raw[900:]))
+    else:
+        packed += b"\0" * 16
+    results = []
+    for isal in (load_module._isal_zlib, None):
+        monkeypatch.setattr(load_module, "_isal_zlib", isal)
+        try:
+            results.append(load_module.read_source(bytes(packed), name="t.json.gz")[0])
+        except TraceError as exc:
+            results.append(str(exc))
+    assert results[0] == results[1]
+    if fault in ("crc", "length"):
+        check = "data" if fault == "crc" else "length"
+        assert results[0] == f"t.json.gz: not a valid gzip file (Error -3 while decompressing data: incorrect {check} check)"
+    else:
+        assert results[0] == raw

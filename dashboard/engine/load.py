@@ -18,6 +18,7 @@ is inflated into a temporary file and read in slices by worker processes like a 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -365,6 +366,11 @@ def _read_json(source: Union[str, os.PathLike, bytes], reading: _Reading, limit:
         view = memoryview(source).cast("B")
         if view[:2] == GZIP_MAGIC:
             read, out = _gzip_pieces(len(view), bytes(view[-4:]))
+            if read >= len(view):  # one piece: the whole stream in one call
+                whole = bytes(view)
+                if not _inflate_whole(whole, out, reading, limit, sink):
+                    _gunzip((whole,), reading, limit, sink, out)
+                return sink.finish(reading)
             _gunzip((bytes(view[at : at + read]) for at in range(0, len(view), read)), reading, limit, sink, out)
             return sink.finish(reading)
         if len(view) > limit:
@@ -394,12 +400,51 @@ def _read_json(source: Union[str, os.PathLike, bytes], reading: _Reading, limit:
         except OSError as exc:
             raise TraceError(f"{label}: cannot read ({exc.strerror or exc})") from None
         if first == GZIP_MAGIC:
-            read, out = _gzip_pieces(*_gzip_tail(fh))
+            size, tail = _gzip_tail(fh)
+            read, out = _gzip_pieces(size, tail)
+            if size and read >= size:  # one piece: the whole stream in one call
+                try:
+                    whole = first + fh.read(size)
+                except OSError as exc:
+                    raise TraceError(f"{label}: cannot read ({exc.strerror or exc})") from None
+                if not _inflate_whole(whole, out, reading, limit, sink):
+                    _gunzip(itertools.chain((whole,), _file_chunks(fh, b"", label, read)), reading, limit, sink, out)  # and any more
+                return sink.finish(reading)
             _gunzip(_file_chunks(fh, first, label, read), reading, limit, sink, out)
             return sink.finish(reading)
     if len(data) > limit:
         raise _too_large(label, len(data), limit)
     return _Json(reading, _without_bom(data))
+
+
+try:  # ISA-L's inflate (python-isal): 2.4-2.9x zlib's speed; without it zlib does the whole job
+    from isal import isal_zlib as _isal_zlib
+except ImportError:  # pragma: no cover - a platform without its wheel
+    _isal_zlib = None
+
+
+def _inflate_whole(data: bytes, out_bytes: int, reading: _Reading, limit: int, sink: "_Sink") -> bool:
+    """Inflate `data` with ISA-L when it is one whole gzip member that gives fewer than `out_bytes`
+    bytes (its checksum and length verified), into `sink`; True when done. Anything else (several
+    members, padding, a cut or corrupt stream, a trailer that under-states the size) returns False
+    having written nothing, and zlib reads it (_gunzip): ISA-L withholds the last bytes of a cut
+    stream that zlib gives (5 of 40 random cuts of an 8.6 MB trace came out a byte shorter), and
+    what a cut file holds must not depend on which library read it. The 8.6 MB trace inflates in
+    5.4 ms where zlib takes 13.5."""
+    if _isal_zlib is None:
+        return False
+    member = _isal_zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        piece = member.decompress(data, min(out_bytes, limit + 1))
+    except _isal_zlib.error:
+        return False
+    if not member.eof or member.unused_data or member.unconsumed_tail:
+        return False
+    if len(piece) > limit:  # pragma: no cover - the trailer's size is under the limit whenever the one-piece path runs
+        raise _inflates_too_far(reading.label, limit)
+    if piece:
+        sink.write(piece)
+    return True
 
 
 def _gzip_tail(fh: Any) -> tuple[int, bytes]:
