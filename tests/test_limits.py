@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import oracle
-from test_load_sliced import _assert_same
+from test_load_sliced import _assert_same, _early_readings as spy_early
 from dashboard.engine import TraceError, load_trace
 from dashboard.engine import load as load_module
 
@@ -269,19 +269,6 @@ def spy_sliced(monkeypatch) -> list[tuple[Path, int | None, bool]]:
 
     monkeypatch.setattr(load_module, "_load_sliced", spy)
     return calls
-
-
-def spy_early(monkeypatch) -> list:
-    """What each reading of a .json.gz while it inflated (Arrival.read_here) gave: a trace or None."""
-    got = []
-    real = load_module.Arrival.read_here
-
-    def spy(self, progress, keep_workers):
-        got.append(real(self, progress, keep_workers))
-        return got[-1]
-
-    monkeypatch.setattr(load_module.Arrival, "read_here", spy)
-    return got
 
 
 @pytest.mark.parametrize("cut", [None, "trailer", 0.9])

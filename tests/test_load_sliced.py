@@ -569,6 +569,7 @@ def _small_pieces(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, slice_bytes: 
 
 
 def _early_readings(monkeypatch: pytest.MonkeyPatch) -> list:
+    """What each reading of a .json.gz while it inflated (Arrival.read_here) gave: a trace or None."""
     got = []
     real = load.Arrival.read_here
 
