@@ -34,6 +34,7 @@ import polars as pl
 
 from dashboard.engine.backends import detect_backends
 from dashboard.engine.columns import series
+from dashboard.engine.load import accelerator, gpu_vendor
 from dashboard.engine.model import GPU_CATEGORIES, Trace, names_in, per_trace
 from dashboard.engine.names import parse
 from dashboard.engine.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override
@@ -551,8 +552,6 @@ LOST_REASON = ("the file is cut before its device events, which Kineto writes af
 def device_lost(trace: Trace) -> bool:
     """A trace of an accelerator, cut off before any of its device events was written: its CPU
     spans time the launches, so no rate is read from them (the cut warning says the same)."""
-    from dashboard.engine.load import accelerator, gpu_vendor  # the loader's reading of the device
-
     return (trace.cut is not None and not trace.cut.events_whole and not trace.has_gpu
             and (accelerator(trace.raw_categories) or gpu_vendor(trace.meta)) is not None)
 

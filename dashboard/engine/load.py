@@ -899,8 +899,8 @@ _EXPECTED = re.compile(r"Expected `([^`]+)`, got `([^`]+)`(?: - at `\$(?:\[\d+\]
 
 def _plain_note(note: str) -> str:
     """msgspec's 'Expected `object`, got `int` - at `$[2]`' in the reader's words: 'an event is a
-    JSON int, not an object'; 'at `$[0].ph`' names the field. A position in a batch means nothing
-    to the reader and is dropped."""
+    JSON integer, not an object'; 'at `$[0].ph`' names the field. A position in a batch means
+    nothing to the reader and is dropped."""
     found = _EXPECTED.fullmatch(note)
     if found is None:
         return _BATCH_INDEX.sub("`", note)

@@ -44,8 +44,9 @@ def render(sel: Selection) -> None:
         usd, usd_cpu = prices(split)
     speed = speed_table(sel.runs, sel.baseline or "", usd, usd_cpu)
     attention = review.attention_efficiency(sel.runs)
-    speed = speed.join(  # a run's first row: the whole step on collectors' traces, where variants compare
-        attention.unique("run", keep="first", maintain_order=True).select("run", pl.col("tflops").alias("attn_tflops"), pl.col("pct_of_roofline").alias("attn_pct"),
+    first = attention.unique("run", keep="first", maintain_order=True)  # the whole step on collectors' traces, where variants compare
+    speed = speed.join(
+        first.select("run", pl.col("tflops").alias("attn_tflops"), pl.col("pct_of_roofline").alias("attn_pct"),
                          pl.col("measure").alias("attn_measure"), pl.col("reason").alias("attn_reason")),
         on="run", how="left", maintain_order="left",
     )
