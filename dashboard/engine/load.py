@@ -338,6 +338,7 @@ def _inflate_reading(source: Union[str, os.PathLike, bytes], reading: _Reading, 
         except BaseException as exc:  # noqa: BLE001 - raised again in the loading thread
             outcome["error"] = exc
         finally:
+            _give_back_freed_memory()  # before the tables are built
             sink.ended(clean)
 
     thread = threading.Thread(target=inflate, name="attnscope-inflate", daemon=True)
@@ -358,6 +359,24 @@ def _inflate_reading(source: Union[str, os.PathLike, bytes], reading: _Reading, 
     if trace is not None and sink.whole:
         got.trace = trace
     return got
+
+
+def _give_back_freed_memory() -> None:
+    """Hand the pages a thread freed back to the system (glibc's malloc_trim; elsewhere nothing).
+    glibc keeps what a thread frees in that thread's own arena: the inflation's pieces stayed
+    resident beside the tables built next, and the dashboard's upload of the 910 MB trace as
+    .json.gz peaked at 0.96-1.07x the JSON where inflating in the loading thread had peaked at
+    0.89-0.92x. Measured cost: a few ms."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        import ctypes
+
+        _malloc_trim = getattr(ctypes.CDLL(None), "malloc_trim", False)
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim: Any = None  # glibc's malloc_trim once looked up; False where there is none
 
 
 def _read_json(source: Union[str, os.PathLike, bytes], reading: _Reading, limit: int, sink: _Sink) -> _Json:
