@@ -3,6 +3,7 @@
     python -m collectors --out traces/h100                # every variant, article shape, bf16
     python -m collectors --device cpu --out sample_traces/cpu
     python -m collectors --variants naive sdpa-flash --compile --out traces/x
+    python -m collectors sweep|dispatch|e2e|serve|article --help    # the article's other measurements
 
 Exit status: 0 when every profiled variant passed parity, 1 when one failed (unless
 --allow-parity-failures), 2 for bad input (one error line, no traceback).
@@ -11,44 +12,40 @@ Exit status: 0 when every profiled variant passed parity, 1 when one failed (unl
 from __future__ import annotations
 
 import argparse
-import os
+import importlib
 import shlex
 import sys
 from pathlib import Path
-from typing import NoReturn
-
-import torch
 
 from collectors.collection import Config, collect
+from collectors.options import DTYPES, PROG, Parser, UsageError, device, out_dir, positive
 from collectors.report import render
 from collectors.variants import VARIANTS, Shape
 
 GPU_SHAPE = Shape(batch=8, heads=16, seq=1024, head_dim=64)
 CPU_SHAPE = Shape(batch=2, heads=8, seq=512, head_dim=64)
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-PROG = "python -m collectors"
-
-
-class UsageError(Exception):
-    """Bad command-line input; the message is the one line shown to the user."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+SUBCOMMANDS = {
+    "sweep": "collectors.sweep",
+    "dispatch": "collectors.dispatch",
+    "e2e": "collectors.e2e",
+    "serve": "collectors.serve",
+    "article": "collectors.article",
+}
+"""`python -m collectors NAME ...`: the article's measurements, each a module with main(argv) -> int."""
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = _Parser(prog=PROG, description="Profile attention variants under torch.profiler.")
+    p = Parser(prog=PROG, description="Profile attention variants under torch.profiler. "
+               f"Other modes: {PROG} {{{','.join(SUBCOMMANDS)}}} --help.")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: cuda when available, else cpu")
     p.add_argument("--dtype", choices=tuple(DTYPES), help="default bf16 on CUDA, fp32 on CPU")
     for field in ("batch", "heads", "seq", "head_dim"):
         gpu, cpu = getattr(GPU_SHAPE, field), getattr(CPU_SHAPE, field)
-        p.add_argument("--" + field.replace("_", "-"), type=_positive, help=f"default {gpu} on GPU, {cpu} on CPU")
+        p.add_argument("--" + field.replace("_", "-"), type=positive, help=f"default {gpu} on GPU, {cpu} on CPU")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), metavar="NAME",
                    help=f"any of: {', '.join(VARIANTS)} (default all; commas also separate)")
-    p.add_argument("--active", type=_positive, default=3, help="profiled steps per trace (default 3)")
+    p.add_argument("--active", type=positive, default=3, help="profiled steps per trace (default 3)")
     p.add_argument("--compile", action="store_true", help="also profile each variant under torch.compile")
     p.add_argument("--cuda-graphs", action="store_true",
                    help='also profile each variant compiled with mode="reduce-overhead", its kernels replayed '
@@ -60,20 +57,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
-
-
 def build_config(args: argparse.Namespace, argv: list[str]) -> Config:
     """Resolve defaults that depend on the device; raise UsageError for impossible requests."""
-    device = _device(args.device)
-    gpu = device.type == "cuda"
+    dev = device(args.device)
+    gpu = dev.type == "cuda"
     if args.cuda_graphs and not gpu:
         raise UsageError("--cuda-graphs: CUDA graphs need a CUDA device (this run is on the CPU)")
     base = GPU_SHAPE if gpu else CPU_SHAPE
@@ -86,24 +73,16 @@ def build_config(args: argparse.Namespace, argv: list[str]) -> Config:
     dtype = DTYPES[args.dtype or ("bf16" if gpu else "fp32")]
     return Config(
         variants=_variants(args.variants),
-        device=device,
+        device=dev,
         dtype=dtype,
         shape=shape,
         active=args.active,
         compile=args.compile,
         cuda_graphs=args.cuda_graphs,
-        out=_out_dir(args.out or Path("traces") / device.type),
+        out=out_dir(args.out or Path("traces") / dev.type),
         seed=args.seed,
         command=shlex.join([*PROG.split(), *argv]),
     )
-
-
-def _device(choice: str) -> torch.device:
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: this torch build sees no CUDA device")
-    if choice == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(choice)
 
 
 def _variants(given: list[str]) -> list[str]:
@@ -114,21 +93,11 @@ def _variants(given: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _out_dir(path: Path) -> Path:
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {path}: exists and is not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out {path}: cannot create the folder ({exc.strerror or exc})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {path}: folder is not writable")
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the collector; return the exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SUBCOMMANDS:
+        return int(importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv[1:]))
     try:
         args = parse_args(argv)
         cfg = build_config(args, argv)
