@@ -22,7 +22,7 @@ import streamlit as st
 from dashboard import charts, report, runs
 from dashboard.engine import catalog, load
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
-from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, timeline, uploader
+from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
 from dashboard.views import ranks as ranks_view
 
 TABS = {
@@ -33,6 +33,7 @@ TABS = {
     "Speedups": speedups.render,
     "Backends": backends.render,
     "Ranks": ranks_view.render,
+    "Sweep": sweep.render,
 }
 TAB_FAILED = "The {tab} tab could not be drawn for the selected runs:"
 SIDEBAR_PX = 400  # room for the run picker and the rename table

@@ -244,10 +244,43 @@ def _mixed_devices(traces: list[Trace]) -> str | None:
     )
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    from dashboard.report import build_review, render_html, render_markdown  # plotly loads only when asked for
+def _article_folders(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split compare's paths: folders holding the article's tables (sweep.csv, dispatch.csv,
+    e2e.csv, serve.csv) and everything else (the traces)."""
+    from pathlib import Path
 
-    traces, errors = _load_all([args.base, *args.others], _store(args))
+    from dashboard.engine.article import is_article_folder
+
+    folders = [p for p in paths if is_article_folder(Path(p))]
+    return folders, [p for p in paths if p not in folders]
+
+
+def _read_articles(folders: Sequence[str]) -> tuple[list[Any], list[str]]:
+    from pathlib import Path
+
+    from dashboard.engine.article import ArticleError, read_article
+
+    found, errors = [], []
+    for folder in folders:
+        try:
+            found.append(read_article(Path(folder)))
+        except ArticleError as exc:
+            errors.append(str(exc))
+    return found, errors
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dashboard import article_report
+    from dashboard.report import ARTICLE_ONLY_HTML, build_review, render_html, render_markdown  # plotly loads only when asked for
+
+    folders, paths = _article_folders([args.base, *args.others])
+    if len(paths) == 1:
+        print(f"attnscope: error: {paths[0]}: compare needs a baseline and at least one other trace "
+              "(or only folders of the article's measurements)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    articles, errors = _read_articles(folders)
+    traces, trace_errors = _load_all(paths, _store(args))
+    errors += trace_errors
     for error in errors:
         print(f"attnscope: error: {error}", file=sys.stderr)
     if errors:
@@ -256,15 +289,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if mixed and not args.group_by_device:
         print(f"attnscope: error: {mixed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    runs = _labels(traces)  # (loader warnings are in the report's findings, once)
-    baseline = next(iter(runs))
-    try:
-        review = build_review(runs, baseline, args.usd_per_gpu_hour, args.usd_per_cpu_hour)
-        markdown = render_markdown(review)
-        html = render_html(review) if args.html else ""
-    except Exception as exc:
-        print(f"attnscope: error: the comparison failed ({type(exc).__name__}: {exc})", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    markdown = html = ""
+    if traces:
+        runs = _labels(traces)  # (loader warnings are in the report's findings, once)
+        baseline = next(iter(runs))
+        try:
+            review = build_review(runs, baseline, args.usd_per_gpu_hour, args.usd_per_cpu_hour)
+            markdown = render_markdown(review)
+            html = render_html(review) if args.html else ""
+        except Exception as exc:
+            print(f"attnscope: error: the comparison failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    if articles:
+        markdown = "\n".join(part for part in [markdown, *map(article_report.render_markdown, articles)] if part)
+        sections = "".join(map(article_report.render_html, articles))
+        if args.html:
+            html = html.replace("\n</body></html>", f"\n{sections}</body></html>") if html else (
+                ARTICLE_ONLY_HTML.format(body=sections))
     written = True
     if args.html:
         written = _write(args.html, html) and written
@@ -273,6 +314,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not args.html and not args.markdown:
         print(markdown)
     return EXIT_OK if written else EXIT_BAD_INPUT
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from dashboard import article_report
+
+    articles, errors = _read_articles(args.folders)
+    for error in errors:
+        print(f"attnscope: error: {error}", file=sys.stderr)
+    if errors:
+        return EXIT_BAD_INPUT
+    render = article_report.render_markdown if args.markdown else article_report.render_text
+    print("\n".join(render(a) for a in articles), end="")
+    return EXIT_OK
 
 
 def _write(path: str, text: str) -> bool:
@@ -387,8 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser(
         "compare", help="compare runs against a baseline: a Markdown summary, or offline HTML/Markdown files"
     )
-    compare.add_argument("base", help="the baseline trace")
-    compare.add_argument("others", nargs="+", help="traces to compare against it")
+    compare.add_argument("base", help="the baseline trace (or a folder of the article's measurements, see `sweep`)")
+    compare.add_argument("others", nargs="*",
+                         help="traces to compare against it; a folder holding sweep.csv, dispatch.csv, e2e.csv or "
+                         "serve.csv adds its Sweep section to the report")
     compare.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
     compare.add_argument("--markdown", metavar="FILE", help="write a Markdown summary for a pull-request comment")
     compare.add_argument("--usd-per-gpu-hour", type=float, default=DEFAULT_USD_PER_GPU_HOUR, metavar="USD",
@@ -438,6 +494,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="parse on an existing Dask cluster (e.g. tcp://host:8786); its workers must see the store and the files")
     _store_options(add, ingest=True)
     add.set_defaults(run=cmd_ingest)
+
+    sweep = sub.add_parser(
+        "sweep", help="the article's measurements in a folder written by `python -m collectors sweep|dispatch|e2e|serve`",
+        description="Where each fused variant overtakes naive as sequences grow, how peak memory grows, which "
+        "backend SDPA's default dispatch ran (math: the silent fallback), the end-to-end gain beside Amdahl's "
+        "prediction, and the serving mix, from sweep.csv, dispatch.csv, e2e.csv and serve.csv.")
+    sweep.add_argument("folders", nargs="+", metavar="DIR", help="folders holding any of those files")
+    sweep.add_argument("--markdown", action="store_true", help="print Markdown instead of text")
+    sweep.set_defaults(run=cmd_sweep)
 
     listing = sub.add_parser("ls", help="list the runs in the trace store")
     _store_options(listing, ingest=True)

@@ -349,6 +349,7 @@ th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: ta
 .note { background: #f1f5fb; border-left: 4px solid #4c78a8; padding: 6px 10px; margin: 4px 0; }
 .ok { background: #eaf6ea; border-left: 4px solid #2ca02c; padding: 6px 10px; }
 tr.hidden-copy td { background: #fde8e8; }
+td.math { background: #fde8e8; font-weight: 600; }
 .muted { color: #777; font-size: 0.85em; }
 """
 
@@ -381,6 +382,12 @@ def _figure(fig: go.Figure, name: str) -> str:
 
 
 # Draws every figure block into the <div> just before it (plotly.js is inlined in the <head>).
+ARTICLE_ONLY_HTML = (
+    "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>attnscope: the article's measurements</title>"
+    "<style>" + CSS.replace("{", "{{").replace("}", "}}") + "</style></head><body>\n{body}</body></html>\n"
+)
+"""The HTML page of a report holding only the article's measurements (no trace): str.format(body=...)."""
+
 DRAW_FIGURES = """<script>
 document.querySelectorAll('script.attnscope-figure').forEach(function (block) {
   var fig = JSON.parse(block.textContent);

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from dashboard.engine import Trace, TraceError, load_trace
+from dashboard.engine.article import is_article_folder
 from dashboard.engine.ingest import one_job, outside, world_of
 from dashboard.engine.ranks import rank_of, slowest_rank
 from dashboard.engine.review import format_bytes
@@ -118,7 +119,8 @@ def discover(
     root: Path = SAMPLE_ROOT, extra: Iterable[Path] = ()
 ) -> tuple[list[Collection], list[Source], list[Failure]]:
     """Bundled collections under `root` (sorted by name), then the extra paths: collections
-    among them are returned with the others, loose trace files as Sources. A runs.json that
+    among them are returned with the others, loose trace files as Sources; a folder of the
+    article's measurements (engine.article, without a runs.json) is left to the Sweep tab. A runs.json that
     cannot be read, or an extra path that does not exist, is a Failure naming the file."""
     collections: list[Collection] = []
     loose: list[Source] = []
@@ -143,6 +145,8 @@ def discover(
             if path.resolve() not in seen:
                 add_collection(path)
                 seen.add(path.resolve())
+        elif is_article_folder(path):
+            continue  # the article's measurements: the Sweep tab reads them (its e2e traces are no ranks of one job)
         elif path.is_dir():
             try:
                 names = [p for p in sorted(path.iterdir()) if p.is_file() and is_trace_name(p.name)]

@@ -1,0 +1,221 @@
+"""The article's measurements read back (dashboard.engine.article), `attnscope sweep`, the Sweep
+section of `attnscope compare`, and the Sweep tab, on folders written here with the csv module.
+
+The numbers are chosen so that every answer is a hand computation: naive's time doubles with the
+sequence, so sdpa's speedup goes 0.5x, 1x, 8x, 8x (it is faster from 256, and 1x at 128 puts the
+log-log crossing at 128 itself); naive's peak memory is 1000*S^2 bytes and sdpa's 1000*S, so their
+growth exponents are 2 and 1 and at S=512 naive needs 512x sdpa's memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dashboard import article_report
+from dashboard.cli import main as cli
+from dashboard.engine import article as art
+
+SEQS = (64, 128, 256, 512)
+SWEEP_COLUMNS = list(art.REQUIRED["sweep.csv"])
+
+
+def sweep_rows() -> list[dict]:
+    rows = []
+    for seq in SEQS:
+        base = dict(device="cpu", dtype="fp32", batch=1, heads=4, head_dim=64, causal="true", reason="",
+                    time_ms_p10="", time_ms_p90="", tflops="")
+        naive_ms = seq / 128  # 0.5, 1, 2, 4 ms
+        rows.append({**base, "variant": "naive", "backend_ran": "eager", "seq": seq, "status": "ok",
+                     "time_ms": naive_ms, "peak_mem_bytes": 1000 * seq * seq})
+        rows.append({**base, "variant": "sdpa", "backend_ran": "cpu_flash", "seq": seq, "status": "ok",
+                     "time_ms": 1.0 if seq < 256 else 0.25 if seq == 256 else 0.5, "peak_mem_bytes": 1000 * seq})
+        rows.append({**base, "variant": "sdpa-efficient", "backend_ran": "", "seq": seq, "status": "refused",
+                     "reason": "No available kernel. Aborting execution.", "time_ms": "", "peak_mem_bytes": ""})
+        # math: always slower than naive
+        rows.append({**base, "variant": "sdpa-math", "backend_ran": "math", "seq": seq, "status": "ok",
+                     "time_ms": naive_ms * 2, "peak_mem_bytes": 2000 * seq * seq})
+    rows.append({**rows[0], "variant": "naive", "seq": 1024, "status": "oom", "time_ms": "", "peak_mem_bytes": "",
+                 "reason": "DefaultCPUAllocator: can't allocate memory: you tried to allocate 4194304000 bytes"})
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+DISPATCH = [
+    # dtype, head_dim, mask, gqa, backend_ran
+    ("fp32", 64, "causal", False, "cpu_flash"),
+    ("fp32", 64, "dropout", False, "math"),
+    ("fp32", 512, "causal", False, "cpu_flash"),
+    ("fp32", 512, "dropout", False, "math"),
+    ("bf16", 64, "causal", True, "cpu_flash"),
+]
+E2E = [
+    # variant, phase, step_ms, attention_ms, share, speedup, amdahl
+    ("naive", "prefill", 10.0, 4.0, 0.4, 1.0, 1.0),
+    ("sdpa", "prefill", 8.0, 2.0, 0.25, 1.25, 1 / (0.6 + 0.4 / 2)),
+    ("naive", "decode", 2.0, 0.5, 0.25, 1.0, 1.0),
+    ("sdpa", "decode", 2.0, 0.5, 0.25, 1.0, 1.0),
+]
+SERVE = [
+    # variant, tokens, padding_waste, tokens_per_s, usd_per_1m_tokens
+    ("padded_sdpa", 1000, 0.5, 10000.0, 0.0556),
+    ("packed_njt_sdpa", 1000, 0.0, 20000.0, 0.0278),
+]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("article") / "article-cpu"
+    out.mkdir()
+    write_csv(out / "sweep.csv", sweep_rows(), SWEEP_COLUMNS)
+    (out / "sweep.json").write_text(json.dumps({"device_name": "AMD EPYC", "flop_convention": "4*B*H*S^2*D, causal half"}))
+    write_csv(out / "dispatch.csv", [
+        dict(dtype=d, head_dim=h, mask=m, gqa=str(g).lower(), backend_ran=b, kernel="aten::x", refusals="")
+        for d, h, m, g, b in DISPATCH
+    ], list(art.REQUIRED["dispatch.csv"]))
+    write_csv(out / "e2e.csv", [
+        dict(variant=v, phase=p, step_ms=s, attention_ms=a, attention_share=sh, speedup_vs_naive=sp,
+             amdahl_predicted_speedup=am) for v, p, s, a, sh, sp, am in E2E
+    ], list(art.REQUIRED["e2e.csv"]))
+    write_csv(out / "serve.csv", [
+        dict(variant=v, tokens=t, padding_waste=w, tokens_per_s=r, usd_per_1m_tokens=c) for v, t, w, r, c in SERVE
+    ], list(art.REQUIRED["serve.csv"]))
+    return out
+
+
+def test_sdpa_overtakes_naive_where_the_log_log_line_between_its_last_slower_and_first_faster_point_crosses_1(folder):
+    a = art.read_article(folder)
+    cross = {r["variant"]: r for r in art.crossovers(a.sweep).iter_rows(named=True)}
+    sdpa = cross["sdpa"]
+    # speedups 0.5 (64), 1.0 (128: not faster), 8 (256), 8 (512): faster from 256; the crossing lies
+    # between 128 (log r = 0) and 256, at 128 itself
+    assert sdpa["faster_from_seq"] == 256
+    assert sdpa["crossover_seq"] == pytest.approx(128.0)
+    assert sdpa["speedup_at_max_seq"] == pytest.approx(4.0 / 0.5)
+    assert sdpa["speedup_at_min_seq"] == pytest.approx(0.5 / 1.0)
+    # math is 2x slower everywhere: never overtakes; refused points are not compared at all
+    assert cross["sdpa-math"]["faster_from_seq"] is None and cross["sdpa-math"]["crossover_seq"] is None
+    assert "sdpa-efficient" not in cross
+
+
+def test_a_crossing_between_a_half_and_a_double_speedup_lies_at_the_geometric_mean_of_the_two_lengths():
+    frame = pl.DataFrame({
+        "device": ["cpu"] * 4, "dtype": ["fp32"] * 4, "head_dim": [64] * 4, "causal": [True] * 4,
+        "variant": ["naive", "flex", "naive", "flex"], "seq": [128, 128, 256, 256], "status": ["ok"] * 4,
+        "time_ms": [1.0, 2.0, 4.0, 2.0],  # flex: 0.5x at 128, 2x at 256
+    })
+    (row,) = art.crossovers(frame).iter_rows(named=True)
+    assert row["faster_from_seq"] == 256
+    assert row["crossover_seq"] == pytest.approx(math.sqrt(128 * 256))
+
+
+def test_naive_memory_grows_as_the_square_of_the_sequence_and_sdpa_linearly_and_naive_runs_out_first(folder):
+    a = art.read_article(folder)
+    grow = {r["variant"]: r for r in art.memory_growth(a.sweep).iter_rows(named=True)}
+    assert grow["naive"]["exponent"] == pytest.approx(2.0)
+    assert grow["sdpa"]["exponent"] == pytest.approx(1.0)
+    assert grow["sdpa"]["naive_ratio"] == pytest.approx(1000 * 512 * 512 / (1000 * 512))
+    assert grow["naive"]["oom_from_seq"] == 1024 and grow["sdpa"]["oom_from_seq"] is None
+    assert grow["naive"]["peak_at_max_seq"] == 1000 * 512 * 512
+
+
+def test_the_dispatch_map_flags_exactly_the_cells_where_math_ran(folder):
+    a = art.read_article(folder)
+    flagged = art.fallback_cells(a.dispatch)
+    assert sorted(zip(flagged["head_dim"].to_list(), flagged["mask"].to_list())) == [(64, "dropout"), (512, "dropout")]
+    matrix = art.dispatch_matrix(a.dispatch)
+    assert matrix.columns == ["dtype", "mask", "gqa", "d=64", "d=512"]
+    fp32_dropout = matrix.filter(pl.col("dtype") == "fp32", pl.col("mask") == "dropout").row(0, named=True)
+    assert fp32_dropout["d=64"] == "math" and fp32_dropout["d=512"] == "math"
+
+
+def test_the_end_to_end_gain_is_shown_beside_amdahls_prediction(folder):
+    rows = {(r["variant"], r["phase"]): r for r in art.e2e_table(art.read_article(folder).e2e).iter_rows(named=True)}
+    sdpa = rows[("sdpa", "prefill")]
+    assert sdpa["gain_pct"] == pytest.approx(25.0)
+    assert sdpa["predicted_pct"] == pytest.approx((1 / 0.8 - 1) * 100)  # s = 0.4, a = 2: 1 / (0.6 + 0.2)
+    assert sdpa["gap_pct"] == pytest.approx(0.0)
+
+
+def test_attnscope_sweep_prints_the_articles_answers(folder, capsys):
+    assert cli(["sweep", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "sdpa: overtakes naive at seq ~128 (faster from 256), 8.00x at 512" in out
+    assert "naive: peak grows ~S^2.00" in out and "out of memory from seq 1024" in out
+    assert "sdpa: peak grows ~S^1.00" in out and "naive needs 512.0x this" in out
+    assert "math ran in 2 of 5 cells" in out
+    assert "end to end, prefill: sdpa +25.0% measured, +25.0% predicted" in out
+    assert "packed_njt_sdpa" in out and "50.0%" in out  # padded's waste
+
+
+def test_a_sweep_file_missing_a_column_is_one_error_line_naming_the_file_and_the_column(tmp_path, capsys):
+    write_csv(tmp_path / "sweep.csv", [{"variant": "naive"}], ["variant", "seq"])
+    assert cli(["sweep", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(tmp_path / "sweep.csv") in err[0] and "missing columns" in err[0]
+    assert "backend_ran" in err[0] and "Traceback" not in err[0]
+
+
+def test_a_folder_without_the_articles_files_is_an_error(tmp_path, capsys):
+    assert cli(["sweep", str(tmp_path)]) == 2
+    assert "none of sweep.csv" in capsys.readouterr().err
+
+
+def test_compare_on_an_article_folder_writes_its_sweep_section_with_the_math_cells_marked(folder, tmp_path, capsys):
+    page, notes = tmp_path / "r.html", tmp_path / "r.md"
+    assert cli(["compare", str(folder), "--html", str(page), "--markdown", str(notes)]) == 0
+    html = page.read_text()
+    assert html.count('<td class="math">MATH</td>') == 2 and "<script" not in html
+    md = notes.read_text()
+    assert "## The article's measurements: article-cpu (AMD EPYC)" in md
+    assert "| fp32 | dropout | no | MATH | MATH |" in md
+
+
+def test_compare_with_one_trace_and_nothing_else_says_what_it_needs(capsys):
+    trace = Path(__file__).parent / "data" / "hta_triton_example.json.gz"
+    assert cli(["compare", str(trace)]) == 2
+    assert "needs a baseline and at least one other trace" in capsys.readouterr().err
+
+
+def test_reports_are_byte_identical_on_a_second_run(folder, capsys):
+    assert cli(["sweep", str(folder), "--markdown"]) == 0
+    first = capsys.readouterr().out
+    assert cli(["sweep", str(folder), "--markdown"]) == 0
+    assert capsys.readouterr().out == first
+
+
+def test_the_sweep_tab_draws_the_folder_given_at_start(folder, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.runs import ENV_TRACES
+
+    monkeypatch.setenv(ENV_TRACES, str(folder))
+    at = AppTest.from_file(str(Path(__file__).parent.parent / "dashboard" / "app.py"), default_timeout=120)
+    at.query_params["tab"] = "Sweep"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="sweep_folder").value == "article-cpu"
+    # an article folder is no folder of rank traces: nothing about it in the sidebar's errors
+    assert not [e.value for e in at.sidebar.error if "article-cpu" in e.value]
+    findings = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", " ".join(m.value for m in at.get_by_key("sweep_findings").markdown))
+    assert "overtakes naive at seq ~128" in findings
+    assert any("Math ran in 2 of 5 cells" in w.value for w in at.warning)
+    shown = at.get_by_key("tbl_dispatch_map").dataframe[0].value
+    assert list(shown.columns) == ["dtype", "mask", "gqa", "d=64", "d=512"]
+    charts = [json.loads(c.proto.spec) for c in at.main.get("plotly_chart")]
+    (time_chart,) = [c for c in charts if "Time per forward" in c["layout"]["title"]["text"]]
+    stars = [t for t in time_chart["data"] if t.get("name") == "overtakes naive"]
+    assert stars and stars[0]["x"] == [256]
+    assert article_report  # the tab's words come from the same module as the CLI's
