@@ -65,22 +65,26 @@ def build_review(
     colors: dict[str, str] | None = None,
     by: str = "base",
     steps: dict[str, int | None] | None = None,
+    copy_alarm_share: float = review.COPY_ALARM_SHARE,
+    copy_alarm_bytes: float = review.COPY_ALARM_BYTES,
 ) -> Review:
     """Compute every table of the comparison of `runs` (label -> Trace) against `baseline`; GPU
     and CPU-only runs are compared within their own group (speed.device_groups). Cost uses
     `usd_per_gpu_hour` for GPU runs and `usd_per_cpu_hour` for CPU-only runs (None: no cost).
     Kernel changes are over all steps (`steps`: run label -> one step instead), by base name
-    (template instances folded; by='name' for full names), as the dashboard shows them by default."""
+    (template instances folded; by='name' for full names), as the dashboard shows them by default.
+    A hidden copy is an alarm from `copy_alarm_share` of the step or `copy_alarm_bytes` a step."""
     if baseline not in runs:
         raise KeyError(f"baseline {baseline!r} is not among the runs")
     overview = review.overview(runs, baseline)
-    groups = review.copy_groups(runs)
+    groups = review.copy_groups(runs, copy_alarm_share, copy_alarm_bytes)
     split = device_groups(runs, baseline)
     return Review(
         runs=runs,
         baseline=baseline,
         overview=overview,
-        findings=review.findings(runs, baseline, overview_table=overview, groups=groups),
+        findings=review.findings(runs, baseline, overview_table=overview, groups=groups,
+                                 alarm_share=copy_alarm_share, alarm_bytes=copy_alarm_bytes),
         families=review.families(runs),
         copies=groups,
         backends=review.backend_table(runs),

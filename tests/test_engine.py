@@ -452,12 +452,12 @@ def test_attention_is_detected_only_where_attention_ops_ran(loaded, name):
 def test_name_predicates_per_distinct_name_match_the_per_event_version():
     """names_matching tests each distinct name once; the obvious version casts every event's
     name to text and tests it. Every predicate the analyses use, on every real trace."""
-    from dashboard.engine.copies import COPY_KERNEL
+    from dashboard.engine.copies import KV_CACHE_WRITE
     from dashboard.engine.graphs import GRAPH_LAUNCH
     from dashboard.engine.kernels import BOOKKEEPING_OPS, METADATA_OPS
     from dashboard.engine.model import names_matching
 
-    predicates = [lambda n: n.str.contains(COPY_KERNEL), lambda n: n.str.starts_with("ProfilerStep#"),
+    predicates = [lambda n: n.str.contains(KV_CACHE_WRITE), lambda n: n.str.starts_with("ProfilerStep#"),
                   lambda n: n.str.contains(GRAPH_LAUNCH), lambda n: n.str.contains(BOOKKEEPING_OPS),
                   lambda n: n.str.contains(METADATA_OPS)]
     frames = [load_trace(path).events.select("name") for path in sorted(DATA.glob("*.json.gz"))]

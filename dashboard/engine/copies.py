@@ -16,9 +16,12 @@ import re
 
 import polars as pl
 
+from dashboard.engine.kernels import family_expr
 from dashboard.engine.model import Trace, names_matching, per_trace
 
 # Ops whose job is to move or convert data: a copy whose origin is one of these was asked for.
+# The model's code called them (x.to, x.contiguous(), x.type_as(y), F.pad, torch.cat, ...), so the
+# copy is the call's own work, not one an op made behind the user's back. docs/design.md lists them.
 REQUESTED_COPY_OPS = frozenset(
     {
         "aten::copy_", "aten::copy", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::to",
@@ -28,8 +31,21 @@ REQUESTED_COPY_OPS = frozenset(
         "aten::index_copy_", "aten::pin_memory", "aten::_pin_memory", "aten::to_dense", "aten::repeat",
         "aten::tile", "aten::tensor", "aten::scalar_tensor", "aten::new_tensor", "aten::detach_copy",
         "aten::_foreach_copy_", "aten::_foreach_copy",
+        # explicit conversions and paddings the model's code calls (their copy is the call's whole job)
+        "aten::type_as", "aten::double", "aten::float", "aten::half", "aten::bfloat16", "aten::int", "aten::long",
+        "aten::pad", "aten::_pad_enum", "aten::constant_pad_nd", "aten::_pad_circular",
+        "aten::reflection_pad1d", "aten::reflection_pad2d", "aten::reflection_pad3d",
+        "aten::replication_pad1d", "aten::replication_pad2d", "aten::replication_pad3d",
+        "aten::repeat_interleave", "aten::narrow_copy",
+        # DDP's bucketing: flattening gradients into one buffer is the op's whole job
+        "aten::flatten_dense_tensors", "aten::unflatten_dense_tensors",
     }
 )
+# Functionalization's *_copy ops (aten::view_copy, aten::permute_copy, ...) copy by name.
+REQUESTED_COPY_SUFFIX = re.compile(r"^aten::\w+_copy$")
+# Kernels that write keys and values into a KV cache (vLLM's reshape_and_cache*, SGLang's
+# store_kvcache): the attention op's own job, asked for by the serving framework.
+KV_CACHE_WRITE = r"(?i)reshape_and_cache|store_kv_?cache|set_kv_buffer"
 # A chain through one of these reads a value back to Python (`.item()`, `if tensor:`): the user
 # asked for that value, so its tiny device-to-host copy is a sync to know about, not a hidden copy.
 SCALAR_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
@@ -58,9 +74,11 @@ COPY_CLASSES: tuple[tuple[str, str], ...] = (
     (HIDDEN, "the origin is an op that does not ask for a copy (masked_fill > clone > copy_, layer_norm > contiguous > clone)"),
     (UNATTRIBUTED, "no op holds the launch, or only wrappers do (a compiled region's own kernel, a copy outside any op)"),
 )
-# ... and torch._foreach_copy_'s multi-tensor launcher with its Copy functor (how torch.compile's
-# CUDA graphs copy each call's inputs into the graph's static buffers).
-COPY_KERNEL = r"direct_copy_kernel|copy_kernel|copy_device_to_device|multi_tensor_apply_kernel<.*\WCopy<"
+# A kernel is a copy when its family is 'copy' (kernels.FAMILY_RULES: the one rule for what a kernel
+# is): PyTorch's elementwise launcher running a copy functor, torch._foreach_copy_'s Copy functor
+# (a CUDA graph's input copies), CatArrayBatchedCopy, layout transposes, KV-cache writes, blit
+# copies. The name parser reads template arguments apart, so index_elementwise_kernel<...
+# index_copy_kernel_impl ...> stays elementwise.
 CHAIN_CATEGORIES = ("cpu_op",)
 CHAIN_SEP = "\x1f"
 
@@ -92,7 +110,7 @@ def classify_chain(chain: list[str]) -> tuple[str | None, str]:
         return origin, AUTOGRAD
     if origin is None:
         return None, UNATTRIBUTED
-    if origin in REQUESTED_COPY_OPS or any(name in SCALAR_READS for name in chain):
+    if origin in REQUESTED_COPY_OPS or REQUESTED_COPY_SUFFIX.search(origin) or any(name in SCALAR_READS for name in chain):
         return origin, REQUESTED
     return origin, HIDDEN
 
@@ -107,7 +125,7 @@ def copies(trace: Trace) -> pl.DataFrame:
     if trace.has_gpu:
         found = ev.filter(
             (pl.col("cat") == "gpu_memcpy")
-            | ((pl.col("cat") == "kernel") & names_matching(ev["name"], lambda name: name.str.contains(COPY_KERNEL)))
+            | ((pl.col("cat") == "kernel") & (family_expr(pl.col("name")) == "copy"))
         ).with_columns(
             pl.when(pl.col("cat") == "gpu_memcpy").then(pl.col("kind").cast(pl.String)).otherwise(pl.lit("kernel")).alias("kind"),
             pl.col("launch").alias("anchor"),
@@ -123,10 +141,14 @@ def copies(trace: Trace) -> pl.DataFrame:
     # joined then split in polars: building a list column element by element is slow
     joined = [CHAIN_SEP.join(names[node] for node in path) for path in paths]
     verdicts = {chain: classify_chain(chain.split(CHAIN_SEP) if chain else []) for chain in set(joined)}
+    cache_write = found["name"].cast(pl.String).str.contains(KV_CACHE_WRITE).fill_null(False).to_list()
     found = found.with_columns(
         pl.Series("op_chain", joined, dtype=pl.String).str.split(CHAIN_SEP).list.eval(pl.element().filter(pl.element() != "")),
         pl.Series("origin", [verdicts[chain][0] for chain in joined], dtype=pl.String),
-        pl.Series("copy_class", [verdicts[chain][1] for chain in joined], dtype=pl.String),
+        pl.Series("copy_class", [
+            REQUESTED if kv and verdicts[chain][1] in (HIDDEN, UNATTRIBUTED) else verdicts[chain][1]
+            for chain, kv in zip(joined, cache_write)
+        ], dtype=pl.String),
     )
     found = _fill_bytes_from_shapes(trace, found, paths, names)
     # Only a 0-dim source converted by aten::to/_to_copy (`scores * 0.125`) is a scalar conversion;

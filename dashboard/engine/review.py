@@ -43,8 +43,15 @@ FINDING_SCHEMA: dict[str, pl.DataType] = {"run": pl.String, "severity": pl.Strin
 COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.String, "kind": pl.String, "op_chain": pl.String, "origin": pl.String, "hidden": pl.Boolean,
     "copy_class": pl.String, "count": pl.Int64, "per_step": pl.Float64, "bytes_per_step": pl.Float64, "us_per_step": pl.Float64,
-    "share": pl.Float64,
+    "share": pl.Float64, "alarm": pl.Boolean,
 }
+
+COPY_ALARM_SHARE = 0.01
+"""A hidden copy (one op chain) is an alarm when it costs at least this share of the step's time
+(device busy time on GPU traces, the step span on CPU ones) ..."""
+COPY_ALARM_BYTES = 1_000_000
+"""... or moves at least this many bytes a step (1 MB). Below both it is a note: a 128 B index
+conversion is worth knowing, not a red banner beside masked_fill's 268 MB clone."""
 
 
 def step_time_total_ns(trace: Trace) -> int:
@@ -176,13 +183,16 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=OVERVIEW_SCHEMA)
 
 
-def copy_groups(runs: dict[str, Trace]) -> pl.DataFrame:
+def copy_groups(
+    runs: dict[str, Trace], alarm_share: float = COPY_ALARM_SHARE, alarm_bytes: float = COPY_ALARM_BYTES
+) -> pl.DataFrame:
     """Copies of every run grouped by (kind, op chain): run, kind, op_chain (' > '-joined,
     outermost op first), origin, hidden, copy_class (copies.COPY_CLASSES: hidden, requested,
     autograd, communication, unattributed; only hidden ones are alarms), count, per_step (count / steps), bytes_per_step (None
     when the trace does not tell the size), us_per_step (µs), share (copy time / step time, the
-    step time being device busy time on GPU traces and the step span on CPU traces). Hidden
-    copies first, then by time."""
+    step time being device busy time on GPU traces and the step span on CPU traces), alarm (a
+    hidden chain that costs at least `alarm_share` of the step or `alarm_bytes` bytes a step).
+    Hidden copies first, then by time."""
     frames = []
     for label, trace in runs.items():
         table = copies_in_steps(trace)
@@ -207,7 +217,10 @@ def copy_groups(runs: dict[str, Trace]) -> pl.DataFrame:
         )
     if not frames:
         return pl.DataFrame(schema=COPY_GROUP_SCHEMA)
-    out = pl.concat(frames).cast(COPY_GROUP_SCHEMA)
+    out = pl.concat(frames).with_columns(
+        (pl.col("hidden") & ((pl.col("share").fill_null(0.0) >= alarm_share)
+                             | (pl.col("bytes_per_step").fill_null(0.0) >= alarm_bytes))).alias("alarm")
+    ).cast(COPY_GROUP_SCHEMA)
     order = {label: i for i, label in enumerate(runs)}
     return (
         out.with_columns(pl.col("run").replace_strict(order, return_dtype=pl.Int64).alias("_order"))
@@ -242,12 +255,16 @@ def findings(
     *,
     overview_table: pl.DataFrame | None = None,
     groups: pl.DataFrame | None = None,
+    alarm_share: float = COPY_ALARM_SHARE,
+    alarm_bytes: float = COPY_ALARM_BYTES,
 ) -> pl.DataFrame:
     """What a reviewer must see first: run, severity ('alarm' or 'note'), kind, message (one line).
 
     Alarms: 'cut trace' (the file was cut off mid-write and events were lost: the loader's own
     line, and when the device events were lost, that the run counts as CPU-only), 'hidden copy' (a
-    copy made inside another op, with bytes and share of the step), 'backend fallback' (another SDPA
+    copy made inside another op, with bytes and share of the step, when its chain costs at least
+    `alarm_share` of the step or `alarm_bytes` a step; a cheaper one is the note 'small hidden
+    copy'), 'backend fallback' (another SDPA
     backend ran than the one requested), 'parity failure' (the output disagreed with the fp32
     reference). Warning: 'cut trace' when every event was read and only metadata after them was
     lost. Notes: 'more copies' (more copies per step than
@@ -258,7 +275,7 @@ def findings(
     are plain text: trace strings (op and kernel names) are quoted as they are, unescaped. Pass `overview_table` and `groups` when already
     computed for the same runs and baseline, to avoid computing them twice."""
     rows: list[dict[str, str]] = []
-    groups = copy_groups(runs) if groups is None else groups
+    groups = copy_groups(runs, alarm_share, alarm_bytes) if groups is None else groups
     view = overview(runs, baseline) if overview_table is None else overview_table
     copies_of = dict(zip(view["run"].to_list(), view["copies_per_step"].to_list()))
     against = group_baselines(runs, baseline) if runs else {}
@@ -277,24 +294,14 @@ def findings(
             severity = SEVERITY_WARNING if trace.cut.events_whole else SEVERITY_ALARM
             rows.append(_finding(label, severity, "cut trace", lead + said))
         hidden = groups.filter((pl.col("run") == label) & pl.col("hidden"))
-        if hidden.height:
-            worst = hidden.sort("us_per_step", descending=True, maintain_order=True).row(0, named=True)
-            per_step = hidden["per_step"].sum()
-            size = hidden["bytes_per_step"].sum() if hidden["bytes_per_step"].is_not_null().any() else None
-            share = hidden["share"].sum() if hidden["share"].is_not_null().any() else None
-            detail = ", ".join(
-                part for part in (
-                    f"{format_bytes(size)} per step" if size else "",
-                    f"{share:.1%} of the step time" if share is not None else "",
-                ) if part
-            )
-            others = hidden.height - 1
-            more = f" (and {others} other {_plural(others, 'chain', 'chains')})" if others else ""
+        costly, small = hidden.filter(pl.col("alarm")), hidden.filter(~pl.col("alarm"))
+        if costly.height:
+            rows.append(_finding(label, SEVERITY_ALARM, "hidden copy", _hidden_words(costly)))
+        if small.height:
             rows.append(_finding(
-                label, SEVERITY_ALARM, "hidden copy",
-                f"{per_step:.4g} hidden {_plural(per_step, 'copy', 'copies')} per step"
-                + (f" ({detail})" if detail else "")
-                + f"; largest: {worst['kind']} from {worst['op_chain']}{more}",
+                label, SEVERITY_NOTE, "small hidden copy",
+                _hidden_words(small) + f"; below the alarm's {_share_words(alarm_share)} of the step or "
+                f"{format_bytes(alarm_bytes)} a step",
             ))
         if row["backend_verdict"] == VERDICT_FALLBACK:
             rows.append(_finding(
@@ -332,6 +339,28 @@ def findings(
         for text in loader_lines:
             rows.append(_finding(label, SEVERITY_NOTE, "trace", text))
     return pl.DataFrame(rows, schema=FINDING_SCHEMA)
+
+
+def _share_words(share: float) -> str:
+    return f"{share:.0%}" if share * 100 == round(share * 100) else f"{share:.2%}"
+
+
+def _hidden_words(hidden: pl.DataFrame) -> str:
+    """'N hidden copies per step (bytes, share of the step); largest: KIND from CHAIN (and n other chains)'."""
+    worst = hidden.sort("us_per_step", descending=True, maintain_order=True).row(0, named=True)
+    per_step = hidden["per_step"].sum()
+    size = hidden["bytes_per_step"].sum() if hidden["bytes_per_step"].is_not_null().any() else None
+    share = hidden["share"].sum() if hidden["share"].is_not_null().any() else None
+    detail = ", ".join(
+        part for part in (
+            f"{format_bytes(size)} per step" if size else "",
+            f"{share:.1%} of the step time" if share is not None else "",
+        ) if part
+    )
+    others = hidden.height - 1
+    more = f" (and {others} other {_plural(others, 'chain', 'chains')})" if others else ""
+    return (f"{per_step:.4g} hidden {_plural(per_step, 'copy', 'copies')} per step" + (f" ({detail})" if detail else "")
+            + f"; largest: {worst['kind']} from {worst['op_chain']}{more}")
 
 
 def by_severity(found: pl.DataFrame) -> pl.DataFrame:

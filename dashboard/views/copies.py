@@ -20,7 +20,8 @@ EXPLAIN = (
     "`aten::masked_fill > aten::clone > aten::copy_` copies the whole scores tensor because the "
     "out-of-place masked_fill clones it first (`masked_fill_` does not). Copies under `aten::copy_`, "
     "`aten::to`, `aten::clone`, `aten::contiguous` at the top are requested, and expected; copies inside the autograd "
-    "engine are *autograd*, inside a collective *communication*, and copies no op holds *unattributed*. Only hidden copies are alarms. "
+    "engine are *autograd*, inside a collective *communication*, and copies no op holds *unattributed*. Only hidden copies are alarms, "
+    "and only those that cost at least 1% of the step's time or 1 MB a step (red); cheaper ones are notes (yellow). "
     "On CPU-only traces a copy is a tensor `aten::copy_` (scalar conversions are left out)."
 )
 
@@ -28,10 +29,13 @@ EXPLAIN = (
 def render(sel: Selection) -> None:
     runs = sel.runs
     groups = review.copy_groups(runs)
-    hidden = groups.filter(pl.col("hidden"))
+    hidden = groups.filter(pl.col("alarm"))
+    small = groups.filter(pl.col("hidden") & ~pl.col("alarm"))
     with st.container(key="copies_alarms"):
         if hidden.height == 0:
-            st.success("No hidden copies in the selected runs.", icon=":material/check_circle:")
+            st.success("No hidden copy costs 1% of a step or 1 MB a step in the selected runs."
+                       + (f" {small.height} cheaper hidden {'chain is' if small.height == 1 else 'chains are'} "
+                          "in yellow below." if small.height else ""), icon=":material/check_circle:")
         for label in runs:
             mine = hidden.filter(pl.col("run") == label)
             for row in mine.head(MAX_BOXES).iter_rows(named=True):
@@ -64,6 +68,9 @@ def render(sel: Selection) -> None:
         {
             "run": tables.text("run"),
             "hidden": st.column_config.CheckboxColumn("hidden!"),
+            "alarm": st.column_config.CheckboxColumn(
+                "alarm", help=f"A hidden chain that costs at least {review.COPY_ALARM_SHARE:.0%} of the step or "
+                f"{review.format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow"),
             "copy_class": tables.text("class", "; ".join(f"{name}: {why}" for name, why in COPY_CLASSES)),
             "kind": tables.text("kind", "DtoD, HtoD, DtoH...: a GPU memcpy; kernel: a copy kernel; cpu: a CPU copy_"),
             "op_chain": tables.text("op chain (outermost first)", width="large"),
@@ -73,7 +80,7 @@ def render(sel: Selection) -> None:
             "share": tables.share("share of step time"),
             "count": tables.count("count (all steps)"),
         },
-        highlight=lambda row: tables.ALARM_BG if row["hidden"] else "",
+        highlight=lambda row: tables.ALARM_BG if row["alarm"] else tables.NOTE_BG if row["hidden"] else "",
         height=tables.fit(groups.height, 420),
     )
 

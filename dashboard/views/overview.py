@@ -12,7 +12,8 @@ from dashboard.engine import review
 from dashboard.runs import Collection, Selection
 from dashboard.views import literal, tables
 
-ICONS = {"cut trace": ":material/content_cut:", "hidden copy": ":material/content_copy:", "backend fallback": ":material/swap_horiz:", "parity failure": ":material/rule:"}
+ICONS = {"cut trace": ":material/content_cut:", "hidden copy": ":material/content_copy:",
+         "small hidden copy": ":material/content_copy:", "backend fallback": ":material/swap_horiz:", "parity failure": ":material/rule:"}
 UNIT_WORDS = {"kernel": "kernels", "leaf cpu_op": "leaf CPU ops"}
 
 
@@ -21,6 +22,7 @@ def render(sel: Selection) -> None:
     table = review.overview(runs, sel.baseline)
     groups = review.copy_groups(runs)
     found = review.findings(runs, sel.baseline, overview_table=table, groups=groups)
+    alarmed = set(groups.filter(pl.col("alarm"))["run"].to_list())
     split = review.device_groups(runs, sel.baseline)
     show_findings(found)
     if len(split) > 1:
@@ -58,7 +60,7 @@ def render(sel: Selection) -> None:
             "cut": tables.text("file cut off", "The profiler was killed mid-write: what was lost (see the alarm above)", width="medium") if any_cut else None,
         },
         split,
-        highlight=_row_style,
+        highlight=lambda row: _row_style(row, alarmed),
     )
 
     fam = review.families(runs)
@@ -113,9 +115,11 @@ def show_findings(found: pl.DataFrame) -> None:
                     st.warning(f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}", icon=":material/info:")
 
 
-def _row_style(row: dict) -> str:
+def _row_style(row: dict, alarmed: set[str]) -> str:
+    """Red for a run with an alarm: a costly hidden copy (review.copy_groups' alarm), a backend
+    fallback, a parity failure or a cut that lost events."""
     bad = (
-        (row.get("hidden_copies_per_step") or 0) > 0
+        row.get("run") in alarmed
         or row.get("backend_verdict") == review.VERDICT_FALLBACK
         or row.get("parity_passed") is False
         or (row.get("cut") is not None and row.get("cut") != review.CUT_METADATA_LOST)
