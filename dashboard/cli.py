@@ -15,6 +15,7 @@ from dashboard.engine import TraceError, load_trace, summarize
 from dashboard.engine.backends import BACKENDS
 from dashboard.engine.kernels import UNIT_KERNEL
 from dashboard.engine.model import Trace
+from dashboard.engine.review import COPY_ALARM_BYTES, COPY_ALARM_SHARE
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_GPU, device_group
 from dashboard.engine.store import Store
 
@@ -294,7 +295,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         runs = _labels(traces)  # (loader warnings are in the report's findings, once)
         baseline = next(iter(runs))
         try:
-            review = build_review(runs, baseline, args.usd_per_gpu_hour, args.usd_per_cpu_hour)
+            review = build_review(runs, baseline, args.usd_per_gpu_hour, args.usd_per_cpu_hour,
+                                  copy_alarm_share=args.copy_alarm_share / 100, copy_alarm_bytes=args.copy_alarm_bytes)
             markdown = render_markdown(review)
             html = render_html(review) if args.html else ""
         except Exception as exc:
@@ -452,6 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "as in the dashboard)")
     compare.add_argument("--usd-per-cpu-hour", type=float, default=None, metavar="USD",
                          help="price of a CPU machine-hour, for the cost of CPU-only runs (default: none, no cost shown)")
+    compare.add_argument("--copy-alarm-share", type=float, default=COPY_ALARM_SHARE * 100, metavar="PCT",
+                         help="a hidden copy is an alarm when its op chain costs at least PCT%% of the step's time "
+                         f"(default {COPY_ALARM_SHARE * 100:g}) ...")
+    compare.add_argument("--copy-alarm-bytes", type=float, default=COPY_ALARM_BYTES, metavar="BYTES",
+                         help=f"... or moves at least BYTES a step (default {COPY_ALARM_BYTES:,}); cheaper ones are notes")
     compare.add_argument("--group-by-device", action="store_true",
                          help="allow GPU and CPU-only traces in one report: each group is compared with its own baseline "
                          "(the first trace of the group); without it such a mix exits 2")

@@ -124,3 +124,15 @@ def test_the_design_notes_list_exactly_the_requested_ops_the_engine_uses():
     section = notes.split("## Copies: which are alarms", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `(aten::[\w.]+)` \|$", section, re.MULTILINE))
     assert listed == set(REQUESTED_COPY_OPS)
+
+
+def test_compare_sets_the_thresholds_from_its_flags(capsys):
+    from dashboard.cli import main
+
+    qwen = DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"
+    assert main(["compare", str(VLLM), str(qwen), "--no-store"]) == 0
+    default = capsys.readouterr().out
+    assert "small hidden copy" in default and "alarm** tracelens\\_vllm" not in default
+    assert main(["compare", str(VLLM), str(qwen), "--no-store", "--copy-alarm-bytes", "100"]) == 0
+    lowered = capsys.readouterr().out
+    assert "small hidden copy" not in lowered and "hidden copy: 1 hidden copy per step (128 B" in lowered.replace("\\", "")
