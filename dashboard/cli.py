@@ -20,6 +20,7 @@ from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_GPU, device_g
 from dashboard.engine.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+MAX_STEP_LINES = 8  # steps whose top kernel families the text summary names
 
 
 def _store(args: argparse.Namespace) -> Store | None:
@@ -57,6 +58,10 @@ def _human(summary: dict[str, Any]) -> str:
         + (f"unit of device work: {unit})" if unit == UNIT_KERNEL else f"unit of work: {unit}, an op that computes and holds "
            "no other such op; views, allocations and bookkeeping ops are not counted)"),
     ]
+    problems = summary["health"]
+    lines.append("  health: " + ("; ".join(f"{h['check']} {h['count']:,} ({h['example']})" for h in problems) if problems
+                                 else "no problem found (overlaps, overflowed durations, lost launches or device events, "
+                                 "clock skew, idle or communication-bound steps)"))
     backends = summary["attention"]["backends"]
     lines.append(f"  attention: {', '.join(backends) if backends else 'none detected'}")
     if summary["memcpy"]:
@@ -69,6 +74,18 @@ def _human(summary: dict[str, Any]) -> str:
             f"  {name:<32} {step['work']:>8,} {step['kernel']:>8,} {step['gpu_memcpy']:>8,} "
             f"{step['gpu_memset']:>8,} {step['dur_us'] / 1000:>10.3f} {step['busy_us'] / 1000:>10.3f}"
         )
+    shown = summary["steps"][:MAX_STEP_LINES]
+    for step in shown:
+        if step["top_families"]:
+            busy = ""
+            if step["dur_us"] > 0 and unit == UNIT_KERNEL:
+                ratio = step["busy_us"] / step["dur_us"]
+                busy = (f"; device busy {ratio:.0%} of the step" if ratio <= 1 else
+                        f"; device busy {ratio:.2f}x the step's CPU span (the CPU ran ahead)")
+            lines.append(f"  {step['name']}: " + ", ".join(
+                f"{f['family']} {f['share']:.1%}" for f in step["top_families"]) + f" of the {'device' if unit == UNIT_KERNEL else 'op'} time{busy}")
+    if len(summary["steps"]) > len(shown):
+        lines.append(f"  ... where the time goes in the other {len(summary['steps']) - len(shown):,} steps: see --json")
     past = [step["name"] for step in summary["steps"] if step["past_cut"]]
     if past:
         lines.append(f"  {', '.join(past)} {'was' if len(past) == 1 else 'were'} still running at the last event read before "

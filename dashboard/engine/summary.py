@@ -10,7 +10,8 @@ from dashboard.engine.backends import detect_backends
 from dashboard.engine.copies import copies, copy_summary
 from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.graphs import graph_summary, graph_warning
-from dashboard.engine.kernels import per_step, work_unit
+from dashboard.engine.health import health
+from dashboard.engine.kernels import family_per_step, per_step, work_unit
 from dashboard.engine.load import accelerator, device_names, gpu_vendor
 from dashboard.engine.model import Trace, names_by_category
 
@@ -38,6 +39,30 @@ def device_info(trace: Trace) -> dict[str, Any]:
     return {"type": kind, "name": names[0] if names else None}
 
 
+TOP_FAMILIES = 3
+"""Kernel families named per step in the summary (by device time)."""
+
+
+def top_families(trace: Trace, n: int = TOP_FAMILIES) -> dict[int, list[dict[str, Any]]]:
+    """Per step: the `n` kernel families with the most device time (on a CPU-only trace, leaf-op
+    time), each {"family", "us", "share"}; share = the family's time / the step's summed work time
+    (0..1; kernels on several streams can overlap, so shares add to 1 over all families, not to
+    the busy time). Ties by family name."""
+    fam = family_per_step(trace)
+    out: dict[int, list[dict[str, Any]]] = {}
+    if fam.height == 0:
+        return out
+    fam = fam.with_columns((pl.col("total_ns") / pl.col("total_ns").sum().over("step")).alias("share"))
+    for (step,), part in fam.sort(["step", "total_ns", "family"], descending=[False, True, False]).group_by(
+        ["step"], maintain_order=True
+    ):
+        out[int(step)] = [
+            {"family": r["family"], "us": r["total_ns"] / 1000.0, "share": r["share"]}
+            for r in part.head(n).iter_rows(named=True)
+        ]
+    return out
+
+
 def summarize(trace: Trace) -> dict[str, Any]:
     """A JSON-ready summary of one trace (see the README for the keys)."""
     ev = trace.events
@@ -54,8 +79,10 @@ def summarize(trace: Trace) -> dict[str, Any]:
             if cut is not None and not cut.events_whole and cut.last_ts_ns is not None else set())
     found = detect_backends(trace)
     table = copies(trace)
+    top = top_families(trace)
     return {
         "source": trace.source,
+        "health": health(trace),
         "device": device_info(trace),
         "events": ev.height,
         "counts": counts,
@@ -67,6 +94,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
                 "name": row["name"], "kernel": row["kernel"], "gpu_memcpy": row["gpu_memcpy"],
                 "gpu_memset": row["gpu_memset"], "work": row["work"], "dur_us": row["dur_ns"] / 1000.0,
                 "busy_us": row["busy_ns"] / 1000.0, "past_cut": row["step"] in past,
+                "top_families": top.get(row["step"], []),
             }
             for row in steps.iter_rows(named=True)
         ],

@@ -9,6 +9,7 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import review
+from dashboard.engine.health import health
 from dashboard.runs import Collection, Selection
 from dashboard.views import literal, tables
 
@@ -24,6 +25,7 @@ def render(sel: Selection) -> None:
     found = review.findings(runs, sel.baseline, overview_table=table, groups=groups)
     alarmed = set(groups.filter(pl.col("alarm"))["run"].to_list())
     split = review.device_groups(runs, sel.baseline)
+    show_health(runs)
     show_findings(found)
     if len(split) > 1:
         show_split(split)
@@ -93,6 +95,26 @@ def show_split(split: list[review.Group]) -> None:
     named = "; ".join(f"{g.name} runs against {literal.md(g.baseline)}" for g in split)
     with st.container(key="device_groups"):
         st.info(f"{literal.md(review.MIXED_DEVICES_WHY)} ({named}.)", icon=":material/call_split:")
+
+
+HEALTH_SHOWN = 6  # health lines shown open; the rest behind an expander
+
+
+def show_health(runs: dict) -> None:
+    """The trace health check (engine.health), before any number: one line per finding of each run,
+    in yellow; nothing when every trace is healthy."""
+    lines = [
+        f"**{literal.md(label)}**: {h['check'].replace('_', ' ')} ×{h['count']:,} — {literal.md(h['example'])}"
+        for label, trace in runs.items() for h in health(trace)
+    ]
+    if not lines:
+        return
+    with st.container(key="health"):
+        st.warning("**Trace health: read these numbers with care.**  \n" + "  \n".join(lines[:HEALTH_SHOWN]),
+                   icon=":material/health_and_safety:")
+        if len(lines) > HEALTH_SHOWN:
+            with st.expander(f"{len(lines) - HEALTH_SHOWN} more health findings"):
+                st.markdown("  \n".join(lines[HEALTH_SHOWN:]))
 
 
 def show_findings(found: pl.DataFrame) -> None:
