@@ -350,3 +350,63 @@ def test_a_collectors_variant_per_step_has_the_work_of_its_shape_and_the_time_of
 
 def test_foreign_traces_have_no_per_step_row():
     assert step_efficiency(load_trace(DATA / "tracelens_h100_bert_sdpa_flash.json.gz")).height == 0
+
+
+# --- the share of the trace's attention device time the measured calls cover -------------------
+
+# Hand-written: the kernels a person calls attention in each real GPU trace (substrings of the name).
+ATTENTION_KERNELS = {
+    "tracelens_h100_bert_sdpa_flash.json.gz": ("pytorch_flash::flash_fwd_kernel",),
+    "tracelens_h100_qwen_chat_sdpa_flash.json.gz": ("pytorch_flash::flash_fwd_kernel",),
+    "tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz": ("FmhaBatchPrefillWithPagedKVCacheKernel",),
+    "tracelens_vllm_decode_graph_unified_attention.json.gz": ("kernel_unified_attention_2d", "kernel_unified_attention_3d", "reduce_segments"),
+    "hta_a100_control.json.gz": (),
+}
+
+
+@pytest.mark.parametrize("name", list(ATTENTION_KERNELS))
+def test_the_attention_device_time_and_the_measured_share_agree_with_the_json(name):
+    from dashboard.engine.efficiency import attention_device_ns
+
+    doc = raw(DATA / name)
+    kernels = [e for e in complete(doc) if e.get("cat") == "kernel"]
+    parts = ATTENTION_KERNELS[name]
+    mine = [e for e in kernels if any(p in e["name"] for p in parts)]
+    expected = sum(round(float(e["dur"]) * 1000) for e in mine)
+    trace = load_trace(DATA / name)
+    assert attention_device_ns(trace) == expected
+    block = efficiency_block(trace)
+    assert block["attention_device_ns"] == expected
+    if not expected:
+        assert block["measured_share"] is None
+        return
+    # measured: the kernels of the calls with a percentage; here every such call is one kernel
+    # under its SDPA op, whose correlation has a launch call in the trace (json: same args.correlation)
+    launched = {e["args"]["correlation"] for e in complete(doc) if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and "correlation" in e.get("args", {})}
+    measured_ns = sum(round(float(e["dur"]) * 1000) for e in mine
+                      if block["measured"] and e["args"].get("correlation") in launched)
+    assert block["measured_device_ns"] == measured_ns
+    assert block["measured_share"] == pytest.approx(measured_ns / expected)
+
+
+def test_the_qwen_share_is_71_percent_and_the_line_says_the_rest_has_no_shapes():
+    from dashboard.cli import _efficiency_line
+
+    block = efficiency_block(load_trace(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"))
+    line = _efficiency_line(block)
+    assert "24 of 34 calls measured, 71% of attention device time; the rest has no shapes" in line
+    assert json.loads(json.dumps({k: block[k] for k in ("attention_device_ns", "measured_device_ns", "measured_share")}))
+
+
+def test_xformers_own_forward_op_reads_like_aten_efficient_attention():
+    # xformers::efficient_attention_forward_cutlass(query, key, value, attn_bias, seqstart_q, seqstart_k,
+    # max_seqlen_q, dropout_p, compute_logsumexp, custom_mask_type, scale, seqlen_k, window_size)
+    dims = json.dumps([[2, 5, 4, 32], [2, 9, 1, 32], [2, 9, 1, 32]] + [[]] * 10)
+    types = json.dumps(["c10::Half"] * 3 + [""] * 10)
+    concrete = json.dumps(["", "", "", "", "", "", "", "0.", "True", "2", "", "", ""])
+    shape = read_shape("xformers::efficient_attention_forward_cutlass", dims, types, concrete)
+    assert (shape.batch, shape.sq, shape.sk, shape.heads_q, shape.heads_kv, shape.head_dim) == (2, 5, 9, 4, 1, 32)
+    assert shape.causal and shape.align == "bottom-right" and shape.lse
+    # by hand: bottom-right causal, 5 queries over 9 keys: 5+6+7+8+9 = 35 pairs per head and sequence
+    assert shape.work().flops == 2 * 2 * 4 * 35 * (32 + 32)

@@ -114,6 +114,12 @@ class OpReader:
     1 causal top-left, 2 causal bottom-right); align: how is_causal aligns; lse: True/False, or the
     index of compute_log_sumexp; mask: index of an attention mask or bias tensor; cu_q/max_q/max_k:
     varlen cumulative lengths tensor and maximum lengths; window: indices of sliding-window sizes.
+    serving: a serving framework's attention-layer op (layout 'TND': the step's query tokens
+    flattened, [tokens, heads, head_dim], or [tokens, heads * head_dim] for the query, whose head
+    dim is then the key's), whose keys live in the framework's paged KV cache: how many keys each
+    query sees is not in the op's inputs but in the step annotation vLLM and SGLang write around
+    the step (ServingBatch); the attention is decoder (causal) attention of each request's new
+    tokens over its whole context.
     """
 
     pattern: str
@@ -129,6 +135,7 @@ class OpReader:
     max_k: int | None = None
     window: tuple[int, int] | None = None
     backward: bool = False
+    serving: bool = False
 
 
 # The schemas are PyTorch's native_functions.yaml (2.x) and FlashAttention 2's flash_api.cpp /
@@ -158,6 +165,18 @@ OP_READERS: tuple[OpReader, ...] = (
     OpReader(r"^_flash_attn\w*::varlen_fwd$", "BSHD", 0, causal=15, align=BOTTOM_RIGHT, lse=True, cu_q=4, max_q=10, max_k=11,
              window=(16, 17)),
     OpReader(r"^_flash_attn\w*::bwd$", "BSHD", 1, causal=12, align=BOTTOM_RIGHT, window=(13, 14), backward=True),
+    # xFormers' own ops (xformers/csrc/attention/attention.cpp): query, key, value, attn_bias,
+    # seqstart_q, seqstart_k, max_seqlen_q, dropout_p, compute_logsumexp, custom_mask_type, ...;
+    # [batch, seq, heads, dim] like aten::_efficient_attention_forward, whose kernels they share.
+    OpReader(r"^xformers::efficient_attention_forward_(cutlass|ck)$", "BSHD", 0, causal=None, mask_type=9, lse=8, mask=3,
+             cu_q=4, max_q=6),
+    # Serving frameworks' attention-layer ops (see OpReader.serving): vLLM's
+    # unified_attention(query, key, value, layer_name) and unified_attention_with_output(query, key,
+    # value, output, layer_name, ...) take [tokens, heads, head_dim] (vllm/attention/layer.py views
+    # them so); SGLang's unified_attention_with_output(query, key, value, output, save_kv_cache,
+    # layer_id, ...) takes the query as [tokens, heads * head_dim] and key, value as [tokens, heads, dim].
+    OpReader(r"^vllm::unified_attention(_with_output)?$", "TND", 0, causal=None, serving=True),
+    OpReader(r"^sglang::unified_attention_with_output(_and_lse)?$", "TND", 0, causal=None, serving=True),
 )
 _READERS = tuple((re.compile(r.pattern), r) for r in OP_READERS)
 
@@ -168,6 +187,41 @@ KERNEL_CAUSAL_ARG: tuple[tuple[str, int], ...] = (
     (r"(^|::)flash_fwd_splitkv_kernel$", 1),
     (r"(^|::)flash_bwd_dq_dk_dv_loop(_seqk_parallel)?_kernel$", 2),
 )
+
+
+# vLLM's and SGLang's profiler step annotation, e.g. execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086):
+# per phase (context = prefill, generation = decode), the number of requests and, over them, the sums
+# of new query tokens nq (sq), of keys nkv (sk), of nq^2 (sqsq) and of nq*nkv (sqsk).
+STEP_ANNOTATION = re.compile(
+    r"_context_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)_generation_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
+)
+
+
+@dataclass(frozen=True)
+class ServingBatch:
+    """One serving step's requests, from its step annotation (STEP_ANNOTATION), both phases summed:
+    requests, sq (query tokens), sk (keys over the requests), sqsq (sum of nq^2), sqsk (sum of nq*nkv)."""
+
+    requests: int
+    sq: int
+    sk: int
+    sqsq: int
+    sqsk: int
+
+    @property
+    def pairs(self) -> int:
+        """Score pairs of causal decoder attention: a request's i-th new token (0-based) sees
+        nkv - nq + i + 1 keys, nq*nkv - nq*(nq-1)/2 pairs per request, so sqsk - (sqsq - sq)/2."""
+        return self.sqsk - (self.sqsq - self.sq) // 2
+
+    @classmethod
+    def parse(cls, name: str | None) -> "ServingBatch | None":
+        match = STEP_ANNOTATION.search(name or "")
+        if match is None:
+            return None
+        n = [int(x) for x in match.groups()]
+        found = cls(n[0] + n[5], n[1] + n[6], n[2] + n[7], n[3] + n[8], n[4] + n[9])
+        return found if 0 <= found.pairs and found.sq <= found.sk and max(n) < MAX_DIM else None
 
 
 @dataclass(frozen=True)
@@ -188,6 +242,10 @@ class AttentionShape:
     lse: bool = False
     backward: bool = False
     mask_bytes: int = 0
+    # a serving step (ServingBatch): sq and sk are the step's query tokens and keys over all its
+    # requests, pairs the causal pairs; batch is 1
+    pairs: int | None = None
+    requests: int | None = None
 
     @property
     def elem_bytes(self) -> int:
@@ -198,6 +256,11 @@ class AttentionShape:
         return DTYPES.get(self.dtype, (None, 0))[0]
 
     def work(self) -> Work:
+        if self.pairs is not None:  # a serving step: read Q, each request's K and V once, write O
+            flops = 2 * self.heads_q * self.pairs * (self.head_dim + self.head_dim_v)
+            moved = self.elem_bytes * (self.sq * self.heads_q * (self.head_dim + self.head_dim_v)
+                                       + self.sk * self.heads_kv * (self.head_dim + self.head_dim_v))
+            return Work(flops, moved)
         # one sequence's work times the batch: the same sums, without a list of `batch` pairs
         one = attention_work(
             [(self.sq, self.sk)], self.heads_q, self.heads_kv, self.head_dim, self.head_dim_v,
@@ -210,6 +273,9 @@ class AttentionShape:
         mask = f"causal ({self.align})" if self.causal else ("masked" if self.mask_bytes else "full")
         heads = f"H={self.heads_q}" if self.heads_q == self.heads_kv else f"Hq={self.heads_q} Hkv={self.heads_kv}"
         dims = f"D={self.head_dim}" if self.head_dim == self.head_dim_v else f"D={self.head_dim} Dv={self.head_dim_v}"
+        if self.pairs is not None:
+            return (f"{self.requests} requests: {self.sq} query tokens over {self.sk} keys, {self.pairs} causal pairs "
+                    f"(step annotation) {heads} {dims} {dt}")
         return f"B={self.batch} {heads} Sq={self.sq} Sk={self.sk} {dims} {dt} {mask}"
 
 
@@ -260,12 +326,13 @@ def _sizes(value: Any) -> list[int] | None:
 
 def read_shape(
     name: str, dims_json: str | None, types_json: str | None, concrete_json: str | None = None,
-    causal_hint: bool | None = None,
+    causal_hint: bool | None = None, step: ServingBatch | None = None,
 ) -> AttentionShape | str:
     """The AttentionShape of one op from its Input Dims / Input type / Concrete Inputs (raw JSON
     text), or a reason string when they do not determine it. causal_hint: is_causal learnt
     elsewhere (the kernel's template arguments, the collectors' metadata), used when Concrete
-    Inputs are not at hand."""
+    Inputs are not at hand. step: the serving step around the op (ServingBatch), for the serving
+    readers."""
     reader = reader_for(name)
     if reader is None:
         return f"{name}: no shape reader for this op"
@@ -280,6 +347,8 @@ def read_shape(
     dtype = _nth(types, reader.q)
     if not isinstance(dtype, str) or dtype not in DTYPES:
         return f"{name}: unknown input type {dtype!r}"
+    if reader.serving:
+        return _serving_shape(name, q, k, v, dtype, step)
     mask_dims, mask_type = _sizes(_nth(dims, reader.mask)), _nth(types, reader.mask)
     mask_bytes = math.prod(mask_dims) * DTYPES.get(mask_type if isinstance(mask_type, str) else "", ("", 1))[1] if mask_dims else 0
     causal, align = _causal(reader, concrete, causal_hint)
@@ -302,6 +371,31 @@ def read_shape(
     if work.flops > INT64_MAX or work.bytes > INT64_MAX:
         return f"{name}: shapes {q}, {k}, {v} give more work than an int64 counts: not a real call"
     return shape
+
+
+def _serving_shape(name: str, q: list[int], k: list[int], v: list[int], dtype: str, step: ServingBatch | None
+                   ) -> AttentionShape | str:
+    """A serving op's shape (OpReader.serving): heads and head dims from [tokens, heads, head_dim]
+    key and value (the query [tokens, heads, head_dim] or [tokens, heads * head_dim]); query tokens,
+    keys and pairs from the step annotation."""
+    if len(k) != 3 or len(v) != 3 or len(q) not in (2, 3):
+        return f"{name}: expected [tokens, heads, head_dim] key and value, got {k} and {v}"
+    d, dv, hkv = k[2], v[2], k[1]
+    if len(q) == 3:
+        hq, dq = q[1], q[2]
+    else:
+        hq, dq = (q[1] // d if d and q[1] % d == 0 else 0), d
+    if not (hq and hkv and d and dv) or dq != d or hq % hkv:
+        return f"{name}: query {q}, key {k}, value {v} do not read as [tokens, heads, head_dim]"
+    tokens = q[0]
+    where = (f"{name}: {tokens} query tokens, Hq={hq} Hkv={hkv} D={d} read as [tokens, heads, head_dim]; how many keys "
+             "each query sees lives in the framework's KV cache, not in the op's inputs")
+    if step is None:
+        return where + ", and no step annotation (execute_..._context_N(sq..sk..sqsq..sqsk..)_generation_N(...)) gives it"
+    if step.sq > tokens:
+        return where + f", and the step annotation's {step.sq} query tokens are more than the op's {tokens}"
+    return AttentionShape(1, step.sq, step.sk, hq, hkv, d, dv, dtype, True, BOTTOM_RIGHT, pairs=step.pairs,
+                          requests=step.requests)
 
 
 def _causal(reader: OpReader, concrete: list[str] | None, hint: bool | None) -> tuple[bool | None, str]:
@@ -412,10 +506,23 @@ def attention_calls(trace: Trace) -> pl.DataFrame:
     (sum of the durations of the device events launched inside the op; on a CPU-only trace the op's
     own span), kernels (device events per call), pass, shape, dtype, flops, bytes (per call; null
     with a reason when the shapes do not say)."""
+    found = _attention_work(trace)
+    if found is None:
+        return pl.DataFrame(schema=CALL_SCHEMA)
+    work, call_ids, outer, backend = found
+    calls = _call_rows(trace, call_ids, outer, work, backend)
+    orphans = _orphan_rows(trace, work, backend, lone_steps=not calls.height)
+    return pl.concat([calls, orphans]).select(list(CALL_SCHEMA))
+
+
+@per_trace
+def _attention_work(trace: Trace) -> tuple[pl.DataFrame, np.ndarray, dict[int, int], dict[str, str]] | None:
+    """(device work with its owning call (_device_work), ids of the attention calls, call -> the
+    attention op around it (-1: none), name -> backend), or None when the trace shows no attention."""
     ev = trace.events
     backend, op_names, kernel_names = _attention_names(trace)
     if not op_names and not kernel_names:
-        return pl.DataFrame(schema=CALL_SCHEMA)
+        return None
     parent = ev["parent"].fill_null(-1).to_numpy()
     names = ev["name"].cast(pl.String)
     is_att = ((ev["cat"] == "cpu_op") & names.is_in(list(op_names))).to_numpy()
@@ -425,9 +532,23 @@ def attention_calls(trace: Trace) -> pl.DataFrame:
     is_call[above[above >= 0]] = False
     outer = dict(zip(att_ids.tolist(), above.tolist()))
     work = _device_work(trace, parent, is_call, kernel_names)
-    calls = _call_rows(trace, np.flatnonzero(is_call), outer, work, backend)
-    orphans = _orphan_rows(trace, work, backend, lone_steps=not calls.height)
-    return pl.concat([calls, orphans]).select(list(CALL_SCHEMA))
+    return work, np.flatnonzero(is_call), outer, backend
+
+
+def attention_device_ns(trace: Trace) -> int:
+    """The device time of the trace's attention (ns): every device event that is a fused attention
+    kernel (the 'fused attention' family: BACKEND_TABLE's fused rows, whatever op, graph or nothing
+    launched it) or that an attention op launched (the math path's bmm and softmax, copies inside
+    an SDPA op), each counted once. On a CPU-only trace, the spans of the attention calls.
+    Not counted: hand-written attention (detect_backends' eager and inductor evidence), whose
+    matmuls a name does not tell from the model's other matmuls."""
+    found = _attention_work(trace)
+    if found is None:
+        return 0
+    if not trace.has_gpu:
+        return int(attention_calls(trace)["time_ns"].fill_null(0).sum())
+    work = found[0]
+    return int(work.filter(pl.col("attention") | (pl.col("owner") >= 0))["dur_ns"].fill_null(0).sum())
 
 
 def _device_work(trace: Trace, parent: np.ndarray, is_call: np.ndarray, kernel_names: set[str]) -> pl.DataFrame:
@@ -454,6 +575,7 @@ def _call_rows(trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: 
     columns = ["name", "dur_ns", "input_dims", "input_types"] + ([CONCRETE_COLUMN] if CONCRETE_COLUMN in ev.columns else [])
     info = ev.select(pl.col("name").cast(pl.String), *columns[1:])
     hint_default = _collector_causal(trace)
+    steps = _serving_steps(trace, call_ids, info)
     cache: dict[tuple, AttentionShape | str] = {}
     rows = []
     for call in call_ids.tolist():
@@ -462,7 +584,7 @@ def _call_rows(trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: 
             chain.append(outer[chain[-1]])
         found = by_owner.get(call)
         hint = kernel_causal(found["att_kernel"]) if found else None
-        shape = _first_shape(info, chain, hint if hint is not None else hint_default, cache)
+        shape = _first_shape(info, chain, hint if hint is not None else hint_default, cache, steps.get(call))
         op = info["name"][call]
         if trace.has_gpu:
             time_ns, device, kernel, kernels = (found["time_ns"], found["device"], found["kernel"], found["kernels"]) if found else (None, None, None, 0)
@@ -476,14 +598,32 @@ def _call_rows(trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: 
     return pl.DataFrame(rows, schema=CALL_SCHEMA, orient="row")
 
 
-def _first_shape(info: pl.DataFrame, chain: list[int], hint: bool | None, cache: dict) -> AttentionShape | str:
+def _serving_steps(trace: Trace, call_ids: np.ndarray, info: pl.DataFrame) -> dict[int, ServingBatch]:
+    """For the calls of serving ops (OpReader.serving), the ServingBatch of the step annotation
+    (a user_annotation, STEP_ANNOTATION) that holds them on their thread, where there is one."""
+    serving = [c for c in call_ids.tolist() if (r := reader_for(info["name"][c])) is not None and r.serving]
+    if not serving:
+        return {}
+    ev = trace.events
+    names = info["name"]
+    is_step = ((ev["cat"] == "user_annotation") & names.str.contains(STEP_ANNOTATION.pattern).fill_null(False)).to_numpy()
+    if not is_step.any():
+        return {}
+    parent = ev["parent"].fill_null(-1).to_numpy()
+    start = np.array(serving, dtype=np.int64)
+    held = nearest_marked(parent, parent[start], is_step)
+    return {c: b for c, h in zip(serving, held.tolist()) if h >= 0 and (b := ServingBatch.parse(names[h])) is not None}
+
+
+def _first_shape(info: pl.DataFrame, chain: list[int], hint: bool | None, cache: dict,
+                 step: ServingBatch | None = None) -> AttentionShape | str:
     """The shape read from the innermost op of the chain that yields one; else the innermost's reason."""
     readings = []
     for node in chain:
         row = info.row(node)
-        key = (row[0], row[2], row[3], row[4] if len(row) > 4 else None, hint)
+        key = (row[0], row[2], row[3], row[4] if len(row) > 4 else None, hint, step)
         if key not in cache:
-            cache[key] = read_shape(row[0], row[2], row[3], key[3], hint)
+            cache[key] = read_shape(row[0], row[2], row[3], key[3], hint, step)
         readings.append(cache[key])
         if not isinstance(cache[key], str):
             return cache[key]
@@ -720,12 +860,19 @@ def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None
     {"device": {name, matched, matched_by, source, reason}, "calls", "measured" (calls with work,
     time and a roofline), "time_us" and "ideal_us" (over measured calls: device time, and the time
     at the roofline), "tflops" (achieved over measured calls), "pct_of_roofline" (100 * ideal / time:
-    the gate's number; None when nothing was measured), "rows" (efficiency() as dicts), "reasons"
+    the gate's number; None when nothing was measured), "attention_device_ns" (the trace's
+    attention device time, attention_device_ns()), "measured_device_ns" (the device time of the
+    measured calls), "measured_share" (measured_device_ns / attention_device_ns, 0..1; None without
+    attention time), "unmeasured_without_shapes" (True when every unmeasured call's time lacks
+    shapes, i.e. has no FLOPs, rather than a roofline), "rows" (efficiency() as dicts), "reasons"
     (distinct reasons some rows have no number), "per_step" (step_efficiency() as dicts: the
     whole variant per step on collectors' traces, [] on others)}."""
     table = efficiency(trace, peak)
     measured = table.filter(pl.col("pct_of_roofline").is_not_null())
     time_us = float(measured["total_us"].sum()) if measured.height else 0.0
+    attention_ns = attention_device_ns(trace)
+    measured_ns = int(round(time_us * 1e3))
+    unmeasured = table.filter(pl.col("pct_of_roofline").is_null() & (pl.col("total_us").fill_null(0) > 0))
     ideal_us = float((measured["flops"] * measured["count"] / measured["roofline_tflops"] / 1e6).sum()) if measured.height else 0.0
     flops = float((measured["flops"] * measured["count"]).sum()) if measured.height else 0.0
     device_ids = (trace.events.lazy().filter(pl.col("cat") == "kernel").select(pl.col("device").drop_nulls().unique().sort())
@@ -746,6 +893,10 @@ def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None
         "ideal_us": ideal_us,
         "tflops": flops / time_us / 1e6 if time_us else None,
         "pct_of_roofline": 100 * ideal_us / time_us if time_us else None,
+        "attention_device_ns": attention_ns,
+        "measured_device_ns": measured_ns,
+        "measured_share": min(measured_ns / attention_ns, 1.0) if attention_ns else None,
+        "unmeasured_without_shapes": bool(unmeasured.height) and unmeasured["flops"].null_count() == unmeasured.height,
         "rows": table.to_dicts(),
         "reasons": sorted({r for r in table["reason"].to_list() if r}),
         "per_step": step_efficiency(trace, peak).to_dicts(),
