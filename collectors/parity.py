@@ -1,7 +1,7 @@
 """Numerics of a variant against an fp32 math reference on the same inputs.
 
-The reference upcasts the (already rounded) inputs to float32 and computes causal attention
-explicitly: Q·Kᵀ·scale, -inf above the diagonal, softmax, ·V. As in FlashAttention's own tests,
+The reference upcasts the (already rounded) inputs to float32 and computes attention explicitly:
+Q·Kᵀ·scale, -inf above the diagonal (causal, the default; no mask with causal=False), softmax, ·V. As in FlashAttention's own tests,
 reduced-precision outputs are judged against that fp32 reference with tolerances that suit the
 dtype. An output passes when it has the reference's shape, is finite, and every element satisfies
 |out - ref| <= atol + rtol * |ref| (the torch.allclose rule).
@@ -52,13 +52,15 @@ class Parity:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in fields.items()}
 
 
-def reference(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """fp32 causal attention of q, k, v ([batch, heads, seq, head_dim]), computed explicitly."""
+def reference(q: Tensor, k: Tensor, v: Tensor, causal: bool = True) -> Tensor:
+    """fp32 attention of q, k, v ([batch, heads, seq, head_dim]), computed explicitly: causal
+    (future positions hidden) by default, every position visible with causal=False."""
     q, k, v = q.float(), k.float(), v.float()
     seq = q.shape[-2]
     scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
-    future = torch.ones(seq, seq, dtype=torch.bool, device=q.device).triu(1)
-    scores = scores.masked_fill(future, float("-inf"))
+    if causal:
+        future = torch.ones(seq, seq, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 
 

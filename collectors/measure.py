@@ -1,0 +1,407 @@
+"""Measurements shared by `python -m collectors sweep` and `dispatch`: forward time, the peak
+memory one call adds, which attention backend really ran, out-of-memory and refusal outcomes,
+a real memory cap, and the FLOP count of one forward.
+
+Units: times in milliseconds (ms), memory in bytes, FLOPs as a count (multiply-add = 2 FLOPs).
+
+- Time: `time_forward` runs `warmup` untimed calls, then times `reps` calls one by one: on CUDA
+  with a pair of CUDA events around each call (device time, read after one synchronize), on the
+  CPU with time.perf_counter_ns around each call. Median and p10/p90 use linear interpolation
+  between order statistics (numpy's default "linear" method, Hyndman-Fan type 7).
+- Peak memory: bytes the call added on top of what was allocated before it. CUDA:
+  torch.cuda.reset_peak_memory_stats, then max_memory_allocated() - memory_allocated() before
+  the call. CPU: one call under torch.profiler(profile_memory=True); over the [memory] events of
+  the CPU allocator, max('Total Allocated') - the level before the first event ('Total
+  Allocated' - 'Bytes' of the first event).
+- Backend: the op and kernel names of one profiled call, classified with SDPA_BACKENDS (the
+  names of dashboard.engine.backends.BACKEND_TABLE), plus "eager" for hand-written attention
+  (matmul + softmax ops), "flex" for FlexAttention's compiled region and "hub" for the
+  kernels-hub ops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import resource
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import torch
+from torch import Tensor
+from torch.profiler import ProfilerActivity, profile
+
+Attention = Callable[..., Tensor]
+QKV = tuple[Tensor, Tensor, Tensor]
+
+QUANTILE_METHOD = "linear interpolation between order statistics (numpy 'linear', Hyndman-Fan type 7)"
+FLOP_CONVENTION = (
+    "forward FLOPs = 4 * batch * heads * seq^2 * head_dim (two matmuls, 2 FLOPs per multiply-add); "
+    "causal counted as half of that, as FlashAttention's benchmarks do; "
+    "tflops = flops / (time_ms * 1e-3) / 1e12 from the median time"
+)
+CPU_PEAK_METHOD = (
+    "one call under torch.profiler(profile_memory=True): max over the CPU allocator's [memory] events of "
+    "'Total Allocated' minus the level before the call ('Total Allocated' - 'Bytes' of its first event)"
+)
+CUDA_PEAK_METHOD = (
+    "torch.cuda.reset_peak_memory_stats(); max_memory_allocated() after the call minus memory_allocated() before it"
+)
+
+# Names that prove a backend the dashboard's BACKEND_TABLE has no row for.
+_FLEX_NAMES = re.compile(r"Torch-Compiled Region|CompiledFxGraph|flex_attention|triton_tem_fused")
+_EAGER_ORDER = ("aten::matmul", "aten::bmm", "aten::baddbmm", "aten::mm")
+_EAGER_MATMUL = re.compile(r"^aten::(matmul|bmm|baddbmm|mm)$")
+_EAGER_SOFTMAX = re.compile(r"^aten::(_?softmax|_safe_softmax)$")
+_OOM_TEXT = re.compile(r"out of memory|can't allocate memory|Cannot allocate memory", re.IGNORECASE)
+_CPU_ASKED = re.compile(r"you tried to allocate (\d+) bytes")
+_CUDA_ASKED = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?([KMGTP]?i?B)")
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
+          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15}
+
+
+# ---------------------------------------------------------------- FLOPs and sizes
+
+
+def attention_flops(batch: int, heads: int, seq: int, head_dim: int, causal: bool) -> int:
+    """FLOPs of one attention forward: 4*B*H*S^2*D (Q·Kᵀ and P·V), half of it when causal."""
+    dense = 4 * batch * heads * seq * seq * head_dim
+    return dense // 2 if causal else dense
+
+
+def tflops(flops: int, time_ms: float | None) -> float | None:
+    """Achieved TFLOP/s: flops / (time_ms * 1e-3) / 1e12; None without a positive time."""
+    if time_ms is None or not time_ms > 0:
+        return None
+    return flops / (time_ms * 1e-3) / 1e12
+
+
+def scores_bytes(batch: int, heads: int, seq: int, dtype: torch.dtype) -> int:
+    """Bytes of the [B, H, S, S] scores matrix in `dtype`: what naive attention materializes."""
+    return batch * heads * seq * seq * torch.empty((), dtype=dtype).element_size()
+
+
+# ---------------------------------------------------------------- time
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Forward time over `reps` timed calls, in milliseconds."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    reps: int
+
+
+def quantile(samples: Sequence[float], q: float) -> float:
+    """The q-quantile (0 <= q <= 1) of samples by linear interpolation between order statistics
+    (numpy's default method): position q*(n-1) in the sorted samples."""
+    ordered = sorted(samples)
+    if not ordered:
+        raise ValueError("quantile of no samples")
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize_times(samples_ms: Sequence[float]) -> Timing:
+    """Median, p10 and p90 of per-call times in ms (see `quantile`)."""
+    return Timing(quantile(samples_ms, 0.5), quantile(samples_ms, 0.1), quantile(samples_ms, 0.9), len(samples_ms))
+
+
+def time_forward(fn: Attention, qkv: QKV, *, reps: int, warmup: int) -> Timing:
+    """Time `reps` forwards of fn(*qkv) after `warmup` untimed ones, each call on its own: CUDA
+    events around each call on a GPU (device time), time.perf_counter_ns on the CPU."""
+    cuda = qkv[0].device.type == "cuda"
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn(*qkv)
+        if cuda:
+            torch.cuda.synchronize()
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+            for start, end in events:
+                start.record()
+                fn(*qkv)
+                end.record()
+            torch.cuda.synchronize()
+            samples = [start.elapsed_time(end) for start, end in events]
+        else:
+            samples = []
+            for _ in range(reps):
+                t0 = time.perf_counter_ns()
+                fn(*qkv)
+                samples.append((time.perf_counter_ns() - t0) / 1e6)
+    return summarize_times(samples)
+
+
+# ---------------------------------------------------------------- one observed call
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one call showed: names: distinct cpu_op and kernel names of a profiled call (sorted);
+    peak_mem_bytes: bytes the call added at its peak over what was allocated before it."""
+
+    names: tuple[str, ...]
+    peak_mem_bytes: int
+
+
+def observe(fn: Attention, qkv: QKV, **kwargs: object) -> Observation:
+    """Profile one call of fn(*qkv, **kwargs) for its op and kernel names and measure its peak
+    memory (module docstring). On CUDA the memory comes from a separate, unprofiled call, so the
+    profiler's own buffers never count."""
+    cuda = qkv[0].device.type == "cuda"
+    with torch.no_grad():
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+            out = fn(*qkv, **kwargs)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - before
+            del out
+            names = profiled_names(fn, qkv, **kwargs)
+            return Observation(names, max(0, peak))
+        with tempfile.TemporaryDirectory(prefix="attnscope-measure-") as tmp:
+            trace = Path(tmp) / "call.json"
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                out = fn(*qkv, **kwargs)
+                del out
+            names = _names(prof)
+            prof.export_chrome_trace(str(trace))
+            peak = cpu_peak_bytes(json.loads(trace.read_text()))
+    return Observation(names, peak)
+
+
+def profiled_names(fn: Attention, qkv: QKV, **kwargs: object) -> tuple[str, ...]:
+    """Distinct cpu_op and (on CUDA) kernel names of one profiled call of fn(*qkv, **kwargs)."""
+    cuda = qkv[0].device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with torch.no_grad(), profile(activities=activities) as prof:
+        fn(*qkv, **kwargs)
+        if cuda:
+            torch.cuda.synchronize()
+    return _names(prof)
+
+
+def _names(prof: profile) -> tuple[str, ...]:
+    return tuple(sorted({e.name for e in prof.events() if e.name and e.name != "[memory]"}))
+
+
+def cpu_peak_bytes(trace: dict) -> int:
+    """Peak bytes added during a profiled window, from a Chrome trace's CPU [memory] events:
+    max('Total Allocated') - ('Total Allocated' - 'Bytes') of the first event; 0 without events."""
+    events = [
+        e for e in trace.get("traceEvents", [])
+        if e.get("name") == "[memory]" and int(e.get("args", {}).get("Device Type", 0)) == 0
+    ]
+    if not events:
+        return 0
+    events.sort(key=lambda e: float(e.get("ts", 0)))
+    first = events[0]["args"]
+    level_before = int(first["Total Allocated"]) - int(first["Bytes"])
+    return max(0, max(int(e["args"]["Total Allocated"]) for e in events) - level_before)
+
+
+# ---------------------------------------------------------------- which backend ran
+
+
+@dataclass(frozen=True)
+class BackendNames:
+    """How one SDPA backend shows in a profile: op matches the whole cpu_op name; kernel is searched
+    for in a device kernel's (demangled, decorated) name; '' when the backend has no such name."""
+
+    name: str
+    op: str
+    kernel: str
+
+
+SDPA_BACKENDS: tuple[BackendNames, ...] = (
+    BackendNames("cpu_flash", r"^aten::_scaled_dot_product_flash_attention_for_cpu$", ""),
+    BackendNames("flash", r"^aten::(_scaled_dot_product_flash_attention|_flash_attention_forward)$", r"pytorch_flash::"),
+    BackendNames("efficient", r"^aten::(_scaled_dot_product_efficient_attention|_efficient_attention_forward)$",
+                 r"fmha_cutlassF|PyTorchMemEffAttention::"),
+    BackendNames("cudnn", r"^aten::(_scaled_dot_product_cudnn_attention|_cudnn_attention_forward)$", r"cudnn\w*_sdpa"),
+    BackendNames("math", r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", ""),
+)
+"""The forward names of PyTorch's SDPA backends, fused ones first, under the names the dashboard's
+dashboard.engine.backends.BACKEND_TABLE gives them (a test keeps the two in step). The collectors
+keep their own copy so that measuring never depends on the dashboard's import graph."""
+_HUB_NAMES = re.compile(r"^_flash_attn\w*::|^_?kernels_community\w*::|flash_attn|(^|\W)flash::|flash_fwd")
+
+
+def backend_ran(names: Sequence[str], variant_backend: str | None) -> tuple[str, str]:
+    """(backend, evidence) from a profiled call's op and kernel names.
+
+    backend: the first SDPA_BACKENDS row any name matches (cpu_flash, flash, efficient, cudnn,
+    then math); for the flex variant "flex" when its compiled region ran; for the hub variant
+    "hub" (its op namespace or FlashAttention kernels); for hand-written attention "eager" (a
+    matmul and a softmax op, no SDPA backend); else "unknown".
+    evidence: the name that proves it, a device kernel's rather than the op's when both match
+    ('' for unknown).
+    """
+    if variant_backend == "flex":
+        hit = next((n for n in names if _FLEX_NAMES.search(n)), "")
+        return ("flex", hit) if hit else ("unknown", "")
+    if variant_backend == "hub":
+        hit = next((n for n in names if _HUB_NAMES.search(n)), "")
+        return ("hub", hit) if hit else ("unknown", "")
+    for row in SDPA_BACKENDS:
+        kernels = [n for n in names if row.kernel and re.search(row.kernel, n) and not n.startswith("aten::")]
+        ops = [n for n in names if re.match(row.op, n)]
+        if kernels or ops:
+            return row.name, (kernels or ops)[0]
+    matmul = min((n for n in names if _EAGER_MATMUL.match(n)), key=_EAGER_ORDER.index, default="")
+    if matmul and any(_EAGER_SOFTMAX.match(n) for n in names):
+        return "eager", matmul
+    return "unknown", ""
+
+
+# ---------------------------------------------------------------- failures
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for an allocator failure: torch.OutOfMemoryError (CUDA), MemoryError, or a
+    RuntimeError with the CPU allocator's "can't allocate memory" text."""
+    oom_type = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and bool(_OOM_TEXT.search(str(exc))))
+
+
+def asked_bytes(message: str) -> int | None:
+    """Bytes the failed allocation asked for, parsed from the allocator's message: the CPU
+    DefaultCPUAllocator's 'you tried to allocate N bytes' or CUDA's 'Tried to allocate 2.00 GiB'
+    (converted with its binary or decimal unit, so rounded as printed); None when absent."""
+    if m := _CPU_ASKED.search(message):
+        return int(m.group(1))
+    if m := _CUDA_ASKED.search(message):
+        return round(float(m.group(1)) * _UNITS.get(m.group(2), 1))
+    return None
+
+
+def oom_reason(exc: BaseException) -> str:
+    """One line for an out-of-memory outcome, naming the bytes the allocator was asked for."""
+    text = str(exc)
+    asked = asked_bytes(text)
+    cuda = _CUDA_ASKED.search(text)
+    if cuda:
+        return f"out of memory: tried to allocate {cuda.group(1)} {cuda.group(2)} (~{asked} bytes)"
+    if asked is not None:
+        return f"out of memory: tried to allocate {asked} bytes ({asked / 2**20:.2f} MiB)"
+    return "out of memory: " + one_line(text)
+
+
+def one_line(text: str, chars: int = 400) -> str:
+    """Non-empty lines of text joined with ' / ', cut to `chars` characters."""
+    return " / ".join(line.strip() for line in text.splitlines() if line.strip())[:chars]
+
+
+_TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
+
+
+def refusal_reason(exc: BaseException, caught: Sequence[warnings.WarningMessage] = ()) -> str:
+    """PyTorch's own words for a refused call: the error text, then the warnings it raised (they
+    say why each backend declined, e.g. 'Flash attention kernel not used because: Both fused
+    kernels do not support non-zero dropout.'), joined with ' / '; the C++ source locations of
+    the warnings ('(Triggered internally at ...)') are left out."""
+    parts: list[str] = []
+    for text in [str(exc), *(str(w.message) for w in caught)]:
+        line = one_line(_TRIGGERED.sub("", text))
+        if not line:
+            continue
+        if parts and parts[-1].endswith(":"):
+            parts[-1] = f"{parts[-1]} {line}"
+        else:
+            parts.append(line)
+    return " / ".join(dict.fromkeys(parts))
+
+
+@contextlib.contextmanager
+def catching_warnings() -> Iterator[list[warnings.WarningMessage]]:
+    """Record every warning raised inside the block (none is shown)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+
+
+# ---------------------------------------------------------------- memory cap
+
+
+def address_space_bytes() -> int:
+    """This process's virtual address-space size in bytes (VmSize in /proc/self/status)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    raise OSError("no VmSize in /proc/self/status")
+
+
+@contextlib.contextmanager
+def memory_cap(cap_bytes: int | None, device: torch.device) -> Iterator[None]:
+    """Let the block allocate at most about `cap_bytes` more than the process holds when it
+    starts; allocations beyond fail for real (and are recorded as oom by the caller).
+
+    CUDA: torch.cuda.empty_cache(), then set_per_process_memory_fraction((reserved + cap) /
+    total) (the caching allocator compares its reserved bytes with that limit); back to 1.0 after.
+    CPU: resource.setrlimit(RLIMIT_AS, current address-space size + cap), the previous soft
+    limit restored after. The thread pool is started first so that no thread is created under
+    the cap. None: no cap.
+    """
+    if cap_bytes is None:
+        yield
+        return
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        total = torch.cuda.get_device_properties(device).total_memory
+        fraction = min(1.0, (torch.cuda.memory_reserved(device) + cap_bytes) / total)
+        torch.cuda.set_per_process_memory_fraction(fraction, device)
+        try:
+            yield
+        finally:
+            torch.cuda.set_per_process_memory_fraction(1.0, device)
+            torch.cuda.empty_cache()
+        return
+    torch.ones(256, 256) @ torch.ones(256, 256)  # the intra-op pool exists before the cap
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = address_space_bytes() + cap_bytes
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+# ---------------------------------------------------------------- provenance
+
+
+def provenance(device: torch.device, command: str) -> dict[str, object]:
+    """Where and when a table was measured: versions, device, host, UTC time, command."""
+    import datetime
+    import platform
+    import socket
+
+    from collectors.profile import device_name
+
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "command": command,
+        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "device": device.type,
+        "device_name": device_name(device),
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": cudnn,
+        "python_version": platform.python_version(),
+        "cpu_threads": torch.get_num_threads(),
+    }
