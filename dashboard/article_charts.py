@@ -77,20 +77,23 @@ def tflops_vs_seq(sweep: pl.DataFrame, colors: dict[str, str], title: str, peak_
 
 
 def memory_vs_seq(sweep: pl.DataFrame, colors: dict[str, str], title: str) -> go.Figure:
-    """Peak memory the call added (bytes, log) against seq; a variant's out-of-memory points are
-    red crosses drawn above the highest measured point."""
-    ok = sweep.filter(pl.col("status") == art.STATUS_OK, pl.col("peak_mem_bytes") > 0)
-    fig = go.Figure(_lines(ok, "peak_mem_bytes", colors, "%{y:.3s}B peak added"))
+    """Peak memory the call added per sequence of the batch (bytes / batch, log) against seq: the
+    sweep keeps tokens constant, so the batch shrinks as seq grows; per sequence, naive's scores
+    grow as S^2 and the fused paths' memory as S. Out-of-memory points are red crosses drawn above
+    the highest measured point."""
+    ok = sweep.filter(pl.col("status") == art.STATUS_OK, pl.col("peak_mem_bytes") > 0).with_columns(
+        (pl.col("peak_mem_bytes") / pl.col("batch")).alias("peak_per_sequence"))
+    fig = go.Figure(_lines(ok, "peak_per_sequence", colors, "%{y:.3s}B peak added per sequence"))
     oom = sweep.filter(pl.col("status") == "oom")
     if oom.height:
-        top = (ok["peak_mem_bytes"].max() or 1) * 2
+        top = (ok["peak_per_sequence"].max() or 1) * 2
         fig.add_trace(go.Scatter(
             x=oom["seq"].to_list(), y=[top] * oom.height, mode="markers+text", name="out of memory",
             marker=dict(symbol="x", size=13, color=OOM_COLOR), text=oom["variant"].to_list(), textposition="top center",
             customdata=oom["reason"].fill_null("").to_list(),
             hovertemplate="out of memory at seq %{x}<br>%{customdata}<extra></extra>",
         ))
-    return _layout(fig, title, "peak memory added by the call (bytes)")
+    return _layout(fig, title, "peak memory added per sequence (bytes)")
 
 
 def e2e_bars(e2e: pl.DataFrame) -> go.Figure:

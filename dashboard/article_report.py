@@ -54,7 +54,7 @@ def crossover_words(row: dict[str, Any]) -> str:
 def memory_words(row: dict[str, Any]) -> str:
     """One variant's memory growth, in words (see article.memory_growth)."""
     grow = "-" if row["exponent"] is None else f"~S^{row['exponent']:.2f}"
-    text = f"{row['variant']}: peak grows {grow}, {_bytes(row['peak_at_max_seq'])} at seq {row['max_seq']}"
+    text = f"{row['variant']}: peak per sequence grows {grow}, {_bytes(row['peak_at_max_seq'])} at seq {row['max_seq']}"
     if row["variant"] != art.BASELINE and row["naive_ratio"] is not None:
         text += f" (naive needs {row['naive_ratio']:.1f}x this)"
     if row["oom_from_seq"] is not None:

@@ -153,8 +153,8 @@ def test_attnscope_sweep_prints_the_articles_answers(folder, capsys):
     assert cli(["sweep", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "sdpa: overtakes naive at seq ~128 (faster from 256), 8.00x at 512" in out
-    assert "naive: peak grows ~S^2.00" in out and "out of memory from seq 1024" in out
-    assert "sdpa: peak grows ~S^1.00" in out and "naive needs 512.0x this" in out
+    assert "naive: peak per sequence grows ~S^2.00" in out and "out of memory from seq 1024" in out
+    assert "sdpa: peak per sequence grows ~S^1.00" in out and "naive needs 512.0x this" in out
     assert "math ran in 2 of 5 cells" in out
     assert "end to end, prefill: sdpa +25.0% measured, +25.0% predicted" in out
     assert "packed_njt_sdpa" in out and "50.0%" in out  # padded's waste
@@ -219,3 +219,21 @@ def test_the_sweep_tab_draws_the_folder_given_at_start(folder, monkeypatch):
     stars = [t for t in time_chart["data"] if t.get("name") == "overtakes naive"]
     assert stars and stars[0]["x"] == [256]
     assert article_report  # the tab's words come from the same module as the CLI's
+
+
+def test_memory_growth_is_per_sequence_when_the_batch_shrinks_as_the_sequence_grows():
+    """The sweep's default keeps batch * seq constant: naive's total peak (B*H*S*S*4 bytes) then
+    grows as S, but per sequence (peak / B) as S^2; sdpa's per-sequence peak (H*S*D*4*k) as S."""
+    seqs = [64, 128, 256, 512]
+    rows = []
+    for s in seqs:
+        b = 1024 // s
+        rows.append({"variant": "naive", "seq": s, "batch": b, "peak_mem_bytes": float(b * 4 * s * s * 4)})
+        rows.append({"variant": "sdpa", "seq": s, "batch": b, "peak_mem_bytes": float(b * 4 * s * 64 * 4 * 3)})
+    frame = pl.DataFrame(rows).with_columns(
+        device=pl.lit("cpu"), dtype=pl.lit("fp32"), head_dim=pl.lit(64), causal=pl.lit(True), status=pl.lit("ok"))
+    grow = {r["variant"]: r for r in art.memory_growth(frame).iter_rows(named=True)}
+    assert grow["naive"]["exponent"] == pytest.approx(2.0)
+    assert grow["sdpa"]["exponent"] == pytest.approx(1.0)
+    # at seq 512 (batch 2): naive 2*4*512*512*4, sdpa 2*4*512*64*4*3 -> 512 / 192
+    assert grow["sdpa"]["naive_ratio"] == pytest.approx(512 / 192)

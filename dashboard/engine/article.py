@@ -241,9 +241,10 @@ def _crossing(seqs: list[int], speedups: list[float]) -> tuple[int | None, float
 def memory_growth(sweep: pl.DataFrame) -> pl.DataFrame:
     """How each variant's peak memory grows with the sequence, per (device, dtype, head_dim, causal).
 
-    exponent: the least-squares slope of log(peak_mem_bytes) against log(seq) over the points that
-    ran (about 2 where the B*H*S*S scores matrix dominates, about 1 for the fused paths; null with
-    fewer than two points or any point without a positive peak). peak_at_max_seq: bytes at the
+    exponent: the least-squares slope of log(peak per sequence) against log(seq) over the points
+    that ran, the peak per sequence being peak_mem_bytes / batch (the sweep's default batch shrinks
+    as seq grows, to keep tokens constant): about 2 where the H*S*S scores matrix dominates, about 1
+    for the fused paths; null with fewer than two points or any point without a positive peak. peak_at_max_seq: bytes at the
     longest seq the variant ran; naive_ratio: naive's peak over this variant's at the longest seq
     both ran (how many times less memory the variant needs). oom_from_seq: the smallest seq where
     the variant ran out of memory (null when it never did).
@@ -266,6 +267,7 @@ def memory_growth(sweep: pl.DataFrame) -> pl.DataFrame:
     for key, part in ok.sort([*GROUP, "variant", "seq"]).group_by([*GROUP, "variant"], maintain_order=True):
         seqs = part["seq"].to_list()
         peaks = part["peak_mem_bytes"].to_list()
+        per_sequence = [p / b if p is not None and b else None for p, b in zip(peaks, part["batch"].to_list())]
         naive = base.get(tuple(key[:4]), {})
         common = [s for s in seqs if naive.get(s)]
         ratio = None
@@ -276,7 +278,7 @@ def memory_growth(sweep: pl.DataFrame) -> pl.DataFrame:
         rows.append({
             **dict(zip([*GROUP, "variant"], key)),
             "points": len(seqs),
-            "exponent": _slope(seqs, peaks),
+            "exponent": _slope(seqs, per_sequence),
             "max_seq": seqs[-1],
             "peak_at_max_seq": float(peaks[-1]),
             "naive_ratio": ratio,

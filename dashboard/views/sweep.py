@@ -112,7 +112,7 @@ def _sweep(a: art.Article) -> None:
         + (". No device peak is drawn: " + ("a CPU has none in the peaks table." if peak is None else "")
            if peak is None else ".")
     )
-    st.plotly_chart(article_charts.memory_vs_seq(part, colors, f"Peak memory the call added ({where})"),
+    st.plotly_chart(article_charts.memory_vs_seq(part, colors, f"Peak memory the call added, per sequence of the batch ({where})"),
                     key="chart_sweep_memory", width="stretch")
     cross = art.crossovers(part)
     grow = art.memory_growth(part)
