@@ -7,6 +7,7 @@ only the names in the trace tell. One trace can hold several backends.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -338,34 +339,207 @@ def _inductor_evidence(trace: Trace, names: pl.Series, fused: list[str]) -> list
     return hits if any(family_of(name) == "gemm" for name in names_in(trace, "kernel")) else []
 
 
-def _eager_evidence(trace: Trace) -> list[str]:
-    """matmul + softmax ops that sit under no SDPA op: attention written by hand."""
-    names = pl.Series(names_in(trace, "cpu_op"), dtype=pl.String)
-    if not (names.str.contains(EAGER_SOFTMAX).any() and names.str.contains(EAGER_MATMUL).any()):
-        return []  # decided from the distinct names, without reading the ops
-    ops = trace.events.lazy().filter(pl.col("cat") == "cpu_op").select("id", "parent", pl.col("name").cast(pl.String)).collect()
-    softmax = ops.filter(pl.col("name").str.contains(EAGER_SOFTMAX))
-    matmul = ops.filter(pl.col("name").str.contains(EAGER_MATMUL))
-    if softmax.height == 0 or matmul.height == 0:
-        return []
-    sdpa_ids = set(ops.filter(pl.col("name").str.contains(SDPA_OP))["id"].to_list())
-    if not sdpa_ids:
-        return sorted(set(softmax["name"].to_list()) | set(matmul["name"].to_list()))
-    parent = trace.events["parent"].fill_null(-1).to_numpy()
+# Matrix products that can compute attention scores (Q K^T) or apply them to V (P V); aten::mm
+# too, which a 2-D attention (one head, no batch) calls.
+EAGER_CHAIN_MATMUL = r"^aten::(matmul|bmm|baddbmm|einsum|mm)$"
+# What an eager attention chain's evidence caps at: the first chains found, then a count.
+EAGER_CHAINS_SHOWN = 2
 
-    def under_sdpa(node: int) -> bool:
+
+def _eager_evidence(trace: Trace) -> list[str]:
+    """Attention written by hand, run eagerly: on one thread (pid, tid), in time order, a matmul-like
+    op (EAGER_CHAIN_MATMUL) whose output is [.., Sq, Sk], then a softmax (EAGER_SOFTMAX) over the
+    last dimension of a [.., Sq, Sk] tensor, then a matmul-like op whose inputs are [.., Sq, Sk] and
+    [.., Sk, D] (shapes from Input Dims; the softmax's dim from Concrete Inputs when recorded;
+    elementwise scale and mask ops may sit between). Ops under an SDPA op (the math path) do not
+    count. Without recorded shapes (record_shapes=False) the order alone decides: the nearest matmul
+    before and after the softmax on its thread, and the evidence says so. A softmax and a matmul
+    somewhere in the trace are not attention. Evidence: the chain's ops with their shapes."""
+    names = pl.Series(names_in(trace, "cpu_op"), dtype=pl.String)
+    if not (names.str.contains(EAGER_SOFTMAX).any() and names.str.contains(EAGER_CHAIN_MATMUL).any()):
+        return []  # decided from the distinct names, without reading the ops
+    pattern = f"{EAGER_SOFTMAX}|{EAGER_CHAIN_MATMUL}|{SDPA_OP}"
+    ops = (
+        trace.events.lazy()
+        .filter((pl.col("cat") == "cpu_op") & pl.col("name").cast(pl.String).str.contains(pattern))
+        .select("id", "parent", pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String),
+                pl.col("name").cast(pl.String), pl.col("input_dims").cast(pl.String),
+                pl.col("concrete_inputs").cast(pl.String))
+        .collect()
+    )
+    parent = trace.events["parent"].fill_null(-1).to_numpy()
+    kinds = {i: ("sdpa" if re.search(SDPA_OP, n) else "softmax" if re.search(EAGER_SOFTMAX, n) else "matmul")
+             for i, n in zip(ops["id"].to_list(), ops["name"].to_list())}
+
+    def ancestors(node: int):
         node = int(parent[node])
         while node >= 0:
-            if node in sdpa_ids:
-                return True
+            yield node
             node = int(parent[node])
-        return False
 
-    free_softmax = [n for i, n in zip(softmax["id"], softmax["name"]) if not under_sdpa(i)]
-    free_matmul = [n for i, n in zip(matmul["id"], matmul["name"]) if not under_sdpa(i)]
-    if not free_softmax or not free_matmul:
+    chains: list[str] = []
+    found = 0
+    for _, lane in ops.group_by("pid", "tid", maintain_order=True):
+        steps = []  # (kind, id, name, dims, concrete) in time order, outside SDPA, outermost softmax only
+        for i, name, dims, concrete in zip(lane["id"].to_list(), lane["name"].to_list(),
+                                           lane["input_dims"].to_list(), lane["concrete_inputs"].to_list()):
+            kind = kinds[i]
+            if kind == "sdpa":
+                continue
+            up = [kinds.get(a) for a in ancestors(i)]
+            if "sdpa" in up or (kind == "softmax" and "softmax" in up):
+                continue
+            steps.append((kind, i, name, _json_list(dims), _json_list(concrete)))
+        for at, (kind, sid, sname, sdims, sconcrete) in enumerate(steps):
+            if kind != "softmax":
+                continue
+            before = []
+            for k in range(at - 1, -1, -1):
+                if steps[k][0] == "softmax":
+                    break
+                before.append(steps[k])
+            after = []
+            for k in range(at + 1, len(steps)):
+                if steps[k][0] == "softmax":
+                    break
+                if sid in ancestors(steps[k][1]):
+                    continue  # inside the softmax
+                after.append(steps[k])
+            # a matmul-like op and the one it calls (aten::matmul > aten::bmm): the outer one is named
+            before = [op for op in before if not any(o[1] in set(ancestors(op[1])) for o in before)] + \
+                [op for op in before if any(o[1] in set(ancestors(op[1])) for o in before)]
+            chain = _chain(sname, sdims, sconcrete, before, after)
+            if chain:
+                found += 1
+                if found <= EAGER_CHAINS_SHOWN:
+                    chains.extend(chain)
+    if not found:
         return []
-    return sorted(set(free_softmax) | set(free_matmul))
+    return chains + ([f"{found} matmul -> softmax -> matmul chains in all"] if found > 1 else [])
+
+
+def _json_list(text: str | None) -> list | None:
+    """A raw Input Dims / Concrete Inputs text as a list, or None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _shape(value: object) -> list[int] | None:
+    """A recorded tensor shape (a list of ints), else None."""
+    if isinstance(value, list) and value and all(isinstance(d, int) for d in value):
+        return value
+    return None
+
+
+def _prod(dims: list[int]) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
+
+
+def _same_matrix(a: list[int], b: list[int]) -> bool:
+    """Equal last two dims and the same number of matrices (bmm flattens matmul's batch dims)."""
+    return len(a) >= 2 and len(b) >= 2 and a[-2:] == b[-2:] and _prod(a[:-2]) == _prod(b[:-2])
+
+
+def _operands(name: str, dims: list | None, concrete: list | None) -> tuple[list[int], list[int]] | None:
+    """The two matrix operands of a matmul-like op (aten::baddbmm: batch1 and batch2; aten::einsum:
+    its two tensors, the output's letters checked by _einsum_out), from its Input Dims."""
+    if dims is None:
+        return None
+    if name == "aten::einsum":
+        tensors = [d for d in dims if isinstance(d, list) and d and all(isinstance(t, list) for t in d)]
+        flat = tensors[0] if tensors else [d for d in dims[1:] if _shape(d)]
+        pair = [_shape(d) for d in flat[:2]]
+    else:
+        start = 1 if name == "aten::baddbmm" else 0
+        pair = [_shape(d) for d in dims[start:start + 2]]
+    if len(pair) != 2 or pair[0] is None or pair[1] is None:
+        return None
+    return pair[0], pair[1]
+
+
+def _einsum_equation(concrete: list | None) -> tuple[str, str, str] | None:
+    """An einsum's two operand subscripts and its output subscript, without ellipsis."""
+    equation = next((c for c in concrete or [] if isinstance(c, str) and "->" in c), None)
+    if not equation or "." in equation:
+        return None
+    ins, out = equation.replace(" ", "").split("->")
+    parts = ins.split(",")
+    return (parts[0], parts[1], out) if len(parts) == 2 else None
+
+
+def _product_shape(name: str, dims: list | None, concrete: list | None) -> list[int] | None:
+    """The output shape of a matmul-like op from its recorded inputs, or None when unknown."""
+    pair = _operands(name, dims, concrete)
+    if pair is None:
+        return None
+    a, b = pair
+    if name == "aten::einsum":
+        eq = _einsum_equation(concrete)
+        if eq is None or len(eq[0]) != len(a) or len(eq[1]) != len(b):
+            return None
+        size = dict(zip(eq[0], a)) | dict(zip(eq[1], b))
+        return [size[c] for c in eq[2]] if all(c in size for c in eq[2]) else None
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return None
+    batch_a, batch_b = a[:-2], b[:-2]
+    n = max(len(batch_a), len(batch_b))
+    batch_a, batch_b = [1] * (n - len(batch_a)) + batch_a, [1] * (n - len(batch_b)) + batch_b
+    if any(x != y and 1 not in (x, y) for x, y in zip(batch_a, batch_b)):
+        return None
+    return [max(x, y) for x, y in zip(batch_a, batch_b)] + [a[-2], b[-1]]
+
+
+def _applies(name: str, dims: list | None, concrete: list | None, scores: list[int]) -> bool:
+    """True when a matmul-like op multiplies a [.., Sq, Sk] tensor (scores) by a [.., Sk, D] one."""
+    pair = _operands(name, dims, concrete)
+    if pair is None:
+        return False
+    a, b = pair
+    if name == "aten::einsum":
+        eq = _einsum_equation(concrete)
+        return (eq is not None and len(eq[0]) == len(a) and _same_matrix(a, scores)
+                and eq[0][-1] in eq[1] and eq[0][-1] not in eq[2])
+    return _same_matrix(a, scores) and len(b) >= 2 and b[-2] == scores[-1]
+
+
+def _text(dims: list[int] | None) -> str:
+    return str(list(dims)) if dims is not None else "?"
+
+
+def _chain(softmax: str, sdims: list | None, sconcrete: list | None,
+           before: list[tuple], after: list[tuple]) -> list[str]:
+    """The evidence of one matmul -> softmax -> matmul chain around a softmax, or [] when none.
+    before: the matmul-like ops since the previous softmax, nearest first; after: those up to the
+    next softmax, in order (tuples: kind, id, name, dims, concrete)."""
+    if not before or not after:
+        return []
+    scores = _shape(sdims[0]) if sdims else None
+    if scores is None:  # shapes not recorded: the order alone
+        first, second = before[0], after[0]
+        return [f"{first[2]} -> {softmax} -> {second[2]} on one thread (order only: shapes not recorded)"]
+    dim = sconcrete[1] if sconcrete and len(sconcrete) > 1 else ""
+    if len(scores) < 2 or (dim not in ("", None) and str(dim) not in ("-1", str(len(scores) - 1))):
+        return []
+    first = next((op for op in before if (out := _product_shape(op[2], op[3], op[4])) is not None
+                  and _same_matrix(out, scores)), None)
+    second = next((op for op in after if _applies(op[2], op[3], op[4], scores)), None)
+    if first is None or second is None:
+        return []
+    a1, b1 = _operands(first[2], first[3], first[4]) or (None, None)
+    a2, b2 = _operands(second[2], second[3], second[4]) or (None, None)
+    return [
+        f"{first[2]} {_text(a1)} x {_text(b1)} -> {_text(_product_shape(first[2], first[3], first[4]))}",
+        f"{softmax} over dim {dim if dim not in ('', None) else '-1 (dim not recorded)'} of {_text(scores)}",
+        f"{second[2]} {_text(a2)} x {_text(b2)}",
+    ]
 
 
 def requested_backend(trace: Trace) -> str | None:
