@@ -17,6 +17,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from collectors import hub
 from collectors.collection import Config, collect
 from collectors.options import DTYPES, PROG, Parser, UsageError, device, out_dir, positive
 from collectors.report import render
@@ -52,6 +53,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "from a CUDA graph (CUDA only)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random q, k, v (default 0)")
     p.add_argument("--out", type=Path, help="output folder, created if missing (default traces/<device>)")
+    p.add_argument("--hub-kernel", metavar="REPO_OR_PATH",
+                   help="where the hub variant's FlashAttention comes from: a kernels-hub repo id "
+                        "(org/name[@VERSION_OR_REVISION], default kernels-community/flash-attn2 v2) or a kernel "
+                        "folder on disk (see collectors/hub.py)")
     p.add_argument("--allow-parity-failures", action="store_true",
                    help="exit 0 even when a variant's output disagrees with the fp32 reference")
     return p.parse_args(argv)
@@ -101,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         cfg = build_config(args, argv)
+        if args.hub_kernel is not None and not args.hub_kernel.strip():
+            raise UsageError("--hub-kernel: empty; give a repo id or a folder")
+        hub.select(args.hub_kernel)  # None: the default repo (also undoes an earlier call's choice)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
