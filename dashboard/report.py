@@ -218,7 +218,7 @@ OVERVIEW_COLUMNS = {
     "work_per_step": "work per step", "work_unit": "unit", "copies_per_step": "copies per step",
     "hidden_copies_per_step": "hidden copies per step", "backend_requested": "backend requested",
     "backends": "backend detected", "backend_verdict": "backend check", "parity_passed": "parity passed",
-    "speedup": "speedup vs baseline", "cut": "file cut off",
+    "speedup": "speedup vs baseline", "relation": "compared as", "cut": "file cut off",
 }
 FAMILY_COLUMNS = {"run": "run", "family": "family", "count_per_step": "count per step", "us_per_step": "µs per step"}
 COPY_COLUMNS = {
@@ -228,7 +228,7 @@ COPY_COLUMNS = {
 BACKEND_COLUMNS = {"run": "run", "requested": "requested", "detected": "detected", "verdict": "check", "evidence": "evidence"}
 SPEED_COLUMNS = {
     "run": "run", "median_us": "median step (µs)", "p10_us": "p10 (µs)", "p90_us": "p90 (µs)", "steps": "steps",
-    "time_source": "time", "speedup": "speedup", "tokens_per_s": "tokens/s", "usd_per_hour": "$ per hour",
+    "time_source": "time", "speedup": "speedup", "relation": "compared as", "tokens_per_s": "tokens/s", "usd_per_hour": "$ per hour",
     "usd_per_mtok": "$ per M tokens",
 }
 CHANGE_COLUMNS = {
@@ -400,11 +400,20 @@ document.querySelectorAll('script.attnscope-figure').forEach(function (block) {
 </script>"""
 
 
-def _embedded(rv: Review) -> str:
-    """The numbers behind the report as JSON, for tools (and tests) that read the HTML back."""
-    data = {
+def review_data(rv: Review, full: bool = False) -> dict[str, Any]:
+    """The numbers behind the report: runs, fingerprints, findings, overview, families, copies,
+    backends, speed (speedup or, between different workloads, the reason for none), efficiency and
+    each run's changes (readings, the kernels ranked by time; with `full`, every kernel and op row)."""
+    from dashboard.engine.fingerprint import fingerprint
+
+    def kernels(c: review.Change) -> list[dict[str, Any]]:
+        frame = c.kernels if full else _shown(c.kernels).drop("base_us_per_step", "other_us_per_step", "delta_us_per_step")
+        return frame.to_dicts()
+
+    return {
         "baseline": rv.baseline,
         "runs": {label: t.source for label, t in rv.runs.items()},
+        "fingerprints": {label: fingerprint(t).as_dict() for label, t in rv.runs.items()},
         "overview": rv.overview.to_dicts(),
         "findings": rv.findings.to_dicts(),
         "families": rv.families.to_dicts(),
@@ -414,13 +423,23 @@ def _embedded(rv: Review) -> str:
         "efficiency": rv.efficiency.to_dicts() if rv.efficiency is not None else [],
         "changes": [
             {"run": c.run, "baseline": c.baseline, "readings": c.readings, "explained_ns_per_step": list(c.explained), "top": c.top,
-             "kernels": _shown(c.kernels).drop("base_us_per_step", "other_us_per_step", "delta_us_per_step").to_dicts()}
+             "kernels": kernels(c), **({"ops": c.ops.to_dicts()} if full else {})}
             for c in rv.changes
         ],
         "groups": [{"name": g.name, "runs": g.runs, "baseline": g.baseline} for g in rv.groups],
         "prices": {"usd_per_gpu_hour": rv.usd_per_gpu_hour, "usd_per_cpu_hour": rv.usd_per_cpu_hour},
     }
-    text = json.dumps(_finite(data), default=str).replace("</", "<\\/")
+
+
+def render_json(rv: Review) -> str:
+    """`attnscope compare --json`: review_data with every kernel and op row, strict JSON (NaN and
+    infinities as null), keys in a fixed order, so the same traces give byte-identical files."""
+    return json.dumps(_finite(review_data(rv, full=True)), default=str, indent=1, ensure_ascii=False) + "\n"
+
+
+def _embedded(rv: Review) -> str:
+    """The numbers behind the report as JSON, for tools (and tests) that read the HTML back."""
+    text = json.dumps(_finite(review_data(rv)), default=str).replace("</", "<\\/")
     return f'<script type="application/json" id="attnscope-data">{text}</script>'
 
 

@@ -310,13 +310,24 @@ KERNEL_LAUNCHES = r"^(cudaLaunchKernel|cuLaunchKernel|hipLaunchKernel|hipExtModu
 
 
 def readings(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> list[str]:
-    """One line for each big change whose cause the trace shows plainly: torch.compile switched on
-    or off, CUDA graphs, an attention backend change, a copy class one side has and the other lacks."""
+    """One line for each big change whose cause the trace shows plainly, first what differs besides
+    the code (device, dtype, attention shapes, versions; a different workload says so), then
+    torch.compile switched on or off, CUDA graphs, an attention backend change, a copy class one
+    side has and the other lacks."""
     from dashboard.engine.backends import detect_backends
     from dashboard.engine.copies import copies
 
+    from dashboard.engine.fingerprint import DIFFERENT, differences, relation
+
     ops = op_diff(base, other, step_base, step_other)
     lines: list[str] = []
+    kind, why = relation(base, other)
+    besides = differences(base, other)
+    if kind == DIFFERENT:
+        lines.append(f"different workload ({why}): these are not one code change, and no speedup is set"
+                     + (f"; besides the code: {'; '.join(besides)}" if besides else ""))
+    elif besides:
+        lines.append(f"besides the code: {'; '.join(besides)}")
 
     def names(pattern: str, change: str) -> list[str]:
         return sorted(ops.filter(pl.col("name").str.contains(pattern) & (pl.col("change") == change))["name"].to_list())

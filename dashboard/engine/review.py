@@ -9,6 +9,7 @@ Units: `*_us` columns are microseconds, `*_bytes` bytes, `share` a fraction 0..1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -18,8 +19,9 @@ from dashboard.engine.diff import CHANGES, explained, kernel_diff, op_diff, read
 from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.kernels import family_per_step, per_step, step_count, work_unit
 from dashboard.engine.model import Trace, per_trace
+from dashboard.engine.fingerprint import CROSS_DEVICE
 from dashboard.engine.speed import (
-    GROUP_CPU, GROUP_GPU, MIXED_DEVICES_WHY, Group, device_group, device_groups, group_baselines, speed_table, step_time,
+    NO_SPEEDUP, GROUP_CPU, GROUP_GPU, MIXED_DEVICES_WHY, Group, device_group, device_groups, group_baselines, speed_table, step_time,
     step_time_column,
 )
 from dashboard.engine.summary import device_info
@@ -37,7 +39,7 @@ OVERVIEW_SCHEMA: dict[str, pl.DataType] = {
     "work_unit": pl.String, "work_per_step": pl.Float64, "copies_per_step": pl.Float64,
     "hidden_copies_per_step": pl.Float64, "backend_requested": pl.String, "backends": pl.String,
     "backend_verdict": pl.String, "parity_passed": pl.Boolean, "parity_max_abs": pl.Float64, "speedup": pl.Float64,
-    "cut": pl.String,
+    "cut": pl.String, "relation": pl.String,
 }
 FINDING_SCHEMA: dict[str, pl.DataType] = {"run": pl.String, "severity": pl.String, "kind": pl.String, "message": pl.String}
 COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
@@ -49,6 +51,9 @@ COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
 COPY_ALARM_SHARE = 0.01
 """A hidden copy (one op chain) is an alarm when it costs at least this share of the step's time
 (device busy time on GPU traces, the step span on CPU ones) ..."""
+MORE_COPIES_ALARM_SHARE = 0.05
+"""More copies than the baseline are an alarm when what they add costs at least this share of the
+run's step time (the +765 DtoD copies a step of a compiled run, +15 ms, 12% of it); else a note."""
 COPY_ALARM_BYTES = 1_000_000
 """... or moves at least this many bytes a step (1 MB). Below both it is a note: a 128 B index
 conversion is worth knowing, not a red banner beside masked_fill's 268 MB clone."""
@@ -150,11 +155,14 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
     'leaf cpu_op' on CPU-only traces), work_per_step (median over steps), copies_per_step and
     hidden_copies_per_step (count / steps), backend_requested, backends (detected, comma-joined,
     '' when none), backend_verdict (see backend_check), parity_passed and parity_max_abs (None without collector metadata),
-    speedup (group baseline median / run median; > 1 is faster; never across device groups), cut
+    speedup (group baseline median / run median; > 1 is faster; never across device groups, nor
+    between different workloads), relation (speed_table's: baseline, same workload, cross-device,
+    or 'different workload: no speedup'), cut
     (what a file cut off mid-write lost, see cut_state; None for a whole file). The device type
     is summary.device_info's: 'cuda' | 'rocm' | 'mtia' | 'xpu' | 'hpu' | 'privateuse1' | 'cpu' | 'other'."""
     speed = speed_table(runs, baseline or "") if runs else None
     speedup = dict(zip(speed["run"], speed["speedup"])) if speed is not None else {}
+    related = dict(zip(speed["run"], speed["relation"])) if speed is not None else {}
     against = dict(zip(speed["run"], speed["baseline"])) if speed is not None else {}
     rows = []
     for label, trace in runs.items():
@@ -177,7 +185,7 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
                 "backend_requested": check["requested"], "backends": ", ".join(check["detected"]),
                 "backend_verdict": check["verdict"],
                 "parity_passed": par.get("passed"), "parity_max_abs": par.get("max_abs"),
-                "speedup": speedup.get(label), "cut": cut_state(trace),
+                "speedup": speedup.get(label), "cut": cut_state(trace), "relation": related.get(label),
             }
         )
     return pl.DataFrame(rows, schema=OVERVIEW_SCHEMA)
@@ -278,6 +286,8 @@ def findings(
     groups = copy_groups(runs, alarm_share, alarm_bytes) if groups is None else groups
     view = overview(runs, baseline) if overview_table is None else overview_table
     copies_of = dict(zip(view["run"].to_list(), view["copies_per_step"].to_list()))
+    copy_us = {run: float(part["us_per_step"].sum()) for (run,), part in groups.group_by(["run"])}
+    speed_why = dict(zip(*speed_table(runs, baseline or "").select("run", "relation_why").to_dict().values())) if runs else {}
     against = group_baselines(runs, baseline) if runs else {}
     for row in view.iter_rows(named=True):
         label = row["run"]
@@ -296,12 +306,14 @@ def findings(
         hidden = groups.filter((pl.col("run") == label) & pl.col("hidden"))
         costly, small = hidden.filter(pl.col("alarm")), hidden.filter(~pl.col("alarm"))
         if costly.height:
-            rows.append(_finding(label, SEVERITY_ALARM, "hidden copy", _hidden_words(costly)))
+            rows.append(_finding(label, SEVERITY_ALARM, "hidden copy", _hidden_words(costly),
+                                 cost=float(costly["share"].fill_null(0.0).sum())))
         if small.height:
             rows.append(_finding(
                 label, SEVERITY_NOTE, "small hidden copy",
                 _hidden_words(small) + f"; below the alarm's {_share_words(alarm_share)} of the step or "
                 f"{format_bytes(alarm_bytes)} a step",
+                cost=float(small["share"].fill_null(0.0).sum()),
             ))
         if row["backend_verdict"] == VERDICT_FALLBACK:
             rows.append(_finding(
@@ -330,15 +342,43 @@ def findings(
         base = against.get(label)
         if base is not None and label != base and row["copies_per_step"] > copies_of[base]:
             mine, theirs = row["copies_per_step"], copies_of[base]
+            added_us = copy_us.get(label, 0.0) - copy_us.get(base, 0.0)
+            step_us = row["median_step_us"] or 0.0
+            share = added_us / step_us if step_us > 0 else None
+            keys = ["kind", "op_chain", "copy_class"]
+            worst = (
+                groups.filter(pl.col("run") == label).select(*keys, "us_per_step")
+                .join(groups.filter(pl.col("run") == base).select(*keys, pl.col("us_per_step").alias("base_us")),
+                      on=keys, how="left", nulls_equal=True)
+                .with_columns((pl.col("us_per_step") - pl.col("base_us").fill_null(0.0)).alias("grew"))
+                .sort(["grew", "kind", "op_chain"], descending=[True, False, False])
+            )
+            cost = (f": {added_us / 1000:+.3g} ms a step" + (f", {share:.1%} of the step" if share is not None else "")
+                    if added_us > 0 else "")
+            largest = (f"; most of it: {worst['kind'][0]} from {worst['op_chain'][0] or 'no op'} "
+                       f"({worst['copy_class'][0]}, {worst['grew'][0] / 1000:+.3g} ms a step)"
+                       if worst.height and worst["grew"][0] > 0 else "")
             rows.append(_finding(
-                label, SEVERITY_NOTE, "more copies",
-                f"{mine:.4g} {_plural(mine, 'copy', 'copies')} per step against {theirs:.4g} in the baseline '{base}'",
+                label, SEVERITY_ALARM if share is not None and share >= MORE_COPIES_ALARM_SHARE else SEVERITY_NOTE,
+                "more copies",
+                f"{mine:.4g} {_plural(mine, 'copy', 'copies')} per step against {theirs:.4g} in the baseline '{base}'"
+                + cost + largest,
+                cost=share if share is not None else 0.0,
             ))
+        if row["relation"] == NO_SPEEDUP:
+            rows.append(_finding(label, SEVERITY_WARNING, "different workload",
+                                 f"not the same work as '{base}' ({speed_why.get(label, '')}): no speedup is set, and "
+                                 "its changes are not one code change", cost=None))
+        elif row["relation"] == CROSS_DEVICE:
+            rows.append(_finding(label, SEVERITY_NOTE, "cross-device",
+                                 f"the same workload as '{base}' on another device ({speed_why.get(label, '')}): the "
+                                 "speedup compares devices as well as code"))
         if trace.implicit_step:
             rows.append(_finding(label, SEVERITY_NOTE, "no steps", "no ProfilerStep in the trace: the whole trace counts as one step"))
         for text in loader_lines:
             rows.append(_finding(label, SEVERITY_NOTE, "trace", text))
-    return pl.DataFrame(rows, schema=FINDING_SCHEMA)
+    rows.sort(key=lambda r: -(r["_cost"] if r["_cost"] is not None else float("inf")))  # stable: by_severity keeps it
+    return pl.DataFrame([{k: v for k, v in r.items() if k != "_cost"} for r in rows], schema=FINDING_SCHEMA)
 
 
 def _share_words(share: float) -> str:
@@ -381,8 +421,11 @@ def format_bytes(value: float | None) -> str:
     return f"{size:.1f} TB"
 
 
-def _finding(run: str, severity: str, kind: str, message: str) -> dict[str, str]:
-    return {"run": run, "severity": severity, "kind": kind, "message": message}
+def _finding(run: str, severity: str, kind: str, message: str, cost: float | None = None) -> dict[str, Any]:
+    """One finding; `cost` (share of the step's time, 0..1) ranks findings of one severity: the
+    biggest change in time leads, and a finding without a time (a cut, a fallback, a parity
+    failure: wrong numbers, whatever they cost) before all of them."""
+    return {"run": run, "severity": severity, "kind": kind, "message": message, "_cost": cost}
 
 
 def _plural(n: float, one: str, many: str) -> str:

@@ -102,7 +102,9 @@ SPEED_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.String, "group": pl.String, "baseline": pl.String, "median_us": pl.Float64, "p10_us": pl.Float64,
     "p90_us": pl.Float64, "steps": pl.Int64, "time_source": pl.String, "speedup": pl.Float64,
     "tokens_per_step": pl.Int64, "tokens_per_s": pl.Float64, "usd_per_hour": pl.Float64, "usd_per_mtok": pl.Float64,
+    "relation": pl.String, "relation_why": pl.String,
 }
+NO_SPEEDUP = "different workload: no speedup"
 
 
 def speed_table(
@@ -113,9 +115,13 @@ def speed_table(
 ) -> pl.DataFrame:
     """One row per run: run, group (device_group), baseline (the run it is measured against: its
     group's, see device_groups), median_us, p10_us, p90_us, steps, time_source, speedup (baseline
-    median / run median; > 1 is faster; never across device groups), tokens_per_step,
-    tokens_per_s, usd_per_hour (the price applied: per GPU-hour on GPU runs, per CPU-hour on
-    CPU-only runs; None when not given) and usd_per_mtok (cost per million tokens at that price)."""
+    median / run median; > 1 is faster; never across device groups, nor between different
+    workloads), tokens_per_step, tokens_per_s, usd_per_hour (the price applied: per GPU-hour on GPU
+    runs, per CPU-hour on CPU-only runs; None when not given), usd_per_mtok (cost per million
+    tokens at that price), relation ('baseline', fingerprint.SAME, CROSS_DEVICE, or NO_SPEEDUP when
+    the workloads differ: then speedup is None) and relation_why (how that was decided)."""
+    from dashboard.engine.fingerprint import CROSS_DEVICE, DIFFERENT, relation
+
     rows = []
     times = {label: step_time(t) for label, t in traces.items()}
     against = group_baselines(traces, baseline)
@@ -128,11 +134,20 @@ def speed_table(
         tok_s = tokens / (st.median_us / 1e6) if tokens and st.median_us > 0 else None
         cost = price / 3600.0 / tok_s * 1e6 if tok_s and price else None
         speedup = base.median_us / st.median_us if base.median_us > 0 and st.median_us > 0 else None
+        if label == against[label]:
+            kind, why = "baseline", ""
+        else:
+            kind, why = relation(traces[against[label]], trace)
+            if kind == DIFFERENT:
+                kind, speedup = NO_SPEEDUP, None
+            elif kind == CROSS_DEVICE:
+                kind = CROSS_DEVICE
         rows.append(
             {
                 "run": label, "group": group, "baseline": against[label], "median_us": st.median_us, "p10_us": st.p10_us,
                 "p90_us": st.p90_us, "steps": st.steps, "time_source": st.source, "speedup": speedup,
                 "tokens_per_step": tokens, "tokens_per_s": tok_s, "usd_per_hour": price, "usd_per_mtok": cost,
+                "relation": kind, "relation_why": why,
             }
         )
     return pl.DataFrame(rows, schema=SPEED_SCHEMA)

@@ -50,7 +50,10 @@ def render(sel: Selection) -> None:
             "device_label": tables.text("device", width="large" if any_cut else "medium"),
             "steps": tables.count("steps", width="small"),
             "median_step_us": tables.us("median µs", "Median over steps; 'time from' says which time", width="small"),
-            "speedup": tables.ratio("speedup", "The group baseline's median / this run's median; > 1 is faster. Never across GPU and CPU-only runs", width="small"),
+            "speedup": tables.ratio("speedup", "The group baseline's median / this run's median; > 1 is faster. Never across GPU and CPU-only runs, nor between different workloads", width="small"),
+            "relation": tables.text("compared as", "same workload (same attention shapes and dtype, or the same model's ops); "
+                                    "cross-device: the same workload on another device; 'different workload: no speedup' "
+                                    "when the runs do different work", width="small"),
             "work_per_step": tables.count("work / step", "Median over steps of the units named in 'counted as'", width="small"),
             "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"),
             "copies_per_step": tables.count("copies/step"),
