@@ -122,8 +122,11 @@ def test_the_op_diff_shows_what_torch_compile_and_cuda_graphs_changed_on_the_cpu
 
 def test_the_readings_name_torch_compile_and_cuda_graphs(pair):
     lines = readings(pair[CONTROL][0], pair[TEST][0])
-    assert lines[0].startswith("compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); 72 op names")
-    assert lines[1] == "CUDA graphs: 2 graph launches per step replay kernels; kernel launches fell from 1,428 to 811 per step"
+    # first what differs besides the code: the pair is an A100 against a V100 (each file's deviceProperties)
+    devices = [doc["deviceProperties"][0]["name"] for _, doc in (pair[CONTROL], pair[TEST])]
+    assert lines[0] == f"besides the code: device cuda: {devices[0]} -> cuda: {devices[1]}"
+    assert lines[1].startswith("compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); 72 op names")
+    assert lines[2] == "CUDA graphs: 2 graph launches per step replay kernels; kernel launches fell from 1,428 to 811 per step"
 
 
 def test_the_readings_name_a_backend_change_and_a_new_hidden_copy():

@@ -546,7 +546,11 @@ def test_the_html_report_shows_the_same_diff_and_embeds_it(hta_pair):
     data = json.loads(_data_block(page))
     (change,) = data["changes"]
     assert change["run"] == "hta_v100_test.json.gz" and change["baseline"] == "hta_a100_control.json.gz"
-    assert change["readings"][0].startswith("compiled: CompiledFunction, CompiledFunctionBackward appear")
+    # HTA's control/test pair is an A100 against a V100 (deviceProperties of each file): the first
+    # reading says so, before any code change is read into it
+    names = [oracle.raw(DATA / f)["deviceProperties"][0]["name"] for f in ("hta_a100_control.json.gz", "hta_v100_test.json.gz")]
+    assert change["readings"][0] == f"besides the code: device cuda: {names[0]} -> cuda: {names[1]}"
+    assert change["readings"][1].startswith("compiled: CompiledFunction, CompiledFunctionBackward appear")
     assert "What changed: hta_v100_test.json.gz against hta_a100_control.json.gz" in page
     assert "CUDA graphs: 2 graph launches per step" in page and "cudaGraphLaunch" in page
 

@@ -52,8 +52,9 @@ COPY_ALARM_SHARE = 0.01
 """A hidden copy (one op chain) is an alarm when it costs at least this share of the step's time
 (device busy time on GPU traces, the step span on CPU ones) ..."""
 MORE_COPIES_ALARM_SHARE = 0.05
-"""More copies than the baseline are an alarm when what they add costs at least this share of the
-run's step time (the +765 DtoD copies a step of a compiled run, +15 ms, 12% of it); else a note."""
+"""More copies than the baseline are an alarm when the ones that are not hidden (hidden copies have
+their own alarm) add at least this share of the run's step time (the +765 DtoD copies a step of a
+compiled run, +15 ms, 12% of it); else a note."""
 COPY_ALARM_BYTES = 1_000_000
 """... or moves at least this many bytes a step (1 MB). Below both it is a note: a 128 B index
 conversion is worth knowing, not a red banner beside masked_fill's 268 MB clone."""
@@ -286,7 +287,8 @@ def findings(
     groups = copy_groups(runs, alarm_share, alarm_bytes) if groups is None else groups
     view = overview(runs, baseline) if overview_table is None else overview_table
     copies_of = dict(zip(view["run"].to_list(), view["copies_per_step"].to_list()))
-    copy_us = {run: float(part["us_per_step"].sum()) for (run,), part in groups.group_by(["run"])}
+    # what copies cost besides the hidden ones (those have their own alarm, above): requested, autograd, ...
+    copy_us = {run: float(part["us_per_step"].sum()) for (run,), part in groups.filter(~pl.col("hidden")).group_by(["run"])}
     speed_why = dict(zip(*speed_table(runs, baseline or "").select("run", "relation_why").to_dict().values())) if runs else {}
     against = group_baselines(runs, baseline) if runs else {}
     for row in view.iter_rows(named=True):
@@ -346,15 +348,16 @@ def findings(
             step_us = row["median_step_us"] or 0.0
             share = added_us / step_us if step_us > 0 else None
             keys = ["kind", "op_chain", "copy_class"]
+            plain = groups.filter(~pl.col("hidden"))
             worst = (
-                groups.filter(pl.col("run") == label).select(*keys, "us_per_step")
-                .join(groups.filter(pl.col("run") == base).select(*keys, pl.col("us_per_step").alias("base_us")),
+                plain.filter(pl.col("run") == label).select(*keys, "us_per_step")
+                .join(plain.filter(pl.col("run") == base).select(*keys, pl.col("us_per_step").alias("base_us")),
                       on=keys, how="left", nulls_equal=True)
                 .with_columns((pl.col("us_per_step") - pl.col("base_us").fill_null(0.0)).alias("grew"))
                 .sort(["grew", "kind", "op_chain"], descending=[True, False, False])
             )
-            cost = (f": {added_us / 1000:+.3g} ms a step" + (f", {share:.1%} of the step" if share is not None else "")
-                    if added_us > 0 else "")
+            cost = (f"; the copies that are not hidden add {added_us / 1000:+.3g} ms a step"
+                    + (f", {share:.1%} of the step" if share is not None else "") if added_us > 0 else "")
             largest = (f"; most of it: {worst['kind'][0]} from {worst['op_chain'][0] or 'no op'} "
                        f"({worst['copy_class'][0]}, {worst['grew'][0] / 1000:+.3g} ms a step)"
                        if worst.height and worst["grew"][0] > 0 else "")
