@@ -216,10 +216,13 @@ def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False) -> go.Fi
     of one device group of speed.speed_table; `log`: logarithmic y axis."""
     runs = speed["run"].to_list()
     values = speed["speedup"].to_list()
+    related = speed["relation"].to_list() if "relation" in speed.columns else [None] * len(runs)
     colors = [BASELINE_COLOR if r == baseline else (FASTER_COLOR if (v or 0) >= 1 else SLOWER_COLOR) for r, v in zip(runs, values)]
     text = [
-        "baseline" if r == baseline else ("" if v is None or v <= 0 else (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower"))
-        for r, v in zip(runs, values)
+        "baseline" if r == baseline else (
+            (rel or "no speedup") if v is None or v <= 0 else
+            (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower") + (" (cross-device)" if rel == "cross-device" else ""))
+        for r, v, rel in zip(runs, values, related)
     ]
     fig = go.Figure(
         go.Bar(
