@@ -2,7 +2,9 @@
 
 Each profiled step is one forward under `torch.no_grad()` and `record_function("attention::<name>")`
 (on CUDA followed by a device synchronize, so a step's CPU span covers its GPU work). The schedule
-is wait=1, warmup=1, active=N, after a few unprofiled warm-up calls. Written beside each other:
+is wait=1, warmup=1, active=N, after a few unprofiled warm-up calls. The profiler records shapes
+and memory (`profile_memory=True`: a "[memory]" instant event per allocation and free, with the
+allocator's Total Allocated, which the dashboard's per-step memory peaks read). Written beside each other:
 <stem>.json.gz (the gzip'd Chrome trace) and <stem>.txt (the key_averages() table).
 
 The run's description goes into the trace through the profiler's metadata API, as one top-level
@@ -109,7 +111,9 @@ def profile_attention(
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     plan = schedule(wait=1, warmup=1, active=active, repeat=1)
-    with profile(activities=activities, schedule=plan, record_shapes=True, on_trace_ready=export) as prof:
+    with profile(
+        activities=activities, schedule=plan, record_shapes=True, profile_memory=True, on_trace_ready=export
+    ) as prof:
         for step in range(2 + active):
             if step == 2:  # first active step: the profiler is recording, metadata sticks
                 prof.add_metadata_json(METADATA_KEY, json.dumps(metadata))

@@ -13,6 +13,11 @@
  *   - a key written with an escape, a key given twice in one object, nesting deeper than 64;
  *   - a lone UTF-16 surrogate in an escape; text that is not UTF-8 in a string it keeps (found
  *     when its Python str is made, strictly).
+ * Memory events (ph "i" or "I" named "[memory]", what profile_memory=True writes: one per allocation
+ * and free) are read into columns of their own (M_*): pid, tid, ts, and the args Device Type,
+ * Device Id, Bytes, Total Allocated, Total Reserved and Addr. The loader types those args as raw
+ * JSON (any value, never a validation failure): an int64 is kept, null or absent is null, and
+ * anything else is an odd entry that Python reads.
  * Texts are interned per column: each distinct text is one entry, and a column is a uint32 code
  * per row (0 = null) into its table's list [None, text1, text2, ...]. Integers are int64 with a
  * validity byte; ts and dur are parsed to exact int64 ns from their digits, as load._ns does.
@@ -485,15 +490,18 @@ static int skip_value(Cur *c, Val *v) {
 
 enum { T_CAT, T_NAME, T_PID, T_TID, T_KIND, T_DIMS, T_TYPES, T_CONC, T_ID, T_PH, N_TABLES };
 
-/* Columns of complete events (X_*) and of flow events (F_*); the odd entries name them. */
+/* Columns of complete events (X_*), of flow events (F_*) and of memory events (M_*); the odd
+ * entries name them. */
 enum {
     X_CAT, X_NAME, X_PID, X_TID, X_TS, X_DUR, X_STREAM, X_DEVICE, X_CORR, X_EXT, X_BYTES, X_KIND, X_DIMS, X_TYPES,
-    X_CONC, F_ID, F_CAT, F_NAME, F_PH, F_PID, F_TID, F_TS, N_COLS
+    X_CONC, F_ID, F_CAT, F_NAME, F_PH, F_PID, F_TID, F_TS,
+    M_PID, M_TID, M_TS, M_DEVTYPE, M_DEVID, M_BYTES, M_ALLOC, M_RESERVED, M_ADDR, N_COLS
 };
 
 static const int COL_TABLE[N_COLS] = {
     T_CAT, T_NAME, T_PID, T_TID, -1, -1, -1, -1, -1, -1, -1, T_KIND, T_DIMS, T_TYPES, T_CONC,
     T_ID, T_CAT, T_NAME, T_PH, T_PID, T_TID, -1,
+    T_PID, T_TID, -1, -1, -1, -1, -1, -1, -1,
 };
 typedef struct {
     Buf data;  /* uint32 codes, or int64 values */
@@ -505,7 +513,7 @@ typedef struct {
     Col cols[N_COLS];
     Buf odd_col, odd_row, odd_start, odd_len; /* int32, int64, size_t, size_t per odd value */
     const char *base;
-    int64_t seen, nx, nf;
+    int64_t seen, nx, nf, nm;
     const char *last_ts_start, *last_ts_end;
 } Out;
 
@@ -579,7 +587,11 @@ static int put_time(Out *o, int col, int64_t row, const Val *v) {
 /* ------------------------------------------------------------------ events */
 
 enum { K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ID, K_ARGS, N_EVENT_KEYS };
-enum { A_CORR, A_EXT, A_EXT_LEGACY, A_STREAM, A_DEVICE, A_BYTES, A_SIZE, A_KIND, A_DIMS, A_TYPES, A_CONC, N_ARG_KEYS };
+/* A_DIMS and after take any value (raw JSON on the msgspec path): the memory events' args among them. */
+enum {
+    A_CORR, A_EXT, A_EXT_LEGACY, A_STREAM, A_DEVICE, A_BYTES, A_SIZE, A_KIND, A_DIMS, A_TYPES, A_CONC,
+    A_MEM_DEVTYPE, A_MEM_DEVID, A_MEM_BYTES, A_MEM_ALLOC, A_MEM_RESERVED, A_MEM_ADDR, N_ARG_KEYS
+};
 
 static int event_key(const char *p, size_t n) {
     switch (n) {
@@ -607,9 +619,14 @@ static int arg_key(const char *p, size_t n) {
     case 4:
         if (!memcmp(p, "kind", 4)) return A_KIND;
         if (!memcmp(p, "size", 4)) return A_SIZE;
+        if (!memcmp(p, "Addr", 4)) return A_MEM_ADDR;
         break;
     case 5:
         if (!memcmp(p, "bytes", 5)) return A_BYTES;
+        if (!memcmp(p, "Bytes", 5)) return A_MEM_BYTES;
+        break;
+    case 9:
+        if (!memcmp(p, "Device Id", 9)) return A_MEM_DEVID;
         break;
     case 6:
         if (!memcmp(p, "stream", 6)) return A_STREAM;
@@ -623,9 +640,14 @@ static int arg_key(const char *p, size_t n) {
         if (!memcmp(p, "correlation", 11)) return A_CORR;
         if (!memcmp(p, "External id", 11)) return A_EXT;
         if (!memcmp(p, "external id", 11)) return A_EXT_LEGACY;
+        if (!memcmp(p, "Device Type", 11)) return A_MEM_DEVTYPE;
+        break;
+    case 14:
+        if (!memcmp(p, "Total Reserved", 14)) return A_MEM_RESERVED;
         break;
     case 15:
         if (!memcmp(p, "Concrete Inputs", 15)) return A_CONC;
+        if (!memcmp(p, "Total Allocated", 15)) return A_MEM_ALLOC;
         break;
     }
     return -1;
@@ -692,7 +714,7 @@ static int parse_args(Cur *c, Val *args) {
     return got;
 }
 
-/* Which kind of event its ph makes it: 'X', 'F' (a flow: s, f or t) or 0. */
+/* Which kind of event its ph makes it: 'X', 'F' (a flow: s, f or t), 'I' (an instant: i or I) or 0. */
 static int event_ph(Cur *c, const Val *ph) {
     if (ph->kind == V_ABSENT) return 0;
     const char *p;
@@ -701,7 +723,20 @@ static int event_ph(Cur *c, const Val *ph) {
     if (n != 1) return 0;
     if (p[0] == 'X') return 'X';
     if (p[0] == 's' || p[0] == 'f' || p[0] == 't') return 'F';
+    if (p[0] == 'i' || p[0] == 'I') return 'I';
     return 0;
+}
+
+/* True when an instant event's name is the string "[memory]" (as decoded). */
+static int is_memory(Cur *c, const Val *name, int *err) {
+    const char *p;
+    size_t n;
+    if (name->kind != V_STR || name->end - name->start < 10) return 0;
+    if (string_text(c, name, &p, &n)) {
+        *err = 1;
+        return 0;
+    }
+    return n == 8 && !memcmp(p, "[memory]", 8);
 }
 
 static int parse_event(Cur *c, Out *o) {
@@ -758,6 +793,16 @@ static int parse_event(Cur *c, Out *o) {
             return FAIL;
         o->last_ts_start = ev[K_TS].kind == V_ABSENT ? NULL : ev[K_TS].start;
         o->last_ts_end = ev[K_TS].kind == V_ABSENT ? NULL : ev[K_TS].end;
+    } else if (kind == 'I' && ev[K_TS].kind != V_ABSENT) {
+        int err = 0;
+        if (!is_memory(c, &ev[K_NAME], &err)) return err ? FAIL : 0;
+        int64_t row = o->nm++;
+        if (put_text(o, c, M_PID, row, &ev[K_PID]) || put_text(o, c, M_TID, row, &ev[K_TID]) ||
+            put_time(o, M_TS, row, &ev[K_TS]) || put_intval(o, M_DEVTYPE, row, &args[A_MEM_DEVTYPE]) ||
+            put_intval(o, M_DEVID, row, &args[A_MEM_DEVID]) || put_intval(o, M_BYTES, row, &args[A_MEM_BYTES]) ||
+            put_intval(o, M_ALLOC, row, &args[A_MEM_ALLOC]) || put_intval(o, M_RESERVED, row, &args[A_MEM_RESERVED]) ||
+            put_intval(o, M_ADDR, row, &args[A_MEM_ADDR]))
+            return FAIL;
     } else if (kind == 'F' && ev[K_TS].kind != V_ABSENT) {
         int64_t row = o->nf++;
         if (put_text(o, c, F_ID, row, &ev[K_ID]) || put_text(o, c, F_CAT, row, &ev[K_CAT]) ||
@@ -1075,7 +1120,8 @@ static PyObject *result(Out *o, int *not_utf8) {
     last = o->last_ts_start ? PyBytes_FromStringAndSize(o->last_ts_start, o->last_ts_end - o->last_ts_start)
                             : PyBytes_FromStringAndSize("", 0);
     if (!last) goto done;
-    res = Py_BuildValue("(LLLOOOO)", (long long)o->seen, (long long)o->nx, (long long)o->nf, tables, columns, odd, last);
+    res = Py_BuildValue("(LLLOOOOL)", (long long)o->seen, (long long)o->nx, (long long)o->nf, tables, columns, odd, last,
+                        (long long)o->nm);
 done:
     Py_XDECREF(tables);
     Py_XDECREF(columns);
@@ -1152,7 +1198,7 @@ static PyObject *scan(PyObject *self, PyObject *arg) { return run(arg, 0); }
 static PyObject *scan_document(PyObject *self, PyObject *arg) { return run(arg, 1); }
 
 PyDoc_STRVAR(scan_doc,
-"scan(buffer) -> (seen, n_complete, n_flows, tables, columns, odd, last_ts) or None\n\n"
+"scan(buffer) -> (seen, n_complete, n_flows, tables, columns, odd, last_ts, n_memory) or None\n\n"
 "The columns of a JSON array of trace events; None where the msgspec path must read it.\n"
 "See dashboard/engine/_scan.c and load._scanned_part.");
 

@@ -464,7 +464,7 @@ def detached(trace: Trace) -> Trace:
     polars before 2.0 refuses to read a frame while another thread writes it out ("Already
     mutably borrowed", seen with polars 1.20 when the store's Parquet write ran beside the app)."""
     return dataclasses.replace(trace, events=trace.events.clone(), flows=trace.flows.clone(), steps=trace.steps.clone(),
-                               _analyses={})
+                               memory=trace.memory.clone(), _analyses={})
 
 
 def store_parsed(cache: TraceCache, parsed: list[Parsed], evicted: list[StoredTrace] | None = None) -> None:

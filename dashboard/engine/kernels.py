@@ -181,8 +181,8 @@ def leaf_work_ops(trace: Trace) -> pl.DataFrame:
     holds_work = np.zeros(trace.events.height, dtype=bool)
     frontier = parent[ops["id"].to_numpy()]
     while True:
-        frontier = np.unique(frontier[frontier >= 0])
-        frontier = frontier[~holds_work[frontier]]
+        frontier = frontier[frontier >= 0]
+        frontier = frontier[~holds_work[frontier]]  # (np.unique would import numpy.ma: setting a flag twice is harmless)
         if frontier.size == 0:
             break
         holds_work[frontier] = True

@@ -7,7 +7,9 @@ the analyses read; what no analysis reads is named in a warning). A file cut off
 (plain or .json.gz) is closed after its last whole event and read the same way (event by event
 only when that fails), and Trace.cut says where; bytes that are not UTF-8 are read as U+FFFD.
 Anything else that is not a trace raises TraceError with one line that names the file and the
-problem.
+problem. Besides the complete and flow events, the "[memory]" instant events that
+profile_memory=True writes are kept (Trace.memory, built by memory.memory_table), on every path
+(the scanner, msgspec, the worker slices, a cut file's salvage) alike.
 
 A trace may hold at most MAX_JSON_BYTES of JSON (4 GiB; $ATTNSCOPE_MAX_JSON_BYTES or
 load_trace(max_json_bytes=...) change it): a plain file or an upload over it is refused before it
@@ -41,6 +43,7 @@ import msgspec
 from dashboard.engine.columns import from_arrow  # before polars: see above
 import polars as pl
 
+from dashboard.engine.memory import memory_table
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Cut, Trace
 from dashboard.engine.steps import assign_steps, find_steps, nesting
 
@@ -131,6 +134,13 @@ class _Args(msgspec.Struct, gc=False):
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     # scalar arguments as text (is_causal, max lengths, dropout): what attention's work depends on
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
+    # a "[memory]" event's (profile_memory=True): raw, so that no value costs an event (see _memory_ints)
+    mem_device_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Device Type")
+    mem_device_id: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Device Id")
+    mem_bytes: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Bytes")
+    mem_total_allocated: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Total Allocated")
+    mem_total_reserved: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Total Reserved")
+    mem_addr: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Addr")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -1192,7 +1202,8 @@ REPEATED_TEXT = ("pid", "tid", "kind", "input_dims", "input_types", "concrete_in
 
 def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading) -> Trace:
     label, warnings = reading.label, reading.warnings
-    frame, flow_chunks, seen, last_ts, raw_categories = _events_frame(parts, reading)
+    memory_chunks: list[pl.DataFrame] = []
+    frame, flow_chunks, seen, last_ts, raw_categories = _events_frame(parts, reading, memory_chunks)
     if frame is None:
         if warnings:
             raise TraceError(f"{label}: no event could be read: {warnings[-1].removeprefix(label + ': ')}")
@@ -1221,8 +1232,10 @@ def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading
         "id", _category(pl.col("cat")).cast(pl.Categorical), *(pl.col(c).cast(pl.Categorical) for c in ("name", "ph", "pid", "tid")),
         (pl.col("ts_abs").fill_null(origin_ns) - origin_ns).alias("ts_ns"),
     )
+    memory = memory_table(_memory_events(memory_chunks, origin_ns, reading), frame, steps)
+    del memory_chunks
     trace = Trace(source=label, events=frame, flows=flows, steps=steps, meta=dict(meta), warnings=warnings,
-                  raw_categories=raw_categories)
+                  raw_categories=raw_categories, memory=memory)
     _note_unread(trace, reading)
     if reading.cut is not None:
         trace.cut = _cut(reading, None if last_ts is None else last_ts - origin_ns)
@@ -1833,14 +1846,15 @@ def _drain(parts: list[_Part]) -> Iterator[_Part]:
 class _Part:
     """One batch of events read into columns: the complete events (text columns parsed, ts_abs
     in absolute ns), the flow events (ts_abs likewise), the complete events per category as
-    written, the number of events seen, and the ts text of the last complete event in file order
-    (where a cut file ends). Built in a worker process for a slice of a large file."""
+    written, the number of events seen, the ts text of the last complete event in file order
+    (where a cut file ends), and the memory events. Built in a worker process for a slice of a large file."""
 
     events: pl.DataFrame | None
     flows: pl.DataFrame | None
     counts: pl.DataFrame | None
     seen: int
     last_ts: bytes
+    memory: pl.DataFrame | None = None  # the "[memory]" events (pid, tid, ts_abs in absolute ns, _MEMORY_ARGS' columns)
 
 
 def _read_batch(batch: list[_Event] | _Part) -> _Part:
@@ -1857,7 +1871,9 @@ def _read_batch(batch: list[_Event] | _Part) -> _Part:
     flow_events = [e for e in batch if e.ph in ("s", "f", "t") and len(e.ts)]
     if flow_events:
         flows = _flows_finished(_flow_frame(flow_events).with_columns(_ns(pl.col("ts_abs")).alias("ts_abs")))
-    return _Part(events, flows, counts, len(batch), last)
+    memory_events = [e for e in batch if e.ph in ("i", "I") and e.name == MEMORY_NAME and len(e.ts)]
+    memory = _memory_finished(_memory_frame(memory_events)) if memory_events else None
+    return _Part(events, flows, counts, len(batch), last, memory)
 
 
 def _finished(raw: pl.DataFrame, times_parsed: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -1865,6 +1881,53 @@ def _finished(raw: pl.DataFrame, times_parsed: bool = False) -> tuple[pl.DataFra
     counts = raw.group_by("cat").len()
     events = _fill_device_fields(_finish_events(raw, times_parsed)).with_columns(pl.col("name", *REPEATED_TEXT).cast(pl.Categorical))
     return events, counts
+
+
+# A memory event as profile_memory=True writes it: {"ph": "i", "name": "[memory]", "args": {"Device Type",
+# "Device Id", "Bytes", "Total Allocated", "Total Reserved", "Addr"}}; its columns as a part holds them.
+MEMORY_NAME = "[memory]"
+_MEMORY_ARGS = (
+    ("device_type", attrgetter("mem_device_type")), ("device_id", attrgetter("mem_device_id")),
+    ("bytes", attrgetter("mem_bytes")), ("total_allocated", attrgetter("mem_total_allocated")),
+    ("total_reserved", attrgetter("mem_total_reserved")), ("addr", attrgetter("mem_addr")),
+)
+
+
+def _memory_ints(items: list[_Args], field: Callable[[_Args], msgspec.Raw]) -> pl.Series:
+    """An Int64 column from one raw arg of each memory event, read as the scanner reads it: an
+    integer as it is, null or absent as null, anything else as _int_or_none of its JSON value
+    (a numeric string parsed, a float truncated, a bool or container null)."""
+    texts = _raw_texts(items, field)
+    values = texts.cast(pl.Int64, strict=False)
+    odd = (values.is_null() & (texts.str.len_bytes() > 0) & (texts != "null")).arg_true()
+    if odd.len():
+        fixed = []
+        for row in odd.to_list():
+            try:
+                fixed.append(_int_or_none(msgspec.json.decode(texts[row])))
+            except msgspec.DecodeError:
+                fixed.append(None)
+        values = values.scatter(odd, pl.Series(fixed, dtype=pl.Int64))
+    return values
+
+
+def _memory_frame(batch: list[_Event]) -> pl.DataFrame:
+    """Columns of one batch's memory events, as read (ts_abs raw text)."""
+    no_args = _Args()
+    args = [e.args if isinstance(e.args, _Args) else no_args for e in batch]
+    return pl.DataFrame(
+        [
+            _strs([e.pid for e in batch]).alias("pid"),
+            _strs([e.tid for e in batch]).alias("tid"),
+            _raw_texts(batch, _TS).alias("ts_abs"),
+            *(_memory_ints(args, field).alias(name) for name, field in _MEMORY_ARGS),
+        ]
+    ).with_columns(_ns(pl.col("ts_abs")).alias("ts_abs"))
+
+
+def _memory_finished(memory: pl.DataFrame) -> pl.DataFrame:
+    """A batch's memory events with pid and tid Categorical, as the events hold them."""
+    return memory.with_columns(pl.col("pid", "tid").cast(pl.Categorical))
 
 
 def _flows_finished(flows: pl.DataFrame) -> pl.DataFrame:
@@ -1883,9 +1946,13 @@ _SCAN_COLUMNS = (
     ("input_types", 6, "raw"), ("concrete_inputs", 7, "raw"),
     ("id", 8, "text"), ("cat", 0, "text"), ("name", 1, "text"), ("ph", 9, "text"), ("pid", 2, "text"),
     ("tid", 3, "text"), ("ts_abs", None, "time"),
+    ("pid", 2, "text"), ("tid", 3, "text"), ("ts_abs", None, "time"), ("device_type", None, "int"),
+    ("device_id", None, "int"), ("bytes", None, "int"), ("total_allocated", None, "int"),
+    ("total_reserved", None, "int"), ("addr", None, "int"),
 )
 _SCAN_COMPLETE = range(0, 15)
 _SCAN_FLOWS = range(15, 22)
+_SCAN_MEMORY = range(22, 31)
 
 
 def _scanned_part(raw: Any) -> _Part | None:
@@ -1915,7 +1982,7 @@ def _scanned_document(data: bytes) -> tuple[list[tuple[str, bytes]], _Part] | No
 
 def _part_of(got: tuple) -> _Part | None:
     """The scanner's answer -> a _Part (None when an odd value is not UTF-8: msgspec's path repairs it)."""
-    seen, n_complete, n_flows, tables, scanned, odd, last = got  # tables: lists of this call's own; scanned: Arrow pairs
+    seen, n_complete, n_flows, tables, scanned, odd, last, n_memory = got  # tables: lists of this call's own; scanned: Arrow pairs
     fixed: dict[int, dict[int, int]] = {}  # column -> row -> the value read here for an odd entry
 
     def put(col: int, row: int, value: int) -> None:
@@ -1952,12 +2019,14 @@ def _part_of(got: tuple) -> _Part | None:
             values = values.scatter(pl.Series(list(rows), dtype=pl.Int64), pl.Series(list(rows.values()), dtype=values.dtype))
         return values if table is None else texts[table].gather(values).alias(name)
 
-    events = counts = flows = None
+    events = counts = flows = memory = None
     if n_complete:
         events, counts = _finished(pl.DataFrame([column(col) for col in _SCAN_COMPLETE]), times_parsed=True)
     if n_flows:
         flows = _flows_finished(pl.DataFrame([column(col) for col in _SCAN_FLOWS]))
-    return _Part(events, flows, counts, seen, last)
+    if n_memory:
+        memory = _memory_finished(pl.DataFrame([column(col) for col in _SCAN_MEMORY]))
+    return _Part(events, flows, counts, seen, last, memory)
 
 
 # polars before 1.32 keeps a Categorical's texts local to the frame that made it, and warns on stderr
@@ -1974,14 +2043,18 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
         return pl.concat(frames, rechunk=False)
 
 
-def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFrame | None, list[pl.DataFrame], int, int | None, dict[str, int]]:
+def _events_frame(
+    parts: Iterable[_Part], reading: _Reading, memory_chunks: list[pl.DataFrame] | None = None,
+) -> tuple[pl.DataFrame | None, list[pl.DataFrame], int, int | None, dict[str, int]]:
     """The parts joined: one frame of complete events with readable timestamps (still absolute,
     ts_abs in ns; None when there is none), the flow frames, the number of events seen, the start
     (absolute ns) of the last complete event in file order, and the number of complete events per
-    category as written."""
+    category as written. The parts' memory frames are appended to `memory_chunks`, in order."""
     label, warnings = reading.label, reading.warnings
     finished, flow_chunks, counts, seen, last = [], [], [], 0, b""
     for part in parts:
+        if part.memory is not None and memory_chunks is not None:
+            memory_chunks.append(part.memory)
         seen += part.seen
         if part.events is not None:
             finished.append(part.events)
@@ -2015,6 +2088,21 @@ def _events_frame(parts: Iterable[_Part], reading: _Reading) -> tuple[pl.DataFra
         warnings.append(f"{label}: {endless:,} events with a duration over 36 years were read as zero-length")
         frame = frame.with_columns(pl.when(pl.col("dur_ns") > MAX_DUR_NS).then(0).otherwise(pl.col("dur_ns")).alias("dur_ns"))
     return frame, flow_chunks, seen, last_ts, raw_categories
+
+
+def _memory_events(chunks: list[pl.DataFrame], origin_ns: int, reading: _Reading) -> pl.DataFrame | None:
+    """The parts' memory events in file order, ts_ns relative to `origin_ns` (the events' origin);
+    those without a readable timestamp are dropped with a warning. None when there are none."""
+    if not chunks:
+        return None
+    raw = _concat(chunks)
+    chunks.clear()
+    readable = pl.col("ts_abs").is_between(MIN_TS_NS, MAX_TS_NS).fill_null(False)
+    unreadable = raw.select((~readable).sum()).item()
+    if unreadable:
+        reading.warnings.append(f"{reading.label}: {unreadable:,} memory events with an unreadable timestamp were skipped")
+        raw = raw.filter(readable)
+    return raw.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")
 
 
 def _note_unread(trace: Trace, reading: _Reading) -> None:

@@ -21,6 +21,20 @@ LAUNCH_CATEGORIES = (
     "privateuse1_runtime", "privateuse1_driver",
 )
 
+# The memory table's columns (Trace.memory): one row per "[memory]" instant event, which a trace
+# recorded with profile_memory=True holds for every allocation and free. Units: ts_ns in ns from
+# the trace start (the events' origin), the rest in bytes except the ids; see Trace.memory.
+MEMORY_SCHEMA: dict[str, Any] = {
+    "ts_ns": pl.Int64, "pid": pl.Categorical, "tid": pl.Categorical, "device_type": pl.Int32, "device_id": pl.Int32,
+    "bytes": pl.Int64, "total_allocated": pl.Int64, "total_reserved": pl.Int64, "addr": pl.Int64,
+    "step": pl.Int64, "op": pl.Categorical,
+}
+
+
+def empty_memory() -> pl.DataFrame:
+    """The memory table of a trace without memory events: no rows, MEMORY_SCHEMA's columns."""
+    return pl.DataFrame(schema=MEMORY_SCHEMA)
+
 
 @dataclass(frozen=True)
 class Cut:
@@ -66,6 +80,15 @@ class Trace:
     raw_categories: complete events per category exactly as the file spells it (before
         normalization: "mtia_ccp_events", "Kernel", ...), which keeps the vendor visible.
     cut: where a file cut off mid-write was closed (see Cut), or None for a whole file.
+    memory: one row per "[memory]" event (profile_memory=True: one per allocation and free), sorted
+        by (ts_ns, file order); no rows when the trace was recorded without it. Columns: ts_ns (ns
+        from the trace start, the events' origin), pid, tid, device_type (c10's DeviceType: 0 CPU,
+        1 CUDA, also for ROCm; see memory.DEVICE_TYPES), device_id (-1 for the CPU), bytes (signed:
+        the allocation's size in bytes, negative for a free), total_allocated and total_reserved
+        (the allocator's totals on that device after the event, bytes; null where the profiler
+        did not write them, as in 2021 traces), addr (the block's address), step (the ProfilerStep
+        whose span holds ts_ns), op (name of the innermost cpu_op of the same thread that holds it:
+        op.ts <= ts < op.end; null when none does).
     """
 
     source: str
@@ -77,6 +100,7 @@ class Trace:
     size_bytes: int = 0
     raw_categories: dict[str, int] = field(default_factory=dict)
     cut: Cut | None = None
+    memory: pl.DataFrame = field(default_factory=empty_memory)
     _analyses: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property

@@ -7,6 +7,7 @@ server names its own) holding:
     schema=<N>/trace=<sha256>/events.parquet one folder per parsed trace, keyed by the SHA-256 of the
                              flows.parquet   file's bytes and the engine's schema version; hive-style,
                              steps.parquet   so polars, DuckDB or Spark can scan a fleet without attnscope
+                             memory.parquet  (memory events: no rows without profile_memory)
                              trace.json      (the Trace's other fields: source, meta, warnings, ...)
     tmp/                                     folders being written; renamed into place when complete
 
@@ -38,8 +39,8 @@ from dashboard.engine.load import TraceError, load_trace
 from dashboard.engine.model import Cut, Trace
 
 # Bump when the Trace's tables or fields change meaning: older entries are then parsed again.
-SCHEMA_VERSION = 4  # 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT); 4: trace.json keeps the metadata's key order
-TABLES = ("events", "flows", "steps")
+SCHEMA_VERSION = 5  # 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT); 4: trace.json keeps the metadata's key order; 5: the memory table (profile_memory's events)
+TABLES = ("events", "flows", "steps", "memory")
 ADDED_BY = ("upload", "cli", "collector", "dashboard")
 _CHUNK = 8 << 20
 _TRACE_COLUMNS = "sha, source, size, device_type, device_name, events, stored_bytes, created_at, last_opened, pinned"

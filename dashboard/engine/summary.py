@@ -13,6 +13,7 @@ from dashboard.engine.graphs import graph_summary, graph_warning
 from dashboard.engine.health import health
 from dashboard.engine.kernels import family_per_step, per_step, work_unit
 from dashboard.engine.load import accelerator, device_names, gpu_vendor
+from dashboard.engine.memory import memory_block
 from dashboard.engine.model import Trace, names_by_category
 
 
@@ -20,7 +21,12 @@ def device_info(trace: Trace) -> dict[str, Any]:
     """{"type": "cuda" | "rocm" | "mtia" | "xpu" | "hpu" | "privateuse1" | "cpu" | "other",
     "name": the first deviceProperties name or None}. Vendor categories (mtia_ccp_events,
     xpu_runtime, ...; see load.CATEGORIES) decide first; then hip* launches and the metadata
-    (version keys, device names), which a cut file keeps even when no device event survived."""
+    (version keys, device names), which a cut file keeps even when no device event survived; then a
+    GPU job's communication: distributedInfo.backend "nccl", or nccl:* / c10d:: collective ops (c10d::
+    not when the backend is "gloo"), which read "cuda" (RCCL also says nccl; only the metadata tells
+    ROCm). A GPU trace with no device event (cut before them) keeps its accelerator type: that it lost
+    them is review.cut_state's CUT_DEVICE_LOST (not has_gpu and an accelerator type), which
+    review.device_label and the CLI print, never "cpu"."""
     names = device_names(trace.meta)
     kind = accelerator(trace.raw_categories)
     if kind is None:
@@ -28,9 +34,14 @@ def device_info(trace: Trace) -> dict[str, Any]:
         runtime = [cat for cat in ("cuda_runtime", "cuda_driver") if cat in by_cat]
         hip = any(name.startswith("hip") for cat in runtime for name in by_cat[cat])
         vendor = gpu_vendor(trace.meta)
+        dist = trace.meta.get("distributedInfo")
+        backend = str(dist.get("backend") or "").lower() if isinstance(dist, dict) else ""
+        ops = by_cat.get("cpu_op", []) + by_cat.get("user_annotation", [])
+        collective = "nccl" in backend or any(
+            name.startswith("nccl:") or (name.startswith("c10d::") and backend != "gloo") for name in ops)
         if hip or vendor == "rocm":
             kind = "rocm"
-        elif trace.has_gpu or runtime or vendor == "cuda":
+        elif trace.has_gpu or runtime or vendor == "cuda" or collective:
             kind = "cuda"
         elif not trace.meta.get("deviceProperties"):
             kind = "cpu"
@@ -52,7 +63,8 @@ def top_families(trace: Trace, n: int = TOP_FAMILIES) -> dict[int, list[dict[str
     out: dict[int, list[dict[str, Any]]] = {}
     if fam.height == 0:
         return out
-    fam = fam.with_columns((pl.col("total_ns") / pl.col("total_ns").sum().over("step")).alias("share"))
+    total = pl.col("total_ns").sum().over("step")
+    fam = fam.with_columns(pl.when(total > 0).then(pl.col("total_ns") / total).otherwise(0.0).alias("share"))
     for (step,), part in fam.sort(["step", "total_ns", "family"], descending=[False, True, False]).group_by(
         ["step"], maintain_order=True
     ):
@@ -108,6 +120,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         ],
         "efficiency": efficiency_block(trace),
         "graphs": graph_summary(trace),
+        "memory": memory_block(trace),
         "collector": trace.collector or None,
         "warnings": list(trace.warnings) + [line for line in (graph_warning(trace),) if line],
     }

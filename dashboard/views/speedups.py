@@ -9,6 +9,7 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import review
+from dashboard.engine.memory import memory_by_run
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, speed_table
 from dashboard.runs import Selection
 from dashboard.views import link, literal, tables
@@ -85,6 +86,7 @@ def render(sel: Selection) -> None:
         split,
     )
     show_efficiency(sel, attention)
+    show_memory(sel)
     log = st.toggle("Logarithmic axes (when runs differ by orders of magnitude)", key="speed_log")
     for group in split:
         suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
@@ -160,3 +162,27 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
         },
         height=tables.fit(rows.height, 360),
     )
+
+
+def show_memory(sel: Selection) -> None:
+    """Peak memory allocated per step, drawn when a selected run was recorded with
+    profile_memory=True (its trace holds "[memory]" events); nothing otherwise."""
+    recorded = [label for label, trace in sel.runs.items() if trace.memory.height]
+    if not recorded:
+        return
+    st.subheader("Memory", anchor=False)
+    st.caption(
+        "Peak allocated per step: the most the allocator held (its Total Allocated) during each ProfilerStep, from the "
+        "trace's memory events (torch.profiler's profile_memory=True); hover for the level the step started at, what it "
+        "added and the op whose allocation reached the peak. A GPU run shows its device memory."
+    )
+    peaks = memory_by_run({label: sel.runs[label] for label in recorded})
+    if peaks.filter(pl.col("peak_allocated_bytes").is_not_null()).height:
+        with st.container(key="chart_memory"):
+            st.plotly_chart(charts.memory_chart(peaks, sel.colors), key="fig_memory")
+    else:
+        st.info("These runs' memory events carry no Total Allocated (an older profiler), so no peak can be drawn.",
+                icon=":material/info:")
+    missing = [label for label in sel.runs if label not in recorded]
+    if missing:
+        st.caption("Recorded without profile_memory (no memory events): " + ", ".join(literal.md(m) for m in missing) + ".")
