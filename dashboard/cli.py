@@ -105,6 +105,19 @@ def _human(summary: dict[str, Any]) -> str:
         ops = ", ".join(f"{n:,} under {op}" for op, n in graphs["ops"].items()) or f"no op holds {'it' if one else 'them'}"
         launches = "1 launch" if one else f"{graphs['launches']:,} launches"
         lines.append(f"  graph replays: {launches} replayed {graphs['kernels']:,} device events ({ops})")
+    memory = summary["memory"]  # decimal MB and GB (10^6, 10^9 bytes)
+    size = lambda n, sign="": f"{n / 1e9:{sign}.2f} GB" if abs(n) >= 1e9 else f"{n / 1e6:{sign}.1f} MB"  # noqa: E731
+    if not memory["recorded"]:
+        lines.append("  memory: not recorded (profile_memory=False)")
+    elif not memory["events"]:
+        lines.append("  memory: recorded (profile_memory=True), but the trace holds no allocation or free")
+    elif memory["peak_allocated_bytes"] is None:
+        lines.append(f"  memory: {memory['events']:,} memory events, but without the allocator's Total Allocated "
+                     "(an older profiler): no peak")
+    else:
+        where = f"at {memory['peak_op'] or 'no op'}" + (f" (step {memory['peak_step']})" if memory["peak_step"] is not None else " (outside any step)")
+        added = f"; {size(memory['added_bytes'], '+')} over the step" if memory["added_bytes"] is not None else ""
+        lines.append(f"  memory: peak {size(memory['peak_allocated_bytes'])} allocated on {memory['device']}, {where}{added}")
     classes: dict[str, int] = {}
     for copy in summary["copies"]:
         classes[copy["class"]] = classes.get(copy["class"], 0) + copy["count"]
@@ -122,17 +135,24 @@ def _human(summary: dict[str, Any]) -> str:
 
 
 def _efficiency_line(block: dict[str, Any]) -> str:
-    """'19.4% of the H100 SXM5 80GB roofline (90.4 TFLOP/s, 24 of 34 calls measured)', or why not."""
+    """'19.4% of the H100 SXM5 80GB roofline (90.4 TFLOP/s, 24 of 34 calls measured, 71% of attention
+    device time; the rest has no shapes)', or why not, with the share of the attention time measured."""
+    share = block.get("measured_share")
+    covered = ""
+    if share is not None:
+        rest = "the rest has no shapes" if block.get("unmeasured_without_shapes") else "the rest is not measured"
+        percent = f"{100 * share:.0f}%" if share == 0 or share >= 0.01 else "<1%"
+        covered = f", {percent} of attention device time" + ("" if share >= 1 else f"; {rest}")
     if block["pct_of_roofline"] is not None:
         return (
             f"{block['pct_of_roofline']:.1f}% of the {block['device']['matched']} roofline "
-            f"({block['tflops']:.1f} TFLOP/s, {block['measured']:,} of {block['calls']:,} calls measured)"
+            f"({block['tflops']:.1f} TFLOP/s, {block['measured']:,} of {block['calls']:,} calls measured{covered})"
         )
     if not block["calls"]:
         return "no attention op or kernel to measure"
     why = block["device"]["reason"] or "; ".join(block["reasons"][:2]) or "not measurable"
     achieved = f"{block['tflops']:.3g} TFLOP/s achieved; " if block["tflops"] else ""
-    return f"no percentage ({achieved}{why})"
+    return f"no percentage ({achieved}{why})"  # nothing measured: 0% of the attention time, said by the reason
 
 
 def _step_efficiency_line(step: dict[str, Any], gpu: bool) -> str:
@@ -289,7 +309,7 @@ def _read_articles(folders: Sequence[str]) -> tuple[list[Any], list[str]]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from dashboard import article_report
-    from dashboard.report import ARTICLE_ONLY_HTML, build_review, render_html, render_markdown  # plotly loads only when asked for
+    from dashboard.report import ARTICLE_ONLY_HTML, build_review, render_html, render_json, render_markdown  # plotly loads only when asked for
 
     folders, paths = _article_folders([args.base, *args.others])
     if len(paths) == 1:
@@ -307,7 +327,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if mixed and not args.group_by_device:
         print(f"attnscope: error: {mixed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    markdown = html = ""
+    markdown = html = as_json = ""
     if traces:
         runs = _labels(traces)  # (loader warnings are in the report's findings, once)
         baseline = next(iter(runs))
@@ -316,6 +336,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                   copy_alarm_share=args.copy_alarm_share / 100, copy_alarm_bytes=args.copy_alarm_bytes)
             markdown = render_markdown(review)
             html = render_html(review) if args.html else ""
+            as_json = render_json(review) if args.json else ""
         except Exception as exc:
             print(f"attnscope: error: the comparison failed ({type(exc).__name__}: {exc})", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -330,7 +351,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         written = _write(args.html, html) and written
     if args.markdown:
         written = _write(args.markdown, markdown) and written
-    if not args.html and not args.markdown:
+    if args.json:
+        if not traces:
+            print("attnscope: error: --json writes a comparison of traces; none were given", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        written = _write(args.json, as_json) and written
+    if not args.html and not args.markdown and not args.json:
         print(markdown)
     return EXIT_OK if written else EXIT_BAD_INPUT
 
@@ -359,36 +385,161 @@ def _write(path: str, text: str) -> bool:
     return True
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    from dashboard.engine.gate import IncomparableError, Rules, check
+def _open_store_run(ref: str, store: Store | None) -> Trace:
+    """The trace of `store:RUN` (a run id or label, as `attnscope ls` prints them; its lowest rank)."""
+    if store is None:
+        raise TraceError(f"{ref}: reading a stored run needs the trace store (drop --no-store)")
+    name = ref.split(":", 1)[1]
+    runs = store.runs()  # newest first: a label added again names its latest run
+    run = next((r for r in runs if r.run_id == name), None) or next((r for r in runs if r.label == name), None)
+    if run is None or not run.ranks:
+        raise TraceError(f"{ref}: no such run in {store.root} (see `attnscope ls`)")
+    trace = store.get(min(run.ranks)[1])
+    if trace is None:
+        raise TraceError(f"{ref}: its trace was evicted from {store.root}; ingest it again")
+    return trace
 
-    traces, errors = _load_all([args.base, args.candidate], _store(args))
+
+CHECK_OPTIONS = {  # [tool.attnscope.check] key -> (argparse dest, type)
+    "max-slowdown": ("max_slowdown", float), "max-family-slowdown": ("max_family_slowdown", float),
+    "inconclusive": ("inconclusive", str), "max-kernel-increase": ("max_kernel_increase", float),
+    "allow-new-copies": ("allow_new_copies", bool), "require-backend": ("require_backend", str),
+    "allow-math": ("allow_math", bool), "min-speedup": ("min_speedup", float), "require-parity": ("require_parity", bool),
+    "min-attention-efficiency": ("min_attention_efficiency", float), "max-memory-increase": ("max_memory_increase", float),
+    "max-efficiency-drop": ("max_efficiency_drop", float), "max-idle-increase": ("max_idle_increase", float),
+    "confidence": ("confidence", float), "resamples": ("resamples", int), "seed": ("seed", int), "rules": ("rule", dict),
+}
+
+
+def _check_settings(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
+    """The check's settings: pyproject.toml's [tool.attnscope.check] (--config FILE, else the
+    nearest one at or above the current folder), then the command line's flags over it."""
+    from pathlib import Path
+
+    from dashboard.engine.verdict import find_config, read_config
+
+    path = Path(args.config) if args.config else find_config(Path.cwd())
+    table = (read_config(path) or {}) if path is not None else {}
+    if args.config and not table:
+        raise ValueError(f"{path}: no [tool.attnscope.check] table")
+    settings: dict[str, Any] = {}
+    for key, value in table.items():
+        known = CHECK_OPTIONS.get(key.replace("_", "-"))
+        if known is None:
+            raise ValueError(f"{path}: [tool.attnscope.check] has an unknown key '{key}' (known: {', '.join(CHECK_OPTIONS)})")
+        dest, kind = known
+        ok = isinstance(value, kind) or (kind is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok or (kind is not bool and isinstance(value, bool)):
+            raise ValueError(f"{path}: [tool.attnscope.check] {key} must be a {kind.__name__}")
+        settings[dest] = dict(value) if kind is dict else value
+    for dest, _ in CHECK_OPTIONS.values():
+        given = getattr(args, dest, None)
+        if dest == "rule":
+            if given:
+                levels = dict(settings.get("rule", {}))
+                for item in given:
+                    name, _, level = item.partition("=")
+                    levels[name.strip()] = level.strip()
+                settings["rule"] = levels
+        elif given is not None:
+            settings[dest] = given
+    return settings, str(path) if table else None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from dashboard.engine.alignment import op_changes
+    from dashboard.engine.gate import IncomparableError, Rules, evaluate, with_levels
+    from dashboard.engine.verdict import junit, markdown, report, to_json
+
+    base_ref, candidate_ref = args.base, args.candidate
+    if args.baseline:
+        if candidate_ref is not None:
+            print("attnscope: error: with --baseline give only the CANDIDATE", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        base_ref, candidate_ref = args.baseline, args.base
+    elif candidate_ref is None:
+        print("attnscope: error: check needs BASE and CANDIDATE (or --baseline BASE and CANDIDATE)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        settings, config = _check_settings(args)
+    except ValueError as exc:
+        print(f"attnscope: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    store = _store(args)
+    traces: list[Trace] = []
+    errors: list[str] = []
+    for i, ref in enumerate((base_ref, candidate_ref)):
+        try:
+            if ref.startswith("store:"):
+                traces.append(_open_store_run(ref, store))
+            else:
+                loaded, failed = _load_all([ref], store)
+                traces += loaded
+                errors += failed
+        except TraceError as exc:
+            errors.append(str(exc))
     for error in errors:
         print(f"attnscope: error: {error}", file=sys.stderr)
     if errors:
         return EXIT_BAD_INPUT
-    rules = Rules(
-        max_kernel_increase_pct=args.max_kernel_increase,
-        no_new_copies=not args.allow_new_copies,  # --no-new-copies is the default, said out loud
-        require_backend=args.require_backend,
-        forbid_math=not args.allow_math,
-        min_speedup=args.min_speedup,
-        require_parity=args.require_parity,
-        min_attention_efficiency=args.min_attention_efficiency,
-    )
     try:
-        problems = check(traces[0], traces[1], rules)
+        rules = Rules(
+            max_kernel_increase_pct=settings.get("max_kernel_increase", 0.0),
+            no_new_copies=not settings.get("allow_new_copies", False),  # --no-new-copies is the default, said out loud
+            require_backend=settings.get("require_backend"),
+            forbid_math=not settings.get("allow_math", False),
+            min_speedup=settings.get("min_speedup"),
+            require_parity=settings.get("require_parity", False),
+            min_attention_efficiency=settings.get("min_attention_efficiency"),
+            max_slowdown_pct=settings.get("max_slowdown"),
+            max_family_slowdown_pct=settings.get("max_family_slowdown"),
+            inconclusive=settings.get("inconclusive", "pass"),
+            **{key: settings[dest] for key, dest in (("confidence", "confidence"), ("resamples", "resamples"), ("seed", "seed"),
+                                                      ("max_memory_increase_pct", "max_memory_increase"),
+                                                      ("max_efficiency_drop", "max_efficiency_drop"),
+                                                      ("max_idle_increase", "max_idle_increase")) if dest in settings},
+        )
+        if rules.inconclusive not in ("pass", "fail"):
+            raise ValueError(f"inconclusive must be 'pass' or 'fail', not '{rules.inconclusive}'")
+        if rules.require_backend is not None and rules.require_backend not in BACKENDS:
+            raise ValueError(f"require-backend must be one of {', '.join(BACKENDS)}")
+        rules = with_levels(rules, settings.get("rule", {}))
+    except ValueError as exc:
+        print(f"attnscope: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    base, candidate = traces
+    try:
+        results = evaluate(base, candidate, rules)
+        changes = op_changes(base, candidate) if (args.json or args.markdown) else []
     except IncomparableError as exc:
         print(f"attnscope: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:
-        print(f"attnscope: error: {_analysis_error(traces[1], exc)}", file=sys.stderr)
+        print(f"attnscope: error: {_analysis_error(candidate, exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    for problem in problems:
-        print(f"{traces[1].source}: {problem}")
-    if not problems:
-        print(f"{traces[1].source}: holds against {traces[0].source}")
-    return EXIT_FAILED if problems else EXIT_OK
+    base_name = base_ref if base_ref.startswith("store:") else base.source
+    candidate_name = candidate_ref if candidate_ref.startswith("store:") else candidate.source
+    record = report(base_name, candidate_name, results, changes)
+    if config:
+        record["config"] = config
+    for path, text in ((args.json, lambda: to_json(record)), (args.junit, lambda: junit(record)),
+                       (args.markdown, lambda: markdown(record))):
+        if path:
+            try:
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(text())
+            except OSError as exc:
+                print(f"attnscope: error: {path}: cannot write ({exc.strerror})", file=sys.stderr)
+                return EXIT_BAD_INPUT
+    failed = [r for r in results if r.status == "fail"]
+    for r in failed:
+        print(f"{candidate.source}: {r.message}")
+    for r in results:
+        if r.status == "warn":
+            print(f"attnscope: warning: {candidate.source}: {r.rule}: {r.message}", file=sys.stderr)
+    if not failed:
+        print(f"{candidate.source}: holds against {base_name}")
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -466,6 +617,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "serve.csv adds its Sweep section to the report")
     compare.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
     compare.add_argument("--markdown", metavar="FILE", help="write a Markdown summary for a pull-request comment")
+    compare.add_argument("--json", metavar="FILE",
+                         help="write the comparison as JSON: runs and their fingerprints, findings, readings, every kernel "
+                         "and op change, speedups (or, between different workloads, the reason for none)")
     compare.add_argument("--usd-per-gpu-hour", type=float, default=DEFAULT_USD_PER_GPU_HOUR, metavar="USD",
                          help=f"price of a GPU-hour, for the cost per million tokens of GPU runs (default {DEFAULT_USD_PER_GPU_HOUR:g}, "
                          "as in the dashboard)")
@@ -486,27 +640,65 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="a CI gate: exit 1 with one line per regression of CANDIDATE against BASE",
         description="By default fails on a new hidden copy (one no op asked for), on SDPA running on the math path, on a backend "
-        "fallback, on a recorded parity failure and on any increase of kernels per step.",
+        "fallback, on a recorded parity failure and on any increase of kernels per step; step time is judged over all steps "
+        "(a seeded bootstrap interval of the ratio of medians) and fails only past --max-slowdown; memory, backend changes, "
+        "efficiency, idle share, new kernel families, growing copy classes and new health findings warn (--rule NAME=fail "
+        "makes any rule fail). Settings can live in pyproject.toml under [tool.attnscope.check] (keys named as the flags); "
+        "flags override them. Exit 0 holds, 1 a rule failed, 2 unusable input.",
     )
-    gate.add_argument("base", metavar="BASE", help="the baseline trace the candidate must hold against (.json or .json.gz)")
-    gate.add_argument("candidate", metavar="CANDIDATE",
+    gate.add_argument("base", metavar="BASE",
+                      help="the baseline trace the candidate must hold against (.json or .json.gz, or store:RUN: a run id or "
+                      "label from `attnscope ls`); with --baseline given, the one trace named here is the one under test")
+    gate.add_argument("candidate", metavar="CANDIDATE", nargs="?",
                       help="the trace under test; GPU against GPU, or CPU-only against CPU-only (a mix exits 2)")
-    gate.add_argument("--max-kernel-increase", type=float, default=0.0, metavar="PCT",
+    gate.add_argument("--baseline", metavar="TRACE", help="the baseline, given as an option (e.g. store:RUN); then only CANDIDATE is positional")
+    gate.add_argument("--max-kernel-increase", type=float, default=None, metavar="PCT",
                       help="allowed growth of kernels (device work) per step, in percent (default 0)")
     copies_rule = gate.add_mutually_exclusive_group()
     copies_rule.add_argument("--no-new-copies", action="store_true",
                              help="fail on a hidden copy from an op chain the baseline lacks, or more hidden copies per step "
                              "(the default; for explicit CI configs). Copies an op asked for (.to, copy_, a CUDA "
                              "graph's input copies), autograd's and communication's are not gated")
-    copies_rule.add_argument("--allow-new-copies", action="store_true", help="do not check copies")
+    copies_rule.add_argument("--allow-new-copies", action="store_true", default=None, help="do not check copies")
     gate.add_argument("--require-backend", metavar="NAME", choices=BACKENDS,
                       help="an attention backend the candidate must show: " + ", ".join(BACKENDS))
-    gate.add_argument("--allow-math", action="store_true", help="do not fail when SDPA runs on the math path")
-    gate.add_argument("--min-speedup", type=float, metavar="X", help="minimum speedup of the candidate (base time / candidate time)")
-    gate.add_argument("--require-parity", action="store_true", help="the candidate must carry a passing parity record")
+    gate.add_argument("--allow-math", action="store_true", default=None, help="do not fail when SDPA runs on the math path")
+    gate.add_argument("--min-speedup", type=float, metavar="X", help="minimum speedup of the candidate (base time / candidate time, "
+                      "one median each)")
+    gate.add_argument("--require-parity", action="store_true", default=None, help="the candidate must carry a passing parity record")
     gate.add_argument("--min-attention-efficiency", type=float, metavar="PCT",
                       help="the candidate's attention must reach PCT%% of the device's roofline (achieved FLOP/s "
                       "against min(peak, intensity x bandwidth)); a trace where it cannot be measured fails")
+    timing = gate.add_argument_group("time verdicts (over all profiled steps, a seeded bootstrap of the ratio of medians)")
+    timing.add_argument("--max-slowdown", type=float, metavar="PCT",
+                        help="fail when the 95%% interval of candidate / base median step time lies wholly past 1 + PCT/100 "
+                        "(default: measured, not gated)")
+    timing.add_argument("--max-family-slowdown", type=float, metavar="PCT",
+                        help="the same for each kernel family's time per step (default: measured, not gated)")
+    timing.add_argument("--inconclusive", choices=("fail", "pass"),
+                        help="what a gated time verdict does when the interval holds the threshold or a run has fewer than "
+                        "3 steps (default pass, with a warning naming the steps needed)")
+    timing.add_argument("--confidence", type=float, metavar="P", help="the interval's confidence (default 0.95)")
+    timing.add_argument("--seed", type=int, metavar="N", help="the bootstrap's seed (default fixed: the same traces, the same verdict)")
+    timing.add_argument("--resamples", type=int, metavar="N", help="bootstrap resamples (default 2000)")
+    more = gate.add_argument_group("other regressions (warn by default; --rule NAME=fail|warn|off sets any rule's level)")
+    more.add_argument("--max-memory-increase", type=float, metavar="PCT",
+                      help="memory_peak: allowed growth of the peak allocated memory (default 10; skipped without profile_memory)")
+    more.add_argument("--max-efficiency-drop", type=float, metavar="POINTS",
+                      help="efficiency_drop: allowed drop of attention's %% of the roofline, in points (default 5)")
+    more.add_argument("--max-idle-increase", type=float, metavar="POINTS",
+                      help="idle_share: allowed growth of the device's idle share of a step, in points (default 10)")
+    more.add_argument("--rule", action="append", metavar="NAME=LEVEL",
+                      help="set a rule's level, fail, warn or off (repeatable). Rules: step_time, family_time, kernel_count, "
+                      "hidden_copies, math_fallback, backend_fallback, required_backend, speedup, parity, attention_efficiency "
+                      "(fail); backend_change, efficiency_drop, idle_share, new_families, copy_growth, memory_peak, health (warn)")
+    outputs = gate.add_argument_group("outputs for CI")
+    outputs.add_argument("--json", metavar="FILE", help="write every rule, its measurements and verdict, and the op-aligned changes")
+    outputs.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per rule")
+    outputs.add_argument("--markdown", metavar="FILE", help="write a pull-request comment: verdict, the three biggest changes, a table")
+    outputs.add_argument("--config", metavar="FILE",
+                         help="a TOML file with a [tool.attnscope.check] table (default: the nearest pyproject.toml at or above "
+                         "the current folder that has one)")
     _store_options(gate)
     gate.set_defaults(run=cmd_check)
 
