@@ -26,11 +26,12 @@ def variant_colors(variants: list[str]) -> dict[str, str]:
 
 def _layout(fig: go.Figure, title: str, y_title: str, height: int = LINE_HEIGHT) -> go.Figure:
     fig.update_layout(
-        title=dict(text=title, x=0, xanchor="left"), height=height, margin=dict(l=70, r=20, t=50, b=90),
+        title=dict(text=title, x=0, xanchor="left"), height=height, margin=dict(l=70, r=110, t=50, b=90),
         legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0), hovermode="closest",
     )
     fig.update_xaxes(type="log", title_text="sequence length (tokens)", dtick=0.30102999566, tickformat="d")
-    fig.update_yaxes(type="log", title_text=y_title)
+    # labels at powers of ten only (plotly's default labels 2 and 5 between them read "100, 2, 5, 1000")
+    fig.update_yaxes(type="log", title_text=y_title, dtick=1, tickformat="~s", minor=dict(ticks="inside", showgrid=True))
     return fig
 
 
@@ -38,8 +39,11 @@ def _lines(points: pl.DataFrame, y: str, colors: dict[str, str], hover: str) -> 
     traces = []
     for variant in list(dict.fromkeys(points["variant"].to_list())):
         part = points.filter(pl.col("variant") == variant).sort("seq")
+        last = part.height - 1
         traces.append(go.Scatter(
-            x=part["seq"].to_list(), y=part[y].to_list(), mode="lines+markers", name=variant,
+            x=part["seq"].to_list(), y=part[y].to_list(), mode="lines+markers+text", name=variant,
+            text=[variant if i == last else "" for i in range(part.height)], textposition="middle right",
+            textfont=dict(color=colors.get(variant), size=11), cliponaxis=False,
             line=dict(color=colors.get(variant), width=3 if variant == art.BASELINE else 2),
             customdata=part.select("backend_ran").to_series().to_list(),
             hovertemplate=f"<b>{variant}</b><br>seq %{{x}}<br>{hover}<br>backend %{{customdata}}<extra></extra>",

@@ -54,14 +54,7 @@ def render(sel: Selection | None = None) -> None:
     except art.ArticleError as exc:
         st.error(literal.md(str(exc)), icon=":material/error:")
         return
-    st.caption(f"`{literal.md(str(folder))}`" + (f" · measured on {literal.md(a.device_name)}" if a.device_name else ""))
-    found_lines = article_report.findings(a)
-    if found_lines:
-        with st.container(key="sweep_findings"):
-            st.markdown("\n".join(f"- {literal.md(line)}" for line in found_lines[:12]))
-            if len(found_lines) > 12:
-                with st.expander(f"{len(found_lines) - 12} more findings"):
-                    st.markdown("\n".join(f"- {literal.md(line)}" for line in found_lines[12:]))
+    st.caption(f"{literal.code(str(folder))}" + (f" · measured on {literal.md(a.device_name)}" if a.device_name else ""))
     if a.sweep is not None:
         _sweep(a)
     if a.dispatch is not None:
@@ -98,6 +91,16 @@ def _sweep(a: art.Article) -> None:
     part = sweep.filter(pl.col("dtype") == dtype, pl.col("head_dim") == head_dim, pl.col("causal") == causal)
     colors = article_charts.variant_colors(sweep["variant"].to_list())
     where = f"{dtype}, head_dim {head_dim}, {'causal' if causal else 'not causal'}"
+    cross = art.crossovers(part)
+    grow = art.memory_growth(part)
+    with st.container(key="sweep_crossovers"):
+        left, right = st.columns(2)
+        left.markdown("**Where each variant overtakes naive**\n\n" + (
+            "\n".join(f"- {literal.md(article_report.crossover_words(r))}" for r in cross.iter_rows(named=True))
+            or "No variant ran beside naive at a common sequence length."))
+        right.markdown("**How peak memory grows with the sequence**\n\n" + (
+            "\n".join(f"- {literal.md(article_report.memory_words(r))}" for r in grow.iter_rows(named=True))
+            or "No peak memory was recorded."))
     left, right = st.columns(2)
     with left:
         st.plotly_chart(article_charts.time_vs_seq(part, colors, f"Time per forward ({where})"),
@@ -107,22 +110,13 @@ def _sweep(a: art.Article) -> None:
         st.plotly_chart(article_charts.tflops_vs_seq(part, colors, f"Achieved TFLOP/s ({where})", peak),
                         key="chart_sweep_tflops", width="stretch")
     flops = a.provenance.get("sweep", {}).get("flop_convention")
-    st.caption(
-        "FLOPs: " + (literal.md(str(flops)) if flops else "4·B·H·S²·D for a dense forward, half of it when causal")
-        + (". No device peak is drawn: " + ("a CPU has none in the peaks table." if peak is None else "")
-           if peak is None else ".")
-    )
+    no_peak = ("" if peak is not None else
+               " No device peak is drawn: " + ("a CPU has none in the peaks table." if set(part["device"]) == {"cpu"}
+                                               else "the device is not in the peaks table."))
+    st.caption("FLOPs: " + (literal.md(str(flops)) if flops else "4·B·H·S²·D for a dense forward, half of it when causal")
+               + "." + no_peak)
     st.plotly_chart(article_charts.memory_vs_seq(part, colors, f"Peak memory the call added, per sequence of the batch ({where})"),
                     key="chart_sweep_memory", width="stretch")
-    cross = art.crossovers(part)
-    grow = art.memory_growth(part)
-    with st.container(key="sweep_crossovers"):
-        st.markdown("**Where each variant overtakes naive**")
-        st.markdown("\n".join(f"- {literal.md(article_report.crossover_words(r))}" for r in cross.iter_rows(named=True))
-                    or "No variant ran beside naive at a common sequence length.")
-        st.markdown("**How peak memory grows with the sequence**")
-        st.markdown("\n".join(f"- {literal.md(article_report.memory_words(r))}" for r in grow.iter_rows(named=True))
-                    or "No peak memory was recorded.")
     with st.expander("Every point of this curve"):
         tables.show(
             part.sort(["variant", "seq"]), "tbl_sweep_points",
@@ -160,6 +154,10 @@ def _dispatch(dispatch: pl.DataFrame) -> None:
 
 def _e2e(e2e: pl.DataFrame) -> None:
     st.subheader("End to end: a small decoder, prefill and decode")
+    lines = [line for line in article_report.findings(art.Article(folder=Path("."), e2e=e2e)) if line.startswith("end to end")]
+    if lines:
+        with st.container(key="e2e_findings"):
+            st.markdown("\n".join(f"- {literal.md(line)}" for line in lines))
     st.plotly_chart(article_charts.e2e_bars(e2e), key="chart_e2e", width="stretch")
     st.caption("Amdahl's prediction: 1 / ((1 - s) + s / a), with s attention's share of naive's step and a the "
                "variant's attention-only speedup. A measured gain below it means the rest of the step changed too.")
