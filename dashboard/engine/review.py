@@ -348,11 +348,11 @@ def findings(
             step_us = row["median_step_us"] or 0.0
             share = added_us / step_us if step_us > 0 else None
             keys = ["kind", "op_chain", "copy_class"]
-            plain = groups.filter(~pl.col("hidden"))
+            plain = groups.filter(~pl.col("hidden")).with_columns(pl.col(keys).fill_null(""))  # a null key would match nothing
             worst = (
                 plain.filter(pl.col("run") == label).select(*keys, "us_per_step")
                 .join(plain.filter(pl.col("run") == base).select(*keys, pl.col("us_per_step").alias("base_us")),
-                      on=keys, how="left", nulls_equal=True)
+                      on=keys, how="left")  # keys never null: op_chain is joined text
                 .with_columns((pl.col("us_per_step") - pl.col("base_us").fill_null(0.0)).alias("grew"))
                 .sort(["grew", "kind", "op_chain"], descending=[True, False, False])
             )
