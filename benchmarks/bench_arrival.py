@@ -8,7 +8,7 @@ Each measurement is a fresh process that receives the trace through the dashboar
 (dashboard.uploads: Registry.receive, Receiving.write in BUFFER-sized pieces, finish), paced to
 RATE MB/s as bytes from a browser on another machine would arrive (110 MB/s: a 1 Gbit/s link), then
 calls load_trace on the upload as the app does. "early" is the dashboard as it is (the upload
-read by load.Arrival while it arrives); "after" turns that off (load.arrival answers None), so the
+read by load_arrival.Arrival while it arrives); "after" turns that off (load_arrival.arrival answers None), so the
 file is parsed once its last byte is in. Prints the machine's facts, then per trace and rate: the
 transfer's seconds, seconds from the last byte to the loaded trace, and from the first byte to
 it, for both, and early/after ratios of this one run.
@@ -39,10 +39,11 @@ import json, sys, tempfile, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from dashboard import uploads
-from dashboard.engine import load
+from dashboard.engine import load_trace
+from dashboard.engine.load import arrival as load_arrival
 path, rate, mode = Path(sys.argv[1]), float(sys.argv[2]) * 1e6, sys.argv[3]
 if mode == "after":
-    load.arrival = lambda *args, **kwargs: None
+    load_arrival.arrival = lambda *args, **kwargs: None
 with tempfile.TemporaryDirectory() as tmp:
     registry = uploads.Registry(Path(tmp))
     ticket = registry.session_ticket("bench", None)
@@ -59,7 +60,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 time.sleep(ahead)
     upload = receiving.finish()
     t1 = time.perf_counter()
-    trace = load.load_trace(upload.path, name=upload.name)
+    trace = load_trace(upload.path, name=upload.name)
     t2 = time.perf_counter()
     registry.close()
 print(json.dumps({{"transfer": t1 - t0, "after_last_byte": t2 - t1, "total": t2 - t0, "events": trace.events.height}}))

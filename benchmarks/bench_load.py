@@ -38,14 +38,14 @@ sys.path.insert(0, {root!r})
 mode, path = sys.argv[1], sys.argv[2]
 from dashboard.engine import load_trace, summarize  # first, as the CLI and the dashboard import it
 import msgspec, polars, numpy  # libraries loaded before the baseline reading
-import dashboard.engine.load as load
+import dashboard.engine.load.workers as load_workers
 made = []  # every set of slice workers this load starts (closed by the loader before its tables are built)
-if hasattr(load, "_Workers"):
-    _init = load._Workers.__init__
+if hasattr(load_workers, "_Workers"):
+    _init = load_workers._Workers.__init__
     def _noted(self, *args, **kwargs):
         _init(self, *args, **kwargs)
         made.append(self)
-    load._Workers.__init__ = _noted
+    load_workers._Workers.__init__ = _noted
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 def cpu():
     return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime

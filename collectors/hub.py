@@ -40,7 +40,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from collectors.variants import Unavailable
+from collectors.unavailable import Unavailable
 
 HUB_REPO = "kernels-community/flash-attn2"
 HUB_VERSION = 2

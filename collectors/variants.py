@@ -28,6 +28,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from collectors.unavailable import Unavailable  # noqa: F401  re-exported: collection, e2e and the tests import it from here
+
 Attention = Callable[[Tensor, Tensor, Tensor], Tensor]
 """One attention forward: (q, k, v) -> output, all [batch, heads, seq, head_dim]."""
 
@@ -48,10 +50,6 @@ class Shape:
 
     def as_dict(self) -> dict[str, int]:
         return {"batch": self.batch, "heads": self.heads, "seq": self.seq, "head_dim": self.head_dim}
-
-
-class Unavailable(Exception):
-    """This device, dtype or installation cannot run the variant; str(exc) is the reason."""
 
 
 def causal_mask(seq: int, device: torch.device) -> Tensor:

@@ -83,7 +83,7 @@ def upload_limit(environ: dict[str, str] | None = None) -> tuple[int, str | None
     """The largest upload the dashboard parses, in bytes: $ATTNSCOPE_MAX_UPLOAD_BYTES when set,
     else streamlit's server.maxUploadSize (MiB, as streamlit counts it); and a line when the
     setting is not a whole number of bytes above 0."""
-    return catalog.upload_limit(int(st.get_option("server.maxUploadSize")) * 1024 * 1024, environ)
+    return uploads.configured_limit(environ)
 
 
 @dataclass
@@ -91,7 +91,9 @@ class Selection:
     """What the tabs draw: the selected runs as {label: Trace} in display order (a run of several
     ranks: its slowest rank's trace), the baseline's label, each label's run id (for links), the
     collections on offer, each label's colour (fixed by the run's place among all loaded runs, so
-    it does not change with the selection) and each label's ranks (rank -> Trace)."""
+    it does not change with the selection), each label's ranks (rank -> Trace) and each label's
+    execution mode (mode_of: 'eager', 'compiled', 'CUDA graphs'; absent for traces the collectors
+    did not write), by which charts of many runs are drawn in facets."""
 
     runs: dict[str, Trace]
     baseline: str | None
@@ -99,3 +101,33 @@ class Selection:
     collections: list[Collection] = field(default_factory=list)
     colors: dict[str, str] = field(default_factory=dict)
     ranks: dict[str, dict[int, Trace]] = field(default_factory=dict)
+    modes: dict[str, str] = field(default_factory=dict)
+
+
+MODES = ("eager", "compiled", "CUDA graphs")
+# The article's path, in its order: the variants the dashboard opens on (eager), when present.
+ARTICLE_VARIANTS = ("naive", "naive_inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "hub")
+
+
+def mode_of(trace: Trace) -> str | None:
+    """How a collectors' run executed: 'CUDA graphs', 'compiled' or 'eager'; None for a trace the
+    collectors did not write (nothing says)."""
+    meta = trace.collector or {}
+    if not meta.get("variant"):
+        return None
+    return MODES[2] if meta.get("cuda_graphs") else MODES[1] if meta.get("compiled") else MODES[0]
+
+
+def article_path(ids: list[str], traces: dict[str, Trace], with_modes: bool = False) -> list[str]:
+    """Of a set of runs (ids in order), the article's path: the ARTICLE_VARIANTS present, in the
+    article's order, eager only unless `with_modes` (then each variant's compiled and CUDA-graph
+    runs follow it). Runs that are not the collectors' variants are kept as they are; when no
+    article variant is present, `ids` unchanged."""
+    variant = {i: (traces[i].collector or {}).get("variant") for i in ids}
+    if not any(v in ARTICLE_VARIANTS for v in variant.values()):
+        return list(ids)
+    order = {v: n for n, v in enumerate(ARTICLE_VARIANTS)}
+    mode_rank = {m: n for n, m in enumerate(MODES)}
+    chosen = [i for i in ids if variant[i] in order and (with_modes or mode_of(traces[i]) == MODES[0])]
+    chosen.sort(key=lambda i: (order[variant[i]], mode_rank.get(mode_of(traces[i]) or "", 0)))
+    return chosen

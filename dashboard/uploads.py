@@ -5,7 +5,7 @@ size while it is parsed (measured: a bare app with one st.file_uploader went fro
 for a 910 MB file, and stayed there). The dashboard's uploader (dashboard/views/uploader.py) PUTs
 each file to ROUTE instead. The route streams the body to a spill file, hashing it on the way, so
 no upload is ever held in memory; the parser then reads the file as it reads one on disk. A
-large plain-JSON upload is parsed while it arrives (dashboard.engine.load.Arrival): its slices go to
+large plain-JSON upload is parsed while it arrives (dashboard.engine.load.arrival.Arrival): its slices go to
 the parser's worker processes as their bytes land, so the trace is ready soon after the last byte.
 
 Who may upload: a PUT names a ticket, a random token the app hands to one browser session with
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from dashboard.engine import load
+from dashboard.engine.load import arrival as arrivals
 
 ROUTE = "/api/upload"
 BUFFER = 4 << 20  # bytes gathered from the request before they are hashed and written, in a worker thread
@@ -86,8 +86,8 @@ class Receiving:
         self.hash = hashlib.sha256()
         self.size = 0
         self.file = open(self.path, "xb")
-        # a large trace is parsed while it arrives (load.Arrival); load_trace on this path takes the result
-        self.arrival = load.arrival(self.path, name, declared)
+        # a large trace is parsed while it arrives (arrivals.Arrival); load_trace on this path takes the result
+        self.arrival = arrivals.arrival(self.path, name, declared)
 
     def write(self, data: bytes) -> None:
         self.size += len(data)
@@ -110,7 +110,7 @@ class Receiving:
 
     def abort(self) -> None:
         self.file.close()
-        load.forget_arrival(self.path)
+        arrivals.forget_arrival(self.path)
         self.path.unlink(missing_ok=True)
 
 
@@ -139,7 +139,7 @@ class Registry:
             files, self.files, self.tickets = list(self.files.values()), {}, {}
             root, made = self.root, self.made
         for upload in files:
-            load.forget_arrival(upload.path)
+            arrivals.forget_arrival(upload.path)
             upload.path.unlink(missing_ok=True)
         if made and root is not None:
             shutil.rmtree(root, ignore_errors=True)
@@ -184,7 +184,7 @@ class Registry:
             if upload is None or upload.session != session:
                 return False
             del self.files[upload_id]
-        load.forget_arrival(upload.path)
+        arrivals.forget_arrival(upload.path)
         upload.path.unlink(missing_ok=True)
         return True
 
@@ -199,7 +199,7 @@ class Registry:
                 if not known(session):
                     del self.tickets[ticket]
         for upload in gone:
-            load.forget_arrival(upload.path)
+            arrivals.forget_arrival(upload.path)
             upload.path.unlink(missing_ok=True)
         return sum(u.size for u in gone)
 
@@ -228,13 +228,24 @@ def session_alive(session: str) -> bool:
         return False
 
 
-def upload_limit() -> tuple[int, str]:
-    """The upload limit in bytes (runs.upload_limit, as the sidebar states it) and how messages
-    name it."""
-    from dashboard import runs
+def configured_limit(environ: dict[str, str] | None = None) -> tuple[int, str | None]:
+    """The largest upload the dashboard parses, in bytes: $ATTNSCOPE_MAX_UPLOAD_BYTES when set,
+    else streamlit's server.maxUploadSize (MiB, as streamlit counts it); and a line when the
+    setting is not a whole number of bytes above 0. (runs.upload_limit, which the sidebar states,
+    is this: kept here so that the upload route does not import the session layer above it.)"""
+    from streamlit import config
+
     from dashboard.engine import catalog
 
-    limit, _ = runs.upload_limit()
+    return catalog.upload_limit(int(config.get_option("server.maxUploadSize")) * 1024 * 1024, environ)
+
+
+def upload_limit() -> tuple[int, str]:
+    """The upload limit in bytes (configured_limit, as the sidebar states it) and how messages
+    name it."""
+    from dashboard.engine import catalog
+
+    limit, _ = configured_limit()
     return limit, f"{catalog.format_bytes(limit)} ({limit:,} bytes)"
 
 

@@ -36,16 +36,17 @@ from dashboard.engine.ingest import one_job, outside, world_of
 from dashboard.engine.ranks import rank_of, slowest_rank
 from dashboard.engine.review import format_bytes
 from dashboard.engine.store import Store, StoredTrace
+from dashboard.engine import settings
 
 DASHBOARD = Path(__file__).resolve().parent.parent
 REPO_ROOT = DASHBOARD.parent
 SAMPLE_ROOT = REPO_ROOT / "sample_traces"
 MANIFEST = "runs.json"
-ENV_TRACES = "ATTNSCOPE_TRACES"
+ENV_TRACES = settings.TRACES.name
 TRACE_SUFFIXES = (".json", ".json.gz")
 MAX_CACHED_TRACES = 32
-ENV_NO_STORE = "ATTNSCOPE_NO_STORE"  # set (to anything but '') to keep parsed traces in memory only
-ENV_MAX_UPLOAD = "ATTNSCOPE_MAX_UPLOAD_BYTES"  # bytes; else the server's own upload limit
+ENV_NO_STORE = settings.NO_STORE.name  # set (to anything but '') to keep parsed traces in memory only
+ENV_MAX_UPLOAD = settings.MAX_UPLOAD_BYTES.name  # bytes; else the server's own upload limit
 
 
 @dataclass(frozen=True)

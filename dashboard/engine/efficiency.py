@@ -34,7 +34,7 @@ import polars as pl
 
 from dashboard.engine.backends import detect_backends
 from dashboard.engine.columns import series
-from dashboard.engine.load import accelerator, gpu_vendor
+from dashboard.engine.load.devices import accelerator, gpu_vendor
 from dashboard.engine.model import GPU_CATEGORIES, Trace, names_in, per_trace
 from dashboard.engine.names import parse
 from dashboard.engine.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from dashboard.engine.backends import is_fused_attention
+from dashboard.engine.rules import is_fused_attention
 from dashboard.engine.columns import series
 from dashboard.engine.model import GPU_CATEGORIES, Trace, names_matching, per_trace
 from dashboard.engine.names import parse
@@ -37,7 +37,7 @@ class FamilyRule:
 
 # What a kernel (or, on a CPU-only trace, an op) is, by its own function name. One ordered table
 # for GPU kernels and CPU ops alike; the first rule that matches wins. The 'fused attention' family
-# is not in it: it is backends.BACKEND_TABLE's fused rows, checked first (see family_of).
+# is not in it: it is rules.BACKEND_TABLE's fused rows, checked first (see family_of).
 FAMILY_RULES: tuple[FamilyRule, ...] = (
     FamilyRule("communication",
                r"^(nccl|rccl|msccl)|^c10d::|^(vllm::)?cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|^deep_ep::|^nvshmem",

@@ -37,6 +37,7 @@ import polars as pl
 
 from dashboard.engine.load import TraceError, load_trace
 from dashboard.engine.model import Cut, Trace
+from dashboard.engine import settings
 
 # Bump when the Trace's tables or fields change meaning: older entries are then parsed again.
 SCHEMA_VERSION = 5  # 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT); 4: trace.json keeps the metadata's key order; 5: the memory table (profile_memory's events)
@@ -65,19 +66,20 @@ CREATE TABLE IF NOT EXISTS views (
 
 def default_root() -> Path:
     """$ATTNSCOPE_STORE, else $XDG_CACHE_HOME/attnscope, else ~/.cache/attnscope."""
-    if os.environ.get("ATTNSCOPE_STORE"):
-        return Path(os.environ["ATTNSCOPE_STORE"])
+    given = settings.STORE.value()
+    if given:
+        return Path(given)
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "attnscope"
 
 
-ENV_MAX_BYTES = "ATTNSCOPE_STORE_MAX_BYTES"
+ENV_MAX_BYTES = settings.STORE_MAX_BYTES.name
 
 
 def default_max_bytes(environ: dict[str, str] | None = None) -> int | None:
     """The store's size cap in bytes from $ATTNSCOPE_STORE_MAX_BYTES, or None (no cap) when unset.
     A value that is not a whole number of bytes above 0 is a TraceError (one line)."""
-    raw = (os.environ if environ is None else environ).get(ENV_MAX_BYTES, "").strip()
+    raw = settings.STORE_MAX_BYTES.value(environ) or ""
     if not raw:
         return None
     try:

@@ -12,7 +12,7 @@ from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.graphs import graph_summary, graph_warning
 from dashboard.engine.health import health
 from dashboard.engine.kernels import family_per_step, per_step, work_unit
-from dashboard.engine.load import accelerator, device_names, gpu_vendor
+from dashboard.engine.load.devices import accelerator, device_names, gpu_vendor
 from dashboard.engine.memory import memory_block
 from dashboard.engine.model import Trace, names_by_category
 

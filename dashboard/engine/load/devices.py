@@ -1,0 +1,123 @@
+"""The category table (every accelerator's categories in the roles the analyses read) and the
+device-vendor detection the summary shows.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+import polars as pl
+
+from dashboard.engine.model import GPU_CATEGORIES
+
+
+# Every category the loader knows, lower-cased as written (Kineto's ActivityType names, the 2021
+# legacy names, older flow names) -> (the normalized category the analyses read, its role, the
+# accelerator it implies). One table: the aliases, the launch and device roles, the vendor shown
+# by summary.device_info and the "not analysed" warning all come from it.
+# Roles: device (work on the accelerator; normalized to model.GPU_CATEGORIES), launch (the host
+# call that queued it, tied by args.correlation; model.LAUNCH_CATEGORIES), host (CPU spans the
+# analyses read), flow (ac2g/fwdbwd links), quiet (profiler bookkeeping: nothing to analyse, no
+# warning), unread (known, kept in the events table, not analysed: named in a warning).
+# Categories missing here are kept as written and warned about like unread ones.
+DEVICE, LAUNCH, HOST, FLOW, QUIET, UNREAD = "device", "launch", "host", "flow", "quiet", "unread"
+CATEGORIES: dict[str, tuple[str, str, str | None]] = {
+    "cpu_op": ("cpu_op", HOST, None),
+    "operator": ("cpu_op", HOST, None),
+    "user_annotation": ("user_annotation", HOST, None),
+    "gpu_user_annotation": ("gpu_user_annotation", HOST, None),
+    "python_function": ("python_function", HOST, None),
+    "kernel": ("kernel", DEVICE, None),
+    "gpu_memcpy": ("gpu_memcpy", DEVICE, None),
+    "memcpy": ("gpu_memcpy", DEVICE, None),
+    "gpu_memset": ("gpu_memset", DEVICE, None),
+    "memset": ("gpu_memset", DEVICE, None),
+    "mtia_ccp_events": ("kernel", DEVICE, "mtia"),
+    "cuda_runtime": ("cuda_runtime", LAUNCH, None),  # ROCm writes its hip* calls here too
+    "runtime": ("cuda_runtime", LAUNCH, None),
+    "cuda_driver": ("cuda_driver", LAUNCH, None),
+    "driver": ("cuda_driver", LAUNCH, None),
+    "mtia_runtime": ("mtia_runtime", LAUNCH, "mtia"),
+    "glow_runtime": ("glow_runtime", LAUNCH, None),
+    "xpu_runtime": ("xpu_runtime", LAUNCH, "xpu"),
+    "xpu_driver": ("xpu_driver", LAUNCH, "xpu"),
+    "hpu_op": ("hpu_op", LAUNCH, "hpu"),
+    "privateuse1_runtime": ("privateuse1_runtime", LAUNCH, "privateuse1"),
+    "privateuse1_driver": ("privateuse1_driver", LAUNCH, "privateuse1"),
+    "ac2g": ("ac2g", FLOW, None),
+    "async_cpu_to_gpu": ("ac2g", FLOW, None),
+    "async": ("ac2g", FLOW, None),
+    "fwdbwd": ("fwdbwd", FLOW, None),
+    "trace": ("Trace", QUIET, None),
+    "overhead": ("overhead", QUIET, None),
+    "cpu_instant_event": ("cpu_instant_event", QUIET, None),
+    "external_correlation": ("external_correlation", QUIET, None),
+    "cuda_sync": ("cuda_sync", UNREAD, None),
+    "cuda_event": ("cuda_event", UNREAD, None),
+    "cuda_profiler_range": ("cuda_profiler_range", UNREAD, None),
+    "gpu_pm_counter": ("gpu_pm_counter", UNREAD, None),
+    "collective_comm": ("collective_comm", UNREAD, None),
+    "mtia_insight": ("mtia_insight", UNREAD, "mtia"),
+    "mtia_counters": ("mtia_counters", UNREAD, "mtia"),
+    "xpu_scope_profiler": ("xpu_scope_profiler", UNREAD, "xpu"),
+    "xpu_sync": ("xpu_sync", UNREAD, "xpu"),
+}
+# Lower-cased category as written -> normalized category. Unknown categories are kept as written.
+CATEGORY_ALIASES: dict[str, str] = {raw: row[0] for raw, row in CATEGORIES.items()}
+_MEMCPY_KIND = re.compile(r"Memcpy\s+(\w+)")
+
+
+def accelerator(raw_categories: Iterable[str]) -> str | None:
+    """The accelerator that categories as written imply ("mtia", "xpu", "hpu", "privateuse1";
+    see CATEGORIES), or None for CUDA, ROCm and CPU traces, which share their categories."""
+    for raw in raw_categories:
+        implied = CATEGORIES.get(raw.lower(), ("", "", None))[2]
+        if implied:
+            return implied
+    return None
+
+
+# What a trace's metadata says about its GPU's vendor: version keys that Kineto writes before
+# traceEvents, and words in deviceProperties names. ROCm first: its traces can say "cuda" nowhere.
+GPU_VENDORS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("rocm", ("roctracer_version", "hip_runtime_version", "hip_driver_version"), ("AMD", "Radeon", "Instinct", "MI2", "MI3")),
+    ("cuda", ("cupti_version", "cuda_runtime_version", "cuda_driver_version"), ("NVIDIA", "Tesla", "GeForce", "Quadro", "TITAN")),
+)
+
+
+def device_names(meta: dict[str, Any]) -> list[str]:
+    """The non-empty device names in the trace's deviceProperties, in order."""
+    props = meta.get("deviceProperties")
+    if not isinstance(props, list):
+        return []
+    return [p["name"] for p in props if isinstance(p, dict) and isinstance(p.get("name"), str) and p["name"]]
+
+
+def gpu_vendor(meta: dict[str, Any]) -> str | None:
+    """'rocm' or 'cuda' as the metadata tells (it comes before traceEvents, so a cut file keeps
+    it), or None when it does not say."""
+    names = device_names(meta)
+    for vendor, keys, words in GPU_VENDORS:
+        if any(key in meta for key in keys) or any(word in name for name in names for word in words):
+            return vendor
+    return None
+
+
+def _fill_device_fields(frame: pl.DataFrame) -> pl.DataFrame:
+    """Fill GPU stream/device from legacy tids ("stream 7") and pids, and the memcpy kind; cat
+    becomes Categorical. Row by row, so done per batch (in the workers, for a sliced file)."""
+    gpu = pl.col("cat").is_in(GPU_CATEGORIES)
+    stream_from_tid = pl.col("tid").str.extract(r"(\d+)$", 1).cast(pl.Int64, strict=False)
+    return frame.with_columns(
+        pl.when(gpu & pl.col("stream").is_null()).then(stream_from_tid).otherwise(pl.col("stream")).alias("stream"),
+        pl.when(gpu & pl.col("device").is_null())
+        .then(pl.col("pid").cast(pl.Int64, strict=False))
+        .otherwise(pl.col("device"))
+        .alias("device"),
+        pl.when(pl.col("cat") == "gpu_memcpy")
+        .then(pl.coalesce(pl.col("name").cast(pl.String).str.extract(_MEMCPY_KIND.pattern, 1), pl.col("kind_arg")))
+        .otherwise(None)
+        .alias("kind"),
+        pl.col("cat").cast(pl.Categorical),
+    ).drop("kind_arg")

@@ -1,0 +1,165 @@
+"""The slice worker processes: fresh interpreters that read slices of a large file, their
+length-prefixed pickle protocol over stdin/stdout, the one-parse-at-a-time lock, and their
+idle timeout (WORKERS_IDLE_S, seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+from dashboard.engine import settings
+
+
+def _workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class _Workers:
+    """Worker processes that read slices: fresh interpreters (`python -c`), not forks, since
+    polars' thread pool does not survive a fork of a process that used it, and multiprocessing's
+    spawn and forkserver re-run the caller's main script. Tasks and results are length-prefixed
+    pickles over each worker's stdin and stdout; a worker exits when its stdin closes."""
+
+    def __init__(self, count: int) -> None:
+        import subprocess
+        import sys
+
+        root = str(Path(__file__).resolve().parents[3])
+        env = dict(os.environ)
+        # Workers keep polars' own allocator setting (see dashboard/__init__.py): returning every freed
+        # page at once cost them 0.5-0.7 s on the 910 MB trace for 18 MB less peak each.
+        env.pop("_RJEM_MALLOC_CONF", None)
+        env[settings.SLICE_WORKER.name] = "1"
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        # root first: `python -c` puts the working directory ahead of PYTHONPATH, and a `dashboard`
+        # there (another checkout) would otherwise answer for this one
+        code = f"import sys; sys.path.insert(0, {root!r}); from dashboard.engine.load.slices import _serve; _serve()"
+        self.last_used = time.monotonic()
+        self.procs = [
+            subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            for _ in range(count)
+        ]
+
+    def alive(self) -> bool:
+        return all(proc.poll() is None for proc in self.procs)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=5)
+            except Exception:
+                proc.kill()
+
+    def run(self, tasks: list[tuple[Any, ...]]) -> Iterator[Any]:
+        """Results in task order; task i goes to worker i mod count (slices are of one size)."""
+        import pickle
+
+        count = len(self.procs)
+        sent = 0
+
+        def send_upto(limit: int) -> None:
+            nonlocal sent
+            while sent < min(limit, len(tasks)):
+                _send(self.procs[sent % count].stdin, pickle.dumps(tasks[sent]))
+                sent += 1
+
+        send_upto(2 * count)  # two in flight per worker: it starts the next while the last is read
+        for i in range(len(tasks)):
+            payload = _receive(self.procs[i % count].stdout)
+            if payload is None:
+                raise _SliceFailed("a worker process ended")
+            send_upto(i + 1 + 2 * count)
+            yield pickle.loads(payload)
+
+
+def _send(stream: Any, payload: bytes) -> None:
+    stream.write(len(payload).to_bytes(8, "little"))
+    stream.write(payload)
+    stream.flush()
+
+
+def _receive(stream: Any) -> bytes | None:
+    size = stream.read(8)
+    if len(size) < 8:
+        return None
+    payload = stream.read(int.from_bytes(size, "little"))
+    return payload if len(payload) == int.from_bytes(size, "little") else None
+
+
+_workers_started: _Workers | None = None
+# One parse at a time per process, and the worker processes are used or closed only under it. The
+# dashboard parses each session's upload in that session's thread: without it, two large files
+# read at once sent their tasks down the same pipes and read each other's answers (a wrong trace,
+# or a garbage length read as a size), and under polars before 1.32, which keeps categoricals
+# local to a string cache, two traces built at once mixed their sources (StringCacheMismatchError
+# in pl.concat, found with polars 1.20). On two cores a second parse gains little from running
+# beside the first: its workers are the same. Reentrant: load_trace holds it, and _load_sliced
+# takes it again, so that no caller can use the workers without it.
+_PARSE_LOCK = threading.RLock()
+
+
+def _slice_workers() -> _Workers:
+    """The worker processes, started once per process and kept for the next large file."""
+    global _workers_started
+    if _workers_started is None or not _workers_started.alive():
+        import atexit
+
+        _workers_started = _Workers(_workers())
+        atexit.register(_workers_started.close)
+    _workers_started.last_used = time.monotonic()  # in use: an idle timer that fires now leaves them
+    return _workers_started
+
+
+class _SliceFailed(Exception):
+    """A slice that is not a list of events: the whole file takes the one-process path."""
+
+
+# Workers idle this long after a file are closed: each holds 110-125 MB (measured after the
+# 187 MB trace), which a dashboard server would otherwise keep between uploads. Starting them
+# again costs the next large file about 0.3 s.
+WORKERS_IDLE_S = 30.0
+
+
+def _close_when_idle(workers: _Workers) -> None:
+    """Close `workers` once WORKERS_IDLE_S pass without another file for them."""
+    workers.last_used = time.monotonic()
+
+    def close_if_idle() -> None:
+        global _workers_started
+        with _PARSE_LOCK:  # never while a file is with them
+            if _workers_started is workers and time.monotonic() - workers.last_used >= WORKERS_IDLE_S:
+                workers.close()
+                _workers_started = None
+
+    timer = threading.Timer(WORKERS_IDLE_S, close_if_idle)
+    timer.daemon = True  # never keeps a finished command waiting
+    timer.start()
+
+
+def _release_workers() -> None:
+    """Close the workers now without waiting for them to exit (a daemon thread reaps them). Each
+    holds 110-130 MB after a large file, which the loading process would otherwise hold beside the
+    tables it is about to build (the 910 MB trace's dashboard upload: 250 MB of the peak)."""
+    global _workers_started
+    workers, _workers_started = _workers_started, None
+    if workers is not None:
+        import atexit
+
+        atexit.unregister(workers.close)
+        threading.Thread(target=workers.close, daemon=True).start()
+
+
+def _discard_workers() -> None:
+    global _workers_started
+    if _workers_started is not None:
+        for proc in _workers_started.procs:
+            proc.kill()
+            proc.wait()
+        _workers_started = None

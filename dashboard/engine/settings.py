@@ -1,0 +1,87 @@
+"""Every environment variable attnscope reads, in one table: its name, default, unit and meaning,
+and the module that checks its value. The modules take their variable's name from here
+(`settings.MAX_JSON_BYTES.name`, ...), so a name exists once; docs/settings.md is generated from
+this table (`python -m dashboard.engine.settings > docs/settings.md`), and a test keeps the two equal
+and checks that every `ATTNSCOPE_` name in the code is one of these.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: name, default (as the user would write it, or what happens
+    when it is unset), meaning (one paragraph), checked_by (the module that reads and checks it)."""
+
+    name: str
+    default: str
+    meaning: str
+    checked_by: str
+
+    def value(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The variable's text with surrounding blanks removed; None when unset or blank."""
+        raw = (os.environ if environ is None else environ).get(self.name)
+        return raw.strip() if raw is not None and raw.strip() else None
+
+
+MAX_JSON_BYTES = Setting(
+    "ATTNSCOPE_MAX_JSON_BYTES", "4294967296 (4 GiB)",
+    "The most JSON bytes a trace may hold (a .json.gz is measured inflated): past it a file is refused with one "
+    "line instead of exhausting memory (a gzip bomb, or a mistake). Whole bytes above 0.",
+    "dashboard/engine/load/limits.py")
+STORE = Setting(
+    "ATTNSCOPE_STORE", "$XDG_CACHE_HOME/attnscope, else ~/.cache/attnscope",
+    "The trace store's folder: parsed traces (Parquet) and the SQLite catalog, shared by the CLI and the "
+    "dashboard (`--store DIR` overrides it for one command).",
+    "dashboard/engine/store.py")
+STORE_MAX_BYTES = Setting(
+    "ATTNSCOPE_STORE_MAX_BYTES", "unset: no cap",
+    "The store's size cap in bytes: past it the least recently opened traces that are not pinned are removed. "
+    "Whole bytes above 0.",
+    "dashboard/engine/store.py")
+NO_STORE = Setting(
+    "ATTNSCOPE_NO_STORE", "unset: the dashboard writes parsed traces to the store",
+    "Set to anything but an empty text to keep the dashboard's parsed traces in memory only.",
+    "dashboard/engine/catalog.py")
+MAX_UPLOAD_BYTES = Setting(
+    "ATTNSCOPE_MAX_UPLOAD_BYTES", "unset: Streamlit's server.maxUploadSize",
+    "The largest upload the dashboard accepts, in bytes (a team server's limit).",
+    "dashboard/engine/catalog.py")
+TRACES = Setting(
+    "ATTNSCOPE_TRACES", "unset: the bundled collections only",
+    "Extra trace files or folders the dashboard opens at start, separated by the path separator (':' on "
+    "Linux); the same as `streamlit run dashboard/app.py -- PATH ...`.",
+    "dashboard/engine/catalog.py")
+SLICE_WORKER = Setting(
+    "_ATTNSCOPE_SLICE_WORKER", "set by attnscope itself",
+    "Internal: marks the worker processes that read a large trace's slices (they keep polars' own allocator "
+    "setting). Not for users.",
+    "dashboard/engine/load/workers.py")
+
+SETTINGS: tuple[Setting, ...] = (MAX_JSON_BYTES, STORE, STORE_MAX_BYTES, NO_STORE, MAX_UPLOAD_BYTES, TRACES, SLICE_WORKER)
+"""Every variable, in the order docs/settings.md lists them."""
+
+
+def markdown() -> str:
+    """docs/settings.md: the table of every variable."""
+    lines = [
+        "# Settings",
+        "",
+        "attnscope reads these environment variables; nothing else configures it besides the command-line",
+        "options (see [the CLI reference](cli.md)). This page is generated from `dashboard/engine/settings.py`",
+        "(`python -m dashboard.engine.settings > docs/settings.md`); a test keeps them equal.",
+        "",
+        "| variable | default | meaning | checked by |",
+        "|---|---|---|---|",
+    ]
+    for s in SETTINGS:
+        lines.append(f"| `{s.name}` | {s.default} | {s.meaning} | `{s.checked_by}` |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
