@@ -20,7 +20,8 @@ from typing import Callable
 import streamlit as st
 
 from dashboard import charts, report, runs
-from dashboard.engine import catalog, load
+from dashboard.engine import catalog
+from dashboard.engine.load import arrival as arrivals  # the load package's upload arrivals (as dashboard/uploads.py)
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
 from dashboard.views import ranks as ranks_view
@@ -43,7 +44,7 @@ SHOWN_EVICTED = 5  # traces the store removed that the sidebar names; the rest a
 def main() -> None:
     runs.drop_closed_uploads()
     st.set_page_config(
-        page_title="attnscope: attention profiles side by side", page_icon=":material/bolt:", layout="wide",
+        page_title="attnscope: attention profiles side by side", page_icon=favicon(), layout="wide",
         initial_sidebar_state=SIDEBAR_PX,
     )
     st.title("attnscope", anchor=False)
@@ -62,6 +63,28 @@ def main() -> None:
     finally:  # also when a rerun stops this run mid-way: the store write waits for this
         drawn.set()
     finish()  # the trace store's part of the sidebar, once this run's new traces are written to it
+
+
+BOLT = ((0.62, 0.06), (0.22, 0.56), (0.48, 0.56), (0.36, 0.94), (0.78, 0.40), (0.52, 0.40), (0.66, 0.06))
+
+
+def favicon(size: int = 32):
+    """The tab's icon, drawn here (a white bolt on the dashboard's blue): served by this server, so
+    the page fetches nothing from the internet (a ':material/...' icon is fetched from Google's
+    font CDN, and fails offline)."""
+    import numpy as np
+
+    y, x = (np.mgrid[0:size, 0:size] + 0.5) / size
+    inside = np.zeros((size, size), bool)
+    for (x1, y1), (x2, y2) in zip(BOLT, BOLT[1:] + BOLT[:1]):  # even-odd rule over the polygon's edges
+        crosses = ((y1 > y) != (y2 > y)) & (x < (x2 - x1) * (y - y1) / (y2 - y1 + 1e-12) + x1)
+        inside ^= crosses
+    image = np.empty((size, size, 3), np.uint8)
+    image[:] = (0x4C, 0x78, 0xA8)
+    image[inside] = (255, 255, 255)
+    from PIL import Image  # streamlit's own dependency
+
+    return Image.fromarray(image)
 
 
 def draw_tab(name: str, render: Callable[[runs.Selection], None], selection: runs.Selection) -> None:
@@ -124,7 +147,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     deferred: list[catalog.Parsed] = []
     loaded, bad = catalog.open_all(pending, progress=runs.Throttled(slot.progress), cache=cache, defer_store=deferred)
     for upload in uploaded:  # read while it arrived but not needed (the store had it): let go
-        load.forget_arrival(upload.path)
+        arrivals.forget_arrival(upload.path)
     slot.empty()
     drawn = threading.Event()
 
@@ -158,7 +181,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     sets = catalog.run_sets(loaded)
     if "link_wanted" not in st.session_state:  # what a shared link asked for, kept for when its uploads arrive
         st.session_state["link_wanted"] = (st.query_params.get_all("run"), st.query_params.get("baseline"))
-    missing = link.seed_list("sel_runs", "run", ids, catalog.first_look(sets))
+    missing = link.seed_list("sel_runs", "run", ids, opening_runs(sets, loaded))
     follow_uploads(ids)
     if missing:
         st.session_state["link_missing"] = missing
@@ -167,6 +190,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         sidebar.info("This link names runs that are not loaded here: " + ", ".join(literal.md(m) for m in still_missing) + ". Upload them to see them.")
 
     pick_sets(sidebar, sets)
+    pick_modes(sidebar, sets, loaded)
     chosen = sidebar.multiselect(
         "Compare", ids, key="sel_runs", format_func=labels.get, placeholder="Choose runs to compare",
         help="The runs every tab shows side by side, in this order. GPU and CPU-only runs are compared in separate groups.",
@@ -195,6 +219,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         collections=collections,
         colors={labels[i]: colour[i] for i in chosen},
         ranks={labels[i]: by_id[i].ranks for i in chosen},
+        modes={labels[i]: m for i in chosen if (m := runs.mode_of(by_id[i].trace))},
     )
     offer_downloads(sidebar, selection)
 
@@ -244,6 +269,10 @@ def apply_saved_view(cache: runs.TraceCache) -> None:
         return
     query = {k: v for k, v in payload["query"].items() if isinstance(k, str) and k != "view"}
     st.query_params.from_dict({**query, "view": view_id})
+    tab = query.get("tab")
+    tab = tab[0] if isinstance(tab, list) and tab else tab
+    if isinstance(tab, str) and tab in TABS:  # the tabs widget read the URL before this run rewrote it: open the view's tab
+        st.session_state["tab"] = tab
     st.session_state["saved_view"] = str(payload.get("note") or "")
     if st.session_state["saved_view"]:
         st.info(f"Saved view {literal.md(view_id)}: {literal.md(st.session_state['saved_view'])}", icon=":material/bookmark:")
@@ -364,6 +393,47 @@ def follow_uploads(ids: list[str]) -> None:
         st.session_state["baseline"] = uploaded[0]
 
 
+def opening_runs(sets: list[catalog.RunSet], loaded: list[catalog.Run]) -> list[str]:
+    """What the dashboard selects at first open: catalog.first_look's set, and when that is a
+    bundled collection of the collectors' variants, its article path (naive, naive_inplace, sdpa,
+    the forced backends, the hub kernel when present), eager; the sidebar's switch adds the
+    compiled and CUDA-graph runs."""
+    ids = catalog.first_look(sets)
+    bundled = {i for s in sets if s.bundled for i in s.ids}
+    if not ids or not set(ids) <= bundled:
+        return ids
+    traces = {r.source.id: r.trace for r in loaded}
+    return runs.article_path(ids, traces) or ids
+
+
+def pick_modes(sidebar, sets: list[catalog.RunSet], loaded: list[catalog.Run]) -> None:
+    """A switch beside the run sets: the compiled and CUDA-graph runs of the article's variants
+    with the eager ones, or eager alone, for the collection of the first selected run. Shown only
+    when that collection has runs of more than one mode."""
+    chosen = st.session_state.get("sel_runs") or []
+    if not chosen:
+        return
+    traces = {r.source.id: r.trace for r in loaded}
+    home = next((s for s in sets if chosen[0] in s.ids), None)
+    if home is None or len({runs.mode_of(traces[i]) for i in home.ids} - {None}) < 2:
+        return
+    if runs.article_path(home.ids, traces) == home.ids:  # no article variant: nothing to switch
+        return
+    st.session_state["with_modes"] = any(runs.mode_of(traces[i]) not in (None, runs.MODES[0]) for i in chosen)
+
+    def switch() -> None:
+        path = runs.article_path(home.ids, traces, with_modes=bool(st.session_state.get("with_modes")))
+        st.session_state["sel_runs"] = path
+        if st.session_state.get("baseline") not in path:
+            st.session_state["baseline"] = path[0]
+
+    sidebar.toggle(
+        "Compiled and CUDA-graph runs too", key="with_modes", on_change=switch,
+        help=f"Off: the article's path in '{home.name}', eager (naive, naive_inplace, sdpa, the forced backends). "
+        "On: each of those variants also compiled (torch.compile) and with CUDA graphs (mode='reduce-overhead').",
+    )
+
+
 def pick_sets(sidebar, sets: list[catalog.RunSet]) -> None:
     """One button per set of runs (each collection, the command line's files, the uploads):
     a click makes that set the comparison, its first run the baseline."""
@@ -385,7 +455,11 @@ def pick_sets(sidebar, sets: list[catalog.RunSet]) -> None:
 
 def run_labels(loaded: list[catalog.Run]) -> dict[str, str]:
     """Run id -> label shown everywhere: the user's own label, else the default, made unique."""
-    defaults = catalog.unique_labels([r.label for r in loaded], [catalog.origin(r.source) for r in loaded])
+    origins = [catalog.origin(r.source) for r in loaded]
+    first = catalog.unique_labels([r.label for r in loaded], origins)
+    # a collection whose labels need its name to be told apart carries it on every label, not on some
+    tagged = {o for r, o, d in zip(loaded, origins, first) if d != r.label and o}
+    defaults = [f"{r.label} [{o}]" if o in tagged and d == r.label else d for r, o, d in zip(loaded, origins, first)]
     own: dict[str, str] = st.session_state.setdefault(link.LABELS, {})
     wanted = [own.get(r.source.id) or d for r, d in zip(loaded, defaults)]
     final = catalog.unique_labels(wanted, [None] * len(wanted))

@@ -129,9 +129,115 @@ def _base_layout(fig: go.Figure, title: str, height: int = 360) -> go.Figure:
     return fig
 
 
-def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str) -> go.Figure:
+# Up to FEW_RUNS runs, bars stand upright in the selection's order, one colour per run. More lie
+# flat, one row per run with its label beside it, sorted by the measure, in one facet per execution
+# mode (eager / compiled / CUDA graphs) and in one colour, so 21 runs need no 21-colour legend.
+FEW_RUNS = 4
+MODE_ORDER: tuple[str, ...] = ("eager", "compiled", "CUDA graphs")
+ROW_PX = 24  # one flat bar
+FACET_PX = 44  # a facet's title and gap
+FLAT_COLOR = "#4c78a8"
+Modes = dict[str, str]  # run label -> execution mode (runs.mode_of)
+
+
+def _flat(runs: list[str]) -> bool:
+    return len(runs) > FEW_RUNS
+
+
+def _facets(runs: list[str], modes: Modes | None, value: dict[str, float | None], descending: bool = False) -> list[tuple[str, list[str]]]:
+    """The runs in facets by execution mode (MODE_ORDER, then runs of no known mode under ''),
+    each sorted by `value` (ascending, or descending), runs without a value last."""
+    groups: dict[str, list[str]] = {}
+    for run in runs:
+        groups.setdefault((modes or {}).get(run, ""), []).append(run)
+    rank = {m: i for i, m in enumerate(MODE_ORDER)}
+
+    def key(run: str) -> tuple[bool, float]:
+        v = value.get(run)
+        missing = v is None or v != v
+        return missing, 0.0 if missing else (-v if descending else v)
+
+    return [(mode, sorted(groups[mode], key=key)) for mode in sorted(groups, key=lambda m: rank.get(m, len(rank)))]
+
+
+def _facet_figure(facets: list[tuple[str, list[str]]], columns: tuple[str, ...] = ("",), shared_x: bool = True) -> go.Figure:
+    """Empty subplots, one row per facet (its height by its number of runs) and one column per
+    entry of `columns` (titles), rows sharing their run axis; facet titles name the mode."""
+    runs = sum(len(members) for _, members in facets)
+    height = 70 + ROW_PX * runs + FACET_PX * len(facets)
+    titles = []
+    for mode, _ in facets:
+        for column in columns:
+            titles.append(" · ".join(t for t in (mode if len(facets) > 1 or mode else "", column) if t))
+    fig = make_subplots(
+        rows=len(facets), cols=len(columns), shared_yaxes=True, shared_xaxes="columns" if shared_x else False,
+        row_heights=[max(len(m), 1) for _, m in facets], vertical_spacing=min(0.3, FACET_PX / height),
+        horizontal_spacing=0.06, subplot_titles=titles,
+    )
+    for row, (_, members) in enumerate(facets, start=1):
+        for col in range(1, len(columns) + 1):
+            fig.update_yaxes(categoryorder="array", categoryarray=members, autorange="reversed", row=row, col=col)
+    for note in fig.layout.annotations or ():  # facet titles at the left, above their rows
+        note.update(x=note.x - 0.5 / len(columns) + 0.005 if len(columns) > 1 else 0.0, xanchor="left", font={"size": 13})
+    fig.update_layout(height=height)
+    return fig
+
+
+def _flat_layout(fig: go.Figure, title: str, axis: str, runs: int, facets: int, legend: bool = False) -> go.Figure:
+    """_base_layout for a flat (faceted) chart: its height from its rows, the value axis titled
+    once at the bottom, a legend (when any) in one row above the plot."""
+    entries = len({t.name for t in fig.data if t.showlegend is not False and t.name}) if legend else 0
+    below = 30 + 22 * -(-entries // 3) if legend else 0  # the legend's rows (about three entries a row in half a page)
+    height = 70 + ROW_PX * runs + FACET_PX * facets + below
+    _base_layout(fig, title, height=height)
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
+    fig.update_xaxes(title_text=axis, row=facets, col=1)
+    fig.update_layout(margin={"l": 10, "r": 70, "t": 60, "b": 10 + below}, bargap=0.25)
+    if legend:  # under the plot, every entry shown: it never scrolls, hides an entry nor covers the title
+        fig.update_layout(legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0.0,
+                                  "xanchor": "left", "x": 0, "traceorder": "normal"})
+    return fig
+
+
+def _flat_stacked(table: pl.DataFrame, runs: list[str], part: str, value: str, colors: dict[str, str], modes: Modes | None,
+                  title: str, axis: str, hover: str, fmt=None) -> go.Figure:
+    """Flat bars stacked by `part` (family, copy class), one row per run sorted by its total,
+    faceted by mode; the total written beside each bar; the legend in one row above the plot."""
+    totals = table.group_by("run").agg(pl.col(value).sum())
+    total = dict(zip(totals["run"].to_list(), totals[value].to_list()))
+    facets = _facets(runs, modes, total, descending=True)
+    fig = _facet_figure(facets)
+    parts = list(colors)
+    fmt = fmt or _format_count
+    for row, (_, members) in enumerate(facets, start=1):
+        for name in parts:
+            mine = table.filter(pl.col(part) == name)
+            values = dict(zip(mine["run"].to_list(), mine[value].to_list()))
+            if not any(values.get(r) for r in members):
+                continue
+            fig.add_trace(
+                go.Bar(name=name, y=members, x=[values.get(r, 0.0) for r in members], orientation="h", marker_color=colors[name],
+                       legendgroup=name, showlegend=name not in {t.name for t in fig.data},
+                       hovertemplate="%{y}<br>" + plain(name) + ": %{x:.4g} " + hover + "<extra></extra>"),
+                row=row, col=1,
+            )
+        fig.add_trace(
+            go.Scatter(y=members, x=[total.get(r, 0.0) for r in members], mode="text", text=[" " + fmt(total.get(r, 0.0)) for r in members],
+                       textposition="middle right", showlegend=False, hoverinfo="skip", cliponaxis=False),
+            row=row, col=1,
+        )
+    fig.update_layout(barmode="stack")
+    return _flat_layout(fig, title, axis, len(runs), len(facets), legend=True)
+
+
+def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str, modes: Modes | None = None) -> go.Figure:
     """Device work per step, one stacked bar per run, coloured by kernel family.
-    `families`: run, family, count_per_step (review.families). `unit` names what was counted."""
+    `families`: run, family, count_per_step (review.families). `unit` names what was counted.
+    More than FEW_RUNS runs: flat bars sorted by total, faceted by `modes` (run -> mode)."""
+    if _flat(runs):
+        present = sorted(set(families["family"].to_list()), key=_family_rank)
+        return _flat_stacked(families, runs, "family", "count_per_step", {f: family_color(f) for f in present}, modes,
+                             f"Device work per step ({unit}), by kernel family", f"{unit} per step", "per step")
     fig = go.Figure()
     present = sorted(set(families["family"].to_list()), key=_family_rank)
     for family in present:
@@ -156,15 +262,19 @@ def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str) -
     return _base_layout(fig, f"Device work per step ({unit}), by kernel family")
 
 
-def family_grouped(families: pl.DataFrame, runs: list[str], value: str, colors: Colors | None = None) -> go.Figure:
+def family_grouped(families: pl.DataFrame, runs: list[str], value: str, colors: Colors | None = None, modes: Modes | None = None) -> go.Figure:
     """Per kernel family, one bar per run. value: 'count' (count_per_step) or 'time' (us_per_step).
-    `colors`: run label -> colour (see run_colors)."""
+    `colors`: run label -> colour (see run_colors). More than FEW_RUNS runs: one flat bar per run
+    stacked by family (family colours), sorted by total, faceted by `modes`."""
     column, axis, title = (
         ("count_per_step", "count per step", "Count per step by kernel family")
         if value == "count"
         else ("us_per_step", "µs per step", "Time per step by kernel family (µs)")
     )
     present = sorted(set(families["family"].to_list()), key=_family_rank)
+    if _flat(runs):
+        return _flat_stacked(families, runs, "family", column, {f: family_color(f) for f in present}, modes, title, axis,
+                             axis, fmt=_format_count if value == "count" else (lambda v: format_us(v)))
     fig = go.Figure()
     for run, color in zip(runs, run_colors(runs, colors)):
         part = families.filter(pl.col("run") == run)
@@ -180,11 +290,16 @@ def family_grouped(families: pl.DataFrame, runs: list[str], value: str, colors: 
     return _base_layout(fig, title)
 
 
-def step_time_bars(speed: pl.DataFrame, log: bool = False, colors: Colors | None = None, title: str = "") -> go.Figure:
+def step_time_bars(speed: pl.DataFrame, log: bool = False, colors: Colors | None = None, title: str = "",
+                   modes: Modes | None = None, baseline: str | None = None) -> go.Figure:
     """Median time per step with its p10-p90 spread as error bars; each bar's value is written
     above its whisker, so the two never cover each other. `speed`: speed.speed_table. `log`:
-    logarithmic y axis, for runs that differ by orders of magnitude. `colors`: run -> colour."""
+    logarithmic y axis, for runs that differ by orders of magnitude. `colors`: run -> colour.
+    More than FEW_RUNS runs: flat bars, fastest first, faceted by `modes`, the `baseline` hatched
+    and named."""
     runs = speed["run"].to_list()
+    if _flat(runs):
+        return _flat_step_time(speed, log, title, modes, baseline)
     median = speed["median_us"].to_list()
     p90 = speed["p90_us"].to_list()
     low = [m - p for m, p in zip(median, speed["p10_us"].to_list())]
@@ -210,7 +325,36 @@ def step_time_bars(speed: pl.DataFrame, log: bool = False, colors: Colors | None
     return _base_layout(fig, title or "Median time per step, with spread")
 
 
-def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False) -> go.Figure:
+def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | None, baseline: str | None) -> go.Figure:
+    rows = {r["run"]: r for r in speed.iter_rows(named=True)}
+    facets = _facets(list(rows), modes, {r: rows[r]["median_us"] for r in rows})
+    fig = _facet_figure(facets)
+    for row, (_, members) in enumerate(facets, start=1):
+        median = [rows[r]["median_us"] for r in members]
+        p10 = [rows[r]["p10_us"] for r in members]
+        p90 = [rows[r]["p90_us"] for r in members]
+        fig.add_trace(
+            go.Bar(y=members, x=median, orientation="h", showlegend=False,
+                   marker={"color": [BASELINE_COLOR if r == baseline else FLAT_COLOR for r in members],
+                           "pattern": {"shape": ["/" if r == baseline else "" for r in members]}},
+                   error_x={"type": "data", "symmetric": False, "array": [(b - m) if b == b and m == m else 0 for m, b in zip(median, p90)],
+                            "arrayminus": [(m - a) if a == a and m == m else 0 for m, a in zip(median, p10)], "color": "#444"},
+                   customdata=[[a, b, rows[r]["time_source"]] for r, a, b in zip(members, p10, p90)],
+                   hovertemplate="%{y}<br>median %{x:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>"),
+            row=row, col=1,
+        )
+        fig.add_trace(
+            go.Scatter(y=members, x=[max(m, b) if b == b else m for m, b in zip(median, p90)], mode="text", cliponaxis=False,
+                       text=[" " + format_us(m) + (" · baseline" if r == baseline else "") for r, m in zip(members, median)],
+                       textposition="middle right", showlegend=False, hoverinfo="skip"),
+            row=row, col=1,
+        )
+    fig.update_xaxes(type="log" if log else "linear", rangemode="normal" if log else "tozero")
+    return _flat_layout(fig, title or "Median time per step, with spread (fastest first)", "µs per step (median; whiskers: p10 to p90)",
+                        len(rows), len(facets))
+
+
+def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False, modes: Modes | None = None) -> go.Figure:
     """Speedup against the baseline (> 1 is faster), with a dashed line at 1; the baseline's own
     bar is labelled 'baseline' (no floating label to collide with the bars'). `speed`: the rows
     of one device group of speed.speed_table; `log`: logarithmic y axis."""
@@ -218,12 +362,9 @@ def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False) -> go.Fi
     values = speed["speedup"].to_list()
     related = speed["relation"].to_list() if "relation" in speed.columns else [None] * len(runs)
     colors = [BASELINE_COLOR if r == baseline else (FASTER_COLOR if (v or 0) >= 1 else SLOWER_COLOR) for r, v in zip(runs, values)]
-    text = [
-        "baseline" if r == baseline else (
-            (rel or "no speedup") if v is None or v <= 0 else
-            (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower") + (" (cross-device)" if rel == "cross-device" else ""))
-        for r, v, rel in zip(runs, values, related)
-    ]
+    text = _speedup_text(runs, values, related, baseline)
+    if _flat(runs):
+        return _flat_speedup(runs, values, text, colors, baseline, log, modes)
     fig = go.Figure(
         go.Bar(
             x=runs, y=values, marker_color=colors, text=text, textposition="outside", cliponaxis=False,
@@ -235,12 +376,45 @@ def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False) -> go.Fi
     return _base_layout(fig, f"Speedup against {baseline} (above 1 = faster)")
 
 
-def throughput_bars(speed: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
+def _flat_speedup(runs: list[str], values: list, text: list[str], colors: list[str], baseline: str, log: bool, modes: Modes | None) -> go.Figure:
+    by = {r: (v, t, c) for r, v, t, c in zip(runs, values, text, colors)}
+    facets = _facets(runs, modes, {r: v for r, v in zip(runs, values)}, descending=True)
+    fig = _facet_figure(facets)
+    for row, (_, members) in enumerate(facets, start=1):
+        fig.add_trace(
+            go.Bar(y=members, x=[by[r][0] for r in members], orientation="h", marker_color=[by[r][2] for r in members],
+                   marker_pattern_shape=["/" if r == baseline else "" for r in members],
+                   text=[by[r][1] for r in members], textposition="outside", cliponaxis=False, showlegend=False,
+                   hovertemplate="%{y}: %{x:.3g}× the baseline's speed<extra></extra>"),
+            row=row, col=1,
+        )
+        fig.add_vline(x=1.0, line_dash="dash", line_color="#444", row=row, col=1)
+    fig.update_xaxes(type="log" if log else "linear", rangemode="normal" if log else "tozero")
+    top = max((v for v in values if v is not None and v == v), default=1.0)
+    if not log:  # room for the labels beside the longest bar
+        fig.update_xaxes(range=[0, top * 1.35])
+    return _flat_layout(fig, f"Speedup against {baseline} (right of 1 = faster)", "speedup (baseline time / run time)", len(runs), len(facets))
+
+
+def _speedup_text(runs: list[str], values: list, related: list, baseline: str) -> list[str]:
+    """Each speedup bar's label: 'baseline', the relation when there is no speedup, else 'N× faster/slower'."""
+    return [
+        "baseline" if r == baseline else (
+            (rel or "no speedup") if v is None or v <= 0 else
+            (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower") + (" (cross-device)" if rel == "cross-device" else ""))
+        for r, v, rel in zip(runs, values, related)
+    ]
+
+
+def throughput_bars(speed: pl.DataFrame, colors: Colors | None = None, modes: Modes | None = None) -> go.Figure:
     """Tokens per second (left) and dollars per million tokens (right), runs with tokens only.
-    `colors`: run -> colour."""
+    `colors`: run -> colour. More than FEW_RUNS runs: flat bars, highest throughput first,
+    faceted by `modes`."""
     known = speed.filter(pl.col("tokens_per_s").is_not_null())
     priced = known["usd_per_mtok"].is_not_null().any()
     titles = ("tokens / s (higher is better)", "$ per million tokens (lower is better)")
+    if _flat(known["run"].to_list()):
+        return _flat_throughput(known, priced, titles, modes)
     fig = make_subplots(rows=1, cols=2 if priced else 1, subplot_titles=titles if priced else titles[:1])
     runs = known["run"].to_list()
     every = speed["run"].to_list()
@@ -257,11 +431,48 @@ def throughput_bars(speed: pl.DataFrame, colors: Colors | None = None) -> go.Fig
         return _base_layout(fig, "Throughput")
     fig.add_trace(
         go.Bar(x=runs, y=cost, marker_color=colors, showlegend=False,
-               text=["" if v is None else f"${v:.4g}" for v in cost], textposition="outside", cliponaxis=False,
+               text=["" if v is None else format_usd(v) for v in cost], textposition="outside", cliponaxis=False,
                hovertemplate="%{x}: $%{y:.4g} per million tokens<extra></extra>"),
         row=1, col=2,
     )
+    fig.update_yaxes(tickprefix="$", tickformat=".3~r", row=1, col=2)
     return _base_layout(fig, "Throughput and cost")
+
+
+def format_usd(value: float | None) -> str:
+    """Dollars as people write them: '$1.23', '$0.0721', '$0.000205' (never '$7.225e-05' or '$200µ')."""
+    if value is None or value != value:
+        return ""
+    if value == 0 or abs(value) >= 1:
+        return f"${value:,.2f}"
+    digits = max(2, 2 - int(np.floor(np.log10(abs(value)))))
+    return f"${value:.{digits}f}"
+
+
+def _flat_throughput(known: pl.DataFrame, priced: bool, titles: tuple[str, str], modes: Modes | None) -> go.Figure:
+    rows = {r["run"]: r for r in known.iter_rows(named=True)}
+    facets = _facets(list(rows), modes, {r: rows[r]["tokens_per_s"] for r in rows}, descending=True)
+    columns = titles if priced else titles[:1]
+    fig = _facet_figure(facets, columns, shared_x=True)
+    for row, (_, members) in enumerate(facets, start=1):
+        tps = [rows[r]["tokens_per_s"] for r in members]
+        fig.add_trace(go.Bar(y=members, x=tps, orientation="h", marker_color=FLAT_COLOR, showlegend=False,
+                             text=[f"{v / 1e6:,.3g} M" if v >= 1e6 else f"{v:,.0f}" for v in tps], textposition="outside", cliponaxis=False,
+                             hovertemplate="%{y}: %{x:,.0f} tokens/s<extra></extra>"), row=row, col=1)
+        if priced:
+            cost = [rows[r]["usd_per_mtok"] for r in members]
+            fig.add_trace(go.Bar(y=members, x=cost, orientation="h", marker_color="#b279a2", showlegend=False,
+                                 text=[format_usd(v) for v in cost], textposition="outside", cliponaxis=False,
+                                 hovertemplate="%{y}: $%{x:.4g} per million tokens<extra></extra>"), row=row, col=2)
+    fig.update_xaxes(tickformat=".3~s", col=1)
+    if priced:
+        fig.update_xaxes(tickprefix="$", tickformat=".3~r", col=2)
+        top = max((v for v in known["usd_per_mtok"].to_list() if v is not None), default=1.0)
+        fig.update_xaxes(range=[0, top * 1.3], col=2)
+    top = max(known["tokens_per_s"].to_list(), default=1.0)
+    fig.update_xaxes(range=[0, top * 1.3], col=1)
+    _flat_layout(fig, "Throughput and cost", "", len(rows), len(facets))
+    return fig
 
 
 COPY_CLASS_COLORS: dict[str, tuple[str, str]] = {  # copy class -> (legend name, colour); hidden first, in red
@@ -273,12 +484,19 @@ COPY_CLASS_COLORS: dict[str, tuple[str, str]] = {  # copy class -> (legend name,
 }
 
 
-def copy_time_bars(groups: pl.DataFrame, runs: list[str]) -> go.Figure:
+def copy_time_bars(groups: pl.DataFrame, runs: list[str], modes: Modes | None = None) -> go.Figure:
     """Copy time per step per run, stacked by copy class (hidden, the alarm, in red; requested,
-    autograd, communication, unattributed). `groups`: review.copy_groups."""
+    autograd, communication, unattributed). `groups`: review.copy_groups. More than FEW_RUNS
+    runs: flat bars sorted by copy time, faceted by `modes`."""
     fig = go.Figure()
     present = set(groups["copy_class"].to_list()) if "copy_class" in groups.columns else set()
     classes = [c for c in COPY_CLASS_COLORS if c in present] + sorted(c for c in present - set(COPY_CLASS_COLORS) if c)
+    if _flat(runs) and classes:
+        named = groups.with_columns(pl.col("copy_class").replace_strict(
+            {c: COPY_CLASS_COLORS.get(c, (c, ""))[0] for c in classes}, default=pl.col("copy_class")).alias("class_name"))
+        return _flat_stacked(named, runs, "class_name", "us_per_step",
+                             {COPY_CLASS_COLORS.get(c, (c, ""))[0]: COPY_CLASS_COLORS.get(c, (c, FAMILY_COLORS["other"]))[1] for c in classes},
+                             modes, "Time spent copying per step", "copy time, µs per step", "µs per step", fmt=lambda v: format_us(v))
     for copy_class in classes or ["hidden"]:
         name, color = COPY_CLASS_COLORS.get(copy_class, (copy_class, FAMILY_COLORS["other"]))
         part = groups.filter(pl.col("copy_class") == copy_class).group_by("run").agg(pl.col("us_per_step").sum(), pl.col("per_step").sum())
@@ -380,8 +598,9 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
                     "%{customdata[5]} × %{customdata[6]:.4g} µs<extra></extra>",
                 )
             )
-    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP per byte moved)", showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(type="log", title_text="achieved TFLOP/s", showgrid=True, gridcolor="#eee")
+    # powers of ten only: plotly's default log ticks label 2 and 5 of each decade ("1000, 5, 2, 100")
+    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP per byte moved)", showgrid=True, gridcolor="#eee", dtick=1, tickformat=",~g")
+    fig.update_yaxes(type="log", title_text="achieved TFLOP/s", showgrid=True, gridcolor="#eee", dtick=1, tickformat=",~g")
     _base_layout(fig, "Attention on the roofline (log-log): achieved rate against the device's limits", height=440)
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.24, "xanchor": "left", "x": 0}, margin={"b": 40})
     return fig

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -157,13 +158,14 @@ def _explained(change: review.Change) -> str:
 # ---------- Markdown ----------
 
 def _cell(value: Any) -> str:
-    """A table cell's text: floats with 3 decimals, booleans as yes/no, lists comma-joined."""
+    """A table cell's text: floats with up to 3 decimals (no trailing zeros, no '-0'), booleans as yes/no, lists comma-joined."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.3f}"
+        text = f"{value:.3f}".rstrip("0").rstrip(".")  # 7.0 -> "7", 1.250 -> "1.25"
+        return "0" if text == "-0" else text
     if isinstance(value, list):
         value = ", ".join(map(str, value))
     return str(value).replace("\n", " ")
@@ -174,7 +176,7 @@ def _cell(value: Any) -> str:
 FORMATS: dict[str, Any] = {
     "share": lambda v: f"{v:.1%}",
     "bytes_per_step": lambda v: f"{v:,.0f}",
-    "usd_per_mtok": lambda v: f"{v:.4g}",
+    "usd_per_mtok": lambda v: _plain_decimal(v, 4),
     "usd_per_hour": lambda v: f"{v:.2f}",
     "tokens_per_s": lambda v: f"{v:,.0f}",
     "speedup": lambda v: f"{v:.3f}",
@@ -186,6 +188,31 @@ FORMATS: dict[str, Any] = {
     "base_per_step": lambda v: f"{v:.4g}",
     "other_per_step": lambda v: f"{v:.4g}",
 }
+
+
+GRAPH_INPUT_COPY_OP = "aten::_foreach_copy_"  # where torch.compile's CUDA graphs copy inputs into their static buffers
+
+
+def graph_input_copies(groups: pl.DataFrame) -> pl.DataFrame:
+    """Per run, the CUDA graph's static-input copies: the requested copies made under
+    GRAPH_INPUT_COPY_OP (torch.compile's mode='reduce-overhead' copies every input into the graph's
+    fixed buffers before each replay). `groups`: review.copy_groups. Columns: run, per_step
+    (copies), us_per_step (µs), bytes_per_step; runs without such copies are absent."""
+    if groups.height == 0:
+        return pl.DataFrame(schema={"run": pl.String, "per_step": pl.Float64, "us_per_step": pl.Float64, "bytes_per_step": pl.Float64})
+    return (
+        groups.filter((pl.col("copy_class") == "requested") & pl.col("op_chain").str.contains(GRAPH_INPUT_COPY_OP, literal=True))
+        .group_by("run", maintain_order=True)
+        .agg(pl.col("per_step").sum(), pl.col("us_per_step").sum(), pl.col("bytes_per_step").sum())
+    )
+
+
+def _plain_decimal(value: float, significant: int) -> str:
+    """A number with `significant` significant digits and never an exponent: 7.225e-05 -> '0.0000723'."""
+    if value == 0 or value != value:
+        return "0" if value == 0 else ""
+    digits = max(0, significant - 1 - int(math.floor(math.log10(abs(value)))))
+    return f"{value:,.{digits}f}"
 
 
 def _fmt(column: str, value: Any) -> str:

@@ -57,7 +57,7 @@ def render(sel: Selection) -> None:
     st.caption(EXPLAIN)
 
     with st.container(key="chart_copies"):
-        st.plotly_chart(charts.copy_time_bars(groups, list(runs)), key="fig_copies")
+        st.plotly_chart(charts.copy_time_bars(groups, list(runs), modes=sel.modes), key="fig_copies")
     if len(review.device_groups(runs, sel.baseline)) > 1:
         st.caption("GPU copies are timed on the device, CPU copies on the CPU: the bars are side by side, not a ratio.")
 

@@ -5,6 +5,8 @@ effect on step time and the CPU-side ops beside them, over the steps the user pi
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 import streamlit as st
 
@@ -43,9 +45,9 @@ def render(sel: Selection) -> None:
         if len(split) > 1:
             st.markdown(tables.group_heading(group))
         with st.container(key=f"chart_kernels_count{suffix}"):
-            st.plotly_chart(charts.family_grouped(mine, group.runs, "count", sel.colors), key=f"fig_kernels_count{suffix}")
+            st.plotly_chart(charts.family_grouped(mine, group.runs, "count", sel.colors, modes=sel.modes), key=f"fig_kernels_count{suffix}")
         with st.container(key=f"chart_kernels_time{suffix}"):
-            st.plotly_chart(charts.family_grouped(mine, group.runs, "time", sel.colors), key=f"fig_kernels_time{suffix}")
+            st.plotly_chart(charts.family_grouped(mine, group.runs, "time", sel.colors, modes=sel.modes), key=f"fig_kernels_time{suffix}")
 
     st.subheader("Every kernel, per run")
     st.caption("Over all profiled steps. Share is the kernel's part of the run's total device work time. Sort by any column; "
@@ -72,6 +74,7 @@ def render(sel: Selection) -> None:
     show_changes(sel, split)
 
 
+NOISE_US = 0.1  # a mean that moved by more than 5% but the step by less than this (µs per step) is not a finding
 ALL_STEPS = "all"  # the step choice that means every step (per-step figures = totals / steps); a selectbox shows None as empty
 STEPS_PER_ROW = 4
 
@@ -106,8 +109,7 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
     changes = review.changes(runs, sel.baseline, steps, by="base" if by_base else "name")
 
     with st.container(key="kernels_readings"):
-        for change in changes:
-            show_readings(change, len(changes) > 1)
+        show_all_readings(changes)
 
     kernels = stacked(changes, "kernels")
     summary = review.kernel_change_counts(kernels, others)
@@ -122,9 +124,29 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
         height=tables.fit(summary.height),
     )
     with st.container(key="kernels_explained"):
-        for change in changes:
-            st.markdown(explained_line(change, len(changes) > 1))
-    shown = kernels.filter(pl.col("change") != "same") if only_changes else kernels
+        if len(changes) == 1:
+            st.markdown(explained_line(changes[0], False))
+        else:
+            st.caption(EXPLAINED_WHY)
+            with st.expander(f"How much the top rows explain, for each of the {len(changes)} runs"):
+                explained = pl.DataFrame({
+                    "run": [c.run for c in changes],
+                    "baseline": [c.baseline for c in changes],
+                    "rows": [changed_rows(c.kernels, c.top) for c in changes],
+                    "top_us": [c.explained[0] / 1000.0 for c in changes],
+                    "total_us": [c.explained[1] / 1000.0 for c in changes],
+                })
+                tables.show(explained, "tbl_kernels_explained", {
+                    "run": tables.text("run"), "baseline": tables.text("against") if len(split) > 1 else None,
+                    "rows": tables.count("top changed rows"),
+                    "top_us": st.column_config.NumberColumn("they account for (µs / step)", format="%+.1f"),
+                    "total_us": st.column_config.NumberColumn("change in summed kernel time (µs / step)", format="%+.1f"),
+                }, height=tables.fit(explained.height, 420))
+    noise = pl.col("change").is_in(["slower", "faster"]) & (pl.col("delta_us_per_step").abs() < NOISE_US)
+    shown = kernels.filter((pl.col("change") != "same") & ~noise) if only_changes else kernels
+    if only_changes and kernels.filter(noise).height:
+        st.caption(f"{kernels.filter(noise).height} 'slower'/'faster' rows changed the step by less than {NOISE_US} µs "
+                   "(e.g. a sub-µs memset): left out as noise; turn 'Show only kernels and ops that changed' off to see them.")
     tables.show(
         shown,
         "tbl_kernels_delta",
@@ -135,7 +157,7 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
             "name": tables.text("kernel (or leaf op)", width="large"),
             "family": tables.text("family", width="small"),
             "delta_us_per_step": st.column_config.NumberColumn(
-                "Δ µs / step", format="%+.1f", help="Change of the kernel's total time per step: run − baseline"),
+                "Δ µs / step", format="%+.2f", help="Change of the kernel's total time per step: run − baseline"),
             "base_us_per_step": tables.us("baseline µs / step"),
             "other_us_per_step": tables.us("run µs / step"),
             "delta_per_step": st.column_config.NumberColumn("Δ count / step", format="%+.4g"),
@@ -151,23 +173,53 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
 
 
 def pick_steps(sel: Selection, labels: list[str]) -> dict[str, int | None]:
-    """One step picker per run (every step by default), each kept in the link as kstep=<run id>=<step>."""
-    st.caption("Steps compared: one step of each run, or every step (then each figure is its total over the steps / their number).")
-    chosen: dict[str, int | str] = {}
-    for start in range(0, len(labels), STEPS_PER_ROW):
-        row = labels[start:start + STEPS_PER_ROW]
-        for column, label in zip(st.columns(STEPS_PER_ROW), row):
-            trace = sel.runs[label]
-            options: list[int | str] = [ALL_STEPS] + trace.steps["step"].to_list()
-            names = {r["step"]: f"{r['name']} ({r['dur_ns'] / 1e6:.3g} ms)" for r in trace.steps.iter_rows(named=True)}
-            names[ALL_STEPS] = f"all {trace.steps.height} steps (per-step mean)"
-            ident = sel.ids.get(label, label)
-            key = f"kd_step_{ident}"
-            link.seed_keyed(key, "kstep", ident, options, ALL_STEPS, parse=int)
-            with column:
-                chosen[label] = st.selectbox(f"Steps of {literal.md(label)}", options, key=key, format_func=names.get)
-    link.publish_keyed("kstep", {sel.ids.get(label, label): step for label, step in chosen.items()}, ALL_STEPS)
-    return {label: None if step == ALL_STEPS else step for label, step in chosen.items()}
+    """One step picker for every run: all steps (the default), or the n-th profiled step of each
+    run (a run with fewer steps: its last). The choice is kept in the link as kstep=<run id>=<step>
+    per run, which the reports read; a link whose runs name different positions opens on the first."""
+    traces = {label: sel.runs[label] for label in labels}
+    counts = {label: t.steps.height for label, t in traces.items()}
+    most = max(counts.values(), default=0)
+    options: list[int | str] = [ALL_STEPS] + list(range(most))
+    if "kd_step" not in st.session_state:  # seeded from the link: the position of the first run's kstep
+        st.session_state["kd_step"] = _linked_position(sel, traces)
+    if st.session_state["kd_step"] not in options:
+        st.session_state["kd_step"] = ALL_STEPS
+    words = {ALL_STEPS: "all profiled steps (per-step mean)",
+             **{n: f"the {_ordinal(n + 1)} profiled step of each run" for n in range(most)}}
+    position = st.selectbox(
+        "Steps compared", options, key="kd_step", format_func=words.get,
+        help="Every step (each figure is then its total over the steps / their number), or one step of each run: the "
+        "first, second, ... step the profiler recorded (ProfilerStep names differ between runs).",
+    )
+    chosen: dict[str, int | None] = {}
+    for label, trace in traces.items():
+        steps = trace.steps["step"].to_list()
+        chosen[label] = None if position == ALL_STEPS or not steps else steps[min(int(position), len(steps) - 1)]
+    link.publish_keyed("kstep", {sel.ids.get(label, label): (ALL_STEPS if step is None else step) for label, step in chosen.items()}, ALL_STEPS)
+    if position != ALL_STEPS:
+        st.caption("Compared: " + ", ".join(
+            f"{literal.md(label)} step {step}" for label, step in chosen.items()) + ".")
+    return chosen
+
+
+def _linked_position(sel: Selection, traces: dict) -> int | str:
+    """The step position a link's kstep=<run id>=<step> names for the first run it names that is shown."""
+    for label, trace in traces.items():
+        ident = sel.ids.get(label, label)
+        for raw in st.query_params.get_all("kstep"):
+            if raw.startswith(ident + "="):
+                try:
+                    step = int(raw[len(ident) + 1:])
+                except ValueError:
+                    continue
+                steps = trace.steps["step"].to_list()
+                if step in steps:
+                    return steps.index(step)
+    return ALL_STEPS
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def _steps_words(step: int | None) -> str:
@@ -180,8 +232,58 @@ def show_readings(change: review.Change, named: bool) -> None:
     if not change.readings:
         st.markdown(f"{who}no compile, CUDA-graph, attention-backend or copy-class change.")
         return
-    lines = "\n".join(f"- {literal.md(line)}" for line in change.readings)
+    lines = "\n".join(f"- {literal.md(_grammar(line))}" for line in change.readings)
     st.info(f"{who}what the trace shows plainly\n\n{lines}", icon=":material/lightbulb:")
+
+
+EXPLAINED_WHY = (
+    "Each run's top changed rows (ranked by their effect on step time) against the whole change in summed kernel time per "
+    "step; the rest comes from the rows below them and those within 5% ('same'). Summed kernel time counts overlapping "
+    "kernels twice, so it is not the step time."
+)
+
+
+def show_all_readings(changes: list[review.Change]) -> None:
+    """The plain readings of every run against its baseline, once: each distinct line with the runs
+    it holds for (a line twenty runs share is one line naming them), the per-run view on demand."""
+    if len(changes) == 1:
+        show_readings(changes[0], False)
+        return
+    shared: dict[str, list[tuple[str, str]]] = {}
+    for change in changes:
+        for line in change.readings:
+            shared.setdefault(_generic(_grammar(line)), []).append((change.run, _grammar(line)))
+    quiet = [c.run for c in changes if not c.readings]
+    lines = []
+    for generic, found in shared.items():
+        exact = len({line for _, line in found}) == 1
+        lines.append(f"- {literal.md(found[0][1] if exact else generic)} ({_runs_words([r for r, _ in found], len(changes))}"
+                     + ("" if exact else "; each run's numbers below") + ")")
+    if quiet:
+        lines.append(f"- no compile, CUDA-graph, attention-backend or copy-class change ({_runs_words(quiet, len(changes))})")
+    st.info("What the traces show plainly against the baseline\n\n" + "\n".join(lines), icon=":material/lightbulb:")
+    with st.expander("Each run's readings, with its own numbers"):
+        for change in changes:
+            show_readings(change, True)
+
+
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _generic(line: str) -> str:
+    """A reading with its numbers as '…': the same reading of two runs, whatever their numbers."""
+    return NUMBER.sub("…", line)
+
+
+def _runs_words(runs: list[str], total: int) -> str:
+    if len(runs) == total:
+        return "every run"
+    return ", ".join(literal.md(r) for r in runs)
+
+
+def _grammar(line: str) -> str:
+    """The engine's readings say '1 graph launches': one launch is singular."""
+    return re.sub(r"\b1 graph launches\b", "1 graph launch", line)
 
 
 def explained_line(change: review.Change, named: bool) -> str:

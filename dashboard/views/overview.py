@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard import charts
+from dashboard import charts, report
 from dashboard.engine import review
 from dashboard.engine.health import health
 from dashboard.runs import Collection, Selection
@@ -36,12 +36,15 @@ def render(sel: Selection) -> None:
         "the CPU ProfilerStep span on CPU-only traces (the Speedups tab has the spread). Work per step counts kernels + GPU memcpy + memset on GPU "
         "traces and leaf CPU ops (ops that do work and hold no other such op; views and allocations do not count) on CPU-only traces; the *counted as* column says which."
     )
-    shown = table.with_columns(
+    fam = review.families(runs)
+    memsets = fam.filter(pl.col("family") == "memset").group_by("run").agg(pl.col("count_per_step").sum().alias("memsets_per_step"))
+    shown = table.join(memsets, on="run", how="left", maintain_order="left").with_columns(
         pl.struct("device", "device_name", "cut").map_elements(
             lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String
         ).alias("device_label"),
     )
     any_cut = table["cut"].is_not_null().any()
+    order = overview_columns(table)
     tables.show_by_group(
         shown,
         "tbl_overview",
@@ -55,6 +58,9 @@ def render(sel: Selection) -> None:
                                     "cross-device: the same workload on another device; 'different workload: no speedup' "
                                     "when the runs do different work", width="small"),
             "work_per_step": tables.count("work / step", "Median over steps of the units named in 'counted as'", width="small"),
+            "memsets_per_step": tables.count("memsets", "Of work / step, the Memset (Device) per step: a buffer zeroed "
+                                             "on the device before a kernel writes into it, not a second kernel. sdpa on cuDNN is one "
+                                             "fused kernel and one memset.", width="small"),
             "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"),
             "copies_per_step": tables.count("copies/step"),
             "hidden_copies_per_step": tables.count("hidden/step", "Copies made inside another op (e.g. masked_fill's clone), per step"),
@@ -66,9 +72,10 @@ def render(sel: Selection) -> None:
         },
         split,
         highlight=lambda row: _row_style(row, alarmed),
+        order=order,
     )
 
-    fam = review.families(runs)
+    show_graph_copies(sel, table, groups)
     # the overview already holds speed.step_time's numbers: the chart reads them under speed_table's names
     step_times = table.select(
         "run", pl.col("median_step_us").alias("median_us"), pl.col("p10_step_us").alias("p10_us"),
@@ -82,15 +89,83 @@ def render(sel: Selection) -> None:
         left, right = st.columns(2)
         with left, st.container(key=f"chart_overview_work{suffix}"):
             st.plotly_chart(
-                charts.work_by_family_stacked(fam.filter(pl.col("run").is_in(group.runs)), group.runs, unit), key=f"fig_overview_work{suffix}"
+                charts.work_by_family_stacked(fam.filter(pl.col("run").is_in(group.runs)), group.runs, unit, modes=sel.modes), key=f"fig_overview_work{suffix}"
             )
         with right, st.container(key=f"chart_overview_time{suffix}"):
             st.plotly_chart(
-                charts.step_time_bars(step_times.filter(pl.col("run").is_in(group.runs)), colors=sel.colors, title=title),
+                charts.step_time_bars(step_times.filter(pl.col("run").is_in(group.runs)), colors=sel.colors, title=title, modes=sel.modes, baseline=group.baseline),
                 key=f"fig_overview_time{suffix}",
             )
 
     show_collections(sel.collections)
+
+
+# The columns that tell the story, first and always; the rest one click away (More columns).
+STORY_COLUMNS = ["run", "device_label", "median_step_us", "speedup", "work_per_step", "memsets_per_step", "hidden_copies_per_step", "backends"]
+MORE_COLUMNS = {"relation": "compared as", "steps": "steps", "work_unit": "counted as", "copies_per_step": "copies/step",
+                "backend_requested": "requested", "backend_verdict": "check", "parity_passed": "parity ok"}
+
+
+def overview_columns(table: pl.DataFrame) -> list[str]:
+    """The Overview table's columns in order: STORY_COLUMNS, then those the user adds from
+    MORE_COLUMNS, and always those that carry an alarm or a caveat here (a backend check other than
+    as-requested one: a fallback or an unverified backend, a failed parity, a comparison other than the same workload, a cut file)."""
+    always = []
+    if "backend_verdict" in table.columns and table["backend_verdict"].is_in([review.VERDICT_FALLBACK, review.VERDICT_UNVERIFIED]).any():
+        always.append("backend_verdict")
+    if "parity_passed" in table.columns and (table["parity_passed"] == False).any():  # noqa: E712 - a column
+        always.append("parity_passed")
+    if "relation" in table.columns and table["relation"].drop_nulls().is_in(["same workload", "baseline"]).not_().any():
+        always.append("relation")
+    extra = st.pills(
+        "More columns", list(MORE_COLUMNS), format_func=MORE_COLUMNS.get, selection_mode="multi", key="overview_more",
+        help="The table opens on run, device, median time, speedup, work per step, hidden copies and backend; "
+        "add the others here. A column that holds an alarm (a backend fallback, a failed parity, a run that is not "
+        "the same workload) is shown whatever is picked.",
+    ) or []
+    picked = [c for c in MORE_COLUMNS if c in extra or c in always]
+    return STORY_COLUMNS + picked + (["cut"] if table["cut"].is_not_null().any() else [])
+
+
+def show_graph_copies(sel: Selection, table: pl.DataFrame, groups: pl.DataFrame) -> None:
+    """Why a CUDA-graph run can be slower than eager: its static-input copies, timed from the trace
+    (the requested copies under aten::_foreach_copy_), against the eager run of the same variant
+    when it is selected."""
+    graphs = [label for label, mode in sel.modes.items() if mode == "CUDA graphs"]
+    if not graphs:
+        return
+    copies = {r["run"]: r for r in report.graph_input_copies(groups.filter(pl.col("run").is_in(graphs))).iter_rows(named=True)}
+    median = dict(zip(table["run"].to_list(), table["median_step_us"].to_list()))
+    variant = {label: (t.collector or {}).get("variant") for label, t in sel.runs.items()}
+    eager = {variant[label]: label for label, mode in sel.modes.items() if mode == "eager"}
+    lines = []
+    for label in graphs:
+        found = copies.get(label)
+        if found is None or not found["us_per_step"]:
+            continue
+        twin = eager.get(variant[label])
+        own = median.get(label)
+        against = (f" against {charts.format_us(median[twin])} for **{literal.md(twin)}**" if twin and median.get(twin) else "")
+        slower = bool(twin and own and median.get(twin) and own > median[twin])
+        lines.append(
+            f"- **{literal.md(label)}**: {charts.format_us(own)} per step{against}; "
+            f"**{charts.format_us(found['us_per_step'])}** of it are the graph's static-input copies "
+            f"({found['per_step']:.3g} per step, under {literal.md(report.GRAPH_INPUT_COPY_OP)})"
+            + ((": the whole difference and more." if found["us_per_step"] >= own - median[twin] else
+                f": most of the {charts.format_us(own - median[twin])} difference." if 2 * found["us_per_step"] >= own - median[twin] else ".")
+               if slower else ".")
+        )
+    if not lines:
+        return
+    with st.container(key="graph_copies"):
+        st.info(
+            "**Why CUDA-graph runs can be slower than eager.** torch.compile's mode='reduce-overhead' replays a CUDA graph "
+            "whose inputs live at fixed addresses, so before every replay it copies each input into the graph's static "
+            "buffers (requested copies, not hidden ones). A graph saves launch overhead per kernel; with one attention call "
+            "per graph there are too few kernels to save on, and the copies cost more than the launches they spare.\n\n"
+            + "\n".join(lines),
+            icon=":material/replay:",
+        )
 
 
 def show_split(split: list[review.Group]) -> None:

@@ -94,13 +94,13 @@ def render(sel: Selection) -> None:
         title = "" if len(split) == 1 else f"{group.name} runs: median time per step"
         a, b = st.columns(2)
         with a, st.container(key=f"chart_speed_time{suffix}"):
-            st.plotly_chart(charts.step_time_bars(mine, log=log, colors=sel.colors, title=title), key=f"fig_speed_time{suffix}")
+            st.plotly_chart(charts.step_time_bars(mine, log=log, colors=sel.colors, title=title, modes=sel.modes, baseline=group.baseline), key=f"fig_speed_time{suffix}")
         with b, st.container(key=f"chart_speedup{suffix}"):
-            st.plotly_chart(charts.speedup_bars(mine, group.baseline, log=log), key=f"fig_speedup{suffix}")
+            st.plotly_chart(charts.speedup_bars(mine, group.baseline, log=log, modes=sel.modes), key=f"fig_speedup{suffix}")
     known = speed.filter(pl.col("tokens_per_s").is_not_null())
     if known.height:
         with st.container(key="chart_throughput"):
-            st.plotly_chart(charts.throughput_bars(speed, sel.colors), key="fig_throughput")
+            st.plotly_chart(charts.throughput_bars(speed, sel.colors, modes=sel.modes), key="fig_throughput")
     missing = speed.filter(pl.col("tokens_per_step").is_null())["run"].to_list()
     if missing:
         st.info(

@@ -55,10 +55,12 @@ def show(
     *,
     highlight: Callable[[dict[str, Any]], str] | None = None,
     height: int | str = "auto",
+    order: list[str] | None = None,
 ) -> None:
     """Draw `frame` restricted to `columns` (engine name -> column config, whose label is the
     display name; a None config leaves the column out), inside a container keyed `key` so tests can find it. `highlight(row)` returns
-    a CSS style for a whole row, or ''."""
+    a CSS style for a whole row, or ''. `order`: the columns shown, in order (the rest stay in the
+    data, hidden); None shows them all."""
     data = frame.select([c for c, cfg in columns.items() if c in frame.columns and cfg is not None]).to_pandas()
     shown: Any = data
     if highlight is not None and 0 < len(data) <= HIGHLIGHT_MAX_ROWS:
@@ -70,7 +72,7 @@ def show(
                        "(a pandas Styler takes seconds per few thousand rows); the columns still say everything.")
         st.dataframe(
             shown, hide_index=True, column_config={c: cfg for c, cfg in columns.items() if cfg is not None}, height=height,
-            placeholder=MISSING,
+            placeholder=MISSING, column_order=[c for c in order if c in data.columns] if order is not None else None,
         )
 
 
@@ -93,15 +95,16 @@ def show_by_group(
     *,
     highlight: Callable[[dict[str, Any]], str] | None = None,
     most: int = 600,
+    order: list[str] | None = None,
 ) -> None:
     """`frame` (with a `run` column) as one table under `key` when the runs form one device
     group; else one table per group (keyed `key`_gpu / `key`_cpu), each under its heading,
     all inside a container keyed `key`."""
     if len(groups) <= 1:
-        show(frame, key, columns, highlight=highlight, height=fit(frame.height, most))
+        show(frame, key, columns, highlight=highlight, height=fit(frame.height, most), order=order)
         return
     with st.container(key=key):
         for group in groups:
             part = frame.filter(pl.col("run").is_in(group.runs))
             st.markdown(group_heading(group))
-            show(part, f"{key}_{group_key(group)}", columns, highlight=highlight, height=fit(part.height, most))
+            show(part, f"{key}_{group_key(group)}", columns, highlight=highlight, height=fit(part.height, most), order=order)

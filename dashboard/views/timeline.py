@@ -18,6 +18,31 @@ OP_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "repl
 OP_STYLE = {"insert": tables.ALARM_BG, "delete": tables.ADDED_BG, "replace": tables.NOTE_BG}
 
 
+ARTICLE_B = "sdpa"  # the article's comparison: naive against the fused SDPA call
+
+
+def default_b(sel: Selection, first: str, group_of: dict[str, str]) -> str:
+    """Run B at first sight: a run of A's kind (a GPU step beside a CPU-only step compares
+    nothing), preferring the article's comparison (sdpa, in A's mode), then another variant in
+    A's mode, then any other run; A itself when it is the only run."""
+    label_of = {ident: label for label, ident in sel.ids.items()}
+    ids = list(label_of)
+    others = [i for i in ids if i != first and group_of[i] == group_of[first]] or [i for i in ids if i != first]
+    if not others:
+        return first
+
+    def variant(i: str) -> str | None:
+        return (sel.runs[label_of[i]].collector or {}).get("variant")
+
+    mode = sel.modes.get(label_of[first])
+    same_mode = [i for i in others if sel.modes.get(label_of[i]) == mode]
+    for pool in ([i for i in same_mode if variant(i) == ARTICLE_B and variant(first) != ARTICLE_B],
+                 [i for i in same_mode if variant(i) != variant(first)], same_mode, others):
+        if pool:
+            return pool[0]
+    return others[0]
+
+
 def render(sel: Selection) -> None:
     runs = sel.runs
     labels = list(runs)
@@ -25,7 +50,7 @@ def render(sel: Selection) -> None:
     group_of = {sel.ids[label]: review.device_group(t) for label, t in runs.items()}
     first = sel.ids.get(sel.baseline or "", ids[0])
     # B defaults to another run of A's kind: a GPU step beside a CPU-only step compares nothing
-    second = next((i for i in ids if i != first and group_of[i] == group_of[first]), None) or next((i for i in ids if i != first), first)
+    second = default_b(sel, first, group_of)
     link.seed_choice("tl_a", "a", ids, first)
     link.seed_choice("tl_b", "b", ids, second)
     name = {sel.ids[label]: label for label in labels}
