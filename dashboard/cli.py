@@ -599,6 +599,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Profile attention from torch.profiler traces: kernels per step, hidden copies, "
         "SDPA backends, timelines and speedups.",
     )
+    from dashboard import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     summary = sub.add_parser("summary", help="summarize traces: kernels per step, memcpy, copies, attention backend")
     summary.add_argument("traces", nargs="+",
