@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from test_dashboard_browser import REPO, _free_port, _wait_healthy
+from test_dashboard_browser import REPO, SERVER_QUIET, _free_port, _wait_healthy
 
 
 class Server:
@@ -39,7 +39,7 @@ class Server:
         env["ATTNSCOPE_STORE"] = str(self.store)
         cmd = [sys.executable, "-m", "streamlit", "run", str(REPO / "dashboard" / "app.py"), "--server.headless", "true",
                "--server.port", str(self.port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-               *self.options]
+               *SERVER_QUIET, *self.options]
         if self.paths:
             cmd += ["--", *map(str, self.paths)]
         log = self.log_path.open("a")
@@ -93,15 +93,23 @@ def rss_bytes(pid: int) -> int:
     return total
 
 
-def settled_rss(pid: int, wait_s: float = 5.0) -> int:
-    """The server's RSS once closed sessions are gone: the lowest of a few readings taken after
-    waiting `wait_s` (longer than the server's disconnected-session TTL)."""
-    time.sleep(wait_s)
-    readings = []
-    for _ in range(5):
-        readings.append(rss_bytes(pid))
-        time.sleep(0.5)
-    return min(readings)
+def settled_rss(pid: int, wait_s: float = 5.0, bound_s: float = 60.0) -> int:
+    """The server's RSS once closed sessions are gone: read every 0.25 s; once `wait_s` has passed
+    (longer than the server's disconnected-session TTL) and the last 2 s of readings stayed
+    within 1 MiB of each other (nothing more is being freed), the lowest reading since the TTL.
+    After `bound_s` without settling, the lowest reading taken."""
+    start = time.monotonic()
+    readings: list[tuple[float, int]] = []
+    while True:
+        now = time.monotonic() - start
+        readings.append((now, rss_bytes(pid)))
+        since_ttl = [r for t, r in readings if t >= wait_s]
+        recent = [r for t, r in readings if t >= max(wait_s, now - 2.0)]
+        if now >= wait_s + 2.0 and len(recent) >= 5 and max(recent) - min(recent) <= 1024 * 1024:
+            return min(since_ttl)
+        if now >= bound_s:
+            return min(since_ttl or [r for _, r in readings])
+        time.sleep(0.25)  # the next reading (a poll, not a wait for a guessed time)
 
 
 # --- several browser sessions at once (tests/test_browser_load.py, benchmarks/bench_sessions.py) ---
@@ -128,9 +136,11 @@ def session_traces(folder: Path, n: int) -> list[Path]:
 
 
 async def _settle_async(page, bound_s: float) -> None:
-    await page.wait_for_timeout(300)
-    await page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=bound_s * 1000)
-    await page.wait_for_timeout(300)
+    """test_dashboard_browser._settle for the async API: the app's run over and the page quiet."""
+    from test_dashboard_browser import QUIET_JS
+
+    await page.evaluate("() => { window.__attnscopeQuiet = null; }")
+    await page.wait_for_function(QUIET_JS, arg=300, timeout=bound_s * 1000, polling="raf")
 
 
 async def _overview_runs_async(page) -> list[str]:
@@ -141,12 +151,19 @@ async def _overview_runs_async(page) -> list[str]:
 async def _compare_offers(page, typed: str) -> list[str]:
     """The runs the sidebar's Compare box holds (its chips) and offers for `typed` (its list,
     filtered by what is typed: the list shows only so many at once)."""
+    from test_dashboard_browser import QUIET_JS
+
     box = page.locator("[data-testid=stSidebar] .st-key-sel_runs")
     chips = [await t.get_attribute("aria-label") or "" for t in await box.locator("[data-tag]").all()]
     field = box.locator("input[role=combobox]")
     await field.click()
     await field.fill(typed)
-    await page.wait_for_timeout(500)
+    # the list is filtered as the text is typed: read it once it shows options and stays still
+    try:
+        await page.locator("[role=option]").first.wait_for(state="attached", timeout=30_000)
+    except Exception:  # noqa: BLE001 - none offered: the caller reports what was (not) offered
+        pass
+    await page.wait_for_function(QUIET_JS, arg=200, timeout=30_000, polling="raf")
     options = [t.strip() for t in await page.locator("[role=option]").all_inner_texts()]
     await field.fill("")
     await page.keyboard.press("Escape")

@@ -13,8 +13,13 @@ Without a browser the test skips with the reason; with CI set, a missing browser
 
 from __future__ import annotations
 
+import pytest
+
 from browser_server import Server, rss_bytes, run_sessions, session_traces, settled_rss
 from test_dashboard_browser import TABS, browser_ready  # noqa: F401
+
+# A long browser case: CI's lower-bounds pass leaves it to the newest-versions pass (pyproject's `slow`).
+pytestmark = pytest.mark.slow
 
 MB = 1024 * 1024
 # What a closed session may leave behind on the server: the process-wide cache keeps each parsed

@@ -92,21 +92,21 @@ def _memcpy_chains(path) -> Counter:
     return found
 
 
-def test_ddp_bucket_copies_are_communication_and_raise_no_alarm():
+def test_ddp_bucket_copies_are_communication_and_raise_no_alarm(trace_of):
     path = oracle.DATA / "hta_v100_ns_resolution.pt.trace.json.gz"
     want = sum(n for (kind, chain), n in _memcpy_chains(path).items() if "torch.distributed.ddp.reducer::copy_bucket_to_grad" in chain)
     assert want > 0
-    table = copies(load_trace(path))
+    table = copies(trace_of(path))
     comm = table.filter(pl.col("copy_class") == "communication")
     assert comm.height == want
     assert not comm["hidden"].any()
     assert set(comm["origin"]) == {"torch.distributed.ddp.reducer::copy_bucket_to_grad"}
 
 
-def test_memcpys_launched_by_aten_to_and_cat_are_requested_and_none_is_blamed_on_detach():
+def test_memcpys_launched_by_aten_to_and_cat_are_requested_and_none_is_blamed_on_detach(trace_of):
     path = oracle.DATA / "hta_a100_control.json.gz"
     chains = _memcpy_chains(path)
-    table = copies(load_trace(path)).filter(pl.col("name").str.starts_with("Memcpy"))
+    table = copies(trace_of(path)).filter(pl.col("name").str.starts_with("Memcpy"))
     got = Counter((kind, tuple(chain), cls) for kind, chain, cls in table.select("kind", "op_chain", "copy_class").iter_rows())
     to_htod = chains[("HtoD", ("aten::to", "aten::_to_copy", "aten::copy_"))]
     assert to_htod == 150
@@ -135,11 +135,11 @@ def _with_requested_copy(tmp_path):
     return path
 
 
-def test_a_new_requested_copy_holds_the_gate_and_a_new_hidden_copy_fails_it(tmp_path):
-    base = load_trace(SAMPLES / "naive_inplace.json.gz")
+def test_a_new_requested_copy_holds_the_gate_and_a_new_hidden_copy_fails_it(trace_of, tmp_path):
+    base = trace_of(SAMPLES / "naive_inplace.json.gz")
     contiguous = load_trace(_with_requested_copy(tmp_path))
     assert set(copies(contiguous)["copy_class"]) == {"requested"}
     rules = Rules(max_kernel_increase_pct=100)
     assert check(base, contiguous, rules) == []
-    problems = check(base, load_trace(SAMPLES / "naive.json.gz"), rules)
+    problems = check(base, trace_of(SAMPLES / "naive.json.gz"), rules)
     assert problems == ["new copies: cpu from aten::masked_fill > aten::clone > aten::copy_"]

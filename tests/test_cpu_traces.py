@@ -134,13 +134,13 @@ def test_a_gzipped_export_reads_the_same(naive_trace, tmp_path):
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces" / "cpu"
 
 
-def test_a_compiled_hand_written_attention_is_named_inductor_and_its_bookkeeping_is_not_work():
+def test_a_compiled_hand_written_attention_is_named_inductor_and_its_bookkeeping_is_not_work(trace_of):
     path = SAMPLES / "naive.compiled.json.gz"
     doc = json.loads(gzip.decompress(path.read_bytes()))
     ops = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
     fused = {o["name"] for o in ops if "cpp_fused" in o["name"] and "softmax" in o["name"]}
     assert fused, "inductor fused the softmax into a generated kernel"
-    summary = summarize(load_trace(path))
+    summary = summarize(trace_of(path))
     assert summary["attention"]["backends"] == ["inductor"]
     assert fused <= set(summary["attention"]["evidence"])
     # The compiled naive attention: two bmm around one generated kernel; Dynamo's markers
@@ -148,6 +148,6 @@ def test_a_compiled_hand_written_attention_is_named_inductor_and_its_bookkeeping
     assert any(o["name"].startswith("TorchDynamo Cache Lookup") for o in ops)
     spans = [e for e in doc["traceEvents"] if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
     assert [s["work"] for s in summary["steps"]] == [3] * len(spans)
-    work = work_events(load_trace(path))
+    work = work_events(trace_of(path))
     first = work.filter(pl.col("step") == work["step"].min()).sort("ts_ns")["name"].cast(pl.String).to_list()
     assert first[0] == first[2] == "aten::bmm" and first[1] in fused

@@ -18,6 +18,7 @@ import pytest
 import oracle
 from dashboard.engine import TraceError, load_trace
 from dashboard.engine import load as load_module
+from dashboard.engine.load import decode as load_decode
 from dashboard.engine.kernels import per_step
 from dashboard.engine.summary import device_info
 
@@ -196,7 +197,7 @@ def inject_bad_byte(name: str) -> tuple[bytes, str]:
 @pytest.mark.parametrize("batched", [False, True])
 def test_a_byte_that_is_not_utf8_in_a_kernel_name_is_read_as_a_replacement_character(monkeypatch, batched):
     if batched:
-        monkeypatch.setattr(load_module, "ONE_BATCH_BYTES", 0)
+        monkeypatch.setattr(load_decode, "ONE_BATCH_BYTES", 0)
     bad, name = inject_bad_byte("tracelens_h100_bert_sdpa_flash.json.gz")
     doc = json.loads(bad.decode("utf-8", errors="replace"))
     trace = load_trace(bad, name="bad.json")

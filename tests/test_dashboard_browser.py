@@ -35,6 +35,9 @@ TABS = {
     "Backends": "tbl_backends",
 }
 WIDTH = 1600
+# The test servers watch no source file: an edit to the tree while a test runs would otherwise put
+# Streamlit's 'File change. Rerun' prompt in the status widget (or rerun the app under the test).
+SERVER_QUIET = ["--server.fileWatcherType", "none", "--server.runOnSave", "false"]
 
 
 def _browser_or_reason() -> str | None:
@@ -78,15 +81,20 @@ def browser_ready() -> None:
         pytest.skip(reason)
 
 
-@pytest.fixture
-def server(browser_ready, tmp_path):
-    """A dashboard server on a free loopback port; always terminated."""
+@pytest.fixture(scope="module")
+def _module_server(tmp_path_factory):
+    """One dashboard server on a free loopback port for this module's tests (each test is a
+    session of its own: its own browser, page, uploads and ticket); always terminated."""
+    if _browser_or_reason():  # (the tests' browser_ready skips or fails them first)
+        yield None
+        return
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "ATTNSCOPE_TRACES"}
-    log = (tmp_path / "streamlit.log").open("w")
+    log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(REPO / "dashboard" / "app.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+         *SERVER_QUIET],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     try:
@@ -102,18 +110,84 @@ def server(browser_ready, tmp_path):
         log.close()
 
 
-def _settle(page) -> None:
-    """Wait until the app has finished its run (the 'Running...' widget is gone)."""
-    page.wait_for_timeout(300)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
-    page.wait_for_timeout(500)
+@pytest.fixture
+def server(browser_ready, _module_server):
+    """The module's dashboard server's URL (started once, for every test here)."""
+    return _module_server
+
+
+# True once the page has been quiet for `quiet` ms on end: no script run (Streamlit's stApp says
+# notRunning; a run requested or going is busy), no 'Running...' status, no element left stale by a
+# run. Read every animation frame, so it returns as soon as the page is quiet, and a run that starts
+# within the quiet time (a click's rerun still on its way to the server) starts the count again.
+# A page that is not Streamlit's (a report opened from disk) is quiet when it stops changing size.
+QUIET_JS = """(quiet) => {
+  const app = document.querySelector('[data-testid=stApp]');
+  const state = app ? app.getAttribute('data-test-script-state') : null;
+  const widget = document.querySelector('[data-testid=stStatusWidget]');
+  const shown = (el) => !!el && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
+  const running = shown(widget) && /running/i.test(widget.textContent || '');
+  const busy = (app && (state === 'initial' || state === 'running' || state === 'rerunRequested' || state === 'stopRequested'))
+    || running || !!document.querySelector('[data-stale=true]');
+  const shape = document.body ? document.body.scrollHeight + 'x' + document.body.scrollWidth : '';
+  const now = performance.now();
+  const mark = window.__attnscopeQuiet;
+  if (busy || !mark || mark.shape !== shape) { window.__attnscopeQuiet = busy ? null : {since: now, shape}; return false; }
+  return now - mark.since >= quiet;
+}"""
+
+
+def _settle(page, bound_s: float = 60.0, quiet_ms: int = 500) -> None:
+    """Wait until the app has finished its run and stays finished: no run going or requested, the
+    'Running...' widget gone, no element left stale, the page's size unchanged, for `quiet_ms` on
+    end (a rerun a click asked for that starts meanwhile is waited for too)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.evaluate("() => { window.__attnscopeQuiet = null; }")
+    try:
+        page.wait_for_function(QUIET_JS, arg=quiet_ms, timeout=bound_s * 1000, polling="raf")
+    except PlaywrightTimeout as exc:  # say what kept it busy
+        raise AssertionError(f"the page did not settle within {bound_s:.0f} s: {page.evaluate(BUSY_JS)}") from exc
+
+
+BUSY_JS = """() => {
+  const app = document.querySelector('[data-testid=stApp]');
+  const stale = [...document.querySelectorAll('[data-stale=true]')].map((e) => e.className.slice(0, 60) + ' ' + (e.textContent || '').slice(0, 60));
+  const widget = document.querySelector('[data-testid=stStatusWidget]');
+  return {state: app && app.getAttribute('data-test-script-state'), widget: widget ? widget.textContent.slice(0, 80) : null,
+          stale, shape: document.body.scrollHeight + 'x' + document.body.scrollWidth};
+}"""
+
+
+def redrawn(exc: BaseException) -> bool:
+    """Did a Playwright call fail because Streamlit redrew the element it held (found, then
+    replaced before it was used)?"""
+    text = str(exc).lower()
+    return "not attached to the dom" in text or "element is detached" in text or "was detached" in text \
+        or "execution context was destroyed" in text
+
+
+def again_if_redrawn(page, action, attempts: int = 5):
+    """action(), run again from the start (it locates its elements afresh) after the page settles,
+    when Streamlit redrew an element between finding and using it; any other failure, or a redraw
+    on every attempt, is raised."""
+    from playwright.sync_api import Error
+
+    for attempt in range(attempts):
+        try:
+            return action()
+        except Error as exc:
+            if not redrawn(exc) or attempt == attempts - 1:
+                raise
+            _settle(page)
+    raise AssertionError("unreachable")
 
 
 def _screenshot(page, path: Path) -> None:
     """The whole main column: the viewport grows to the content's height for the shot."""
     height = page.evaluate("() => document.querySelector('[data-testid=stMainBlockContainer]').scrollHeight")
     page.set_viewport_size({"width": WIDTH, "height": min(max(int(height) + 80, 900), 8000)})
-    page.wait_for_timeout(800)
+    _settle(page)  # the charts laid out again at the new size
     page.screenshot(path=str(path))
     page.set_viewport_size({"width": WIDTH, "height": 1000})
 
@@ -288,10 +362,16 @@ def timeline_point(box: dict, drawn: dict, panel: int, i: int) -> tuple[float, f
     return box["x"] + drawn["gutter"] + (t - v0) * k, box["y"] + at["top"] + (p["lane"][i] + 0.5) * at["laneH"]
 
 
+def painted(page) -> None:
+    """Wait for the page to paint what the last input made: the canvas component handles mouse
+    events as they come (a drawn view, a tooltip), two animation frames later it is on screen."""
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
 def timeline_hover(page, x: float, y: float) -> str:
     """The tooltip's text with the pointer at (x, y), or '' when none shows."""
     page.mouse.move(x, y)
-    page.wait_for_timeout(150)
+    painted(page)
     tip = page.locator(".st-key-chart_timeline .tip")
     return tip.inner_text() if tip.is_visible() else ""
 
@@ -343,7 +423,7 @@ def test_the_timeline_canvas_draws_each_bar_where_its_hover_names_it_and_zooms(s
             page.mouse.down()
             page.mouse.move(left + width * 0.5, y, steps=4)
             page.mouse.up()
-            page.wait_for_timeout(200)
+            painted(page)
             zoomed = canvas.evaluate(DRAWN)["view"]
             span = data["span"]
             assert zoomed[0] == pytest.approx(span * 0.25, abs=span / width * 1.5)
@@ -360,21 +440,21 @@ def test_the_timeline_canvas_draws_each_bar_where_its_hover_names_it_and_zooms(s
             page.mouse.move(left + width * 0.5, y)
             under = zoomed[0] + (zoomed[1] - zoomed[0]) * 0.5
             page.mouse.wheel(0, -200)
-            page.wait_for_timeout(200)
+            painted(page)
             wheeled = canvas.evaluate(DRAWN)["view"]
             assert wheeled[1] - wheeled[0] < zoomed[1] - zoomed[0]
             assert wheeled[0] + (wheeled[1] - wheeled[0]) * 0.5 == pytest.approx(under, abs=span / width * 1.5)
             page.mouse.dblclick(left + width * 0.5, y)
-            page.wait_for_timeout(200)
+            painted(page)
             assert canvas.evaluate(DRAWN)["view"] == [0, span]
 
             # hide the bar's family: not drawn, not hovered; show it again
             legend = page.locator(".st-key-chart_timeline .legend label", has_text=family["name"]).first
             legend.click()
-            page.wait_for_timeout(200)
+            painted(page)
             assert pixel(x, y) != family["color"] and timeline_hover(page, x, y).splitlines()[:1] != [a["names"][a["name"][widest]]]
             legend.click()
-            page.wait_for_timeout(200)
+            painted(page)
             assert pixel(x, y) == family["color"]
             assert not errors, errors
         finally:

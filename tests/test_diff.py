@@ -11,7 +11,6 @@ import polars as pl
 import pytest
 
 import oracle
-from dashboard.engine import load_trace
 from dashboard.engine.diff import chosen_steps, explained, kernel_diff, op_diff, readings, sequence_diff
 
 CONTROL, TEST = "hta_a100_control.json.gz", "hta_v100_test.json.gz"
@@ -20,8 +19,8 @@ OP_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"}
 
 
 @pytest.fixture(scope="module")
-def pair():
-    return {name: (load_trace(oracle.DATA / name), oracle.raw(oracle.DATA / name)) for name in (CONTROL, TEST)}
+def pair(trace_of):
+    return {name: (trace_of(oracle.DATA / name), oracle.raw(oracle.DATA / name)) for name in (CONTROL, TEST)}
 
 
 def _gpu_in_steps(doc: dict, steps: set[str]) -> list[tuple[dict, dict]]:
@@ -129,8 +128,8 @@ def test_the_readings_name_torch_compile_and_cuda_graphs(pair):
     assert lines[2] == "CUDA graphs: 2 graph launches per step replay kernels; kernel launches fell from 1,428 to 811 per step"
 
 
-def test_the_readings_name_a_backend_change_and_a_new_hidden_copy():
-    inplace, naive, sdpa = (load_trace(SAMPLES / f"{v}.json.gz") for v in ("naive_inplace", "naive", "sdpa"))
+def test_the_readings_name_a_backend_change_and_a_new_hidden_copy(trace_of):
+    inplace, naive, sdpa = (trace_of(SAMPLES / f"{v}.json.gz") for v in ("naive_inplace", "naive", "sdpa"))
     assert readings(inplace, naive) == ["new copy class: hidden (1 per step, none in the baseline)"]
     # and the other way: the hidden copy of the out-of-place masked_fill disappears (it said 'no copy-class change')
     assert readings(naive, inplace) == ["copy class gone: hidden (1 per step in the baseline, none in the run)"]
@@ -176,8 +175,8 @@ def test_kernel_sequences_are_aligned_in_launch_order_across_streams(pair):
     assert aligned.filter(pl.col("a_pos").is_not_null()).sort("a_pos")["a_name"].to_list() == a
 
 
-def test_a_step_that_does_not_exist_is_named():
-    trace = load_trace(SAMPLES / "naive.json.gz")
+def test_a_step_that_does_not_exist_is_named(trace_of):
+    trace = trace_of(SAMPLES / "naive.json.gz")
     with pytest.raises(KeyError, match="no step 12345"):
         chosen_steps(trace, 12345)
 
@@ -199,12 +198,12 @@ def _work_sequence_by_joins(trace, step: int) -> pl.DataFrame:
 
 @pytest.mark.parametrize("path", sorted(oracle.DATA.glob("*.json.gz")) + sorted((oracle.DATA.parent.parent / "sample_traces").glob("*/*.json.gz")),
                          ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_the_launch_ordered_sequence_is_the_one_joins_give_on_every_real_trace(path):
+def test_the_launch_ordered_sequence_is_the_one_joins_give_on_every_real_trace(trace_of, path):
     from polars.testing import assert_frame_equal
 
     from dashboard.engine.diff import work_sequence
 
-    trace = load_trace(path)
+    trace = trace_of(path)
     steps = trace.steps["step"].to_list()
     for step in steps[:3] + steps[-1:]:
         assert_frame_equal(work_sequence(trace, step), _work_sequence_by_joins(trace, step))

@@ -15,7 +15,6 @@ from dashboard.engine.efficiency import (
     BOTTOM_RIGHT, CONCRETE_COLUMN, TOP_LEFT, AttentionShape, attention_work, causal_pairs, efficiency,
     efficiency_block, kernel_causal, read_shape, step_efficiency,
 )
-from dashboard.engine.load import load_trace
 from dashboard.engine.peaks import PEAK_TABLE, DevicePeak, match_device, with_override
 from oracle import DATA, complete, raw
 
@@ -183,9 +182,9 @@ def _flash_calls_by_json(doc: dict) -> tuple[list[int], list[float]]:
 
 
 @pytest.mark.parametrize("name", H100_TRACES)
-def test_h100_flash_kernels_achieve_the_rate_their_input_dims_and_durations_give(name):
+def test_h100_flash_kernels_achieve_the_rate_their_input_dims_and_durations_give(trace_of, name):
     flops, durations = _flash_calls_by_json(raw(DATA / name))
-    table = efficiency(load_trace(DATA / name))
+    table = efficiency(trace_of(DATA / name))
     measured = table.filter(table["flops"].is_not_null())
     assert int(measured["count"].sum()) == len(flops)
     assert sorted(set(measured["flops"].to_list())) == sorted(set(flops))
@@ -196,39 +195,39 @@ def test_h100_flash_kernels_achieve_the_rate_their_input_dims_and_durations_give
 
 
 @pytest.mark.parametrize("name", H100_TRACES)
-def test_nothing_runs_above_the_roofline_on_the_h100_traces(name):
-    table = efficiency(load_trace(DATA / name))
+def test_nothing_runs_above_the_roofline_on_the_h100_traces(trace_of, name):
+    table = efficiency(trace_of(DATA / name))
     pct = table["pct_of_roofline"].drop_nulls()
     assert pct.len() > 0 and float(pct.max()) < 100
     assert (table["tflops"].drop_nulls() < 989.5).all()
 
 
-def test_qwen_kernels_launched_before_the_cpu_window_are_listed_with_a_reason():
+def test_qwen_kernels_launched_before_the_cpu_window_are_listed_with_a_reason(trace_of):
     doc = raw(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz")
     correlations = {e["args"]["correlation"] for e in complete(doc) if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     orphans = [e for e in complete(doc) if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"] and e["args"]["correlation"] not in correlations]
-    table = efficiency(load_trace(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"))
+    table = efficiency(trace_of(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"))
     unknown = table.filter(table["flops"].is_null())
     assert int(unknown["count"].sum()) == len(orphans) == 10
     assert all("launch" in r for r in unknown["reason"].to_list())
 
 
-def test_a_user_peak_gives_the_roofline_by_hand():
+def test_a_user_peak_gives_the_roofline_by_hand(trace_of):
     name = "tracelens_h100_qwen_chat_sdpa_flash.json.gz"
     doc = raw(DATA / name)
     op = next(e for e in complete(doc) if e["name"] == "aten::_flash_attention_forward")
     b, s, h, d = op["args"]["Input Dims"][0]
     flops = 4 * b * h * d * s * (s + 1) // 2
     moved = 4 * b * s * h * d * 2 + b * h * s * 4  # Q, K, V, O in bf16 and the fp32 log-sum-exp
-    table = efficiency(load_trace(DATA / name), peak={"bf16": 100.0, "bandwidth_tbps": 0.5})
+    table = efficiency(trace_of(DATA / name), peak={"bf16": 100.0, "bandwidth_tbps": 0.5})
     row = table.filter(table["flops"].is_not_null()).row(0, named=True)
     assert (row["flops"], row["bytes"]) == (flops, moved)
     assert row["roofline_tflops"] == pytest.approx(min(100.0, flops / moved * 0.5))
     assert row["pct_of_roofline"] == pytest.approx(100 * row["tflops"] / row["roofline_tflops"])
 
 
-def test_efficiency_block_is_json_and_its_percentage_is_ideal_over_actual_time():
-    block = efficiency_block(load_trace(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"))
+def test_efficiency_block_is_json_and_its_percentage_is_ideal_over_actual_time(trace_of):
+    block = efficiency_block(trace_of(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"))
     json.dumps(block)
     assert block["device"]["matched"] == "H100 SXM5 80GB"
     assert block["calls"] == 34 and block["measured"] == 24
@@ -298,33 +297,33 @@ def test_an_explicit_device_peak_replaces_the_table_row():
 # --- CPU sample traces --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("run", ["sdpa", "sdpa-flash", "sdpa-math", "sdpa.compiled", "sdpa-flash.compiled"])
-def test_cpu_samples_report_work_and_a_reason_instead_of_a_percentage(run):
+def test_cpu_samples_report_work_and_a_reason_instead_of_a_percentage(trace_of, run):
     path = SAMPLES / f"{run}.json.gz"
     doc = raw(path)
     shape = doc["attnscope"]["shape"]
     b, h, s, d = shape["batch"], shape["heads"], shape["seq"], shape["head_dim"]
-    table = efficiency(load_trace(path))
+    table = efficiency(trace_of(path))
     assert table.height > 0
     # every collector variant is causal (collectors/variants.py); fp32 on the CPU
     assert set(table["flops"].to_list()) == {4 * b * h * d * s * (s + 1) // 2}
     assert table["pct_of_roofline"].null_count() == table.height
     assert all("CPU" in r for r in table["reason"].to_list())
-    assert efficiency_block(load_trace(path))["pct_of_roofline"] is None
+    assert efficiency_block(trace_of(path))["pct_of_roofline"] is None
 
 
-def test_cpu_sample_with_a_user_peak_gets_a_percentage():
-    table = efficiency(load_trace(SAMPLES / "sdpa.json.gz"), peak={"fp32": 1.0, "bandwidth_tbps": 0.05})
+def test_cpu_sample_with_a_user_peak_gets_a_percentage(trace_of):
+    table = efficiency(trace_of(SAMPLES / "sdpa.json.gz"), peak={"fp32": 1.0, "bandwidth_tbps": 0.05})
     row = table.row(0, named=True)
     assert row["reason"] is None
     assert row["pct_of_roofline"] == pytest.approx(100 * row["tflops"] / min(1.0, row["intensity"] * 0.05))
 
 
-def test_naive_cpu_samples_have_no_attention_op_rows():
-    assert efficiency(load_trace(SAMPLES / "naive.json.gz")).height == 0
+def test_naive_cpu_samples_have_no_attention_op_rows(trace_of):
+    assert efficiency(trace_of(SAMPLES / "naive.json.gz")).height == 0
 
 
-def test_concrete_inputs_column_is_optional():
-    trace = load_trace(DATA / "tracelens_h100_bert_sdpa_flash.json.gz")
+def test_concrete_inputs_column_is_optional(trace_of):
+    trace = trace_of(DATA / "tracelens_h100_bert_sdpa_flash.json.gz")
     # is_causal comes from Concrete Inputs when the loader keeps them, else from the flash kernel's name
     table = efficiency(trace)
     assert table["shape"].drop_nulls().str.contains("full").all()
@@ -333,23 +332,23 @@ def test_concrete_inputs_column_is_optional():
 
 
 @pytest.mark.parametrize("run", ["naive", "naive_inplace.compiled", "sdpa-math"])
-def test_a_collectors_variant_per_step_has_the_work_of_its_shape_and_the_time_of_its_annotation(run):
+def test_a_collectors_variant_per_step_has_the_work_of_its_shape_and_the_time_of_its_annotation(trace_of, run):
     path = SAMPLES / f"{run}.json.gz"
     doc = raw(path)
     shape = doc["attnscope"]["shape"]
     b, h, s, d = shape["batch"], shape["heads"], shape["seq"], shape["head_dim"]
     spans = [e["dur"] for e in complete(doc) if e["name"].startswith("attention::") and e.get("cat") == "user_annotation"]
-    row = step_efficiency(load_trace(path)).row(0, named=True)
+    row = step_efficiency(trace_of(path)).row(0, named=True)
     assert row["variant"] == doc["attnscope"]["variant"] and row["steps"] == len(spans) == 3
     assert row["flops"] == 4 * b * h * d * s * (s + 1) // 2
     assert row["bytes"] == 4 * b * h * s * d * 4  # Q, K, V, O in fp32
     assert row["mean_us"] == pytest.approx(sum(spans) / len(spans), rel=1e-6)
     assert row["pct_of_roofline"] is None and "CPU" in row["reason"]
-    assert efficiency_block(load_trace(path))["per_step"][0]["variant"] == row["variant"]
+    assert efficiency_block(trace_of(path))["per_step"][0]["variant"] == row["variant"]
 
 
-def test_foreign_traces_have_no_per_step_row():
-    assert step_efficiency(load_trace(DATA / "tracelens_h100_bert_sdpa_flash.json.gz")).height == 0
+def test_foreign_traces_have_no_per_step_row(trace_of):
+    assert step_efficiency(trace_of(DATA / "tracelens_h100_bert_sdpa_flash.json.gz")).height == 0
 
 
 # --- the share of the trace's attention device time the measured calls cover -------------------
@@ -365,7 +364,7 @@ ATTENTION_KERNELS = {
 
 
 @pytest.mark.parametrize("name", list(ATTENTION_KERNELS))
-def test_the_attention_device_time_and_the_measured_share_agree_with_the_json(name):
+def test_the_attention_device_time_and_the_measured_share_agree_with_the_json(trace_of, name):
     from dashboard.engine.efficiency import attention_device_ns
 
     doc = raw(DATA / name)
@@ -373,7 +372,7 @@ def test_the_attention_device_time_and_the_measured_share_agree_with_the_json(na
     parts = ATTENTION_KERNELS[name]
     mine = [e for e in kernels if any(p in e["name"] for p in parts)]
     expected = sum(round(float(e["dur"]) * 1000) for e in mine)
-    trace = load_trace(DATA / name)
+    trace = trace_of(DATA / name)
     assert attention_device_ns(trace) == expected
     block = efficiency_block(trace)
     assert block["attention_device_ns"] == expected
@@ -390,10 +389,10 @@ def test_the_attention_device_time_and_the_measured_share_agree_with_the_json(na
     assert block["measured_share"] == pytest.approx(measured_ns / expected)
 
 
-def test_the_qwen_share_is_71_percent_and_the_line_says_the_rest_has_no_shapes():
+def test_the_qwen_share_is_71_percent_and_the_line_says_the_rest_has_no_shapes(trace_of):
     from dashboard.cli import _efficiency_line
 
-    block = efficiency_block(load_trace(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"))
+    block = efficiency_block(trace_of(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"))
     line = _efficiency_line(block)
     assert "24 of 34 calls measured, 71% of attention device time; the rest has no shapes" in line
     assert json.loads(json.dumps({k: block[k] for k in ("attention_device_ns", "measured_device_ns", "measured_share")}))

@@ -28,12 +28,12 @@ GPU_TRACES = [
 
 
 @pytest.fixture(scope="module")
-def loaded() -> dict:
+def loaded(trace_of) -> dict:
     cache: dict = {}
 
     def get(name: str):
         if name not in cache:
-            cache[name] = (load_trace(DATA / name), oracle.raw(DATA / name))
+            cache[name] = (trace_of(DATA / name), oracle.raw(DATA / name))
         return cache[name]
 
     return get
@@ -252,8 +252,9 @@ def test_a_forced_math_backend_compiled_by_inductor_is_not_a_fallback():
 
 def test_progress_reports_the_fraction_decoded(monkeypatch):
     from dashboard.engine import load
+    from dashboard.engine.load import decode as load_decode, frames as load_frames
 
-    monkeypatch.setattr(load, "ONE_BATCH_BYTES", 0)  # decode in batches, as for files over 48 MB
+    monkeypatch.setattr(load_decode, "ONE_BATCH_BYTES", 0)  # decode in batches, as for files over 48 MB
     seen: list[float] = []
     load_trace(DATA / "hta_a100_control.json.gz", progress=seen.append)
     assert seen[0] == 0.0 and all(a < b for a, b in zip(seen, seen[1:])) and seen[-1] < 1.0
@@ -521,10 +522,11 @@ def test_a_small_tables_one_gather_sorts_as_the_column_by_column_gather_does(pat
     from polars.testing import assert_frame_equal
 
     import dashboard.engine.load as load
+    from dashboard.engine.load import decode as load_decode, frames as load_frames
 
     whole = load_trace(path)
-    assert whole.events.height < load.NORMALIZE_WHOLE_ROWS  # the path under test
-    monkeypatch.setattr(load, "NORMALIZE_WHOLE_ROWS", 0)
+    assert whole.events.height < load_frames.NORMALIZE_WHOLE_ROWS  # the path under test
+    monkeypatch.setattr(load_frames, "NORMALIZE_WHOLE_ROWS", 0)
     by_column = load_trace(path)
     assert_frame_equal(whole.events, by_column.events, categorical_as_str=True)
     assert summarize(whole) == summarize(by_column)

@@ -407,6 +407,7 @@ VLLM = "tracelens_vllm_decode_graph_unified_attention.json.gz@graph"
 
 # Failures the fuzzer found, kept as regression cases (each fixed in the module its commit names).
 # efficiency.read_shape: Input Dims of strings (TypeError: can't multiply sequence by 'str')
+@pytest.mark.slow  # hundreds of generated cases: CI runs them in its newest-versions pass only
 @example(case=Case("hta_a100_control.json.gz@step", (("set", "name", "all", "aten::scaled_dot_product_attention"),
                                                      ("set", "args.Input Dims", "all", ["True", "True", "True", "True"]))))
 # efficiency.read_shape: shapes as Input type (TypeError: unhashable type: 'list')
@@ -434,6 +435,7 @@ def test_mutated_slices_load_sanely_or_fail_in_one_line(case: Case) -> None:
     run_case(case)
 
 
+@pytest.mark.slow  # hundreds of generated cases: CI runs them in its newest-versions pass only
 @settings(FUZZ, max_examples=DAMAGED_EXAMPLES)
 @given(case=DAMAGED)
 def test_damaged_bytes_load_sanely_or_fail_in_one_line(case: Case) -> None:

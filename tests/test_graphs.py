@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import oracle
-from dashboard.engine import load_trace, summarize
+from dashboard.engine import summarize
 from dashboard.engine.graphs import graph_replays
 
 GRAPH_CALLS = {"cudaGraphLaunch", "hipGraphLaunch"}
@@ -23,10 +23,10 @@ def _replayed(name: str) -> tuple[int, Counter]:
     return len(graphs), per
 
 
-def test_vllm_decode_replays_its_kernels_from_one_graph_launch_under_no_op():
+def test_vllm_decode_replays_its_kernels_from_one_graph_launch_under_no_op(trace_of):
     name = "tracelens_vllm_decode_graph_unified_attention.json.gz"
     launches, per = _replayed(name)
-    trace = load_trace(oracle.DATA / name)
+    trace = trace_of(oracle.DATA / name)
     summary = summarize(trace)
     assert summary["graphs"] == {"launches": launches, "kernels": sum(per.values()), "without_op": sum(per.values()), "ops": {}}
     assert launches == 1 and sum(per.values()) == 421
@@ -46,12 +46,12 @@ def test_the_summary_line_says_1_launch_not_1_launches():
     assert f"  graph replays: 1 launch replayed {sum(per.values()):,} device events (no op holds it)\n" in result.stdout
 
 
-def test_compiled_cuda_graphs_are_blamed_on_the_compiled_function_that_replays_them():
+def test_compiled_cuda_graphs_are_blamed_on_the_compiled_function_that_replays_them(trace_of):
     name = "hta_v100_test.json.gz"
     launches, per = _replayed(name)
-    table = graph_replays(load_trace(oracle.DATA / name))
+    table = graph_replays(trace_of(oracle.DATA / name))
     assert table.height == launches == 12
     assert sorted(table["kernels"].to_list()) == sorted(per.values())
     assert set(table["op"]) == {"CompiledFunction", "CompiledFunctionBackward"}
     assert table.group_by("step").len()["len"].to_list() == [2] * 6
-    assert summarize(load_trace(oracle.DATA / name))["graphs"]["without_op"] == 0
+    assert summarize(trace_of(oracle.DATA / name))["graphs"]["without_op"] == 0

@@ -65,9 +65,9 @@ def _copies_by_json(path: Path) -> Counter:
 
 
 @pytest.mark.parametrize("run", RUNS, ids=IDS)
-def test_every_copy_is_found_with_the_op_chain_the_json_gives(run):
+def test_every_copy_is_found_with_the_op_chain_the_json_gives(trace_of, run):
     path = H200 / run["trace"]
-    got = Counter((kind, tuple(chain)) for kind, chain in copies(load_trace(path)).select("kind", "op_chain").iter_rows())
+    got = Counter((kind, tuple(chain)) for kind, chain in copies(trace_of(path)).select("kind", "op_chain").iter_rows())
     assert got == _copies_by_json(path)
 
 
@@ -79,14 +79,14 @@ def _per_step(run_stem: str) -> pl.DataFrame:
     ).sort("step")
 
 
-def test_the_out_of_place_masked_fill_copies_the_scores_once_per_step_and_masked_fill__does_not():
+def test_the_out_of_place_masked_fill_copies_the_scores_once_per_step_and_masked_fill__does_not(trace_of):
     steps = _per_step("naive")
     assert steps.height == 3
     assert steps["count"].to_list() == [1, 1, 1] and steps["hidden"].to_list() == [1, 1, 1]
     assert steps["bytes"].to_list() == [SCORES * BF16] * 3  # 268,435,456 B: the bf16 scores
     assert steps["origins"].to_list() == [["aten::masked_fill"]] * 3
     for stem in ("naive_inplace", "naive_inplace.compiled", "naive.compiled"):
-        assert copies(load_trace(H200 / f"{stem}.json.gz")).height == 0, stem
+        assert copies(trace_of(H200 / f"{stem}.json.gz")).height == 0, stem
 
 
 def test_forced_math_sdpa_hides_its_fp32_casts_inside_the_sdpa_op():
@@ -119,8 +119,8 @@ EXPECTED_BACKEND = {  # read off each trace's kernel names by a person
 
 
 @pytest.mark.parametrize("run", RUNS, ids=IDS)
-def test_each_run_shows_the_backend_its_kernels_name_and_no_false_fallback(run):
-    trace = load_trace(H200 / run["trace"])
+def test_each_run_shows_the_backend_its_kernels_name_and_no_false_fallback(trace_of, run):
+    trace = trace_of(H200 / run["trace"])
     found = detect_backends(trace).backends
     want = EXPECTED_BACKEND[run["variant"]]
     if run["compiled"] and want in ("eager", "math"):  # inductor generates the softmax
@@ -140,7 +140,7 @@ ATTENTION_KERNELS = ("pytorch_flash::flash_fwd_kernel", "fmha_cutlassF_", "cudnn
 
 @pytest.mark.parametrize("variant", ["sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"])
 @pytest.mark.parametrize("kind", ["", ".graphs"])
-def test_fused_attention_rates_come_from_the_shape_even_when_a_cuda_graph_replays_the_kernel(variant, kind):
+def test_fused_attention_rates_come_from_the_shape_even_when_a_cuda_graph_replays_the_kernel(trace_of, variant, kind):
     from dashboard.engine.efficiency import efficiency_block
 
     events = oracle.complete(oracle.raw(H200 / f"{variant}{kind}.json.gz"))
@@ -153,14 +153,14 @@ def test_fused_attention_rates_come_from_the_shape_even_when_a_cuda_graph_replay
     # an op's time is all the device work it launched (cuDNN's memset too); a replayed kernel has no op
     timed = kernels if kind else [e for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
     achieved = useful * len(kernels) / (sum(e["dur"] for e in timed) * 1e-6) / 1e12
-    block = efficiency_block(load_trace(H200 / f"{variant}{kind}.json.gz"))
+    block = efficiency_block(trace_of(H200 / f"{variant}{kind}.json.gz"))
     assert block["measured"] == 3
     assert block["tflops"] == pytest.approx(achieved, rel=1e-6)
     assert block["pct_of_roofline"] == pytest.approx(100 * achieved / 989.5, rel=1e-6)  # H200 SXM dense bf16, compute-bound here
 
 
-def test_a_graph_replay_without_the_collectors_metadata_still_gives_no_percentage():
+def test_a_graph_replay_without_the_collectors_metadata_still_gives_no_percentage(trace_of):
     from dashboard.engine.efficiency import efficiency_block
 
-    block = efficiency_block(load_trace(oracle.DATA / "tracelens_vllm_decode_graph_unified_attention.json.gz"))
+    block = efficiency_block(trace_of(oracle.DATA / "tracelens_vllm_decode_graph_unified_attention.json.gz"))
     assert block["pct_of_roofline"] is None and block["measured"] == 0

@@ -21,6 +21,7 @@ import oracle
 from test_load_sliced import _assert_same, _early_readings as spy_early
 from dashboard.engine import TraceError, load_trace
 from dashboard.engine import load as load_module
+from dashboard.engine.load import inflate as load_inflate, limits as load_limits, reading as load_reading, slices as load_slices, workers as load_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = oracle.DATA
@@ -105,8 +106,8 @@ def test_the_default_limit_is_4_gib_and_a_gzip_meets_it_while_inflating(monkeypa
     past the default is refused like one past a set limit (shown here with the default lowered:
     inflating 4 GiB takes 20-40 s on two cores, see the opt-in test below)."""
     monkeypatch.delenv(ENV, raising=False)
-    assert load_module.MAX_JSON_BYTES == 4 * GIB and load_module.json_limit() == 4 * GIB
-    monkeypatch.setattr(load_module, "MAX_JSON_BYTES", MIB)
+    assert load_limits.MAX_JSON_BYTES == 4 * GIB and load_limits.json_limit() == 4 * GIB
+    monkeypatch.setattr(load_limits, "MAX_JSON_BYTES", MIB)
     bomb = HEAD + b" " * MIB + TAIL
     with pytest.raises(TraceError, match=r"^<upload>: inflates to more than 1\.0 MiB \(1,048,576 bytes\) of JSON \(the limit;"):
         load_trace(gzip.compress(bomb))
@@ -124,15 +125,15 @@ def test_a_gzip_trailer_that_lies_about_its_size_changes_only_the_pieces(tmp_pat
     with open(bomb, "r+b") as fh:
         fh.seek(-4, os.SEEK_END)
         fh.write((40 * MIB).to_bytes(4, "little"))
-    assert load_module._gzip_pieces(bomb.stat().st_size, (40 * MIB).to_bytes(4, "little")) == (bomb.stat().st_size, 40 * MIB + 1)
+    assert load_inflate._gzip_pieces(bomb.stat().st_size, (40 * MIB).to_bytes(4, "little")) == (bomb.stat().st_size, 40 * MIB + 1)
     assert_refused_while_inflating(tmp_path, bomb, str(256 * MIB), "256.0 MiB (268,435,456 bytes)", baseline_rss)
 
 
 def test_how_a_gzip_stream_is_cut_into_pieces():
     """(compressed bytes a read, inflated bytes a zlib call), by hand: whole when the trailer says
     the stream inflates to less than 48 MiB and to at least its own size, else 1 MiB and 8 MiB."""
-    pieces = load_module._gzip_pieces
-    assert load_module.GZIP_ONE_PIECE_BYTES == 48 * MIB
+    pieces = load_inflate._gzip_pieces
+    assert load_inflate.GZIP_ONE_PIECE_BYTES == 48 * MIB
     assert pieces(1_174_357, (8_647_330).to_bytes(4, "little")) == (1_174_357, 8_647_331)
     assert pieces(100, (100).to_bytes(4, "little")) == (100, 101)
     assert pieces(100, (99).to_bytes(4, "little")) == (MIB, 8 * MIB)  # inflates to less than it is: no hint
@@ -163,8 +164,8 @@ def test_a_gzip_reads_the_same_whatever_its_trailer_says(tmp_path, monkeypatch, 
     path = tmp_path / "t.json.gz"
     path.write_bytes(packed)
     writes = []
-    write = load_module._Sink.write
-    monkeypatch.setattr(load_module._Sink, "write", lambda self, piece: (writes.append(len(piece)), write(self, piece))[1])
+    write = load_inflate._Sink.write
+    monkeypatch.setattr(load_inflate._Sink, "write", lambda self, piece: (writes.append(len(piece)), write(self, piece))[1])
     got = load_trace(packed if layout == "from bytes" else path, name="t.json.gz")
     assert sum(writes) == len(plain)
     if layout in ("one member", "from bytes"):
@@ -181,7 +182,7 @@ def test_a_gzip_bomb_past_the_default_limit_is_refused_in_bounded_memory(tmp_pat
     to the temporary folder and takes 20-40 s here."""
     bomb = write_bomb(tmp_path / "bomb4g.json.gz", 4 * GIB + MIB)
     assert bomb.stat().st_size < 6 * MIB
-    assert load_module.MAX_JSON_BYTES == 4 * GIB
+    assert load_limits.MAX_JSON_BYTES == 4 * GIB
     assert_refused_while_inflating(tmp_path, bomb, None, "4.0 GiB (4,294,967,296 bytes)", baseline_rss)
 
 
@@ -260,14 +261,14 @@ def assert_same(a, b) -> None:
 def spy_sliced(monkeypatch) -> list[tuple[Path, int | None, bool]]:
     """Calls of the sliced loader: (path, gzip_cut, whether it read the file)."""
     calls = []
-    real = load_module._load_sliced
+    real = load_slices._load_sliced
 
     def spy(path, name, progress, gzip_cut=None, keep_workers=False):
         trace = real(path, name, progress, gzip_cut=gzip_cut, keep_workers=keep_workers)
         calls.append((Path(path), gzip_cut, trace is not None))
         return trace
 
-    monkeypatch.setattr(load_module, "_load_sliced", spy)
+    monkeypatch.setattr(load_slices, "_load_sliced", spy)
     return calls
 
 
@@ -281,13 +282,13 @@ def test_a_gzip_inflated_into_a_temporary_file_reads_as_in_memory(tmp_path, monk
     packed = packed if cut is None else packed[:-4] if cut == "trailer" else packed[: int(len(packed) * cut)]
     path = tmp_path / "t.json.gz"
     path.write_bytes(packed)
-    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 62)
     in_memory = load_trace(path)
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(temp))
-    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", 1)
-    monkeypatch.setattr(load_module, "SLICE_BYTES", 1 << 18)
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1)
+    monkeypatch.setattr(load_slices, "SLICE_BYTES", 1 << 18)
     calls, early = spy_sliced(monkeypatch), spy_early(monkeypatch)
     streamed = load_trace(path)
     assert_same(streamed, in_memory)
@@ -313,7 +314,7 @@ def test_a_large_gzip_is_read_in_slices_and_gives_the_tables_of_its_plain_json(t
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_large_trace.py"), "--target-mb", "90", "--out", str(plain)],
                    check=True, capture_output=True)
     size = plain.stat().st_size
-    assert size >= load_module.SLICED_MIN_BYTES
+    assert size >= load_slices.SLICED_MIN_BYTES
     packed = tmp_path / "large.json.gz"
     with open(plain, "rb") as src, open(packed, "wb") as dst:
         packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
@@ -340,20 +341,20 @@ def test_a_large_plain_upload_is_written_to_a_temporary_file_and_read_in_slices(
     for the same bytes (a cut upload: the one-process path closes it; the file is removed)."""
     data = gzip.decompress((DATA / "tracelens_h100_bert_sdpa_flash.json.gz").read_bytes())
     data = (b"\xef\xbb\xbf" if bom else b"") + (data[: data.rindex(b"},", 0, len(data) * 9 // 10) + 1] if cut else data)
-    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 62)
     in_memory = load_trace(data, name="up.json")
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(temp))
-    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", len(data))
-    monkeypatch.setattr(load_module, "SLICE_BYTES", 1 << 18)
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", len(data))
+    monkeypatch.setattr(load_slices, "SLICE_BYTES", 1 << 18)
     calls = spy_sliced(monkeypatch)
     spilled = load_trace(data, name="up.json")
     assert_same(spilled, in_memory)
     (written, gzip_cut, read), = calls
     assert written.parent == temp and not written.exists() and list(temp.iterdir()) == []
     assert gzip_cut is None and read == (not cut)
-    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", len(data) + 1)  # one byte short: kept in memory
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", len(data) + 1)  # one byte short: kept in memory
     calls.clear()
     assert_same(load_trace(data, name="up.json"), in_memory)
     assert calls == []
@@ -367,8 +368,8 @@ def test_a_cut_file_large_enough_for_slices_is_not_searched_for_minutes(tmp_path
     full = gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes())
     path = tmp_path / "cut.json"
     path.write_bytes(full[: full.rindex(b"}", 0, len(full) * 9 // 10) + 1])  # cut just after a brace: it may close
-    code = ("import sys; from pathlib import Path; import dashboard.engine.load as load; load.SLICED_MIN_BYTES = 0; "
-            "print(load._load_sliced(Path(sys.argv[1]), None, None))")
+    code = ("import sys; from pathlib import Path; import dashboard.engine.load.slices as load_slices; load_slices.SLICED_MIN_BYTES = 0; "
+            "print(load_slices._load_sliced(Path(sys.argv[1]), None, None))")
     done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr  # the one-process path reads it
 
@@ -383,8 +384,8 @@ def test_a_temporary_folder_without_room_is_one_line_and_leaves_no_file(tmp_path
         made.append(path)
         return os.open("/dev/full", os.O_WRONLY), str(path)
 
-    monkeypatch.setattr(load_module.tempfile, "mkstemp", full_mkstemp)
-    monkeypatch.setattr(load_module, "SLICED_MIN_BYTES", 1)
+    monkeypatch.setattr(load_inflate.tempfile, "mkstemp", full_mkstemp)
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1)
     with pytest.raises(TraceError) as info:
         load_trace(DATA / "tracelens_h100_bert_sdpa_flash.json.gz")
     assert str(info.value).startswith("tracelens_h100_bert_sdpa_flash.json.gz: cannot inflate into a temporary file in ")
@@ -458,7 +459,7 @@ def test_slice_workers_keep_polars_own_allocator_setting():
     assert done.returncode == 0 and "decay_ms:0" not in done.stdout, (done.stdout, done.stderr)
     if not Path("/proc/self/environ").exists():
         pytest.skip("no /proc to read a worker's environment from")
-    started = load_module._Workers(1)
+    started = load_workers._Workers(1)
     try:
         deadline = time.monotonic() + 10
         while True:  # empty until the kernel has set up the new program (Popen may return before that)
@@ -482,11 +483,11 @@ GZ = sorted(p.name for p in DATA.glob("*.json.gz"))
 def test_a_whole_stream_is_inflated_by_isal_to_the_bytes_gzip_gives(name, monkeypatch):
     packed = (DATA / name).read_bytes()
     taken = []
-    real = load_module._inflate_whole
-    monkeypatch.setattr(load_module, "_inflate_whole", lambda *args: taken.append(real(*args)) or taken[-1])
-    data, _ = load_module.read_source(DATA / name)
+    real = load_inflate._inflate_whole
+    monkeypatch.setattr(load_inflate, "_inflate_whole", lambda *args: taken.append(real(*args)) or taken[-1])
+    data, _ = load_inflate.read_source(DATA / name)
     assert data == gzip.decompress(packed) and taken == [True]
-    assert load_module.read_source(packed)[0] == data and taken == [True, True]  # an upload's bytes too
+    assert load_inflate.read_source(packed)[0] == data and taken == [True, True]  # an upload's bytes too
 
 
 def test_a_cut_stream_gives_what_zlib_gives_whichever_library_is_there(monkeypatch):
@@ -498,10 +499,10 @@ def test_a_cut_stream_gives_what_zlib_gives_whichever_library_is_there(monkeypat
     cuts = sorted(random.Random(7).sample(range(1000, len(packed) - 1), 40)) + [len(packed) - 4, len(packed) - 1]
     for with_isal in (True, False):
         if not with_isal:
-            monkeypatch.setattr(load_module, "_isal_zlib", None)
+            monkeypatch.setattr(load_inflate, "_isal_zlib", None)
         for cut in cuts:
             want = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(packed[:cut])
-            assert load_module.read_source(packed[:cut])[0] == load_module._without_bom(want), (cut, with_isal)
+            assert load_inflate.read_source(packed[:cut])[0] == load_reading._without_bom(want), (cut, with_isal)
 
 
 @pytest.mark.parametrize("fault", ["crc", "length", "two members", "padding"])
@@ -519,10 +520,10 @@ def test_a_stream_isal_does_not_take_whole_is_read_by_zlib_as_before(fault, monk
     else:
         packed += b"\0" * 16
     results = []
-    for isal in (load_module._isal_zlib, None):
-        monkeypatch.setattr(load_module, "_isal_zlib", isal)
+    for isal in (load_inflate._isal_zlib, None):
+        monkeypatch.setattr(load_inflate, "_isal_zlib", isal)
         try:
-            results.append(load_module.read_source(bytes(packed), name="t.json.gz")[0])
+            results.append(load_inflate.read_source(bytes(packed), name="t.json.gz")[0])
         except TraceError as exc:
             results.append(str(exc))
     assert results[0] == results[1]

@@ -132,8 +132,8 @@ def test_an_mtia_trace_names_the_categories_it_does_not_analyse(tmp_path):
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_real_traces_raise_no_category_warning(name):
-    trace = load_trace(oracle.DATA / name)
+def test_real_traces_raise_no_category_warning(trace_of, name):
+    trace = trace_of(oracle.DATA / name)
     assert not [w for w in trace.warnings if "does not analyse" in w]
     assert trace.raw_categories == dict(oracle.category_counts(oracle.raw(oracle.DATA / name)))
 
@@ -144,6 +144,6 @@ def test_every_category_kineto_writes_is_in_the_one_table_and_the_roles_agree_wi
     assert {row[0] for row in CATEGORIES.values() if row[1] == DEVICE} == set(GPU_CATEGORIES)
 
 
-def test_cuda_and_rocm_traces_still_say_cuda_and_rocm():
-    assert device_info(load_trace(oracle.DATA / "hta_mi250_rocm_minitoy.json.gz"))["type"] == "rocm"
-    assert device_info(load_trace(oracle.DATA / "hta_v100_test.json.gz")) == {"type": "cuda", "name": "Tesla V100-SXM2-16GB"}
+def test_cuda_and_rocm_traces_still_say_cuda_and_rocm(trace_of):
+    assert device_info(trace_of(oracle.DATA / "hta_mi250_rocm_minitoy.json.gz"))["type"] == "rocm"
+    assert device_info(trace_of(oracle.DATA / "hta_v100_test.json.gz")) == {"type": "cuda", "name": "Tesla V100-SXM2-16GB"}

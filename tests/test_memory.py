@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import dashboard.engine.load as load
+from dashboard.engine.load import decode as load_decode, frames as load_frames, reading as load_reading, scanner as load_scanner, slices as load_slices
 from dashboard import charts
 from dashboard.cli import _human
 from dashboard.engine.memory import memory_block, memory_by_run, memory_peak, memory_peaks
@@ -186,13 +187,13 @@ def test_the_trace_wide_peak_is_the_highest_total_allocated_per_device(name):
 @pytest.mark.parametrize("batched", [False, True], ids=["whole", "in batches"])
 @pytest.mark.parametrize("name", WITH_MEMORY)
 def test_the_scanner_and_msgspec_give_the_same_memory_frame(name, batched, monkeypatch):
-    if load._scan is None:
+    if load_scanner._scan is None:
         pytest.skip("the C scanner is not built here")
     if batched:
-        monkeypatch.setattr(load, "ONE_BATCH_BYTES", 0)
-        monkeypatch.setattr(load, "BATCH", 500)
+        monkeypatch.setattr(load_decode, "ONE_BATCH_BYTES", 0)
+        monkeypatch.setattr(load_decode, "BATCH", 500)
     with_scanner = load.load_trace(DATA / name)
-    monkeypatch.setattr(load, "_scan", None)
+    monkeypatch.setattr(load_scanner, "_scan", None)
     without = load.load_trace(DATA / name)
     assert with_scanner.memory.height > 0
     assert_frame_equal(with_scanner.memory, without.memory)
@@ -203,11 +204,11 @@ def test_the_scanner_and_msgspec_give_the_same_memory_frame(name, batched, monke
 def test_a_file_read_in_slices_by_worker_processes_gives_the_same_memory_frame(name, tmp_path, monkeypatch):
     path = tmp_path / name.removesuffix(".gz")
     path.write_bytes(gzip.decompress((DATA / name).read_bytes()))
-    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 0)
-    monkeypatch.setattr(load, "SLICE_BYTES", 20_000)
-    sliced = load._load_sliced(path, None, None)
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 0)
+    monkeypatch.setattr(load_slices, "SLICE_BYTES", 20_000)
+    sliced = load_slices._load_sliced(path, None, None)
     assert sliced is not None, "the sliced path was not taken"
-    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 62)
     assert_frame_equal(sliced.memory, load.load_trace(path).memory)
     assert sliced.memory.height == len(_oracle_of(name)["rows"])
 
@@ -235,10 +236,10 @@ def test_a_cut_file_keeps_the_memory_events_before_the_cut_on_every_path(fractio
     closed = load.load_trace(path)  # closed after its last whole event, read on the fast path
     assert closed.cut is not None
     assert _frame_rows(closed) == want
-    monkeypatch.setattr(load, "_close_cut_file", lambda data, first: None)  # event by event (the salvage)
+    monkeypatch.setattr(load_decode, "_close_cut_file", lambda data, first: None)  # event by event (the salvage)
     salvaged = load.load_trace(path)
     assert_frame_equal(salvaged.memory, closed.memory)
-    monkeypatch.setattr(load, "_scan", None)
+    monkeypatch.setattr(load_scanner, "_scan", None)
     assert_frame_equal(load.load_trace(path).memory, closed.memory)
 
 
@@ -263,11 +264,11 @@ ODD_MEMORY = [
 
 
 def test_odd_memory_values_are_read_the_same_by_the_scanner_and_msgspec():
-    if load._scan is None:
+    if load_scanner._scan is None:
         pytest.skip("the C scanner is not built here")
     raw = ("[" + ", ".join(ODD_MEMORY) + "]").encode()
-    got = load._scanned_part(raw)
-    want = load._read_batch(load._decode_events(raw))
+    got = load_scanner._scanned_part(raw)
+    want = load_frames._read_batch(load_reading._decode_events(raw))
     assert got is not None and want.memory is not None
     assert_frame_equal(got.memory, want.memory)
     rows = want.memory.to_dicts()
@@ -298,12 +299,12 @@ def memory_events(draw) -> str:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(memory_events(), min_size=1, max_size=5))
 def test_generated_memory_events_are_read_as_msgspec_reads_them(batch):
-    if load._scan is None:
+    if load_scanner._scan is None:
         pytest.skip("the C scanner is not built here")
     raw = ("[" + ", ".join(batch) + "]").encode()
-    got = load._scanned_part(raw)
+    got = load_scanner._scanned_part(raw)
     try:
-        want = load._read_batch(load._decode_events(raw))
+        want = load_frames._read_batch(load_reading._decode_events(raw))
     except msgspec.ValidationError:  # a typed arg of another event kind (bytes, stream) that is not a scalar
         assert got is None  # left to msgspec, which reads the file event by event
         return
@@ -420,7 +421,7 @@ def test_the_speedups_tab_draws_memory_when_a_selected_run_has_memory_events(mon
     (chart,) = list(at.get_by_key("chart_memory").children.values())
     bars = {bar["name"]: bar for bar in json.loads(chart.proto.spec)["data"]}
     # the app names a collectors' trace by its variant ("naive [files]")
-    assert len(bars) == 2 and "tracelens_h100_qwen_chat_sdpa_flash (cuda:0)" in bars
+    assert len(bars) == 2 and "tracelens_h100_qwen_chat_sdpa_flash [files] (cuda:0)" in bars  # [files]: on every label of the group or none
     (naive,) = [bar for name, bar in bars.items() if name.startswith("naive") and name.endswith(" (cpu)")]
     peaks = _oracle_of(NEW)["peaks"]
     drawn = {x: y for x, y in zip(naive["x"], naive["y"]) if y is not None}  # the steps of both runs on one axis

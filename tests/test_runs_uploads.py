@@ -89,6 +89,7 @@ def test_an_upload_kept_before_the_limit_was_lowered_is_refused_unread(fresh, mo
 
 def test_a_gzip_upload_that_inflates_past_the_json_limit_is_one_line_and_the_others_stay(fresh, monkeypatch):
     from dashboard.engine import load
+    from dashboard.engine.load import limits as load_limits
 
     if not hasattr(load, "MAX_JSON_ENV"):
         pytest.skip("the loader has no JSON-size limit yet")
@@ -96,7 +97,7 @@ def test_a_gzip_upload_that_inflates_past_the_json_limit_is_one_line_and_the_oth
     bomb = gzip.compress(inflated + b"\n", mtime=0)  # new bytes: parsed here, not found in a cache
     at = AppTest.from_file(str(APP), default_timeout=120)
     at.run()  # the bundled runs open under the default limit
-    monkeypatch.setenv(load.MAX_JSON_ENV, str(len(inflated) - 1))
+    monkeypatch.setenv(load_limits.MAX_JSON_ENV, str(len(inflated) - 1))
     send(at, [("bomb.json.gz", bomb, "application/gzip"), (TRITON.name, TRITON.read_bytes(), "application/gzip")])
     assert not at.exception
     errors = [as_read(e.value) for e in at.sidebar.error]

@@ -18,20 +18,21 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import dashboard.engine.load as load
+from dashboard.engine.load import decode as load_decode, frames as load_frames, reading as load_reading, scanner as load_scanner
 from dashboard.engine.summary import summarize
 
 DATA = Path(__file__).parent / "data"
 TRACES = sorted(p.name for p in DATA.glob("*.json.gz"))
 _top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 
-needs_scanner = pytest.mark.skipif(load._scan is None, reason="the C scanner is not built here (no C compiler?)")
+needs_scanner = pytest.mark.skipif(load_scanner._scan is None, reason="the C scanner is not built here (no C compiler?)")
 
 
 def test_the_scanner_is_built_in_ci():
     """CI installs from nothing: this proves setup.py built the extension there."""
     if not os.environ.get("CI"):
         pytest.skip("checked in CI, where CI is set")
-    assert load._scan is not None
+    assert load_scanner._scan is not None
 
 
 def events_of(name: str) -> bytes:
@@ -39,12 +40,12 @@ def events_of(name: str) -> bytes:
     return bytes(_top(gzip.decompress((DATA / name).read_bytes()))["traceEvents"])
 
 
-def reference(raw: bytes) -> load._Part:
+def reference(raw: bytes) -> load_frames._Part:
     """The msgspec path: typed structs, then columns (raises where msgspec refuses the events)."""
-    return load._read_batch(load._decode_events(raw))
+    return load_frames._read_batch(load_reading._decode_events(raw))
 
 
-def assert_same_part(got: load._Part, want: load._Part) -> None:
+def assert_same_part(got: load_frames._Part, want: load_frames._Part) -> None:
     for field in ("events", "flows"):
         a, b = getattr(got, field), getattr(want, field)
         assert (a is None) == (b is None), field
@@ -62,7 +63,7 @@ def assert_same_part(got: load._Part, want: load._Part) -> None:
 @pytest.mark.parametrize("name", TRACES)
 def test_every_real_trace_is_scanned_into_the_msgspec_columns(name):
     raw = events_of(name)
-    got = load._scanned_part(raw)
+    got = load_scanner._scanned_part(raw)
     assert got is not None, "the scanner refused a real trace"
     assert_same_part(got, reference(raw))
     assert got.seen == len(json.loads(raw))  # and the count from the json module
@@ -73,10 +74,10 @@ def test_every_real_trace_is_scanned_into_the_msgspec_columns(name):
 @pytest.mark.parametrize("name", TRACES)
 def test_a_trace_loads_the_same_with_and_without_the_scanner(name, batched, monkeypatch):
     if batched:  # as a document over 48 MB is read in the loading process: 25,000 events at a time
-        monkeypatch.setattr(load, "ONE_BATCH_BYTES", 0)
-        monkeypatch.setattr(load, "BATCH", 2_000)
+        monkeypatch.setattr(load_decode, "ONE_BATCH_BYTES", 0)
+        monkeypatch.setattr(load_decode, "BATCH", 2_000)
     with_scanner = load.load_trace(DATA / name)
-    monkeypatch.setattr(load, "_scan", None)
+    monkeypatch.setattr(load_scanner, "_scan", None)
     without = load.load_trace(DATA / name)
     for table in ("events", "flows", "steps"):
         assert_frame_equal(getattr(with_scanner, table), getattr(without, table))
@@ -125,7 +126,7 @@ ACCEPTED = {
 @pytest.mark.parametrize("case", sorted(ACCEPTED))
 def test_odd_values_are_read_as_the_msgspec_path_reads_them(case):
     raw = ("[" + ", ".join(ACCEPTED[case]) + "]").encode()
-    got = load._scanned_part(raw)
+    got = load_scanner._scanned_part(raw)
     assert got is not None, f"refused: {case}"
     assert_same_part(got, reference(raw))
 
@@ -134,7 +135,7 @@ def test_odd_values_are_read_as_the_msgspec_path_reads_them(case):
 def test_timestamps_are_exact_nanoseconds():
     """By hand: µs text -> ns, the first three fraction digits kept (as the loader always read them)."""
     raw = ("[" + ", ".join([_x(ts="1623143089861123.456", dur="0.5"), _x(ts="-0.25", dur="7"), _x(ts="3.1239", dur="1e1")]) + "]").encode()
-    events = load._scanned_part(raw).events
+    events = load_scanner._scanned_part(raw).events
     assert events["ts_abs"].to_list() == [1623143089861123456, -250, 3123]
     assert events["dur_ns"].to_list() == [500, 7000, 10000]
 
@@ -163,14 +164,14 @@ REFUSED = {
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_what_msgspec_refuses_the_scanner_leaves_to_it(case):
     raw = ("[" + ", ".join(REFUSED[case]) + "]").encode()
-    assert load._scanned_part(raw) is None
+    assert load_scanner._scanned_part(raw) is None
 
 
 @needs_scanner
 def test_text_that_is_not_utf8_is_left_to_msgspec_which_repairs_it():
     raw = b"[" + _x(name='"a\xffb"').encode("latin-1") + b"]"
-    assert load._scanned_part(raw) is None
-    assert load._scanned_part(raw.replace(b"\xff", b"\xc3\xa9")) is not None
+    assert load_scanner._scanned_part(raw) is None
+    assert load_scanner._scanned_part(raw.replace(b"\xff", b"\xc3\xa9")) is not None
 
 
 # Generated events: each field a JSON text drawn from values that are read, odd and refused.
@@ -204,7 +205,7 @@ def events(draw) -> str:
 @given(st.lists(events(), min_size=1, max_size=6))
 def test_generated_events_are_read_as_msgspec_reads_them_or_left_to_it(batch):
     raw = ("[" + ", ".join(batch) + "]").encode()
-    got = load._scanned_part(raw)
+    got = load_scanner._scanned_part(raw)
     try:
         want = reference(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
@@ -214,14 +215,14 @@ def test_generated_events_are_read_as_msgspec_reads_them_or_left_to_it(batch):
         assert_same_part(got, want)
 
 
-def decoded(data: bytes, monkeypatch, scanner: bool) -> tuple[dict, list[load._Part], load._Reading]:
-    """load._decode of a whole document, with or without the scanner: (meta, parts, reading)."""
+def decoded(data: bytes, monkeypatch, scanner: bool) -> tuple[dict, list[load_frames._Part], load_reading._Reading]:
+    """load_decode._decode of a whole document, with or without the scanner: (meta, parts, reading)."""
     with monkeypatch.context() as m:
         if not scanner:
-            m.setattr(load, "_scan", None)
-        reading = load._Reading("doc.json")
-        meta, batches = load._decode(data, reading)
-        return meta, [load._read_batch(b) for b in batches], reading
+            m.setattr(load_scanner, "_scan", None)
+        reading = load_reading._Reading("doc.json")
+        meta, batches = load_decode._decode(data, reading)
+        return meta, [load_frames._read_batch(b) for b in batches], reading
 
 
 DOCUMENTS = {
@@ -237,7 +238,7 @@ DOCUMENTS = {
 @pytest.mark.parametrize("case", sorted(DOCUMENTS))
 def test_a_whole_document_is_read_as_the_msgspec_path_reads_it(case, monkeypatch):
     data = DOCUMENTS[case].encode("latin-1" if "UTF-8" in case else "utf-8")
-    assert load._scanned_document(data) is not None
+    assert load_scanner._scanned_document(data) is not None
     meta, parts, reading = decoded(data, monkeypatch, scanner=True)
     want_meta, want_parts, want_reading = decoded(data, monkeypatch, scanner=False)
     assert list(meta.items()) == list(want_meta.items())
@@ -249,7 +250,7 @@ def test_a_whole_document_is_read_as_the_msgspec_path_reads_it(case, monkeypatch
 @needs_scanner
 def test_metadata_keeps_the_json_modules_reading():
     data = DOCUMENTS["metadata before and after, a key twice (the last value, in the first's place)"].encode()
-    meta = {key: msgspec.json.decode(raw) for key, raw in load._scanned_document(data)[0]}
+    meta = {key: msgspec.json.decode(raw) for key, raw in load_scanner._scanned_document(data)[0]}
     want = json.loads(data)
     del want["traceEvents"]
     assert list(meta.items()) == list(want.items())  # {"a": 3, "b": "é", "deviceProperties": [...]} in that order
@@ -266,7 +267,7 @@ def test_metadata_keeps_the_json_modules_reading():
     '{"traceEvents": [{"ph": "X", "ts": 1}]',  # cut off: salvaged by the msgspec path
 ])
 def test_documents_the_scanner_leaves_to_msgspec(text):
-    assert load._scanned_document(text.encode()) is None
+    assert load_scanner._scanned_document(text.encode()) is None
 
 
 SANITIZED = r"""
@@ -332,7 +333,8 @@ sys.modules["dashboard.engine._scan"] = scan  # the engine imports this build: i
 import numpy as np
 from dashboard.engine import columns, load_trace, summarize
 from dashboard.engine import load
-assert columns._scan is scan and load._scan is scan
+from dashboard.engine.load import decode as load_decode, frames as load_frames, reading as load_reading, scanner as load_scanner
+assert columns._scan is scan and load_scanner._scan is scan
 for n in (0, 1, 9, 1000, 300_000):
     values = np.arange(n, dtype=np.int64)
     assert columns.series("x", values, valid=values % 2 == 0).null_count() == n // 2
@@ -364,7 +366,7 @@ def test_the_scanner_is_clean_under_address_and_undefined_behaviour_sanitizers(t
     if not all(Path(lib).is_file() for lib in libs):
         pytest.skip("gcc has no sanitizer runtimes here")
     built = tmp_path / "_scan.so"
-    source = Path(load.__file__).with_name("_scan.c")
+    source = Path(load.__file__).parent.with_name("_scan.c")
     subprocess.run([gcc, "-O1", "-g", "-std=c99", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
                     "-fno-omit-frame-pointer", "-fPIC", "-shared", f"-I{sysconfig.get_paths()['include']}", str(source),
                     "-o", str(built)], check=True)

@@ -12,7 +12,6 @@ import pytest
 
 import oracle
 from dashboard import charts
-from dashboard.engine import load_trace
 from dashboard.engine.diff import timeline
 from dashboard.engine.speed import representative_step
 
@@ -29,8 +28,8 @@ def _bars(panel: dict) -> list[tuple]:
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name.removesuffix(".json.gz"))
-def test_every_event_of_the_step_is_one_bar_in_its_lane_sorted_for_the_hit_test(path):
-    trace = load_trace(path)
+def test_every_event_of_the_step_is_one_bar_in_its_lane_sorted_for_the_hit_test(trace_of, path):
+    trace = trace_of(path)
     step = representative_step(trace)
     tl = timeline(trace, step)
     other = timeline(trace, int(trace.steps["step"][0]))
@@ -60,10 +59,10 @@ def test_every_event_of_the_step_is_one_bar_in_its_lane_sorted_for_the_hit_test(
     assert data["span"] == pytest.approx(max(tl["end_us"].max(), other["end_us"].max()), abs=1e-3)
 
 
-def test_gpu_lanes_hold_the_kernels_launched_in_the_step_as_the_json_module_counts_them():
+def test_gpu_lanes_hold_the_kernels_launched_in_the_step_as_the_json_module_counts_them(trace_of):
     path = oracle.DATA / "hta_a100_control.json.gz"
     doc = oracle.raw(path)
-    trace = load_trace(path)
+    trace = trace_of(path)
     spans = oracle.step_spans(doc)
     name, start, end = spans[1]
     step = int(name.removeprefix("ProfilerStep#"))
@@ -83,8 +82,8 @@ def test_gpu_lanes_hold_the_kernels_launched_in_the_step_as_the_json_module_coun
     assert got == expect and sum(expect.values()) > 1000
 
 
-def test_a_busy_step_is_merged_into_fewer_bars_that_keep_every_event_and_its_busy_time():
-    trace = load_trace(oracle.DATA / "hta_a100_control.json.gz")
+def test_a_busy_step_is_merged_into_fewer_bars_that_keep_every_event_and_its_busy_time(trace_of):
+    trace = trace_of(oracle.DATA / "hta_a100_control.json.gz")
     step = representative_step(trace)
     tl = timeline(trace, step)
     data = charts.timeline_data(tl, tl.head(10), "A", "B", max_events=1000)

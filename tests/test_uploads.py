@@ -228,10 +228,11 @@ def _big_enough_to_read_while_arriving(monkeypatch) -> bytes:
     import gzip
 
     from dashboard.engine import load
+    from dashboard.engine.load import arrival as load_arrival, slices as load_slices
 
-    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(load, "SLICE_BYTES", 1 << 20)
-    monkeypatch.setattr(load, "_EDGE_BYTES", 1 << 14)
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(load_slices, "SLICE_BYTES", 1 << 20)
+    monkeypatch.setattr(load_slices, "_EDGE_BYTES", 1 << 14)
     monkeypatch.setattr(uploads, "BUFFER", 1 << 18)
     data = gzip.decompress((Path(__file__).parent / "data" / "hta_a100_control.json.gz").read_bytes())
     assert len(data) > 8 << 20
@@ -242,6 +243,7 @@ def test_a_large_upload_is_parsed_as_it_arrives_and_load_trace_takes_that_trace(
     from polars.testing import assert_frame_equal
 
     from dashboard.engine import load
+    from dashboard.engine.load import arrival as load_arrival, slices as load_slices
 
     data = _big_enough_to_read_while_arriving(monkeypatch)
     ticket = registry.session_ticket("s1", None)
@@ -249,12 +251,12 @@ def test_a_large_upload_is_parsed_as_it_arrives_and_load_trace_takes_that_trace(
     status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks, len(data))
     assert status == 200
     upload = registry.get(body["id"], "s1")
-    assert str(upload.path) in load._ARRIVALS
+    assert str(upload.path) in load_arrival._ARRIVALS
     real = load._load
     monkeypatch.setattr(load, "_load", lambda *a, **k: pytest.fail("parsed again after it arrived"))
     arrived = load.load_trace(upload.path, name="run.json")
     monkeypatch.setattr(load, "_load", real)
-    monkeypatch.setattr(load, "SLICED_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 62)
     serial = load.load_trace(upload.path, name="run.json")
     assert_frame_equal(arrived.events, serial.events)
     assert arrived.meta == serial.meta and arrived.warnings == serial.warnings and arrived.size_bytes == len(data)
@@ -262,14 +264,15 @@ def test_a_large_upload_is_parsed_as_it_arrives_and_load_trace_takes_that_trace(
 
 def test_an_upload_removed_or_cut_off_lets_go_of_its_early_parse(registry, monkeypatch):
     from dashboard.engine import load
+    from dashboard.engine.load import arrival as load_arrival, slices as load_slices
 
     data = _big_enough_to_read_while_arriving(monkeypatch)
     ticket = registry.session_ticket("s1", None)
     chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
     status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks, len(data))
     upload = registry.get(body["id"], "s1")
-    early = load._ARRIVALS[str(upload.path)]
+    early = load_arrival._ARRIVALS[str(upload.path)]
     assert registry.remove(upload.id, "s1")
-    assert str(upload.path) not in load._ARRIVALS and early.result() is None  # nothing kept for a file that is gone
+    assert str(upload.path) not in load_arrival._ARRIVALS and early.result() is None  # nothing kept for a file that is gone
     status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks[:50], len(data), cut=True)
-    assert status == 400 and load._ARRIVALS == {} and files_in(registry) == []
+    assert status == 400 and load_arrival._ARRIVALS == {} and files_in(registry) == []
