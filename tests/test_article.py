@@ -206,7 +206,9 @@ def test_the_sweep_tab_draws_the_folder_given_at_start(folder, monkeypatch):
     at.query_params["tab"] = "Sweep"
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.selectbox(key="sweep_folder").value == "article-cpu"
+    # named like the bundled folder: both listed, told apart by their parent, the one given at start open
+    assert at.selectbox(key="sweep_folder").value == f"article-cpu ({folder.parent.resolve()})"
+    assert "article-cpu (bundled)" in at.selectbox(key="sweep_folder").options
     # an article folder is no folder of rank traces: nothing about it in the sidebar's errors
     assert not [e.value for e in at.sidebar.error if "article-cpu" in e.value]
     findings = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", " ".join(m.value for m in at.get_by_key("sweep_crossovers").markdown))

@@ -36,8 +36,19 @@ def _stamp(folder: Path) -> tuple[float, ...]:
 
 
 def folders() -> list[Path]:
-    """Article folders: the bundled ones, then those among the paths given at start."""
-    return art.find_folders([catalog.SAMPLE_ROOT, *catalog.extra_paths()])
+    """Article folders: those among the paths given at start first (what the user asked to see),
+    then the bundled ones, each once."""
+    given = art.find_folders(list(catalog.extra_paths()))
+    bundled = [f for f in art.find_folders([catalog.SAMPLE_ROOT]) if f not in given]
+    return given + bundled
+
+
+def labels(found: list[Path]) -> list[str]:
+    """One label per folder, its name, with its parent folder added where two share a name (a
+    folder given at start may be named like a bundled one): "bundled" for a bundled one."""
+    names = [f.name for f in found]
+    return [f"{f.name} ({'bundled' if _bundled(f) else f.parent})" if names.count(f.name) > 1 else f.name
+            for f in found]
 
 
 def render(sel: Selection | None = None) -> None:
@@ -45,7 +56,7 @@ def render(sel: Selection | None = None) -> None:
     if not found:
         st.info(HOW_TO, icon=":material/info:")
         return
-    names = [f.name for f in found]
+    names = labels(found)
     pick = st.selectbox("Measurements", names, index=_default(found), key="sweep_folder",
                         help="A folder holding sweep.csv, dispatch.csv, e2e.csv or serve.csv")
     folder = found[names.index(pick)]
@@ -66,11 +77,18 @@ def render(sel: Selection | None = None) -> None:
 
 
 def _default(found: list[Path]) -> int:
-    """The GPU measurements first when there are any (the article's scale), else the first."""
+    """A folder given at start first (it is listed first), else the bundled GPU measurements
+    (the article's scale), else the first."""
+    if catalog.extra_paths() and found and not _bundled(found[0]):
+        return 0
     for i, folder in enumerate(found):
         if "cpu" not in folder.name:
             return i
     return 0
+
+
+def _bundled(folder: Path) -> bool:
+    return Path(catalog.SAMPLE_ROOT).resolve() in folder.resolve().parents
 
 
 def _sweep(a: art.Article) -> None:
