@@ -9,17 +9,19 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from dashboard.engine import TraceError, load_trace, summarize
-from dashboard.engine.backends import BACKENDS
-from dashboard.engine.kernels import UNIT_KERNEL
-from dashboard.engine.model import Trace
-from dashboard.engine.review import COPY_ALARM_BYTES, COPY_ALARM_SHARE
-from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_GPU, device_group
-from dashboard.engine.store import Store
+# Light modules only at the top: `attnscope --help` must not pay for polars and the analyses
+# (benchmarks/bench_cold_start.py). Each command imports what it needs when it runs.
+from dashboard.engine.constants import BACKENDS, COPY_ALARM_BYTES, COPY_ALARM_SHARE, DEFAULT_USD_PER_GPU_HOUR, UNIT_KERNEL
+from dashboard.engine.errors import TraceError
+
+if TYPE_CHECKING:
+    from dashboard.engine.model import Trace
+    from dashboard.engine.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+_OPENED: list[Store] = []  # the stores this command opened: main() waits for their writers
 MAX_STEP_LINES = 8  # steps whose top kernel families the text summary names
 
 
@@ -28,8 +30,12 @@ def _store(args: argparse.Namespace) -> Store | None:
     opened: then the command parses every file, after one warning)."""
     if getattr(args, "no_store", False):
         return None
+    from dashboard.engine.store import Store
+
     try:
-        return Store(args.store) if args.store else Store()
+        store = Store(args.store) if args.store else Store()
+        _OPENED.append(store)
+        return store
     except TraceError as exc:
         print(f"attnscope: warning: {exc}; parsing without the store", file=sys.stderr)
         return None
@@ -37,12 +43,16 @@ def _store(args: argparse.Namespace) -> Store | None:
 
 def _load_all(paths: Sequence[str], store: Store | None = None) -> tuple[list[Trace], list[str]]:
     """Load every path (from the store when its bytes were parsed before); a file that cannot be
-    read becomes one error line, the others still load."""
+    read becomes one error line, the others still load. A newly parsed trace is written to the
+    store by a thread of its own while the command goes on (Store.wait, in main, joins it)."""
+    from dashboard.engine.load import load_trace
+
     traces, errors = [], []
     for i, path in enumerate(paths):
         more = i + 1 < len(paths)  # a large file's worker processes stay while more files follow
         try:
-            traces.append(store.open(path, keep_workers=more)[0] if store is not None else load_trace(path, keep_workers=more))
+            traces.append(store.open(path, keep_workers=more, background=True)[0] if store is not None
+                          else load_trace(path, keep_workers=more))
         except TraceError as exc:
             errors.append(str(exc))
     return traces, errors
@@ -217,23 +227,39 @@ def _analysis_error(trace: Trace, exc: Exception) -> str:
     return f"{trace.source}: could not be analysed ({type(exc).__name__}: {exc})".replace("\n", " ")
 
 
+SUMMARY_KEY = "dashboard.engine.summary.summarize"  # its per_trace key (the kept file's name): not imported for a kept answer
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
+    from dashboard.engine.kept import MISSING
+
     files, folders, errors = _expand(args.traces)  # a folder without a trace file is an error, not an empty answer
     store = _store(args)
+    in_folders = {m for members in folders.values() for m in members}
     by_path: dict[str, Trace] = {}
-    for path in files:
-        loaded, failed = _load_all([path], store)
-        by_path.update({path: trace for trace in loaded})
-        errors += failed
     summaries = []
     warned: list[str] = []  # the summary's warnings (the loader's and the analyses'), else the loader's
-    for path, trace in by_path.items():
-        try:
-            summaries.append(summarize(trace))
-            warned += summaries[-1]["warnings"]
-        except Exception as exc:  # one strange file must not cost the others their summary
-            errors.append(_analysis_error(trace, exc))
-            warned += trace.warnings
+    for path in files:
+        # A file summarized before is answered from the store without reading its tables (kept.py);
+        # a folder's ranks need their traces for the rank lines of the text output.
+        if store is not None and (args.json or path not in in_folders):
+            answer = store.kept(path, SUMMARY_KEY)
+            if answer is not MISSING:
+                summaries.append(answer)
+                warned += answer["warnings"]
+                continue
+        from dashboard.engine.summary import summarize
+
+        loaded, failed = _load_all([path], store)
+        errors += failed
+        for trace in loaded:
+            by_path[path] = trace
+            try:
+                summaries.append(summarize(trace))
+                warned += summaries[-1]["warnings"]
+            except Exception as exc:  # one strange file must not cost the others their summary
+                errors.append(_analysis_error(trace, exc))
+                warned += trace.warnings
     if args.json:
         print(json.dumps(summaries, indent=1, default=str))
     else:
@@ -271,6 +297,8 @@ def _labels(traces: list[Trace]) -> dict[str, Trace]:
 
 def _mixed_devices(traces: list[Trace]) -> str | None:
     """Why these traces cannot be compared as one group (GPU and CPU-only runs among them), or None."""
+    from dashboard.engine.speed import GROUP_GPU, device_group
+
     gpu = [t.source for t in traces if device_group(t) == GROUP_GPU]
     cpu = [t.source for t in traces if device_group(t) != GROUP_GPU]
     if not gpu or not cpu:
@@ -737,6 +765,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args)
     except BrokenPipeError:
         return EXIT_OK
+    finally:
+        # The answer is out; the traces parsed on the way are still being written to the store by
+        # threads of their own (Store.open's background): wait for them, and say what failed.
+        while _OPENED:
+            for message in _OPENED.pop().wait():
+                print(f"attnscope: warning: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from dashboard.engine.rules import (  # noqa: F401
 )
 
 
-BACKENDS: tuple[str, ...] = BACKEND_NAMES + ("inductor", "eager")
+from dashboard.engine.constants import BACKENDS  # noqa: E402,F401  (re-exported; defined light for the CLI's --help)
 # What the collectors write as backend_requested when no one backend was forced.
 NOT_FORCED = ("default", "eager", "none")
 SDPA_OP = r"^aten::(scaled_dot_product_attention|_scaled_dot_product_)"

@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Union
+from typing import TYPE_CHECKING, Any, Iterable, Union
 
-from dashboard.engine.load import TraceError
-from dashboard.engine.model import Trace
-from dashboard.engine.ranks import rank_of
+from dashboard.engine.errors import TraceError
 from dashboard.engine.store import Store
+
+if TYPE_CHECKING:  # light at the top: `attnscope summary` finds its files here before deciding to parse
+    from dashboard.engine.model import Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 NOT_TRACES = ("runs.json",)  # a collection's manifest (collectors/manifest.py) sits beside its traces
@@ -100,6 +101,8 @@ def parse_into(root: str, path: str, keep_workers: bool = False) -> tuple[str, s
         trace, sha = Store(root).open(path, keep_workers=keep_workers)
     except TraceError as exc:
         return path, None, None, str(exc), None
+    from dashboard.engine.ranks import rank_of
+
     return path, sha, rank_of(trace), None, world_of(trace)
 
 

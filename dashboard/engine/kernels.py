@@ -19,8 +19,8 @@ from dashboard.engine.rules import is_fused_attention
 from dashboard.engine.columns import series
 from dashboard.engine.model import GPU_CATEGORIES, Trace, names_matching, per_trace
 from dashboard.engine.names import parse
+from dashboard.engine.constants import UNIT_KERNEL  # noqa: F401  (defined light for the CLI; re-exported)
 
-UNIT_KERNEL = "kernel"
 UNIT_LEAF_OP = "leaf cpu_op"
 
 @dataclass(frozen=True)

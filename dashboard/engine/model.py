@@ -12,6 +12,8 @@ from typing import Any, Callable, TypeVar
 
 import polars as pl
 
+from dashboard.engine.kept import MISSING
+
 # Categories after normalization (see load.CATEGORIES, the one table of categories and their roles).
 # Device work of every accelerator is one of these three (MTIA's mtia_ccp_events become kernel).
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -102,6 +104,7 @@ class Trace:
     cut: Cut | None = None
     memory: pl.DataFrame = field(default_factory=empty_memory)
     _analyses: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _kept: Any = field(default=None, repr=False, compare=False)  # kept.Kept: the store's copy of the analyses, or None
 
     @property
     def has_gpu(self) -> bool:
@@ -152,19 +155,29 @@ def clean_collector(block: Any) -> dict[str, Any]:
 
 
 R = TypeVar("R")
+ANALYSES: dict[str, Callable[[Any], Any]] = {}  # every per_trace analysis by its key (the kept files' names)
 
 
 def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
     """Compute a one-argument analysis once per Trace: the dashboard, the reports and the gate
-    ask for the same tables many times. Results are shared, so callers must not mutate them."""
+    ask for the same tables many times. Results are shared, so callers must not mutate them.
+    A trace opened through the store also keeps the result on disk (kept.py) and reads it back
+    on a later open instead of computing it again."""
+    key = analysis.__module__ + "." + analysis.__qualname__
 
     @functools.wraps(analysis)
     def cached(trace: Trace) -> R:
-        key = analysis.__module__ + "." + analysis.__qualname__
         if key not in trace._analyses:
-            trace._analyses[key] = analysis(trace)
+            kept = trace._kept
+            value = kept.get(key) if kept is not None else MISSING
+            if value is MISSING:
+                value = analysis(trace)
+                if kept is not None:
+                    kept.put(key, value)
+            trace._analyses[key] = value
         return trace._analyses[key]
 
+    ANALYSES[key] = cached
     return cached
 
 

@@ -48,16 +48,8 @@ COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
     "share": pl.Float64, "alarm": pl.Boolean,
 }
 
-COPY_ALARM_SHARE = 0.01
-"""A hidden copy (one op chain) is an alarm when it costs at least this share of the step's time
-(device busy time on GPU traces, the step span on CPU ones) ..."""
-MORE_COPIES_ALARM_SHARE = 0.05
-"""More copies than the baseline are an alarm when the ones that are not hidden (hidden copies have
-their own alarm) add at least this share of the run's step time (the +765 DtoD copies a step of a
-compiled run, +15 ms, 12% of it); else a note."""
-COPY_ALARM_BYTES = 1_000_000
-"""... or moves at least this many bytes a step (1 MB). Below both it is a note: a 128 B index
-conversion is worth knowing, not a red banner beside masked_fill's 268 MB clone."""
+# The copy alarms' thresholds live in constants.py (the CLI's flags show them); re-exported here.
+from dashboard.engine.constants import COPY_ALARM_BYTES, COPY_ALARM_SHARE, MORE_COPIES_ALARM_SHARE  # noqa: E402,F401
 
 
 def step_time_total_ns(trace: Trace) -> int:

@@ -18,7 +18,7 @@ from dashboard.engine.model import Trace
 
 GROUP_GPU = "GPU"
 GROUP_CPU = "CPU-only"
-DEFAULT_USD_PER_GPU_HOUR = 2.0  # the dashboard's and `attnscope compare`'s price of a GPU hour
+from dashboard.engine.constants import DEFAULT_USD_PER_GPU_HOUR  # noqa: E402,F401  (re-exported)
 MIXED_DEVICES_WHY = (
     "GPU and CPU-only runs are measured differently (device busy time and kernels on GPU traces, the CPU "
     "step span and leaf CPU ops on CPU-only ones), so each group is compared with its own baseline and no "

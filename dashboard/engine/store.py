@@ -26,18 +26,29 @@ import json
 import os
 import shutil
 import sqlite3
+import threading
 import time
 import uuid
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Union
+from typing import TYPE_CHECKING, Any, Iterable, Union
 
-import polars as pl
+from dashboard.engine import kept, settings
+from dashboard.engine.errors import TraceError
 
-from dashboard.engine.load import TraceError, load_trace
-from dashboard.engine.model import Cut, Trace
-from dashboard.engine import settings
+if TYPE_CHECKING:
+    from dashboard.engine.model import Trace
+
+# polars, the model and the loader are imported when a trace is read or parsed: answering from
+# kept analyses (Store.kept, `attnscope summary` of a file seen before) needs none of them.
+
+
+def load_trace(*args: Any, **kwargs: Any) -> "Trace":
+    """dashboard.engine.load.load_trace, imported on first use."""
+    from dashboard.engine.load import load_trace as load
+
+    return load(*args, **kwargs)
 
 # Bump when the Trace's tables or fields change meaning: older entries are then parsed again.
 SCHEMA_VERSION = 5  # 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT); 4: trace.json keeps the metadata's key order; 5: the memory table (profile_memory's events)
@@ -140,6 +151,8 @@ class Store:
         """`max_bytes`: the size cap (bytes on disk of its traces), else $ATTNSCOPE_STORE_MAX_BYTES,
         else none. Over it, storing a trace removes the least recently opened unpinned ones."""
         self.root = Path(root) if root is not None else default_root()
+        self._writers: list[threading.Thread] = []
+        self.write_errors: list[str] = []
         self.max_bytes = max_bytes if max_bytes is not None else default_max_bytes()
         try:
             (self.root / "tmp").mkdir(parents=True, exist_ok=True)
@@ -193,6 +206,10 @@ class Store:
         another schema version). Marks it as opened now (for eviction)."""
         if not self.has(sha):
             return None
+        import polars as pl
+
+        from dashboard.engine.model import Cut, Trace
+
         folder = self._folder(sha)
         try:
             fields = json.loads((folder / "trace.json").read_text(encoding="utf-8"))
@@ -201,13 +218,17 @@ class Store:
             return None  # damaged on disk: the caller parses the file again
         cut = fields.pop("cut", None)
         trace = Trace(**tables, **fields, cut=Cut(**cut) if cut else None)
+        trace._kept = kept.Kept(self.root, sha)
         with closing(self._connect()) as db:
             db.execute("UPDATE traces SET last_opened=? WHERE sha=? AND schema=?", (time.time(), sha, SCHEMA_VERSION))
         return trace
 
     def put(self, trace: Trace, sha: str) -> list[StoredTrace]:
         """Store a parsed trace under its file's SHA-256 (atomically; a no-op when present), then
-        keep the store under its cap: the catalog rows of the traces removed to do so."""
+        keep the store under its cap: the catalog rows of the traces removed to do so. The
+        trace's analyses are kept from then on too (kept.py), those computed after this call."""
+        if trace._kept is None:
+            trace._kept = kept.Kept(self.root, sha)
         if self.has(sha):
             return []
         from dashboard.engine.summary import device_info
@@ -240,10 +261,14 @@ class Store:
             )
         return self.evict_rows()
 
-    def open(self, path: Union[str, os.PathLike], name: str | None = None, *, keep_workers: bool = False) -> tuple[Trace, str]:
+    def open(self, path: Union[str, os.PathLike], name: str | None = None, *, keep_workers: bool = False,
+             background: bool = False) -> tuple[Trace, str]:
         """(trace, sha) for a trace file: from the store when its bytes were parsed before, else
         parsed and stored. A file seen before with the same size and mtime is not hashed again.
-        `keep_workers`: as load_trace's (more large files follow)."""
+        `keep_workers`: as load_trace's (more large files follow). `background`: a file not seen
+        at this path is parsed at once, and hashed and written to the store by a thread of its own
+        while the caller goes on (its analyses, its answer); its sha is then "" (not known yet).
+        `wait()` joins the writers (the process also waits for them)."""
         path = Path(path)
         try:
             stat = path.stat()
@@ -252,12 +277,20 @@ class Store:
         if stat is None or not path.is_file():
             return load_trace(path, name=name), ""  # load_trace names the problem
         key = str(path.resolve())
-        with closing(self._connect()) as db:
-            row = db.execute("SELECT sha FROM files WHERE path=? AND size=? AND mtime_ns=?", (key, stat.st_size, stat.st_mtime_ns)).fetchone()
-        if row is not None:
-            stored = self.get(row[0])
+        sha = self._known(key, stat)
+        if sha is not None:
+            stored = self.get(sha)
             if stored is not None:
-                return stored, row[0]
+                return stored, sha
+        if background:
+            # A file not seen at this path: parse at once and hash it in the writer thread, beside
+            # the caller's analyses (the hash of 1 GB is 0.7 s: on the critical path it cost a
+            # first open 9%). Bytes stored before under another path are parsed again here: the
+            # price of a renamed copy, where --no-store would have parsed it too.
+            trace = load_trace(path, name=name, keep_workers=keep_workers)
+            trace._kept = kept.Kept(self.root, None)
+            self._write_later(trace, path, (key, stat.st_size, stat.st_mtime_ns))
+            return trace, ""
         try:
             sha = sha256_of(path)  # streamed: the loader reads the file itself, in its own way
         except OSError as exc:
@@ -265,18 +298,81 @@ class Store:
         trace = self.get(sha)
         if trace is None:
             trace = load_trace(path, name=name, keep_workers=keep_workers)
+            trace._kept = kept.Kept(self.root, sha)
             self.put(trace, sha)
-        with closing(self._connect()) as db:
-            db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (key, stat.st_size, stat.st_mtime_ns, sha))
+        self._remember(key, stat.st_size, stat.st_mtime_ns, sha)
         return trace, sha
 
-    def open_bytes(self, data: bytes, name: str) -> tuple[Trace, str]:
-        """(trace, sha) for an upload's bytes: from the store, else parsed and stored."""
+    def _known(self, key: str, stat: os.stat_result) -> str | None:
+        """The SHA-256 of a file seen before at this path with this size and mtime, or None."""
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT sha FROM files WHERE path=? AND size=? AND mtime_ns=?", (key, stat.st_size, stat.st_mtime_ns)).fetchone()
+        return row[0] if row is not None else None
+
+    def _remember(self, key: str, size: int, mtime_ns: int, sha: str) -> None:
+        with closing(self._connect()) as db:
+            db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (key, size, mtime_ns, sha))
+
+    def _write_later(self, trace: Trace, source: Union[Path, bytes], file_row: tuple[str, int, int] | None) -> None:
+        """In a thread of its own: hash the file (or the bytes), store the trace under that hash
+        (put), remember the file (its catalog row), and let the trace's kept analyses be written
+        (they wait for the hash). polars writes Parquet and hashlib hashes without the GIL, so on
+        two cores this overlaps the caller's analyses instead of adding to them. A failure (a full
+        disk, a file changed meanwhile) costs only the keeping: its message waits in `write_errors`."""
+        import polars as pl
+
+        def write() -> None:
+            sha = None
+            try:
+                sha = sha256_of(source)
+                self.put(trace, sha)
+                if file_row is not None:
+                    self._remember(*file_row, sha)
+            except (OSError, sqlite3.Error, pl.exceptions.PolarsError) as exc:
+                self.write_errors.append(f"{trace.source}: not kept in the trace store {self.root} ({exc})")
+            finally:
+                trace._kept.resolve(sha)
+
+        thread = threading.Thread(target=write, name="attnscope-store-writer")
+        thread.start()
+        self._writers.append(thread)
+
+    def wait(self) -> list[str]:
+        """Wait for the background writers; the messages of the writes that failed."""
+        while self._writers:
+            self._writers.pop().join()
+        return list(self.write_errors)
+
+    def kept(self, path: Union[str, os.PathLike], key: str) -> Any:
+        """The kept result of analysis `key` (a per_trace analysis's module.function) for a file
+        seen before at this path with this size and mtime, without reading the trace's tables;
+        kept.MISSING when there is none (not seen, evicted, another analysis version)."""
+        path = Path(path)
+        try:
+            stat = path.stat()
+        except OSError:
+            return kept.MISSING
+        sha = self._known(str(path.resolve()), stat)
+        if sha is None or not self.has(sha):
+            return kept.MISSING
+        value = kept.Kept(self.root, sha).get(key)
+        if value is not kept.MISSING:
+            with closing(self._connect()) as db:
+                db.execute("UPDATE traces SET last_opened=? WHERE sha=? AND schema=?", (time.time(), sha, SCHEMA_VERSION))
+        return value
+
+    def open_bytes(self, data: bytes, name: str, *, background: bool = False) -> tuple[Trace, str]:
+        """(trace, sha) for an upload's bytes: from the store, else parsed and stored (by a
+        thread of its own with `background`, as open's)."""
         sha = sha256_of(data)
         trace = self.get(sha)
         if trace is None:
             trace = load_trace(data, name=name)
-            self.put(trace, sha)
+            trace._kept = kept.Kept(self.root, None if background else sha)
+            if background:
+                self._write_later(trace, data, None)
+            else:
+                self.put(trace, sha)
         return trace, sha
 
     def traces(self) -> list[StoredTrace]:
@@ -325,6 +421,7 @@ class Store:
             with closing(self._connect()) as db:
                 db.execute("DELETE FROM traces WHERE sha=? AND schema=?", (trace.sha, SCHEMA_VERSION))
             shutil.rmtree(self._folder(trace.sha), ignore_errors=True)
+            kept.remove(self.root, trace.sha)
             total -= trace.stored_bytes
             removed.append(trace)
         return removed

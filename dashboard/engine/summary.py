@@ -14,7 +14,7 @@ from dashboard.engine.health import health
 from dashboard.engine.kernels import family_per_step, per_step, work_unit
 from dashboard.engine.load.devices import accelerator, device_names, gpu_vendor
 from dashboard.engine.memory import memory_block
-from dashboard.engine.model import Trace, names_by_category
+from dashboard.engine.model import Trace, names_by_category, per_trace
 
 
 def device_info(trace: Trace) -> dict[str, Any]:
@@ -75,8 +75,10 @@ def top_families(trace: Trace, n: int = TOP_FAMILIES) -> dict[int, list[dict[str
     return out
 
 
+@per_trace
 def summarize(trace: Trace) -> dict[str, Any]:
-    """A JSON-ready summary of one trace (see the README for the keys)."""
+    """A JSON-ready summary of one trace (see the README for the keys). Computed once per trace
+    and kept with it in the store (kept.py): callers must not change the dict they get."""
     ev = trace.events
     per_kind = ev.group_by(pl.col("cat", "kind").cast(pl.String)).len().sort("cat", "kind")  # one query for both
     counts: dict[str, int] = {}

@@ -19,8 +19,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 _LEADING_SPACE = re.compile(rb"\s*")
 
 
-class TraceError(Exception):
-    """A file that cannot be read as a trace. str() is one line naming the file and the problem."""
+from dashboard.engine.errors import TraceError  # noqa: E402,F401  (defined light for the CLI; re-exported)
 
 
 # Fields take any JSON scalar: writers disagree on ints, floats and numeric strings, and one odd

@@ -1,0 +1,179 @@
+"""Analyses kept with the trace: what a trace's analyses answered, stored beside its tables and
+read back instead of computed again.
+
+The store (store.py) keeps a parsed trace's tables; every analysis then ran again on each reopen,
+so a reopened 1 GB trace took seconds to summarize and each dashboard tab recomputed. Each
+one-argument analysis (model.per_trace: the kernel, family and step tables, copies, efficiency
+rows, memory peaks, health, the summary) now asks the trace's `Kept` first:
+
+    <store>/analyses/trace=<sha256>/version=<analysis version>/<module.function>.arrow | .json
+
+- A table (polars DataFrame) is kept as Arrow IPC (read back memory-mapped, dtypes exact); a
+  result made only of dicts with text keys, lists, text, whole and real numbers, booleans and
+  None is kept as JSON (which gives back the same values in the same order); anything else
+  (dataclasses, numpy arrays, tuples) is computed again each time.
+- The analysis version is the SHA-256 of the engine's source files (every .py and .c under
+  dashboard/engine) and of the user's rule files (settings.RULES): any change to any
+  analysis, or to the rules it reads, gives a new version, under which everything is computed
+  again; a trace's folders of other versions are removed when the new one is first written.
+- Writes are atomic (a temporary file renamed into place), so a reader never sees half a file;
+  a file that cannot be written or read is computed again, never an error. The folder lives
+  apart from the trace's own (written by another thread while the analyses run) and goes with
+  it when the store evicts the trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+ENGINE = Path(__file__).resolve().parent
+MISSING = object()
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """SHA-256 over the engine's source files (path and bytes), read once per process (~2 ms)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in ENGINE.rglob("*") if p.suffix in (".py", ".c") and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(ENGINE)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def analysis_version() -> str:
+    """The version of the analysis code and the rules it reads: 16 hex digits."""
+    digest = hashlib.sha256(_source_digest().encode())
+    for path in _rule_files():
+        digest.update(str(path).encode())
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"<unreadable>")
+    return digest.hexdigest()[:16]
+
+
+def _rule_files() -> list[Path]:
+    """The user's rule files (settings.RULES, when that setting exists): part of the version."""
+    from dashboard.engine import settings
+
+    setting = getattr(settings, "RULES", None)
+    raw = setting.value() if setting is not None else None
+    return [Path(p) for p in (raw or "").split(os.pathsep) if p.strip()]
+
+
+def plain(value: Any) -> bool:
+    """True when JSON gives the value back unchanged: dicts with text keys, lists, text, whole
+    numbers, finite reals, booleans and None."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and plain(v) for k, v in value.items())
+    return False
+
+
+class Kept:
+    """One stored trace's kept analyses, for this process's analysis version. `sha` may come later
+    (resolve): a file parsed before its hash is known (Store.open's background) queues what its
+    analyses answer until then, and writes it when the hash arrives."""
+
+    def __init__(self, root: Path, sha: str | None) -> None:
+        self.root = Path(root)
+        self.version = analysis_version()
+        self._lock = threading.Lock()
+        self._queued: list[tuple[str, Any]] = []
+        self._cleaned = False
+        self.sha: str | None = None
+        if sha is not None:
+            self._name(sha)
+
+    def _name(self, sha: str) -> None:
+        self.trace_folder = self.root / "analyses" / f"trace={sha}"
+        self.folder = self.trace_folder / f"version={self.version}"
+        self.sha = sha
+
+    def resolve(self, sha: str | None) -> None:
+        """The trace's hash is known (None: it never will be; what was queued is dropped): write
+        what was queued."""
+        with self._lock:
+            queued, self._queued = self._queued, []
+            if sha is None:
+                return
+            self._name(sha)
+            for key, value in queued:
+                self._write(key, value)
+
+    def get(self, key: str) -> Any:
+        """The kept result of analysis `key`, or MISSING."""
+        if self.sha is None:
+            return MISSING  # a trace just parsed: nothing kept yet
+        text = self.folder / f"{key}.json"
+        try:
+            return json.loads(text.read_text(encoding="utf-8"))  # (no polars for a kept summary)
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError):
+            return MISSING  # damaged or half-removed: computed again
+        table = self.folder / f"{key}.arrow"
+        if not table.is_file():
+            return MISSING
+        import polars as pl
+
+        try:
+            return pl.read_ipc(table)  # memory-mapped by default
+        except (OSError, ValueError, TypeError, pl.exceptions.PolarsError):
+            return MISSING
+
+    def put(self, key: str, value: Any) -> None:
+        """Keep `value` when it is a table or plain JSON; anything else is not kept."""
+        import polars as pl
+
+        if not isinstance(value, pl.DataFrame) and not plain(value):
+            return
+        with self._lock:
+            if self.sha is None:
+                self._queued.append((key, value))
+            else:
+                self._write(key, value)
+
+    def _write(self, key: str, value: Any) -> None:
+        import polars as pl
+
+        suffix = ".arrow" if isinstance(value, pl.DataFrame) else ".json"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if not self._cleaned:
+                self._cleaned = True
+                for old in self.trace_folder.iterdir():
+                    if old.name != self.folder.name:
+                        shutil.rmtree(old, ignore_errors=True)  # another version's: replaced
+            tmp = self.folder / f".{key}.{uuid.uuid4().hex}.tmp"
+            try:
+                if suffix == ".arrow":
+                    value.write_ipc(tmp, compression="uncompressed")
+                else:
+                    tmp.write_text(json.dumps(value, separators=(",", ":")), encoding="utf-8")
+                os.replace(tmp, self.folder / f"{key}{suffix}")
+            finally:
+                tmp.unlink(missing_ok=True)
+        except (OSError, pl.exceptions.PolarsError, TypeError, ValueError):
+            return  # a full disk or an odd column: the answer stands, only the keeping failed
+
+
+def remove(root: Path, sha: str) -> None:
+    """Remove a trace's kept analyses (every version): the store evicted the trace."""
+    shutil.rmtree(Path(root) / "analyses" / f"trace={sha}", ignore_errors=True)

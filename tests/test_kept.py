@@ -1,0 +1,205 @@
+"""Analyses kept with the trace (dashboard/engine/kept.py): a reopened trace answers from what its
+analyses answered before, byte for byte, and recomputes when the analysis code changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import oracle
+from dashboard import cli
+from dashboard.engine import kept
+from dashboard.engine import store as store_module
+from dashboard.engine.model import ANALYSES
+from dashboard.engine.store import Store, sha256_of
+
+# every module with per_trace analyses, so that ANALYSES holds them all
+import dashboard.engine.summary  # noqa: F401
+import dashboard.engine.review  # noqa: F401
+import dashboard.engine.fingerprint  # noqa: F401
+
+REPO = Path(__file__).resolve().parent.parent
+REAL = sorted(p for p in oracle.DATA.glob("*.json.gz")) + [REPO / "sample_traces" / "h200" / "naive.json.gz"]
+SUMMARY = "dashboard.engine.summary.summarize"
+
+
+def _run_all(trace) -> dict[str, object]:
+    """Every per_trace analysis on the trace: its result, or the type of the error it raised."""
+    out: dict[str, object] = {}
+    for key, analysis in sorted(ANALYSES.items()):
+        try:
+            out[key] = analysis(trace)
+        except Exception as exc:  # noqa: BLE001 - compared, not hidden: the fresh trace must raise the same
+            out[key] = type(exc).__name__
+    return out
+
+
+def _same(a, b) -> bool:
+    """Equal values, tables compared with their dtypes, through dicts, lists, tuples, dataclasses."""
+    if isinstance(a, pl.DataFrame) or isinstance(b, pl.DataFrame):
+        return isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame) and a.schema == b.schema and a.equals(b)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("path", REAL, ids=[p.name.split(".")[0] for p in REAL])
+def test_every_kept_analysis_reads_back_equal_to_a_fresh_computation(path, trace_of, tmp_path):
+    parsed = trace_of(path)
+    sha = sha256_of(path)
+    fresh = _run_all(dataclasses.replace(parsed, _analyses={}, _kept=None))
+    first = _run_all(dataclasses.replace(parsed, _analyses={}, _kept=kept.Kept(tmp_path, sha)))
+    folder = kept.Kept(tmp_path, sha).folder
+    on_disk = {f.name.rsplit(".", 1)[0] for f in folder.iterdir()}
+    assert {SUMMARY, "dashboard.engine.kernels.per_step", "dashboard.engine.copies.copies"} <= on_disk
+    assert not [f for f in folder.iterdir() if f.name.endswith(".tmp")]
+
+    class Served(kept.Kept):
+        hits: set[str] = set()
+
+        def get(self, key):
+            value = super().get(key)
+            if value is not kept.MISSING:
+                self.hits.add(key)
+            return value
+
+    # a second trace reads every kept result back (and per_trace computes only on a miss)
+    box = Served(tmp_path, sha)
+    again = _run_all(dataclasses.replace(parsed, _analyses={}, _kept=box))
+    assert box.hits == on_disk
+    for key in fresh:
+        assert _same(again[key], fresh[key]), key
+        assert _same(first[key], fresh[key]), key
+
+
+def test_what_is_not_plain_json_or_a_table_is_not_kept(tmp_path):
+    box = kept.Kept(tmp_path, "0" * 64)
+    box.put("a.tuple", (1, 2))
+    box.put("a.nan", {"x": float("nan")})
+    box.put("a.set", {1, 2})
+    box.put("a.dict", {"x": [1, 2.5, None, True, "s"], "y": {"z": -0.0}})
+    assert box.get("a.tuple") is kept.MISSING and box.get("a.nan") is kept.MISSING and box.get("a.set") is kept.MISSING
+    assert json.dumps(box.get("a.dict")) == json.dumps({"x": [1, 2.5, None, True, "s"], "y": {"z": -0.0}})
+
+
+def test_a_new_analysis_version_recomputes_and_replaces_the_old_one(tmp_path, monkeypatch):
+    box = kept.Kept(tmp_path, "a" * 64)
+    box.put("m.f", {"answer": 1})
+    old = box.folder
+    monkeypatch.setattr(kept, "analysis_version", lambda: "ffffffffffffffff")
+    newer = kept.Kept(tmp_path, "a" * 64)
+    assert newer.get("m.f") is kept.MISSING  # another version's answer is never read
+    newer.put("m.f", {"answer": 2})
+    assert newer.get("m.f") == {"answer": 2} and not old.exists()
+
+
+def test_the_version_follows_the_engine_source(tmp_path, monkeypatch):
+    """The version is the hash of the engine's files: a copy of the engine with one byte changed
+    in one analysis gives another version."""
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    (engine / "a.py").write_text("X = 1\n")
+    (engine / "load").mkdir()
+    (engine / "load" / "b.py").write_text("Y = 2\n")
+    monkeypatch.setattr(kept, "ENGINE", engine)
+    kept._source_digest.cache_clear()
+    try:
+        first = kept.analysis_version()
+        kept._source_digest.cache_clear()
+        (engine / "load" / "b.py").write_text("Y = 3\n")
+        assert kept.analysis_version() != first
+    finally:
+        kept._source_digest.cache_clear()
+
+
+def test_a_damaged_kept_file_is_computed_again_without_an_error(tmp_path):
+    box = kept.Kept(tmp_path, "b" * 64)
+    box.put("m.t", pl.DataFrame({"a": [1, 2]}))
+    box.put("m.j", {"a": 1})
+    (box.folder / "m.t.arrow").write_bytes(b"not arrow")
+    (box.folder / "m.j.json").write_text("{")
+    assert box.get("m.t") is kept.MISSING and box.get("m.j") is kept.MISSING
+
+
+def test_the_second_summary_answers_from_the_kept_summary_without_reading_the_tables(tmp_path, capsys, monkeypatch):
+    path = oracle.DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"
+    store = str(tmp_path / "store")
+    assert cli.main(["summary", "--json", "--no-store", str(path)]) == 0
+    plain = capsys.readouterr().out
+    assert cli.main(["summary", "--json", "--store", store, str(path)]) == 0
+    first = capsys.readouterr().out
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the trace's tables were read")
+
+    monkeypatch.setattr(store_module.Store, "get", refuse)
+    monkeypatch.setattr(store_module, "load_trace", refuse)
+    assert cli.main(["summary", "--json", "--store", store, str(path)]) == 0
+    second = capsys.readouterr().out
+    assert plain == first == second  # byte-identical with and without the store, first and second time
+    # the text output reads the kept summary too, and says the same as a fresh one
+    assert cli.main(["summary", "--store", store, str(path)]) == 0
+    kept_text = capsys.readouterr().out
+    monkeypatch.undo()
+    assert cli.main(["summary", "--no-store", str(path)]) == 0
+    assert capsys.readouterr().out == kept_text
+
+
+def test_a_failed_background_write_is_a_warning_and_the_answer_stands(tmp_path, capsys, monkeypatch):
+    path = oracle.DATA / "hta_triton_example.json.gz"
+
+    def full_disk(self, trace, sha):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_module.Store, "put", full_disk)
+    assert cli.main(["summary", "--json", "--store", str(tmp_path / "store"), str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)[0]["source"] == path.name
+    assert "not kept in the trace store" in err and "No space left on device" in err and "Traceback" not in err
+
+
+def test_eviction_removes_the_kept_analyses_with_the_trace(tmp_path):
+    store = Store(tmp_path / "store")
+    trace, sha = store.open(oracle.DATA / "hta_triton_example.json.gz")
+    dashboard.engine.summary.summarize(trace)
+    assert (tmp_path / "store" / "analyses" / f"trace={sha}").exists() and store.has(sha)
+    store.max_bytes = 1  # a cap below the one trace: it goes, and its analyses with it
+    assert store.evict() == [sha]
+    assert not (tmp_path / "store" / "analyses" / f"trace={sha}").exists()
+
+
+def test_help_imports_neither_polars_nor_the_analyses():
+    """`attnscope --help` builds its parser from light modules (engine/constants.py, errors.py):
+    what it imports is checked, not timed (benchmarks/bench_cold_start.py times it)."""
+    code = ("import sys, contextlib, io\nfrom dashboard import cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        cli.main(['--help'])\n    except SystemExit:\n        pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('polars', 'numpy', 'msgspec', 'streamlit')"
+            " or m in ('dashboard.engine.load', 'dashboard.engine.summary', 'dashboard.engine.store'))\n"
+            "print(heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_light_constants_are_the_ones_the_analyses_use():
+    from dashboard.engine import backends, constants, kernels, review, rules, speed
+
+    assert backends.BACKENDS == rules.BACKEND_NAMES + ("inductor", "eager") == constants.BACKENDS
+    assert review.COPY_ALARM_SHARE == 0.01 and review.COPY_ALARM_BYTES == 1_000_000
+    assert kernels.UNIT_KERNEL == "kernel" and speed.DEFAULT_USD_PER_GPU_HOUR == 2.0
+    from dashboard.engine.summary import summarize
+
+    assert cli.SUMMARY_KEY == f"{summarize.__module__}.{summarize.__qualname__}" and cli.SUMMARY_KEY in ANALYSES
