@@ -147,3 +147,54 @@ def test_every_category_kineto_writes_is_in_the_one_table_and_the_roles_agree_wi
 def test_cuda_and_rocm_traces_still_say_cuda_and_rocm(trace_of):
     assert device_info(trace_of(oracle.DATA / "hta_mi250_rocm_minitoy.json.gz"))["type"] == "rocm"
     assert device_info(trace_of(oracle.DATA / "hta_v100_test.json.gz")) == {"type": "cuda", "name": "Tesla V100-SXM2-16GB"}
+
+
+def _mtia_doc() -> dict:
+    """vendor_trace's MTIA shape with the ccp events of an MTIA inference named as such traces name
+    them: per step, DMA transfers each way, an event record and wait, and the compute."""
+    doc = vendor_trace("mtia_runtime", "mtia_ccp_events")
+    names = iter(["dma_request_h2d", "matmul", "event_record", "event_wait", "dma_request_d2h", "softmax",
+                  "dma_request", "matmul", "event_wait"])
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "mtia_ccp_events":
+            e["name"] = next(names)
+    return doc
+
+
+def test_an_mtia_traces_dma_requests_are_copies_with_their_direction_and_its_events_are_no_work(tmp_path):
+    doc = _mtia_doc()
+    trace = load_trace(write(tmp_path, doc))
+    # the oracle: the json module and the names, step by step (steps are the ProfilerStep spans)
+    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep"))
+    launches = {e["args"]["correlation"]: e["ts"] for e in doc["traceEvents"] if e.get("cat") == "mtia_runtime"}
+    want = []
+    for start, end in steps:
+        names = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "mtia_ccp_events"
+                 and start <= launches[e["args"]["correlation"]] <= end]
+        dma = [n for n in names if n.startswith("dma_request")]
+        sync = [n for n in names if n in ("event_record", "event_wait")]
+        want.append((len(names) - len(dma) - len(sync), len(dma)))
+    got = per_step(trace)
+    assert list(zip(got["kernel"].to_list(), got["gpu_memcpy"].to_list())) == want == [(1, 1), (1, 1), (1, 1)]
+    summary = summarize(trace)
+    assert summary["memcpy"] == {"HtoD": 1, "DtoH": 1, "unknown": 1}
+    assert summary["counts"]["kernel"] == 3 and summary["counts"]["device_sync"] == 3
+    # a sync event is neither work nor a copy, and no event is lost: 3 + 3 + 3 = the 9 written
+    assert sum(summary["counts"].get(c, 0) for c in ("kernel", "gpu_memcpy", "device_sync")) == 9
+    assert trace.warnings == []
+
+
+def test_the_device_class_rows_apply_to_their_accelerator_only(tmp_path):
+    """A CUDA trace's kernel named like an MTIA DMA request stays a kernel."""
+    doc = vendor_trace("cuda_runtime", "kernel")
+    first = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    first["name"] = "dma_request_h2d"
+    trace = load_trace(write(tmp_path, doc))
+    assert summarize(trace)["counts"]["kernel"] == 9 and "gpu_memcpy" not in summarize(trace)["counts"]
+
+
+def test_every_device_class_row_says_why_and_where_from():
+    from dashboard.engine.load.devices import CATEGORIES, DEVICE_CLASSES
+
+    for row in DEVICE_CLASSES:
+        assert row.reason and row.source and CATEGORIES[row.category][1] == DEVICE and row.becomes != "kernel"

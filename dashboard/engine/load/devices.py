@@ -5,6 +5,7 @@ device-vendor detection the summary shows.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import polars as pl
@@ -66,6 +67,68 @@ CATEGORIES: dict[str, tuple[str, str, str | None]] = {
 # Lower-cased category as written -> normalized category. Unknown categories are kept as written.
 CATEGORY_ALIASES: dict[str, str] = {raw: row[0] for raw, row in CATEGORIES.items()}
 _MEMCPY_KIND = re.compile(r"Memcpy\s+(\w+)")
+
+
+DEVICE_SYNC = "device_sync"  # a device queue's event record or wait: neither work nor a copy
+
+
+@dataclass(frozen=True)
+class DeviceClass:
+    """One row of DEVICE_CLASSES: on a trace of `accelerator`, events of the device category
+    `category` (as written) whose name matches `name` (a regex, case-insensitive) are `becomes`
+    (gpu_memcpy: a copy, its direction read from the name where it says one; DEVICE_SYNC: kept in
+    the events table, counted as no work), not kernels."""
+
+    accelerator: str
+    category: str
+    name: str
+    becomes: str
+    reason: str
+    source: str
+
+
+_MTIA_SOURCE = ("an MTIA inference trace read by hand (issue #27 item 4): of its 1,313 mtia_ccp_events, 877 "
+                "dma_request (host-to-device and device-to-host transfers), 339 event_record / event_wait, "
+                "about 100 compute; no public MTIA trace holds these, so the rows follow that reading")
+DEVICE_CLASSES: tuple[DeviceClass, ...] = (
+    DeviceClass("mtia", "mtia_ccp_events", r"^dma_request", "gpu_memcpy",
+                "a DMA transfer between host and device memory: a copy, not a kernel", _MTIA_SOURCE),
+    DeviceClass("mtia", "mtia_ccp_events", r"^event_(record|wait)\b", DEVICE_SYNC,
+                "an event the device queue records or waits on: no work, no copy", _MTIA_SOURCE),
+)
+# A copy's direction, where its name says one (memcpy kinds as CUDA traces write them).
+COPY_DIRECTIONS: tuple[tuple[str, str], ...] = (
+    (r"(?i)(h2d|htod|host_?to_?device)", "HtoD"),
+    (r"(?i)(d2h|dtoh|device_?to_?host)", "DtoH"),
+    (r"(?i)(d2d|dtod|device_?to_?device)", "DtoD"),
+)
+
+
+def classify_device_events(frame: pl.DataFrame, raw_categories: Iterable[str]) -> pl.DataFrame:
+    """Apply DEVICE_CLASSES: the device events of an accelerator that are copies or sync events
+    by their name get that category (and a copy its direction in `kind`, null where the name
+    names none). A trace of no such accelerator comes back as it went in."""
+    written = {raw.lower() for raw in raw_categories}
+    implied = accelerator(written)
+    rows = [row for row in DEVICE_CLASSES if row.accelerator == implied and row.category in written]
+    if not rows:
+        return frame
+    cat = pl.col("cat").cast(pl.String)
+    name = pl.col("name").cast(pl.String)
+    new_cat = cat
+    for row in reversed(rows):  # the first row a name matches wins
+        new_cat = (pl.when((cat == CATEGORY_ALIASES[row.category]) & name.str.contains("(?i)" + row.name))
+                   .then(pl.lit(row.becomes)).otherwise(new_cat))
+    frame = frame.with_columns(new_cat.alias("_class"))
+    direction = pl.lit(None, dtype=pl.String)
+    for pattern, kind in reversed(COPY_DIRECTIONS):
+        direction = pl.when(name.str.contains(pattern)).then(pl.lit(kind)).otherwise(direction)
+    became_copy = (pl.col("_class") == "gpu_memcpy") & (cat != "gpu_memcpy")
+    kind_dtype = frame.schema["kind"]
+    return frame.with_columns(
+        pl.col("_class").cast(pl.Categorical).alias("cat"),
+        pl.when(became_copy).then(direction).otherwise(pl.col("kind").cast(pl.String)).cast(kind_dtype).alias("kind"),
+    ).drop("_class")
 
 
 def accelerator(raw_categories: Iterable[str]) -> str | None:

@@ -17,7 +17,9 @@ from dashboard.engine.memory import memory_table
 from dashboard.engine.model import Cut, GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
 from dashboard.engine.steps import assign_steps, find_steps, nesting
 
-from dashboard.engine.load.devices import CATEGORIES, CATEGORY_ALIASES, UNREAD, _fill_device_fields, accelerator, gpu_vendor
+from dashboard.engine.load.devices import (
+    CATEGORIES, CATEGORY_ALIASES, UNREAD, _fill_device_fields, accelerator, classify_device_events, gpu_vendor,
+)
 from dashboard.engine.load.reading import TraceError, _Args, _Event, _Reading
 
 
@@ -210,6 +212,7 @@ def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading
     held = [frame.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")]
     del frame  # _normalize takes the only reference: it frees each unsorted column as it sorts it
     frame = _normalize(held)
+    frame = classify_device_events(frame, raw_categories)  # an MTIA trace's DMA copies and sync events are no kernels
     frame = nesting(frame)
     frame = _link_launches(frame)
     steps = find_steps(frame)
