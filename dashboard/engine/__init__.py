@@ -5,17 +5,9 @@
     summarize(trace)["steps"]
     memory_peaks(trace)  # peak allocated per step and device (profile_memory=True traces)
 
-In a notebook, TraceAnalysis (dashboard/engine/analysis.py) holds one trace and its analyses, each
-with its parameters documented: steps(), step_time(), kernels(), copies(), backends(), fallback(),
-efficiency(), health(), memory(), summary() (docs/notebook.md shows a session):
-
-    from dashboard.engine import TraceAnalysis
-    ta = TraceAnalysis("sample_traces/h200/naive.json.gz")
-    ta.kernels()  # one row per kernel: family, count, per step, time, share
-
-The functions behind it are exported too where their name is not also a module's (copies, health
-and efficiency are modules of this package: import those functions from their modules):
-kernel_table, family_per_step, per_step, step_time, copy_summary, detect_backends, summarize.
+In a notebook, TraceAnalysis (analysis.py) holds one trace and its analyses (steps, kernels, copies,
+backends, efficiency, health, memory, summary), each a method with its parameters documented;
+docs/notebook.md shows a session.
 
 The names below are imported when first used (PEP 562), so that importing one light module of the
 engine (constants, rules, settings) does not import polars and every analysis: `attnscope --help`
@@ -34,14 +26,7 @@ _EXPORTS = {
     "memory_peaks": "dashboard.engine.memory",
     "Trace": "dashboard.engine.model",
     "summarize": "dashboard.engine.summary",
-    # the notebook's facade and the per-trace analyses behind it
     "TraceAnalysis": "dashboard.engine.analysis",
-    "kernel_table": "dashboard.engine.kernels",
-    "family_per_step": "dashboard.engine.kernels",
-    "per_step": "dashboard.engine.kernels",
-    "step_time": "dashboard.engine.speed",
-    "copy_summary": "dashboard.engine.copies",
-    "detect_backends": "dashboard.engine.backends",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -61,12 +46,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
+    from dashboard.engine.analysis import TraceAnalysis
     from dashboard.engine.load import TraceError, load_trace
     from dashboard.engine.memory import memory_peak, memory_peaks
     from dashboard.engine.model import Trace
     from dashboard.engine.summary import summarize
-    from dashboard.engine.analysis import TraceAnalysis
-    from dashboard.engine.backends import detect_backends
-    from dashboard.engine.copies import copy_summary
-    from dashboard.engine.kernels import family_per_step, kernel_table, per_step
-    from dashboard.engine.speed import step_time
