@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 # Light modules only at the top: `attnscope --help` must not pay for polars and the analyses
 # (benchmarks/bench_cold_start.py). Each command imports what it needs when it runs.
-from dashboard.engine.constants import BACKENDS, COPY_ALARM_BYTES, COPY_ALARM_SHARE, DEFAULT_USD_PER_GPU_HOUR, UNIT_KERNEL
+from dashboard.engine.constants import (
+    BACKENDS, COPY_ALARM_BYTES, COPY_ALARM_SHARE, DEFAULT_USD_PER_GPU_HOUR, UNIT_KERNEL, WAITING_CHECKS,
+)
 from dashboard.engine.errors import TraceError
 
 if TYPE_CHECKING:
@@ -68,10 +70,14 @@ def _human(summary: dict[str, Any]) -> str:
         + (f"unit of device work: {unit})" if unit == UNIT_KERNEL else f"unit of work: {unit}, an op that computes and holds "
            "no other such op; views, allocations and bookkeeping ops are not counted)"),
     ]
-    problems = summary["health"]
+    problems = [h for h in summary["health"] if h["check"] not in WAITING_CHECKS]
+    waiting = [h for h in summary["health"] if h["check"] in WAITING_CHECKS]
     lines.append("  health: " + ("; ".join(f"{h['check']} {h['count']:,} ({h['example']})" for h in problems) if problems
                                  else "no problem found (overlaps, overflowed durations, lost launches or device events, "
-                                 "clock skew, idle or communication-bound steps)"))
+                                 "clock skew)"))
+    if waiting:
+        lines.append("  where the device waits (facts of the run, not faults of the trace): "
+                     + "; ".join(f"{h['check']} {h['count']:,} ({h['example']})" for h in waiting))
     backends = summary["attention"]["backends"]
     lines.append(f"  attention: {', '.join(backends) if backends else 'none detected'}")
     if summary["memcpy"]:
@@ -178,18 +184,19 @@ def _step_efficiency_line(step: dict[str, Any], gpu: bool) -> str:
 def _rank_lines(folder: str, traces: list[Trace]) -> list[str]:
     """Per-rank step times and the straggler of each step, for a folder of rank traces."""
     from dashboard.engine.ingest import one_job, world_of
-    from dashboard.engine.ranks import rank_of, rank_step_times, stragglers
+    from dashboard.engine.ranks import STRAGGLER_SPREAD, rank_of, rank_step_times, stragglers
 
     if not one_job([rank_of(t) for t in traces], [world_of(t) for t in traces]):
         return []
     ranks = {rank_of(t): t for t in traces}
     table = stragglers(rank_step_times(ranks))
-    lines = [f"{folder}: {len(ranks)} ranks ({', '.join(str(r) for r in sorted(ranks))}); the slowest rank of each step:",
-             f"  {'step':>10} {'slowest rank':>13} {'its ms':>10} {'median ms':>10} {'spread':>7}"]
+    lines = [f"{folder}: {len(ranks)} ranks ({', '.join(str(r) for r in sorted(ranks))}); the slowest rank of each step: "
+             f"(straggler: spread {STRAGGLER_SPREAD:g} or more, as the Ranks tab shades it)",
+             f"  {'step':>10} {'slowest rank':>13} {'its ms':>10} {'median ms':>10} {'spread':>7} {'straggler':>9}"]
     for row in table.iter_rows(named=True):
         lines.append(
             f"  {row['step']:>10} {row['slowest_rank']:>13} {row['slowest_us'] / 1000:>10.3f} "
-            f"{row['median_us'] / 1000:>10.3f} {_spread(row['spread']):>7}"
+            f"{row['median_us'] / 1000:>10.3f} {_spread(row['spread']):>7} {'yes' if row['straggler'] else 'no':>9}"
         )
     return lines
 
@@ -761,6 +768,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from dashboard.engine.rules import RulesError, user_rules  # light: re and the names parser
+
+    try:
+        user_rules()  # the user's rules files (ATTNSCOPE_RULES), read once: a bad one is one line, before any work
+    except RulesError as exc:
+        print(f"attnscope: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         return args.run(args)
     except BrokenPipeError:

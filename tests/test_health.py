@@ -144,3 +144,33 @@ def test_summary_json_puts_the_health_list_first_and_the_text_says_it(doc, tmp_p
     text = capsys.readouterr().out
     assert "health: overlapping_kernels 1" in text
     assert {f["check"] for f in summary["health"]} <= set(HEALTH_CHECKS)
+
+
+def _overview(params: dict | None = None):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).parent.parent / "dashboard" / "app.py"), default_timeout=120)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_overview_keeps_where_the_device_waits_apart_from_trace_faults():
+    """The bundled H200 article path: the sdpa runs' devices idle most of a step (a fused kernel of
+    tens of µs, launched from Python) is a fact of the run, shown folded after the alarms, not the
+    yellow "read these numbers with care" that lost or overlapping events deserve."""
+    at = _overview()
+    assert not [w for w in at.warning if "Trace health" in w.value]
+    (box,) = [e for e in at.expander if e.label.startswith("Where the device waits")]
+    text = " ".join(m.value for m in box.markdown)
+    assert "idle gap" in text and "sdpa \\[h200\\]" in text
+    assert "naive \\[h200\\]" not in text  # naive's device is busy most of its step
+
+
+def test_a_trace_with_lost_launches_is_read_with_care_first():
+    run = "gpu-public/tracelens_h100_qwen_chat_sdpa_flash"
+    at = _overview({"run": [run], "baseline": run})
+    (warning,) = [w for w in at.warning if "Trace health" in w.value]
+    assert "device event without launch" in warning.value

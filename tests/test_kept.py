@@ -81,6 +81,8 @@ def test_every_kept_analysis_reads_back_equal_to_a_fresh_computation(path, trace
     again = _run_all(dataclasses.replace(parsed, _analyses={}, _kept=box))
     assert box.hits == on_disk
     for key in fresh:
+        if key not in on_disk:  # not kept (an object of the analyses' own): computed again each time
+            continue
         assert _same(again[key], fresh[key]), key
         assert _same(first[key], fresh[key]), key
 

@@ -39,7 +39,7 @@ PLOT = " .main-svg"  # a plotly chart once plotly laid out its SVG
 # What each tab shows, every selector of which must match inside the main column before its shot:
 # the tab's tables and charts down to the last one it draws.
 DRAWN = {
-    "Overview": [".st-key-health", ".st-key-tbl_overview" + CELLS, "[class*=st-key-chart_overview_work]" + PLOT,
+    "Overview": [".st-key-tbl_overview" + CELLS, "[class*=st-key-chart_overview_work]" + PLOT,
                  "[class*=st-key-chart_overview_time]" + PLOT],
     "Kernels": ["[class*=st-key-chart_kernels_time]" + PLOT, ".st-key-tbl_kernels" + CELLS, ".st-key-kernels_readings",
                 "[class*=st-key-tbl_kernels_delta]" + CELLS, "[class*=st-key-tbl_ops_delta]" + CELLS],

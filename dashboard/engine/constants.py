@@ -26,3 +26,8 @@ UNIT_KERNEL = "kernel"
 
 DEFAULT_USD_PER_GPU_HOUR = 2.0
 """The dashboard's and `attnscope compare`'s price of a GPU hour."""
+
+WAITING_CHECKS: tuple[str, ...] = ("idle_gap", "comm_dominated")
+"""The health checks (health.py) about where the device waits, not faults of the trace: its numbers
+stand (a small launch-bound workload's device is idle most of its step), so the Overview and the
+text summary show them apart from the integrity checks, as information, after the review's alarms."""

@@ -35,6 +35,7 @@ HEALTH_CHECKS: tuple[str, ...] = (
     "overlapping_kernels", "duration_overflow", "device_event_without_launch", "device_before_launch",
     "missing_device_events", "idle_gap", "comm_dominated",
 )
+from dashboard.engine.constants import WAITING_CHECKS  # noqa: E402,F401  (light, for the CLI's text; re-exported)
 IDLE_GAP_SHARE = 0.5
 """An idle stretch of the device longer than this share of the step's span is a finding."""
 COMM_SHARE = 0.5

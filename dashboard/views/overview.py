@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard import charts, report
 from dashboard.engine import review
-from dashboard.engine.health import health
+from dashboard.engine.health import WAITING_CHECKS, health
 from dashboard.runs import Collection, Selection
 from dashboard.views import literal, tables
 
@@ -25,8 +25,10 @@ def render(sel: Selection) -> None:
     found = review.findings(runs, sel.baseline, overview_table=table, groups=groups)
     alarmed = set(groups.filter(pl.col("alarm"))["run"].to_list())
     split = review.device_groups(runs, sel.baseline)
-    show_health(runs)
+    findings = {label: health(trace) for label, trace in runs.items()}
+    show_health(findings)
     show_findings(found)
+    show_waiting(findings)
     if len(split) > 1:
         show_split(split)
 
@@ -178,13 +180,18 @@ def show_split(split: list[review.Group]) -> None:
 HEALTH_SHOWN = 6  # health lines shown open; the rest behind an expander
 
 
-def show_health(runs: dict) -> None:
-    """The trace health check (engine.health), before any number: one line per finding of each run,
-    in yellow; nothing when every trace is healthy."""
-    lines = [
+def _lines(findings: dict[str, list[dict]], waiting: bool) -> list[str]:
+    return [
         f"**{literal.md(label)}**: {h['check'].replace('_', ' ')} ×{h['count']:,} — {literal.md(h['example'])}"
-        for label, trace in runs.items() for h in health(trace)
+        for label, found in findings.items() for h in found if (h["check"] in WAITING_CHECKS) == waiting
     ]
+
+
+def show_health(findings: dict[str, list[dict]]) -> None:
+    """The trace health check (engine.health), before any number: one line per integrity finding
+    of each run (events lost, overlapping, skewed, overflowed), in yellow; nothing when every trace
+    is sound. Where the device waits (idle gaps, collectives) is no fault: show_waiting."""
+    lines = _lines(findings, waiting=False)
     if not lines:
         return
     with st.container(key="health"):
@@ -193,6 +200,21 @@ def show_health(runs: dict) -> None:
         if len(lines) > HEALTH_SHOWN:
             with st.expander(f"{len(lines) - HEALTH_SHOWN} more health findings"):
                 st.markdown("  \n".join(lines[HEALTH_SHOWN:]))
+
+
+def show_waiting(findings: dict[str, list[dict]]) -> None:
+    """The health findings about where the device waits (engine.health.WAITING_CHECKS), folded,
+    after the alarms: the numbers stand, but a step's time is then not the device's work."""
+    lines = _lines(findings, waiting=True)
+    if not lines:
+        return
+    with st.expander(f"Where the device waits: {len(lines)} finding{'s' if len(lines) != 1 else ''} "
+                     "(the step's time is not all device work)", icon=":material/hourglass_empty:"):
+        with st.container(key="waiting"):
+            st.markdown("A long idle stretch means the host, a sync or the data loader set the step's pace, not "
+                        "the device: a fused kernel that runs in tens of µs finishes long before the host has "
+                        "launched the next step's work. Facts of the run, not faults of the trace: the device "
+                        "times stand.  \n" + "  \n".join(lines))
 
 
 def show_findings(found: pl.DataFrame) -> None:
