@@ -2,15 +2,21 @@
 outermost cpu_op the user's code called, under its module or record_function scope) were added,
 removed or replaced, with the device work, copies and time that went with them.
 
-Steps are matched in order (the i-th profiled step of one run with the i-th of the other; the
-extra steps of the longer run are left out). Inside a matched pair the two op sequences are
+Steps are matched in order (step_pairs: the i-th profiled step of one run with the i-th of the
+other; the extra steps of the longer run are left out). Inside a matched pair the two op sequences are
 aligned by name with diff.aligned_opcodes (the kernel diff's aligner), and an op present in both
-whose kernel sequence changed is aligned kernel by kernel the same way. Every figure is a mean per
-matched step: times in ns, bytes in bytes."""
+whose sequence of work units (kernels, memcpys, memsets; leaf ops on a CPU-only trace) changed is
+a 'kernels changed' change with the change of each unit's count. Every figure is a mean per
+matched step: times in ns, bytes in bytes.
+
+`attnscope check` (its --json and --markdown), the reports and the dashboard's Timeline diff all
+read these changes from op_changes and word them with describe."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import polars as pl
@@ -18,7 +24,7 @@ import polars as pl
 from dashboard.engine.copies import copies_in_steps
 from dashboard.engine.diff import aligned_opcodes
 from dashboard.engine.kernels import work_events
-from dashboard.engine.model import Trace
+from dashboard.engine.model import Trace, per_trace
 
 SCOPE_CATEGORIES = ("user_annotation", "python_function", "gpu_user_annotation")
 
@@ -54,6 +60,7 @@ def _unit(name: str, cat: str) -> str:
     return {"kernel": "kernel", "gpu_memset": "memset"}.get(cat, "op")
 
 
+@per_trace
 def top_ops(trace: Trace) -> pl.DataFrame:
     """Every top-level cpu_op inside a step (one no other cpu_op holds): step, id, op, scope
     (innermost annotation or python function around it, step annotations left out), ts_ns, in
@@ -137,12 +144,39 @@ def _side(rows: list[dict], has_gpu: bool) -> tuple[float, dict[str, float], dic
     return ns, work, copies
 
 
-def op_changes(base: Trace, candidate: Trace) -> list[OpChange]:
-    """The op-level changes of candidate against base, summed over the matched step pairs and
-    given per step; largest change of device time first (ties: by kind and ops)."""
+def step_pairs(base: Trace, candidate: Trace) -> list[tuple[int, int]]:
+    """The matched steps: (step of base, step of candidate), the i-th profiled step of one run
+    with the i-th of the other, as many pairs as the shorter run has steps."""
+    return list(zip(base.steps["step"].to_list(), candidate.steps["step"].to_list()))
+
+
+PAIR_CACHE = 8  # op_changes results kept per base trace (the dashboard asks again on every rerun)
+
+
+def op_changes(base: Trace, candidate: Trace, pairs: list[tuple[int, int]] | None = None) -> list[OpChange]:
+    """The op-level changes of candidate against base, summed over the matched step pairs
+    (step_pairs, or the given (base step, candidate step) pairs) and given per step; largest
+    change of device time first (ties: by kind and ops). Computed once per pair of traces and
+    steps: the result is shared, callers must not change it."""
+    pairs = step_pairs(base, candidate) if pairs is None else [(int(a), int(b)) for a, b in pairs]
+    memo = base._analyses.setdefault(f"{__name__}.op_changes", {})
+    key = (id(candidate), tuple(pairs))
+    hit = memo.get(key)
+    if hit is not None and hit[0]() is candidate:
+        return hit[1]
+    out = _op_changes(base, candidate, pairs)
+    if len(memo) >= PAIR_CACHE:
+        memo.pop(next(iter(memo)))
+    memo[key] = (weakref.ref(candidate), out)
+    return out
+
+
+def _op_changes(base: Trace, candidate: Trace, pairs: list[tuple[int, int]]) -> list[OpChange]:
+    for trace, steps in ((base, {a for a, _ in pairs}), (candidate, {b for _, b in pairs})):
+        missing = sorted(steps - set(trace.steps["step"].to_list()))
+        if missing:
+            raise KeyError(f"no step {missing[0]} in {trace.source}")
     a_ops, b_ops = top_ops(base), top_ops(candidate)
-    a_steps, b_steps = base.steps["step"].to_list(), candidate.steps["step"].to_list()
-    pairs = list(zip(a_steps, b_steps))
     found: dict[tuple, OpChange] = {}
     for sa, sb in pairs:
         ra = a_ops.filter(pl.col("step") == sa).to_dicts()
@@ -185,25 +219,37 @@ def _bytes(n: float) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB" if n >= 1e3 else f"{n:.0f} B"
 
 
-def _ops(ops: tuple[str, ...], copies: dict[str, float], limit: int = 4) -> str:
-    shown = ", ".join(f"`{op}`" for op in ops[:limit]) + (f" and {len(ops) - limit} more" if len(ops) > limit else "")
+def _plain(text: str) -> str:
+    return text
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def _ops(ops: tuple[str, ...], copies: dict[str, float], code: Callable[[str], str], plain: Callable[[str], str],
+         limit: int = 4) -> str:
+    shown = plain(", ").join(code(op) for op in ops[:limit]) + (plain(f" and {len(ops) - limit} more") if len(ops) > limit else "")
     if copies:
-        shown += " (" + "; ".join(f"{line}, {_bytes(size)}" if size else line for line, size in copies.items()) + ")"
+        shown += plain(" (" + "; ".join(f"{line}, {_bytes(size)}" if size else line for line, size in copies.items()) + ")")
     return shown
 
 
-def describe(change: OpChange) -> str:
+def describe(change: OpChange, code: Callable[[str], str] = _code, plain: Callable[[str], str] = _plain) -> str:
     """One line: "under `attention::naive`: `aten::masked_fill` (clone + copy_, 268 MB) replaced
-    by `aten::masked_fill_`; -1 DtoD memcpy, -0.13 ms a step"."""
-    where = f"under `{change.scope}`: " if change.scope else ""
-    before, after = _ops(change.base_ops, change.base_copies), _ops(change.candidate_ops, change.candidate_copies)
+    by `aten::masked_fill_`; -1 DtoD memcpy, -0.13 ms a step". Names (scope and ops) go through
+    `code`, the rest through `plain`: the defaults give Markdown with names as inline code, as the
+    reports print it; the dashboard passes its own escaping so that a name shows as written."""
+    where = plain("under ") + code(change.scope) + plain(": ") if change.scope else ""
+    before = _ops(change.base_ops, change.base_copies, code, plain)
+    after = _ops(change.candidate_ops, change.candidate_copies, code, plain)
     text = {
-        "added": f"{after} added",
-        "removed": f"{before} removed",
-        "replaced": f"{before} replaced by {after}",
-        "kernels changed": f"{before} launches other work",
+        "added": after + plain(" added"),
+        "removed": before + plain(" removed"),
+        "replaced": before + plain(" replaced by ") + after,
+        "kernels changed": before + plain(" launches other work"),
     }[change.kind]
     counts = [f"{v:+g} {unit}" for unit, v in change.work.items()]
     ms = change.delta_ns / 1e6
     counts.append(f"{ms:+.3g} ms a step" if abs(ms) >= 0.001 else f"{change.delta_ns / 1e3:+.3g} us a step")
-    return f"{where}{text}; {', '.join(counts)}"
+    return where + text + plain(f"; {', '.join(counts)}")

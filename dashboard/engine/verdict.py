@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import sys
+import re
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -19,6 +19,10 @@ from dashboard.engine.alignment import OpChange, describe
 from dashboard.engine.gate import RuleResult
 
 CONFIG_TABLE = ("tool", "attnscope", "check")
+# Without a TOML reader: a line that may open the table ([tool.attnscope...], tool.attnscope... =,
+# or under [tool] attnscope.check = / attnscope = {...}); `name = "attnscope"` or a script named
+# attnscope is none of these.
+MAY_HOLD_TABLE = re.compile(r'^\s*(\[\s*)?"?tool"?\s*\.\s*"?attnscope\b|^\s*"?attnscope"?\s*(\.|=\s*\{)', re.M)
 TOP_CHANGES = 3
 
 
@@ -107,19 +111,61 @@ def _measure(value: Any) -> str:
 
 
 ICON = {"fail": "FAIL", "warn": "warn", "pass": "pass", "skip": "skip"}
+MS = 1e6  # at or above 1 ms, a time table is in ms (3 decimals: to the µs), below it in us (1 decimal)
+
+
+def time_unit(values_ns: list[float | None]) -> tuple[str, float]:
+    """('ms', 1e6) when the largest of the times (ns) is at least 1 ms, else ('us', 1e3)."""
+    largest = max((abs(v) for v in values_ns if v is not None), default=0.0)
+    return ("ms", 1e6) if largest >= MS else ("us", 1e3)
+
+
+def _time(ns: float | None, unit: tuple[str, float]) -> str:
+    """A time in the unit: 1,065,431 ns in ms is '1.065', in us '1,065.4'; '—' when unknown."""
+    if ns is None:
+        return "—"
+    return f"{ns / unit[1]:,.3f}" if unit[0] == "ms" else f"{ns / unit[1]:,.1f}"
+
+
+def _interval(d: dict[str, Any]) -> tuple[str, str]:
+    ratio = f"x{d['ratio']:.3f}" if d.get("ratio") is not None else "—"
+    span = f"[{d['low']:.3f}, {d['high']:.3f}]" if d.get("low") is not None and d.get("high") is not None else "—"
+    return ratio, span
+
+
+def _time_table(rules: list[dict[str, Any]]) -> list[str]:
+    """The median time per step of both runs, step time first, then each kernel family in both
+    runs (family_time's verdicts), one unit for the table, named in its header."""
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for r in rules:
+        if r["rule"] == "step_time" and r["status"] != "skip":
+            rows.append(("step time", r["details"]))
+        elif r["rule"] == "family_time" and r["status"] != "skip":
+            rows += [(f"kernel family: {family}", d) for family, d in r["details"].get("families", {}).items()]
+    if not rows:
+        return []
+    unit = time_unit([v for _, d in rows for v in (d.get("base_median_ns"), d.get("candidate_median_ns"))])
+    lines = [f"| median per step | baseline ({unit[0]}) | candidate ({unit[0]}) | ratio | 95% interval | verdict |",
+             "|---|---|---|---|---|---|"]
+    for name, d in rows:
+        ratio, span = _interval(d)
+        lines.append(f"| {_cell(name)} | {_time(d.get('base_median_ns'), unit)} | {_time(d.get('candidate_median_ns'), unit)} | "
+                     f"{ratio} | {span} | {d.get('outcome', '—')} |")
+    return lines
 
 
 def markdown(record: dict[str, Any]) -> str:
     """A pull-request comment: the verdict line, the failures and warnings, the three biggest
-    changes (step time, then the op-aligned changes), and one table row per rule; no links."""
+    changes (step time, then the op-aligned changes), the median step time (and each kernel
+    family's) in ms or us, named in the column headers, and one table row per rule; no links."""
     rules = record["rules"]
     counts = record["counts"]
     verdict = "**attnscope check: FAIL**" if record["verdict"] == "fail" else "**attnscope check: pass**"
     lines = [f"{verdict}: `{record['candidate']}` against `{record['base']}` "
-             f"({counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped)", ""]
-    for r in rules:
-        if r["status"] in ("fail", "warn"):
-            lines.append(f"- {ICON[r['status']]} `{r['rule']}`: {_cell(r['message'])}")
+             f"({counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped)"]
+    alarms = [f"- {ICON[r['status']]} `{r['rule']}`: {_cell(r['message'])}" for r in rules if r["status"] in ("fail", "warn")]
+    if alarms:
+        lines += ["", *alarms]
     time = next((r for r in rules if r["rule"] == "step_time" and r["status"] != "skip"), None)
     biggest = [c["text"] for c in record["changes"][:TOP_CHANGES]]
     if time or biggest:
@@ -131,10 +177,16 @@ def markdown(record: dict[str, Any]) -> str:
                          if d.get("low") is not None and d.get("ratio") is not None else f"1. step time: {d['why']}")
         for i, text in enumerate(biggest, start=2 if time else 1):
             lines.append(f"{i}. {text}")
+    times = _time_table(rules)
+    if times:
+        lines += ["", *times]
     lines += ["", "| rule | status | baseline | candidate | detail |", "|---|---|---|---|---|"]
     for r in rules:
-        lines.append(f"| {r['rule']} | {ICON[r['status']]} | {_cell(_measure(r['base']))} | {_cell(_measure(r['candidate']))} | "
-                     f"{_cell(r['message'])} |")
+        base, candidate = _measure(r["base"]), _measure(r["candidate"])
+        if r["rule"] == "step_time" and r["status"] != "skip":  # its medians are ns: in the time table's unit, named
+            unit = time_unit([r["base"], r["candidate"]])
+            base, candidate = (f"{_time(v, unit)} {unit[0]}" if v is not None else "—" for v in (r["base"], r["candidate"]))
+        lines.append(f"| {r['rule']} | {ICON[r['status']]} | {_cell(base)} | {_cell(candidate)} | {_cell(r['message'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -150,21 +202,33 @@ def find_config(start: Path) -> Path | None:
 
 
 def _toml():
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        return tomllib
+    """The TOML reader: the standard library's tomllib (Python 3.11+), else the tomli package
+    (the same API, for Python 3.10), else None."""
     try:
-        import tomli  # type: ignore[import-not-found]
+        import tomllib
     except ImportError:
-        raise ValueError("reading pyproject.toml needs Python 3.11 or the tomli package (pip install tomli)") from None
-    return tomli
+        try:
+            import tomli as tomllib  # type: ignore[import-not-found, no-redef]
+        except ImportError:
+            return None
+    return tomllib
 
 
 def read_config(path: Path) -> dict[str, Any] | None:
     """The [tool.attnscope.check] table of a TOML file (None when it has none). Raises ValueError
-    for a file that cannot be read or parsed."""
+    for a file that cannot be read or parsed, and, without a TOML reader (Python 3.10 without
+    tomli), for a file with a line that may open the table (MAY_HOLD_TABLE); one without such a
+    line has none."""
     toml = _toml()
+    if toml is None:
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise ValueError(f"{path}: {exc.strerror or exc}") from None
+        if not MAY_HOLD_TABLE.search(text):
+            return None
+        raise ValueError(f"{path}: reading its [tool.attnscope.check] table needs Python 3.11 or the tomli package "
+                         "(pip install tomli)")
     try:
         with open(path, "rb") as fh:
             doc = toml.load(fh)

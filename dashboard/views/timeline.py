@@ -1,6 +1,7 @@
 """Timeline diff tab: two runs and a step of each, drawn on one time axis from each step's
-start; then the two kernel sequences aligned in launch order (with the stream each kernel ran on
-when the runs use more than one), and time by kernel family."""
+start; then what changed op by op (alignment.op_changes: the steps matched and the ops aligned as
+`attnscope check` reports them, in its words), the two kernel sequences aligned in launch order
+(with the stream each kernel ran on when the runs use more than one), and time by kernel family."""
 
 from __future__ import annotations
 
@@ -9,16 +10,19 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import review
+from dashboard.engine.alignment import describe, op_changes, step_pairs
 from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
 from dashboard.engine.speed import representative_step
 from dashboard.runs import Selection
-from dashboard.views import link, tables, timeline_chart
+from dashboard.views import link, literal, tables, timeline_chart
 
 OP_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "replace": "changed"}
 OP_STYLE = {"insert": tables.ALARM_BG, "delete": tables.ADDED_BG, "replace": tables.NOTE_BG}
 
 
 ARTICLE_B = "sdpa"  # the article's comparison: naive against the fused SDPA call
+OPS_EVERY, OPS_SHOWN = "every matched step", "the two steps shown"  # what the op-aligned changes cover
+OPS_LISTED = 10  # changes listed before the rest fold into an expander
 
 
 def default_b(sel: Selection, first: str, group_of: dict[str, str]) -> str:
@@ -61,7 +65,9 @@ def render(sel: Selection) -> None:
         id_b = st.selectbox("Run B (bottom)", ids, key="tl_b", format_func=name.get)
     a, b = runs[name[id_a]], runs[name[id_b]]
     step_a = _step_picker(c2, "Step of A", a, "tl_step_a", "step_a")
-    step_b = _step_picker(c4, "Step of B", b, "tl_step_b", "step_b")
+    # B's step at first sight: the one `attnscope check` matches with A's (the i-th with the i-th)
+    pairs = step_pairs(a, b)
+    step_b = _step_picker(c4, "Step of B", b, "tl_step_b", "step_b", default=dict(pairs).get(step_a))
     for param, value in (("a", id_a), ("b", id_b), ("step_a", step_a), ("step_b", step_b)):
         link.publish(param, value)
 
@@ -81,6 +87,8 @@ def render(sel: Selection) -> None:
     tl_a, tl_b = timeline(a, step_a), timeline(b, step_b)
     with st.container(key="chart_timeline"):
         timeline_chart.timeline_chart(charts.timeline_data(tl_a, tl_b, label_a, label_b), key="fig_timeline")
+
+    _op_changes(a, b, step_a, step_b, pairs, group_of[id_a] == group_of[id_b])
 
     st.subheader("Kernel sequence, in launch order")
     seq = sequence_diff(a, step_a, b, step_b)
@@ -146,11 +154,51 @@ def render(sel: Selection) -> None:
         )
 
 
-def _step_picker(column, label: str, trace, key: str, param: str) -> int:
-    """A step of `trace` (default: the one closest to the median step time), kept in the link."""
+def _op_changes(a, b, step_a: int, step_b: int, pairs: list[tuple[int, int]], comparable: bool) -> None:
+    """What changed op by op: alignment.op_changes over every matched step (the lines `attnscope
+    check --markdown` and `--json` give for the pair) or over the two steps shown, each worded by
+    alignment.describe; names shown as written."""
+    st.subheader("What changed, op by op")
+    if not comparable:
+        st.caption("Not compared: a GPU run's device time and a CPU-only run's op time are not one measure "
+                   "(`attnscope check` refuses the pair too).")
+        return
+    scope = st.radio("Changes over", (OPS_EVERY, OPS_SHOWN), key="tl_ops_scope", horizontal=True)
+    every = scope == OPS_EVERY
+    changes = op_changes(a, b) if every else op_changes(a, b, [(step_a, step_b)])
+    if every:
+        extra = abs(a.steps.height - b.steps.height)
+        shown = ", ".join(f"{x} with {y}" for x, y in pairs[:3]) + (", ..." if len(pairs) > 3 else "")
+        where = (f"The runs' steps matched in order, as `attnscope check` matches them: {len(pairs):,} "
+                 f"pair{'s' if len(pairs) != 1 else ''} (A's step with B's: {shown})"
+                 + (f"; the longer run's {extra:,} extra step{'s' if extra != 1 else ''} left out" if extra else "")
+                 + ". Device work, copies and time are means per matched step; these are the lines `attnscope check` "
+                 "writes to `--markdown` (the first three) and `--json`.")
+    else:
+        matched = dict(pairs).get(step_a)
+        where = (f"A's step {step_a} against B's step {step_b} alone"
+                 + (f" (`attnscope check` matches A's step {step_a} with B's step {matched})" if matched not in (None, step_b) else "")
+                 + ".")
+    st.caption(where + " Inside a step pair the top-level ops (the outermost op the code called, under its module or "
+               "record_function scope) are aligned by name; an op in both whose device work changed \"launches other work\".")
+    with st.container(key="timeline_op_changes"):
+        if not changes:
+            st.markdown("No op changed: the top-level ops and the work they launch are the same"
+                        + (" in every matched step." if every else " in the two steps."))
+            return
+        lines = [f"- {describe(c, code=literal.code, plain=literal.md)}" for c in changes]
+        st.markdown("\n".join(lines[:OPS_LISTED]))
+        if len(lines) > OPS_LISTED:
+            with st.expander(f"{len(lines) - OPS_LISTED:,} more change{'s' if len(lines) - OPS_LISTED != 1 else ''}"):
+                st.markdown("\n".join(lines[OPS_LISTED:]))
+
+
+def _step_picker(column, label: str, trace, key: str, param: str, default: int | None = None) -> int:
+    """A step of `trace` (default: `default` when given, else the one closest to the median step
+    time), kept in the link."""
     steps = trace.steps
     options = steps["step"].to_list()
     names = {row["step"]: f"{row['name']} ({row['dur_ns'] / 1e6:.3g} ms)" for row in steps.iter_rows(named=True)}
-    link.seed_choice(key, param, options, representative_step(trace), parse=int)
+    link.seed_choice(key, param, options, default if default in options else representative_step(trace), parse=int)
     with column:
         return st.selectbox(label, options, key=key, format_func=names.get)
