@@ -77,7 +77,9 @@ def tflops_vs_seq(sweep: pl.DataFrame, colors: dict[str, str], title: str, peak_
     if peak_tflops:
         fig.add_hline(y=peak_tflops, line=dict(color="#222", dash="dash"),
                       annotation_text=f"device peak {peak_tflops:g} TFLOP/s", annotation_position="bottom right")
-    return _layout(fig, title, "achieved TFLOP/s")
+    fig = _layout(fig, title, "achieved TFLOP/s")
+    # plain decimals: SI prefixes read 0.1 TFLOP/s as "100m"
+    return fig.update_yaxes(tickformat="~g")
 
 
 def memory_vs_seq(sweep: pl.DataFrame, colors: dict[str, str], title: str) -> go.Figure:

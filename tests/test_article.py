@@ -241,3 +241,20 @@ def test_memory_growth_is_per_sequence_when_the_batch_shrinks_as_the_sequence_gr
     assert grow["sdpa"]["exponent"] == pytest.approx(1.0)
     # at seq 512 (batch 2): naive 2*4*512*512*4, sdpa 2*4*512*64*4*3 -> 512 / 192
     assert grow["sdpa"]["naive_ratio"] == pytest.approx(512 / 192)
+
+
+def test_the_sweep_tab_names_a_folder_under_the_working_folder_by_its_relative_path(tmp_path, monkeypatch):
+    from dashboard.views.sweep import shown_path
+
+    (tmp_path / "sample_traces" / "article-cpu").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(tmp_path / "sample_traces" / "article-cpu") == "sample_traces/article-cpu"
+    assert shown_path(Path("/elsewhere/article-gpu")) == "/elsewhere/article-gpu"
+
+
+def test_the_tflops_axis_reads_plain_decimals_not_si_prefixes(folder):
+    from dashboard import article_charts
+
+    a = art.read_article(folder)
+    fig = article_charts.tflops_vs_seq(a.sweep, article_charts.variant_colors(a.sweep["variant"].to_list()), "t", None)
+    assert fig.layout.yaxis.tickformat == "~g"  # 0.1 TFLOP/s reads 0.1, not "100m"

@@ -13,7 +13,7 @@ import streamlit as st
 
 from dashboard import article_charts, article_report
 from dashboard.engine import article as art
-from dashboard.engine import catalog
+from dashboard import catalog
 from dashboard.runs import Selection
 from dashboard.views import literal, tables
 
@@ -43,6 +43,15 @@ def folders() -> list[Path]:
     return given + bundled
 
 
+def shown_path(folder: Path) -> str:
+    """The folder as the reader knows it: relative to the working folder when under it (the
+    bundled sample_traces/article-cpu, not a machine's absolute checkout path), else absolute."""
+    try:
+        return str(folder.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(folder)
+
+
 def labels(found: list[Path]) -> list[str]:
     """One label per folder, its name, with its parent folder added where two share a name (a
     folder given at start may be named like a bundled one): "bundled" for a bundled one."""
@@ -65,7 +74,7 @@ def render(sel: Selection | None = None) -> None:
     except art.ArticleError as exc:
         st.error(literal.md(str(exc)), icon=":material/error:")
         return
-    st.caption(f"{literal.code(str(folder))}" + (f" · measured on {literal.md(a.device_name)}" if a.device_name else ""))
+    st.caption(f"{literal.code(shown_path(folder))}" + (f" · measured on {literal.md(a.device_name)}" if a.device_name else ""))
     if a.sweep is not None:
         _sweep(a)
     if a.dispatch is not None:
