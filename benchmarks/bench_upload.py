@@ -45,7 +45,7 @@ from bench_load import facts, json_size  # noqa: E402
 from browser_server import Server, rss_bytes, settled_rss  # noqa: E402
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, TABS, WIDTH, _browser_or_reason, _settle  # noqa: E402
 
-from dashboard.engine.catalog import trace_stem  # noqa: E402
+from dashboard.catalog import trace_stem  # noqa: E402
 
 MB = 1e6
 MIB = 1024 * 1024

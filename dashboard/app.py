@@ -20,8 +20,9 @@ from typing import Callable
 import streamlit as st
 
 from dashboard import charts, report, runs
-from dashboard.engine import catalog
+from dashboard import catalog
 from dashboard.engine.load import arrival as arrivals  # the load package's upload arrivals (as dashboard/uploads.py)
+from dashboard.engine.rules import RulesError, user_rules
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
 from dashboard.views import ranks as ranks_view
@@ -52,6 +53,11 @@ def main() -> None:
         "Attention profiles side by side: kernels per step, hidden copies, timelines, which SDPA backend really ran, "
         "parity and speed. Pick runs in the sidebar; the URL keeps your choice, so you can share it."
     )
+    try:
+        user_rules()  # the user's rules files (ATTNSCOPE_RULES), read once per server process
+    except RulesError as exc:
+        st.error(literal.md(str(exc)), icon=":material/rule:")
+        st.stop()
     selection, drawn, finish = pick_runs()
     try:
         if selection is not None:

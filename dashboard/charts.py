@@ -540,19 +540,64 @@ def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str, color_a: st
 
 ROOF_COLORS: tuple[str, ...] = ("#444444", "#8c6d31", "#7b4173", "#3182bd")  # one per device roof
 MEASURE_SYMBOLS = {"attention ops": "circle", "whole step": "diamond"}
+MEASURE_KEYS = {"attention ops": "attention op or kernel", "whole step": "whole step (collectors' traces)"}
+OWN_BYTES = "bytes its own kernels move, from the recorded shapes"  # roofline.OWN_BYTES_WORDS
+
+
+def _bytes_words(value: float | None) -> str:
+    """Bytes in decimal units for a hover: '2.75 GB', '67.1 MB', '4 B'; 'unknown' for None."""
+    if value is None or value != value:
+        return "unknown"
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+LABEL_CLUSTER = 0.04  # points closer than this in log10 on both axes (about 10%) share one label
+LABEL_NAMES = 3  # run names a label lists before '+n more'
+
+
+def _cluster_labels(points: pl.DataFrame) -> list[tuple[float, float, str]]:
+    """(x, y, text) of one label per cluster of roofline points that would overlap: the runs'
+    names in their order, each once, the first LABEL_NAMES of them and '+n more'; at the cluster's
+    rightmost point, so the text starts past the markers."""
+    clusters: list[tuple[float, float, float, float, list[str]]] = []  # log x, log y, right x, its y, runs
+    for run, x, y in points.select("run", "intensity", "tflops").iter_rows():
+        if not x or not y or x <= 0 or y <= 0:
+            continue
+        lx, ly = float(np.log10(x)), float(np.log10(y))
+        for i, (cx, cy, rx, ry, names) in enumerate(clusters):
+            if abs(cx - lx) < LABEL_CLUSTER and abs(cy - ly) < LABEL_CLUSTER:
+                if run not in names:
+                    names.append(run)
+                clusters[i] = (cx, cy, *((x, y) if x > rx else (rx, ry)), names)
+                break
+        else:
+            clusters.append((lx, ly, x, y, [run]))
+    out = []
+    for _, _, x, y, names in clusters:
+        more = f" +{len(names) - LABEL_NAMES} more" if len(names) > LABEL_NAMES else ""
+        out.append((x, y, ", ".join(names[:LABEL_NAMES]) + more))
+    return out
 
 
 def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
-    """Achieved TFLOP/s against arithmetic intensity (FLOP/byte), both axes logarithmic: one marker
-    per run's attention op/kernel group (circles) or whole step (diamonds; review.roofline_points),
-    coloured by run, and each device's roofline drawn once per peak (the flat compute roof at
-    peak_tflops and the bandwidth slope intensity × peak_tbps). Points without a peak (a CPU, a
-    device the peaks table lacks) are drawn with no roof."""
+    """Achieved TFLOP/s against arithmetic intensity (FLOP per byte its own kernels move, from the
+    recorded shapes: review.roofline_points), both axes logarithmic: one marker per run's attention
+    op/kernel group (circles) or whole step (diamonds), coloured by run, and each device's roofline
+    drawn once per peak (the flat compute roof at peak_tflops and the bandwidth slope intensity ×
+    peak_tbps). Points without a peak (a CPU, a device the peaks table lacks) are drawn with no roof.
+
+    The legend holds what a reader needs: the roofs, and up to FEW_RUNS runs one entry per run and
+    measure; with more runs, each cluster of overlapping points carries its runs' names beside it
+    (_cluster_labels) and the legend only says what a circle and a diamond are."""
     fig = go.Figure()
     if points.height == 0:
         return _base_layout(fig, "Attention on the roofline: nothing measured")
     runs = list(dict.fromkeys(points["run"].to_list()))
     palette = dict(zip(runs, run_colors(runs, colors)))
+    many = _flat(runs)
     low = float(points["intensity"].min())
     high = float(points["intensity"].max())
     roofs = (
@@ -573,35 +618,55 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
                 "<br>at %{x:.4g} FLOP/byte: %{y:.4g} TFLOP/s<extra></extra>",
             )
         )
+    has_bytes = "bytes" in points.columns
+    measures_drawn = []
     for run in runs:
         mine = points.filter(pl.col("run") == run)
         for measure, symbol in MEASURE_SYMBOLS.items():
             part = mine.filter(pl.col("measure") == measure)
             if part.height == 0:
                 continue
+            if measure not in measures_drawn:
+                measures_drawn.append(measure)
+            per = "call" if measure == "attention ops" else "step"
             custom = [
                 [
                     (r["name"] or "")[:NAME_CHARS], r["shape"] or "shape from the collector", r["backend"] or "—", r["device"] or "—",
-                    "no roofline for this device" if r["pct_of_roofline"] is None else f"{r['pct_of_roofline']:.3g}% of the roofline ({r['bound']}-bound)",
+                    "no roofline for this device" if r["pct_of_roofline"] is None else f"{r['pct_of_roofline']:.3g}% of the roof at its intensity ({r['bound']}-bound)",
                     r["count"] or 0, r["mean_us"] if r["mean_us"] is not None else float("nan"), r["tbps"] if r["tbps"] is not None else float("nan"),
+                    _bytes_words(r["bytes"] if has_bytes else None),
                 ]
                 for r in part.iter_rows(named=True)
             ]
             fig.add_trace(
                 go.Scatter(
                     x=part["intensity"].to_list(), y=part["tflops"].to_list(), mode="markers",
-                    name=f"{run} ({measure})", legendgroup=run,
+                    name=f"{run} ({measure})", legendgroup=run, showlegend=not many,
                     marker={"color": palette[run], "symbol": symbol, "size": 12, "line": {"color": "#222", "width": 1}},
                     customdata=custom,
                     hovertemplate=f"<b>{plain(run)}</b> · {plain(measure)}<br>" + "%{customdata[0]}<br>%{customdata[1]} · backend %{customdata[2]}<br>"
+                    f"%{{customdata[8]}} a {per}: the {OWN_BYTES}<br>"
                     "%{customdata[3]}: %{y:.4g} TFLOP/s, %{customdata[7]:.3g} TB/s at %{x:.4g} FLOP/byte<br>%{customdata[4]}<br>"
                     "%{customdata[5]} × %{customdata[6]:.4g} µs<extra></extra>",
                 )
             )
+    if many:  # the runs named beside their points, one label per cluster of points that overlap; the shapes' key, once
+        middle = (np.log10(xs[0]) + np.log10(xs[-1])) / 2
+        for x, y, label in _cluster_labels(points):
+            left = np.log10(x) > middle  # right half: the text runs leftwards, so it stays inside the plot
+            fig.add_trace(go.Scatter(x=[x / 1.15 if left else x * 1.15], y=[y], mode="text", text=[label], showlegend=False,
+                                     textposition="middle left" if left else "middle right", hoverinfo="skip",
+                                     textfont={"size": 10, "color": "#444"}, name=label))
+        for measure in [m for m in MEASURE_SYMBOLS if m in measures_drawn]:
+            fig.add_trace(go.Scatter(
+                x=[None], y=[None], mode="markers", name=MEASURE_KEYS[measure], hoverinfo="skip",
+                marker={"color": "#bbbbbb", "symbol": MEASURE_SYMBOLS[measure], "size": 11, "line": {"color": "#222", "width": 1}},
+            ))
     # powers of ten only: plotly's default log ticks label 2 and 5 of each decade ("1000, 5, 2, 100")
-    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP per byte moved)", showgrid=True, gridcolor="#eee", dtick=1, tickformat=",~g")
+    fig.update_xaxes(type="log", title_text="FLOP per byte its own kernels move (from the recorded shapes)", showgrid=True,
+                     gridcolor="#eee", dtick=1, tickformat=",~g")
     fig.update_yaxes(type="log", title_text="achieved TFLOP/s", showgrid=True, gridcolor="#eee", dtick=1, tickformat=",~g")
-    _base_layout(fig, "Attention on the roofline (log-log): achieved rate against the device's limits", height=440)
+    _base_layout(fig, "Attention on the roofline (log-log): each point at the bytes its own kernels move", height=460)
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.24, "xanchor": "left", "x": 0}, margin={"b": 40})
     return fig
 
@@ -781,6 +846,13 @@ def _timeline_title(label: str, tl: pl.DataFrame) -> str:
 def _format_count(value: float) -> str:
     """1575 -> '1,575'; 6.5 -> '6.5'."""
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def signed(value: float, digits: int) -> str:
+    """A change with its sign at `digits` decimals, thousands separated: '+1,234.5', '-0.7'; one
+    that rounds to zero reads '+0.0', never '-0.0'."""
+    text = f"{value:+,.{digits}f}"
+    return "+" + text[1:] if text.startswith("-") and not text.strip("-0.,") else text
 
 
 def format_us(value: float | None) -> str:

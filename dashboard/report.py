@@ -22,7 +22,7 @@ import polars as pl
 
 from dashboard import __version__, charts
 from dashboard.engine import review
-from dashboard.engine.diff import changed_rows, timeline
+from dashboard.engine.diff import timeline
 from dashboard.engine.kernels import work_unit
 from dashboard.engine.model import Trace
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, Group, device_groups, representative_step, speed_table
@@ -48,6 +48,7 @@ class Review:
     groups: list[Group] = field(default_factory=list)  # device groups, each with its baseline
     efficiency: pl.DataFrame | None = None  # review.attention_efficiency
     roofline: pl.DataFrame | None = None  # review.roofline_points
+    roofline_left_out: pl.DataFrame | None = None  # review.roofline_left_out
     by: str = "base"  # kernels by full 'name' or by 'base' name
     usd_per_gpu_hour: float | None = None
     usd_per_cpu_hour: float | None = None
@@ -94,6 +95,7 @@ def build_review(
         groups=split,
         efficiency=review.attention_efficiency(runs),
         roofline=review.roofline_points(runs),
+        roofline_left_out=review.roofline_left_out(runs),
         by=by,
         usd_per_gpu_hour=usd_per_gpu_hour,
         usd_per_cpu_hour=usd_per_cpu_hour,
@@ -141,20 +143,6 @@ def _steps_words(change: review.Change) -> str:
     return f"The run's {word(change.step_run)} against the baseline's {word(change.step_base)}"
 
 
-def _explained(change: review.Change) -> str:
-    """The line saying how much of the change in summed kernel time the top rows account for (plain text)."""
-    top_ns, total_ns = change.explained
-    rows = changed_rows(change.kernels, change.top)
-    share = f" ({top_ns / total_ns:.0%})" if abs(total_ns) >= 1e3 else ""
-    if not rows:
-        return (f"No kernel changed its count or its mean time by more than 5%; summed kernel time per step changed by "
-                f"{total_ns / 1000:+,.1f} µs.")
-    return (f"The {rows} changed kernel{'s' if rows > 1 else ''} below account{'' if rows > 1 else 's'} for "
-            f"{top_ns / 1000:+,.1f} µs of the {total_ns / 1000:+,.1f} µs change in summed kernel time per step{share}; "
-            "the rest comes from kernels not listed. Overlapping kernels count twice, so this is "
-            "not the step time.")
-
-
 # ---------- Markdown ----------
 
 def _cell(value: Any) -> str:
@@ -183,7 +171,7 @@ FORMATS: dict[str, Any] = {
     "parity_max_abs": lambda v: f"{v:.3g}",
     "tflops": lambda v: f"{v:.4g}",
     "pct_of_roofline": lambda v: f"{v:.3g}",
-    "delta_us_per_step": lambda v: f"{v:+.3f}",
+    "delta_us_per_step": lambda v: charts.signed(v, 3).replace(",", ""),
     "delta_per_step": lambda v: f"{v:+.4g}",
     "base_per_step": lambda v: f"{v:.4g}",
     "other_per_step": lambda v: f"{v:.4g}",
@@ -278,6 +266,11 @@ EFFICIENCY_WHY = (
     "shape over each step's device time (every variant, naive ones included); 'attention ops': the recorded attention calls. "
     "No percentage without a peak: a CPU, or a device the peaks table lacks, gives its reason instead."
 )
+ROOFLINE_WHY = (
+    "Each point sits at the bytes its own kernels move, from the recorded shapes (naive attention writes and reads the "
+    "scores matrix at each of its kernels; a fused kernel reads Q, K, V once and writes O once), and its hover gives its "
+    "share of the roof at that intensity. The table's % of roofline is against the attention's minimum bytes instead."
+)
 
 
 def markdown_report(
@@ -314,7 +307,7 @@ def _md_changes(change: review.Change, by: str) -> list[str]:
     else:
         parts += ["Readings: no compile, CUDA-graph, attention-backend or copy-class change.", ""]
     kernels, ops = _shown(change.kernels), _shown(change.ops)
-    parts += [md_text(_explained(change)), ""]
+    parts += [md_text(review.explained_sentence(change)), ""]
     parts.append(_md_table(kernels.with_columns(pl.col("name").str.slice(0, 100)), CHANGE_COLUMNS) if kernels.height else "No kernel changed.")
     parts += ["", f"CPU side: ops, annotations and launch calls (top {KERNEL_CHANGES_SHOWN} by time):", ""]
     parts.append(_md_table(ops.with_columns(pl.col("name").str.slice(0, 100)), OP_COLUMNS) if ops.height else "No op changed.")
@@ -448,6 +441,8 @@ def review_data(rv: Review, full: bool = False) -> dict[str, Any]:
         "backends": rv.backends.to_dicts(),
         "speed": rv.speed.to_dicts(),
         "efficiency": rv.efficiency.to_dicts() if rv.efficiency is not None else [],
+        "roofline": {"points": rv.roofline.to_dicts() if rv.roofline is not None else [],
+                     "left_out": rv.roofline_left_out.to_dicts() if rv.roofline_left_out is not None else []},
         "changes": [
             {"run": c.run, "baseline": c.baseline, "readings": c.readings, "explained_ns_per_step": list(c.explained), "top": c.top,
              "kernels": kernels(c), **({"ops": c.ops.to_dicts()} if full else {})}
@@ -504,7 +499,7 @@ def _html_changes(change: review.Change, by: str) -> list[str]:
     else:
         out.append("<p>Readings: no compile, CUDA-graph, attention-backend or copy-class change.</p>")
     kernels, ops = _shown(change.kernels), _shown(change.ops)
-    out.append(f"<p>{html.escape(_explained(change))}</p>")
+    out.append(f"<p>{html.escape(review.explained_sentence(change))}</p>")
     out.append(_html_table(kernels, CHANGE_COLUMNS) if kernels.height else "<p>No kernel changed.</p>")
     out.append(f"<h4>CPU side: ops, annotations and launch calls (top {KERNEL_CHANGES_SHOWN} by time)</h4>")
     out.append(_html_table(ops, OP_COLUMNS) if ops.height else "<p>No op changed.</p>")
@@ -568,6 +563,12 @@ def render_html(rv: Review) -> str:
         body += ["<h2>Attention efficiency</h2>", f"<p>{html.escape(EFFICIENCY_WHY)}</p>", _html_table(rv.efficiency, EFFICIENCY_COLUMNS)]
         if rv.roofline is not None and rv.roofline.height:
             body.append(_figure(charts.roofline(rv.roofline, rv.colors or None), "roofline"))
+            body.append(f"<p>{html.escape(ROOFLINE_WHY)}</p>")
+        if rv.roofline_left_out is not None and rv.roofline_left_out.height:
+            body.append('<p class="muted">Not on the roofline (the bytes their kernels move cannot be told from the trace, '
+                        "and are not guessed):</p><ul>" + "".join(
+                            f"<li>{html.escape(r['run'])} ({html.escape(r['measure'])}): {html.escape(r['reason'] or '')}</li>"
+                            for r in rv.roofline_left_out.iter_rows(named=True)) + "</ul>")
     body += ["<h2>Speed</h2>", f"<p>{html.escape(_price_line(rv))}</p>"]
     for group in rv.groups:
         speed = _group_rows(rv.speed, group)

@@ -2,7 +2,7 @@
 is configured with, and what a user picked (a Selection).
 
 Everything that does not need streamlit (discovery, parsing, hashing, caching, the trace store,
-runs of several ranks) is in dashboard.engine.catalog; app.py calls it with the cache made here.
+runs of several ranks) is in dashboard.catalog; app.py calls it with the cache made here.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import streamlit as st
 
 from dashboard import uploads
 from dashboard.engine import Trace
-from dashboard.engine import catalog
-from dashboard.engine.catalog import ENV_MAX_UPLOAD, ENV_TRACES, Collection, Run, TraceCache
+from dashboard import catalog
+from dashboard.catalog import ENV_MAX_UPLOAD, ENV_TRACES, Collection, Run, TraceCache
 
 # Run (with .ranks and .trace, the slowest rank's) and Collection are the catalog's; views name them from here.
 __all__ = ["ENV_MAX_UPLOAD", "ENV_TRACES", "Collection", "Run", "Selection", "Throttled", "TraceCache", "drop_closed_uploads",

@@ -235,7 +235,7 @@ def configured_limit(environ: dict[str, str] | None = None) -> tuple[int, str | 
     is this: kept here so that the upload route does not import the session layer above it.)"""
     from streamlit import config
 
-    from dashboard.engine import catalog
+    from dashboard import catalog
 
     return catalog.upload_limit(int(config.get_option("server.maxUploadSize")) * 1024 * 1024, environ)
 
@@ -243,7 +243,7 @@ def configured_limit(environ: dict[str, str] | None = None) -> tuple[int, str | 
 def upload_limit() -> tuple[int, str]:
     """The upload limit in bytes (configured_limit, as the sidebar states it) and how messages
     name it."""
-    from dashboard.engine import catalog
+    from dashboard import catalog
 
     limit, _ = configured_limit()
     return limit, f"{catalog.format_bytes(limit)} ({limit:,} bytes)"

@@ -9,7 +9,7 @@ against the code.
 docs/cli.md is rendered from the argparse parsers: `dashboard.cli.build_parser` (attnscope) and the
 parsers of `python -m collectors` and its modes (collectors/__main__.py, sweep.py, dispatch.py,
 e2e.py, serve.py, article.py). docs/tables.md is rendered from the engine's tables
-(backends.BACKEND_TABLE, kernels.FAMILY_RULES, peaks.PEAK_TABLE) and the collectors' COLUMNS.
+(the name rules of rules.py, peaks.PEAK_TABLE) and the collectors' COLUMNS.
 The collectors import torch: run this where `pip install -e ".[collectors]"` was done.
 tests/test_docs.py runs the check.
 """
@@ -242,16 +242,17 @@ def _num(value: float | None) -> str:
 
 
 def render_tables() -> str:
-    from dashboard.engine.backends import BACKEND_TABLE
-    from dashboard.engine.kernels import FAMILY_RULES
     from dashboard.engine.peaks import PEAK_TABLE
+    from dashboard.engine.rules import (
+        BACKEND_TABLE, COLLECTIVES, FAMILY_RULES, HOST_CATEGORIES, KV_CACHE_WRITES, LAUNCH_CALLS,
+    )
 
-    lines = [HEADER.format(cmd=REGENERATE, source="backends.BACKEND_TABLE, kernels.FAMILY_RULES, "
-                           "peaks.PEAK_TABLE and the collectors' COLUMNS"),
+    lines = [HEADER.format(cmd=REGENERATE, source="rules.BACKEND_TABLE, FAMILY_RULES, COLLECTIVES, KV_CACHE_WRITES, "
+                           "LAUNCH_CALLS, HOST_CATEGORIES, peaks.PEAK_TABLE and the collectors' COLUMNS"),
              "# Reference tables", "",
              "The tables the engine and the collectors decide by, as the code holds them.", "",
              "## Attention backends {#backends}", "",
-             "`dashboard/engine/backends.py` `BACKEND_TABLE`, in the order a name is tried (the first row it "
+             "`dashboard/engine/rules.py` `BACKEND_TABLE`, in the order a name is tried (the first row it "
              "matches wins). Patterns are regular expressions over the function name of a cpu_op or kernel "
              "([kernel names](analysis.md#kernel-names)). Where the names come from: "
              "[design notes](design.md#attention-kernels).", "",
@@ -263,7 +264,7 @@ def render_tables() -> str:
               "`cpp_fused_*softmax*` / `triton_*fused*softmax*` kernel between matmuls, when no row matched) and "
               "`eager` (hand-written attention, found by dataflow: [design notes](design.md#eager-attention)).", "",
               "## Kernel families {#families}", "",
-              "`dashboard/engine/kernels.py` `FAMILY_RULES`: a kernel (on a CPU-only trace, a leaf op) gets the "
+              "`dashboard/engine/rules.py` `FAMILY_RULES`: a kernel (on a CPU-only trace, a leaf op) gets the "
               "family of the first rule that matches its function name (case-insensitive; a rule with a template "
               "pattern also needs its template arguments to match). *fused attention* comes first: the fused rows "
               "above. GPU memcpy and memset events are *copy* and *memset* whatever their name; a name no rule "
@@ -273,7 +274,37 @@ def render_tables() -> str:
               "| 1 | fused attention | the fused rows of the backend table | — | one classifier for attention |"]
     for i, rule in enumerate(FAMILY_RULES, start=2):
         lines.append(f"| {i} | {rule.family} | {_code(rule.name)} | {_code(rule.template)} | {_cell(rule.reason)} |")
-    lines += ["", "## Device peaks {#peaks}", "",
+    lines += ["", "## Collectives {#collectives}", "",
+              "`dashboard/engine/rules.py` `COLLECTIVES` (case-insensitive): a *kernel* row matches a kernel's function "
+              "name and gives the *communication* family (the family table's first row is these rows); an *op* row "
+              "matches the CPU ops of a copy's op chain and makes the copy *communication* "
+              "([copies](design.md#copies-which-are-alarms)).", "",
+              "| pattern | kernel | op | why | source |", "|---|---|---|---|---|"]
+    for c in COLLECTIVES:
+        lines.append(f"| {_code(c.pattern)} | {'yes' if c.kernel else 'no'} | {'yes' if c.op else 'no'} | {_cell(c.reason)} | "
+                     f"{_cell(c.source)} |")
+    lines += ["", "## KV-cache writes {#kv-cache-writes}", "",
+              "`dashboard/engine/rules.py` `KV_CACHE_WRITES`: copy kernels (the family table's copy rows include "
+              "these) that write a KV cache, so a copy they make is *requested*, never hidden.", "",
+              "| function name | why | source |", "|---|---|---|"]
+    for r in KV_CACHE_WRITES:
+        lines.append(f"| {_code(r.pattern)} | {_cell(r.reason)} | {_cell(r.source)} |")
+    lines += ["", "## Launch calls {#launch-calls}", "",
+              "`dashboard/engine/rules.py` `LAUNCH_CALLS`: host calls that replay a graph (its kernels share the "
+              "call's correlation id: [CUDA graphs](analysis.md#cuda-and-hip-graphs)) or launch one kernel, matched as a prefix of the "
+              "call's name.", "",
+              "| call | kind | vendor | why | source |", "|---|---|---|---|---|"]
+    for c in LAUNCH_CALLS:
+        lines.append(f"| {_tick(c.name)} | {c.kind} | {c.vendor} | {_cell(c.reason)} | {_cell(c.source)} |")
+    lines += ["", "## Host categories {#host-categories}", "",
+              "`dashboard/engine/rules.py` `HOST_CATEGORIES`: the host side the Timeline draws and the op "
+              "comparison counts, besides every vendor's launch-call categories.", "",
+              "| category | why | source |", "|---|---|---|"]
+    for c in HOST_CATEGORIES:
+        lines.append(f"| {_tick(c.category)} | {_cell(c.reason)} | {_cell(c.source)} |")
+    lines += ["", "A user adds rows to the backend, family and collective tables from a file: "
+              "[name rules](design.md#name-rules).", "",
+              "## Device peaks {#peaks}", "",
               "`dashboard/engine/peaks.py` `PEAK_TABLE`: dense TFLOP/s by dtype and memory bandwidth in TB/s, "
               "as the vendors publish them (2:4-sparsity figures halved). How a device is matched: "
               "[attention efficiency](analysis.md#peaks).", "",

@@ -1,4 +1,4 @@
-"""The dashboard's runs, engine side (dashboard.engine.catalog), with no streamlit: discovery,
+"""The dashboard's run picker (dashboard.catalog), with no streamlit: discovery,
 parsing once by content hash, the trace store behind the cache, the upload limit, and a process
 that uses it all without ever importing streamlit."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import oracle
-from dashboard.engine import catalog
-from dashboard.engine.catalog import TraceCache, discover, file_digest, file_source, open_all, pending_file, server_cache
+from dashboard import catalog
+from dashboard.catalog import TraceCache, discover, file_digest, file_source, open_all, pending_file, server_cache
 from dashboard.engine.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ def test_a_process_discovers_opens_and_stores_runs_without_importing_streamlit(t
     script = f"""
 import json, sys
 from pathlib import Path
-from dashboard.engine import catalog
+from dashboard import catalog
 from dashboard.engine.store import Store
 cache = catalog.TraceCache(store=Store({str(tmp_path / 'store')!r}))
 collections, loose, failures = catalog.discover(root=Path({str(tmp_path / 'none')!r}), extra=[Path({str(folder)!r}), Path({str(H100)!r})])

@@ -406,7 +406,7 @@ def test_a_tab_the_engine_fails_on_shows_one_error_and_the_rest_of_the_app_stays
 
 
 def test_discovery_names_every_source_it_cannot_open_and_opens_a_file_named_twice_once(tmp_path):
-    from dashboard.engine.catalog import discover
+    from dashboard.catalog import discover
 
     cut, odd, empty = tmp_path / "cut", tmp_path / "odd", tmp_path / "empty"
     for folder in (cut, odd, empty):
@@ -833,7 +833,7 @@ def test_the_share_buttons_make_the_report_and_summary_of_the_selected_runs(app,
 
 
 def test_parsing_reports_progress_with_each_files_size_and_parses_once():
-    from dashboard.engine.catalog import TraceCache, file_source, open_all, pending_file
+    from dashboard.catalog import TraceCache, file_source, open_all, pending_file
 
     cache = TraceCache()
     pending = [pending_file(file_source(p), cache) for p in (sample_runs()[cpu("naive")], H100)]

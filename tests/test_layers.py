@@ -27,7 +27,19 @@ def _forbidden(path: Path, prefixes: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize("path", sorted((DASHBOARD / "engine").glob("*.py")), ids=lambda p: p.name)
 def test_the_engine_imports_no_streamlit_plotly_or_views(path):
-    assert _forbidden(path, ("streamlit", "plotly", "dashboard.views", "dashboard.charts", "dashboard.app", "dashboard.runs")) == []
+    assert _forbidden(path, ("streamlit", "plotly", "dashboard.views", "dashboard.charts", "dashboard.app", "dashboard.runs",
+                             "dashboard.catalog", "dashboard.engine.catalog")) == []
+
+
+def test_the_run_picker_is_the_dashboards_not_the_engines():
+    """catalog.py reads the command line, uploads and run labels: it is dashboard/catalog.py, and no
+    module of the engine (its loader included) imports it, at module level or inside a function."""
+    assert (DASHBOARD / "catalog.py").is_file() and not (DASHBOARD / "engine" / "catalog.py").exists()
+    graph = import_graph()
+    assert "dashboard.engine.catalog" not in graph
+    engine = {name: deps for name, deps in graph.items() if name.startswith("dashboard.engine")}
+    assert engine and not [name for name, deps in engine.items() if "dashboard.catalog" in deps]
+    assert "dashboard.catalog" in graph["dashboard.runs"]  # the graph does see the dashboard's imports of it
 
 
 @pytest.mark.parametrize("name", ["charts.py", "report.py", "cli.py"])
@@ -137,4 +149,4 @@ def test_the_circle_finder_sees_a_circle_closed_inside_a_function():
 @pytest.mark.parametrize("path", sorted((DASHBOARD / "engine").rglob("*.py")), ids=lambda p: str(p.relative_to(DASHBOARD / "engine")))
 def test_the_engine_and_its_loader_import_no_streamlit_plotly_or_views(path):
     assert _forbidden(path, ("streamlit", "plotly", "dashboard.views", "dashboard.charts", "dashboard.app", "dashboard.runs",
-                             "dashboard.uploads")) == []
+                             "dashboard.uploads", "dashboard.catalog", "dashboard.engine.catalog")) == []

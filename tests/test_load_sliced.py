@@ -366,7 +366,7 @@ def test_the_workers_close_once_a_files_slices_are_read_unless_more_large_files_
     """Idle workers held 110-130 MB each beside the tables built after them (250 MB of the 910 MB
     upload's peak in the dashboard): one file closes them; a caller with more files keeps them."""
     from dashboard import cli
-    from dashboard.engine import catalog
+    from dashboard import catalog
 
     path = tmp_path / "a100.json"
     path.write_bytes(gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes()))

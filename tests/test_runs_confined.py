@@ -19,7 +19,7 @@ from dashboard.cli import main as cli_main
 from dashboard.engine.ingest import discover as ingest_discover
 from dashboard.engine.ingest import ingest
 from dashboard.engine.store import Store
-from dashboard.engine.catalog import ENV_TRACES, discover
+from dashboard.catalog import ENV_TRACES, discover
 from dashboard.runs import trace_cache
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"

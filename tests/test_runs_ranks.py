@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 import oracle
 from dashboard.engine.ingest import ingest
 from dashboard.engine.store import Store
-from dashboard.engine.catalog import ENV_TRACES, TraceCache, discover, file_source, open_all, pending_file
+from dashboard.catalog import ENV_TRACES, TraceCache, discover, file_source, open_all, pending_file
 from dashboard.runs import trace_cache
 from test_ingest import _busy_us
 

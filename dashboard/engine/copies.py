@@ -18,6 +18,7 @@ import polars as pl
 
 from dashboard.engine.kernels import family_expr
 from dashboard.engine.model import Trace, names_matching, per_trace
+from dashboard.engine.rules import KV_CACHE_WRITE_KERNELS, is_collective_op, is_kv_cache_write
 
 # Ops whose job is to move or convert data: a copy whose origin is one of these was asked for.
 # The model's code called them (x.to, x.contiguous(), x.type_as(y), F.pad, torch.cat, ...), so the
@@ -43,9 +44,10 @@ REQUESTED_COPY_OPS = frozenset(
 )
 # Functionalization's *_copy ops (aten::view_copy, aten::permute_copy, ...) copy by name.
 REQUESTED_COPY_SUFFIX = re.compile(r"^aten::\w+_copy$")
-# Kernels that write keys and values into a KV cache (vLLM's reshape_and_cache*, SGLang's
-# store_kvcache): the attention op's own job, asked for by the serving framework.
-KV_CACHE_WRITE = r"(?i)reshape_and_cache|store_kv_?cache|set_kv_buffer"
+# Kernels that write keys and values into a KV cache (rules.KV_CACHE_WRITES: vLLM's
+# reshape_and_cache*, SGLang's store_kvcache): the attention op's own job, asked for by the serving
+# framework. The same rows make them copy kernels (rules.FAMILY_RULES), so the two cannot disagree.
+KV_CACHE_WRITE = "(?i)" + KV_CACHE_WRITE_KERNELS  # over a kernel's function name (rules.is_kv_cache_write)
 # A chain through one of these reads a value back to Python (`.item()`, `if tensor:`): the user
 # asked for that value, so its tiny device-to-host copy is a sync to know about, not a hidden copy.
 SCALAR_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
@@ -58,12 +60,8 @@ WRAPPER_OPS = re.compile(
 )
 # record_function annotations have no op namespace and read like prose: "Optimizer.step#SGD.step".
 ANNOTATION = re.compile(r"^[^:]*[.#( ][^:]*$")
-# Collectives and their staging (DDP's reducer copies buckets into gradients).
-COMMUNICATION_OPS = re.compile(
-    r"^(c10d::|_?c10d_functional::|nccl:|gloo:|record_param_comms$)|torch\.distributed|ddp\.reducer|"
-    r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|^All2All",
-    re.IGNORECASE,
-)
+# Collectives and their staging (DDP's reducer copies buckets into gradients): rules.COLLECTIVES'
+# op rows (rules.is_collective_op, a user's rows first).
 
 # The classes, in the order they are decided (the first that applies wins), with the reason.
 HIDDEN, REQUESTED, AUTOGRAD, COMMUNICATION, UNATTRIBUTED = "hidden", "requested", "autograd", "communication", "unattributed"
@@ -104,7 +102,7 @@ def is_wrapper(name: str) -> bool:
 def classify_chain(chain: list[str]) -> tuple[str | None, str]:
     """(origin, copy class) of one op chain, outermost op first (see COPY_CLASSES)."""
     origin = next((name for name in chain if not is_wrapper(name)), None)
-    if any(COMMUNICATION_OPS.search(name) for name in chain):
+    if any(is_collective_op(name) for name in chain):
         return origin, COMMUNICATION
     if any(AUTOGRAD_OPS.search(name) for name in chain):
         return origin, AUTOGRAD
@@ -141,7 +139,7 @@ def copies(trace: Trace) -> pl.DataFrame:
     # joined then split in polars: building a list column element by element is slow
     joined = [CHAIN_SEP.join(names[node] for node in path) for path in paths]
     verdicts = {chain: classify_chain(chain.split(CHAIN_SEP) if chain else []) for chain in set(joined)}
-    cache_write = found["name"].cast(pl.String).str.contains(KV_CACHE_WRITE).fill_null(False).to_list()
+    cache_write = [name is not None and is_kv_cache_write(name) for name in found["name"].cast(pl.String).to_list()]
     found = found.with_columns(
         pl.Series("op_chain", joined, dtype=pl.String).str.split(CHAIN_SEP).list.eval(pl.element().filter(pl.element() != "")),
         pl.Series("origin", [verdicts[chain][0] for chain in joined], dtype=pl.String),

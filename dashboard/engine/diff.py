@@ -14,8 +14,9 @@ import polars as pl
 
 from dashboard.engine.kernels import family_expr, work_events
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
+from dashboard.engine.rules import GRAPH_LAUNCH, HOST_SPANS, KERNEL_LAUNCH
 
-TIMELINE_CPU = ("cpu_op", "user_annotation") + LAUNCH_CATEGORIES  # every vendor's launch calls
+TIMELINE_CPU = HOST_SPANS + LAUNCH_CATEGORIES  # rules.HOST_CATEGORIES, then every vendor's launch calls
 DIFF_WINDOW = 2_000  # kernels aligned at once (see aligned_opcodes)
 
 
@@ -181,9 +182,17 @@ def family_time_diff(a: Trace, step_a: int, b: Trace, step_b: int) -> pl.DataFra
     )
 
 
-# Changes of a name between two runs, in the order they are decided.
+# Changes of a name between two runs, in the order they are decided: 'added' (only in the run),
+# 'removed' (only in the baseline), 'more' / 'fewer' (launched or called more or less often per
+# step), 'slower' / 'faster' (same count, mean duration beyond SLOWER / FASTER and time per step
+# moved by at least NOISE_NS), 'same' (everything else).
 CHANGES: tuple[str, ...] = ("added", "removed", "more", "fewer", "slower", "faster", "same")
 SLOWER, FASTER = 1.05, 0.95  # mean-duration ratios beyond which a name is 'slower' / 'faster'
+NOISE_NS = 100.0
+"""A name whose mean moved past SLOWER / FASTER is 'slower' / 'faster' only when its time per step
+moved by at least this many ns (0.1 µs); below it, 'same'. Sub-µs work jitters by tens of ns
+between runs: naive's 0.74 µs memset reads 0.78 µs beside sdpa (+0.043 µs, +6%), which is noise,
+not a slower kernel."""
 GROUP_BY = ("name", "base")  # kernels by full name, or by base name (templates and namespaces folded)
 
 
@@ -220,13 +229,14 @@ def _changes(base: pl.DataFrame, other: pl.DataFrame, keys: list[str]) -> pl.Dat
         pl.col("base_per_step", "other_per_step", "base_ns_per_step", "other_ns_per_step").fill_null(0.0)
     )
     ratio = pl.col("other_mean_ns") / pl.col("base_mean_ns")
+    moved = (pl.col("other_ns_per_step") - pl.col("base_ns_per_step")).abs() >= NOISE_NS
     change = (
         pl.when(pl.col("base_per_step") == 0).then(pl.lit("added"))
         .when(pl.col("other_per_step") == 0).then(pl.lit("removed"))
         .when(pl.col("other_per_step") > pl.col("base_per_step")).then(pl.lit("more"))
         .when(pl.col("other_per_step") < pl.col("base_per_step")).then(pl.lit("fewer"))
-        .when(ratio > SLOWER).then(pl.lit("slower"))
-        .when(ratio < FASTER).then(pl.lit("faster"))
+        .when((ratio > SLOWER) & moved).then(pl.lit("slower"))
+        .when((ratio < FASTER) & moved).then(pl.lit("faster"))
         .otherwise(pl.lit("same"))
     )
     return (
@@ -258,7 +268,8 @@ def _base_names(names: pl.Series) -> pl.Series:
 
 def kernel_diff(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None, by: str = "name") -> pl.DataFrame:
     """Units of device work of `other` against `base`, ranked by their effect on step time:
-    name, family, change (see CHANGES), base_per_step, other_per_step, delta_per_step,
+    name, family, change (see CHANGES: 'slower' / 'faster' need the mean off by more than 5% and
+    the time per step by at least NOISE_NS; the views, reports and `compare` read this column), base_per_step, other_per_step, delta_per_step,
     base_ns_per_step, other_ns_per_step, delta_ns_per_step (total time per step), base_mean_ns,
     other_mean_ns. by='base' groups template instances of one kernel under its base name."""
     if by not in GROUP_BY:
@@ -287,7 +298,7 @@ def changed_rows(changes: pl.DataFrame, top: int) -> int:
     return min(top, int((changes["change"] != "same").sum()))
 
 
-OP_CATEGORIES = ("cpu_op", "user_annotation") + LAUNCH_CATEGORIES
+OP_CATEGORIES = TIMELINE_CPU  # the host side op_diff compares: the timeline's (rules.HOST_CATEGORIES, launch calls)
 
 
 def op_diff(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> pl.DataFrame:
@@ -305,8 +316,7 @@ def op_diff(base: Trace, other: Trace, step_base: int | None = None, step_other:
 
 
 COMPILED_OPS = r"^(CompiledFunction|CompiledFunctionBackward|Torch-Compiled Region|TorchDynamo Cache Lookup)\b"
-GRAPH_LAUNCHES = r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)"
-KERNEL_LAUNCHES = r"^(cudaLaunchKernel|cuLaunchKernel|hipLaunchKernel|hipExtModuleLaunchKernel|hipModuleLaunchKernel)"
+GRAPH_LAUNCHES, KERNEL_LAUNCHES = GRAPH_LAUNCH, KERNEL_LAUNCH  # rules.LAUNCH_CALLS, by kind
 
 
 def readings(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> list[str]:

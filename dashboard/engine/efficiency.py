@@ -831,9 +831,21 @@ def step_efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None 
     variants included: one row (STEP_SCHEMA) with steps, mean_us (per step: the summed durations of
     the device events launched in the step; on a CPU-only trace the step's attention:: annotation),
     flops and bytes of the collector's shape, and the rates of efficiency()."""
+    found = step_groups(trace)
+    if found is None:
+        return pl.DataFrame(schema=STEP_SCHEMA)
+    groups, _ = found
+    table = _rates(groups, _peak_frame(trace, groups, peak))
+    return table.select(list(STEP_SCHEMA))
+
+
+def step_groups(trace: Trace) -> tuple[pl.DataFrame, AttentionShape] | None:
+    """(the whole step's row before its rates: variant, shape, dtype, device (id), steps, flops,
+    bytes (the collector's shape's minimum), total_ns and timed (the steps' device time, see
+    step_efficiency), reason; the collector's shape), or None on a trace without one."""
     shape = collector_shape(trace)
     if isinstance(shape, str):
-        return pl.DataFrame(schema=STEP_SCHEMA)
+        return None
     ev = trace.events.lazy().filter(pl.col("step").is_not_null())  # lazy: only the columns used are filtered
     if trace.has_gpu:
         work = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select("step", "device", "dur_ns").collect()
@@ -851,8 +863,7 @@ def step_efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None 
         "total_ns": [per_step["dur_ns"].sum() if per_step.height and not lost else None], "timed": [0 if lost else per_step.height],
         "reason": [LOST_REASON if lost else None if per_step.height else "no attention work inside any step"],
     }, schema_overrides={"device": pl.Int64, "reason": pl.String, "total_ns": pl.Int64, "variant": pl.String})
-    table = _rates(groups, _peak_frame(trace, groups, peak))
-    return table.select(list(STEP_SCHEMA))
+    return groups, shape
 
 
 def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = None) -> dict[str, Any]:

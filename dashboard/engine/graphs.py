@@ -11,8 +11,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, names_in, per_trace
-
-GRAPH_LAUNCH = r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)"
+from dashboard.engine.rules import GRAPH_LAUNCH  # rules.LAUNCH_CALLS' graph rows (diff.readings reads them too)
 
 
 @per_trace

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from dashboard.engine.rules import is_fused_attention
+# The family table lives in rules.py with the other name rules; re-exported here.
+from dashboard.engine.rules import FAMILIES, FAMILY_RULES, FamilyRule, family_rules, is_fused_attention  # noqa: F401
 from dashboard.engine.columns import series
 from dashboard.engine.model import GPU_CATEGORIES, Trace, names_matching, per_trace
 from dashboard.engine.names import parse
@@ -23,89 +23,26 @@ from dashboard.engine.constants import UNIT_KERNEL  # noqa: F401  (defined light
 
 UNIT_LEAF_OP = "leaf cpu_op"
 
-@dataclass(frozen=True)
-class FamilyRule:
-    """One row of FAMILY_RULES: names whose function name (names.parse(...).qualname: namespace::base,
-    without return type, parameters or template arguments) matches `name`, and, when `template` is
-    set, whose template arguments match it too, are `family`. Patterns are case-insensitive."""
 
-    family: str
-    name: str
-    template: str
-    reason: str
-
-
-# What a kernel (or, on a CPU-only trace, an op) is, by its own function name. One ordered table
-# for GPU kernels and CPU ops alike; the first rule that matches wins. The 'fused attention' family
-# is not in it: it is rules.BACKEND_TABLE's fused rows, checked first (see family_of).
-FAMILY_RULES: tuple[FamilyRule, ...] = (
-    FamilyRule("communication",
-               r"^(nccl|rccl|msccl)|^c10d::|^(vllm::)?cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|^deep_ep::|^nvshmem",
-               "", "collectives: NCCL/RCCL device kernels, c10d ops, custom all-reduce; before 'reduce' below"),
-    FamilyRule("memset", r"^memset|(^|_)memset$|^__amd_rocclr_fill|^aten::(zero_|fill_)$", "",
-               "buffer fills: Memset rows of legacy traces, ROCm's blit fill kernels, zero_/fill_ ops"),
-    FamilyRule("copy", r"^memcpy|^__amd_rocclr_copy|(^|::)CatArrayBatchedCopy|(^|::)(nchwToNhwc|nhwcToNchw)|"
-               r"(^|::)reshape_and_cache|(^|::)store_kvcache|^aten::(copy_|clone|contiguous|cat)$", "",
-               "data movement: memcpy rows, ROCm blit copies, torch.cat, layout transposes, KV-cache writes"),
-    FamilyRule("copy", r"^at::native::\w*elementwise\w*$", r"copy_kernel_cuda|copy_device_to_device",
-               "PyTorch's elementwise launcher running a copy functor (direct_copy_kernel_cuda: copy_ and dtype casts)"),
-    FamilyRule("copy", r"(^|::)multi_tensor_apply_kernel$", r"(^|\W)Copy<",
-               "torch._foreach_copy_'s launcher running its Copy functor (e.g. a CUDA graph's input copies)"),
-    FamilyRule("softmax", r"softmax", "", "softmax kernels and ops (cunn_SoftMaxForward, softmax_warp_forward, _softmax)"),
-    FamilyRule("convolution",
-               r"convol|conv(?!ert|ers)|winograd|scudnn|im2col|col2im|(^|[_:])(fprop|dgrad|wgrad)|^cask_cudnn|igemm_(fwd|bwd|wrw)",
-               "", "cuDNN/MIOpen/CUTLASS convolutions and their helpers; before gemm (implicit_convolve_sgemm is a conv)"),
-    FamilyRule("reduction", r"finalizeMoeRouting|_finalize_matmul|(^|::)moe_sum", "",
-               "MoE finalize: sums each token's top-k expert outputs; before gemm ('matmul' in the name)"),
-    FamilyRule("gemm",
-               r"(?<!fb)gemm|gemv|^cutlass_|cublas|nvjet|wgmma|xmma|^cijk_|matmul|^bmm_|^epilogue::impl::|splitkreduce|"
-               r"^rocblas_|^hipblaslt|^aten::(mm|bmm|addmm|baddbmm|linear|matmul|addmv|mv|_scaled_mm|_int_mm)$|"
-               r"^triton_tem_fused_(mm|bmm|addmm)", "",
-               "matrix multiplies: cuBLAS/cuBLASLt (sm90_xmma_gemm, ampere_*gemm, nvjet, split-K reduce and epilogue), "
-               "CUTLASS, TensorRT-LLM bmm_*, hipBLASLt/Tensile Cijk_*, rocBLAS, Triton matmul, aten mm ops"),
-    FamilyRule("embedding",
-               r"^fbgemm_gpu::|^fbgemm::|split_embedding|embedding_bag|embedding_(forward|backward|dense)|"
-               r"permute_pooled_embs|recat_copy_async|bounds_check_indices|linearize_index|(^|::|_)jagged|"
-               r"^aten::(embedding|embedding_bag|_embedding_bag\w*|embedding_dense_backward)$", "",
-               "embedding lookups and the sparse permutes that feed them (fbgemm TBE, torchrec)"),
-    FamilyRule("sort/scan",
-               r"^(cub|rocprim|thrust|hipcub)::.*(sort|scan|select|compact|bykey|histogram|partition|unique)|"
-               r"radix_?sort|bitonic|(^|::|_)(arg)?sort(_|$)|(^|_)topk(_|$)|searchsorted|"
-               r"^aten::(sort|argsort|topk|cumsum|cumprod|unique\w*|searchsorted)$", "",
-               "device-wide sort, scan, select and top-k (CUB, rocPRIM, Thrust)"),
-    FamilyRule("sort/scan", r"^rocprim::.*trampoline_kernel$", r"sort|scan|select|partition|histogram",
-               "rocPRIM's generic launcher: the algorithm is named in its template arguments"),
-    FamilyRule("reduction",
-               r"reduce|reduction|(layer|batch|group|instance|rms|fused_add_rms|weight)_?norm|(^|[_:])bn_(fw|bw)|"
-               r"GammaBetaBackward|ClassNLLCriterion|nll_loss|cross_entropy|logsumexp|(^|_)sum(_|$)|"
-               r"(^|[_:])(max|avg|adaptive\w*)_?pool|^cub::|^rocprim::|"
-               r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|prod|var|std|norm|vector_norm|all|any|logsumexp|"
-               r"max_pool\w*|avg_pool\w*)$|^triton_(red|per)_", "",
-               "reductions and normalizations: reduce_kernel, layer/batch/RMS norm, losses, pooling, Triton red/per"),
-    FamilyRule("elementwise",
-               r"elementwise|multi_tensor_apply|^triton_poi_|(^|::)(index|gather|scatter)\w*|indexSelect|indexFunc|(^|::)triu_tril_kernel$|"
-               r"vectorized_gather|act_and_mul|(^|_)(silu|gelu|relu)|rotary|(^|_)rope(_|$)|scalePackedTensor|"
-               r"^aten::(add|sub|mul|div|masked_fill|where|exp|log|tanh|relu|gelu|silu|neg|pow|sqrt|rsqrt|tril|triu|"
-               r"sigmoid|clamp|clamp_min|ge|le|lt|gt|eq|ne|logical_\w+|threshold|dropout|index\w*|gather|scatter\w*)_?$",
-               "", "pointwise work: PyTorch's elementwise launchers, foreach/optimizer kernels, indexing, "
-               "activations, rotary embeddings, Triton pointwise (triton_poi_*), tril/triu masks"),
-)
-_FAMILY_REGEX: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
-    (r.family, re.compile(r.name, re.IGNORECASE), re.compile(r.template, re.IGNORECASE) if r.template else None)
-    for r in FAMILY_RULES
-)
-FAMILIES: tuple[str, ...] = ("fused attention",) + tuple(dict.fromkeys(r.family for r in FAMILY_RULES)) + ("other",)
+@functools.lru_cache(maxsize=1)
+def _family_regex() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...]:
+    """rules.family_rules() compiled, once per process (a user's rows read then)."""
+    return tuple(
+        (r.family, re.compile(r.name, re.IGNORECASE), re.compile(r.template, re.IGNORECASE) if r.template else None)
+        for r in family_rules()
+    )
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def family_of(name: str) -> str:
     """The family of one kernel or op name: 'fused attention' when a fused row of
-    backends.BACKEND_TABLE claims it, else the first FAMILY_RULES row that matches, else 'other'."""
+    rules.backend_table() claims it, else the first rules.family_rules() row that matches (a
+    user's rows, then FAMILY_RULES), else 'other'."""
     if is_fused_attention(name):
         return "fused attention"
     parsed = parse(name)
     qualname, template = parsed.qualname, parsed.template_text
-    for family, name_re, template_re in _FAMILY_REGEX:
+    for family, name_re, template_re in _family_regex():
         if name_re.search(qualname) and (template_re is None or template_re.search(template)):
             return family
     return "other"

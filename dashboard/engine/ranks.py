@@ -51,11 +51,17 @@ def rank_matrix(times: pl.DataFrame) -> pl.DataFrame:
     return steps
 
 
-def stragglers(times: pl.DataFrame) -> pl.DataFrame:
+STRAGGLER_SPREAD = 1.02
+"""A step's slowest rank is a straggler when it takes at least this many times the median rank's
+time (2% longer or more): the Ranks tab shades those steps and `attnscope summary` marks them."""
+
+
+def stragglers(times: pl.DataFrame, threshold: float = STRAGGLER_SPREAD) -> pl.DataFrame:
     """Per step: step, ranks (how many recorded it), slowest_rank, slowest_us, median_us, spread
-    (slowest / median: 1.0 when the ranks keep pace; NaN when no rank did any work) and behind_us
-    (slowest - median: how long the median rank waits for the straggler). Ties go to the lowest
-    rank."""
+    (slowest / median: 1.0 when the ranks keep pace; NaN when no rank did any work), behind_us
+    (slowest - median: how long the median rank waits for the straggler) and straggler (spread
+    >= threshold: the slowest rank holds the others up; false where no rank did any work). Ties
+    go to the lowest rank."""
     return (
         times.sort("step", pl.col("step_us"), "rank", descending=[False, True, False])
         .group_by("step", maintain_order=True)
@@ -68,6 +74,10 @@ def stragglers(times: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             (pl.col("slowest_us") / pl.col("median_us")).alias("spread"),
             (pl.col("slowest_us") - pl.col("median_us")).alias("behind_us"),
+        )
+        .with_columns(
+            # polars orders NaN above every number: a step without work (0 / 0) must not pass the threshold
+            (pl.col("spread").is_not_nan() & (pl.col("spread") >= threshold)).fill_null(False).alias("straggler"),
         )
     )
 

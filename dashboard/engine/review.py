@@ -15,9 +15,10 @@ import polars as pl
 
 from dashboard.engine.backends import NOT_FORCED, detect_backends, fallback, requested_backend
 from dashboard.engine.copies import copies_in_steps
-from dashboard.engine.diff import CHANGES, explained, kernel_diff, op_diff, readings
+from dashboard.engine.diff import CHANGES, NOISE_NS, SLOWER, changed_rows, explained, kernel_diff, op_diff, readings
 from dashboard.engine.efficiency import efficiency_block
-from dashboard.engine.kernels import family_per_step, per_step, step_count, work_unit
+from dashboard.engine.roofline import ROOFLINE_ROW_SCHEMA, own_roofline
+from dashboard.engine.kernels import family_per_step, kernel_table, per_step, step_count, work_unit
 from dashboard.engine.model import Trace, per_trace
 from dashboard.engine.fingerprint import CROSS_DEVICE
 from dashboard.engine.speed import (
@@ -513,34 +514,44 @@ def attention_efficiency(runs: dict[str, Trace]) -> pl.DataFrame:
 
 ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.String, "measure": pl.String, "name": pl.String, "backend": pl.String, "shape": pl.String,
-    "dtype": pl.String, "device": pl.String, "count": pl.Int64, "mean_us": pl.Float64, "intensity": pl.Float64, "tflops": pl.Float64,
-    "tbps": pl.Float64, "peak_tflops": pl.Float64, "peak_tbps": pl.Float64, "pct_of_roofline": pl.Float64,
-    "bound": pl.String,
+    "dtype": pl.String, "device": pl.String, "count": pl.Int64, "mean_us": pl.Float64, "bytes": pl.Float64,
+    "intensity": pl.Float64, "tflops": pl.Float64, "tbps": pl.Float64, "peak_tflops": pl.Float64, "peak_tbps": pl.Float64,
+    "pct_of_roofline": pl.Float64, "bound": pl.String,
 }
+LEFT_OUT_SCHEMA: dict[str, pl.DataType] = {"run": pl.String, "measure": pl.String, "name": pl.String, "reason": pl.String}
+
+
+def _roofline_rows(runs: dict[str, Trace]) -> pl.DataFrame:
+    """roofline.own_roofline of every run, with its run label; the whole step named by its variant."""
+    frames = [
+        own_roofline(trace).with_columns(
+            pl.lit(label).alias("run"),
+            pl.when(pl.col("measure") == MEASURE_STEP).then(pl.coalesce("name", pl.lit(label))).otherwise(pl.col("name")).alias("name"),
+        )
+        for label, trace in runs.items()
+    ]
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema={"run": pl.String, **ROOFLINE_ROW_SCHEMA})
 
 
 def roofline_points(runs: dict[str, Trace]) -> pl.DataFrame:
-    """The points of a roofline chart (ROOFLINE_SCHEMA), rows with an achieved rate only: each
-    run's attention op/kernel groups (measure MEASURE_OPS; name = the op, else the kernel) and, on
-    collectors' traces, the whole step (MEASURE_STEP; name = the variant); intensity in FLOP/byte,
-    tflops and peak_tflops in TFLOP/s, tbps and peak_tbps in TB/s (peaks None without a roofline)."""
-    frames = []
-    for label, trace in runs.items():
-        block = _efficiency(trace)
-        for measure, rows in ((MEASURE_OPS, block["rows"]), (MEASURE_STEP, block["per_step"])):
-            for row in rows:
-                if row.get("tflops") is None or row.get("intensity") is None:
-                    continue
-                frames.append({
-                    "run": label, "measure": measure,
-                    "name": (row.get("op") or row.get("kernel")) if measure == MEASURE_OPS else (row.get("variant") or label),
-                    "backend": row.get("backend"), "shape": row.get("shape"), "dtype": row.get("dtype"), "device": row.get("device"),
-                    "count": row.get("count") if measure == MEASURE_OPS else row.get("steps"), "mean_us": row.get("mean_us"),
-                    "intensity": row["intensity"], "tflops": row["tflops"], "tbps": row.get("tbps"),
-                    "peak_tflops": row.get("peak_tflops"), "peak_tbps": row.get("peak_tbps"),
-                    "pct_of_roofline": row.get("pct_of_roofline"), "bound": row.get("bound"),
-                })
-    return pl.DataFrame(frames, schema=ROOFLINE_SCHEMA)
+    """The points of a roofline chart (ROOFLINE_SCHEMA): each run's attention op/kernel groups
+    (measure MEASURE_OPS; name = the op, else the kernel) and, on collectors' traces, the whole step
+    (MEASURE_STEP; name = the variant), each at the bytes its own kernels move, read from the
+    recorded shapes (roofline.py: naive attention's five passes over the scores matrix included, a
+    fused kernel's Q, K, V and O): bytes per call (per step), intensity in FLOP/byte, tflops and
+    peak_tflops in TFLOP/s, tbps and peak_tbps in TB/s (peaks None without a roofline),
+    pct_of_roofline and bound against the roof at that intensity. Only rows with an achieved rate
+    and known bytes: roofline_left_out lists the others that have a rate."""
+    rows = _roofline_rows(runs)
+    return rows.filter(pl.col("tflops").is_not_null() & pl.col("intensity").is_not_null()).select(list(ROOFLINE_SCHEMA))
+
+
+def roofline_left_out(runs: dict[str, Trace]) -> pl.DataFrame:
+    """The roofline's missing points (LEFT_OUT_SCHEMA: run, measure, name, reason): rows with an
+    achieved rate whose bytes cannot be told from the trace (an inductor-generated kernel, a CUDA
+    graph's replay, an op without a byte rule), left out rather than guessed."""
+    rows = _roofline_rows(runs)
+    return rows.filter(pl.col("tflops").is_not_null() & pl.col("intensity").is_null()).select(list(LEFT_OUT_SCHEMA))
 
 
 TOP_EXPLAINED = 12  # rows of a kernel diff whose share of the change is stated
@@ -586,3 +597,72 @@ def changes(
             readings=readings(runs[base], trace, sb, so), top=top, explained=explained(kernels, top),
         ))
     return out
+
+
+KERNELS_BY_RUN_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String, "name": pl.String, "family": pl.String, "count": pl.UInt32, "per_step": pl.Float64,
+    "total_ns": pl.Int64, "mean_ns": pl.Float64, "share": pl.Float64, "total_us": pl.Float64, "mean_us": pl.Float64,
+}
+
+
+def kernels_by_run(runs: dict[str, Trace]) -> pl.DataFrame:
+    """Every kernel (leaf op on CPU traces) of every run, over all its steps (KERNELS_BY_RUN_SCHEMA):
+    run, then kernels.kernel_table's columns (name, family, count, per_step, total_ns, mean_ns,
+    share of the run's device work time, 0..1), then total_us and mean_us (µs, as the tables show
+    them). Runs in the given order, each run's kernels in kernel_table's order."""
+    frames = [kernel_table(trace).select(pl.lit(label).alias("run"), pl.all()) for label, trace in runs.items()]
+    if not frames:
+        return pl.DataFrame(schema=KERNELS_BY_RUN_SCHEMA)
+    return pl.concat(frames, how="vertical_relaxed").with_columns(
+        (pl.col("total_ns") / 1000.0).alias("total_us"), (pl.col("mean_ns") / 1000.0).alias("mean_us"),
+    )
+
+
+MEAN_CHANGE = f"{SLOWER - 1:.0%}"
+"""diff.SLOWER / FASTER as a reader writes them ('5%'): the mean-duration change past which a
+kernel is slower or faster, for the sentences and labels that name it."""
+EXPLAINED_STYLES = ("report", "tab")
+
+
+def signed_number(value: float, digits: int) -> str:
+    """A change with its sign at `digits` decimals, thousands separated: '+1,234.5', '-0.7'; one
+    that rounds to zero reads '+0.0', never '-0.0' (charts.signed, for the engine's sentences)."""
+    text = f"{value:+,.{digits}f}"
+    return "+" + text[1:] if text.startswith("-") and not text.strip("-0.,") else text
+
+
+def explained_sentence(change: Change, style: str = "report", lead: str = "") -> str:
+    """The sentence saying how much of the change in summed kernel time per step the top changed
+    rows of a run's kernel diff account for (Change.explained), its thresholds read from
+    diff.SLOWER and diff.NOISE_NS. style 'report' (plain text, amounts in µs): the rows are the
+    ones listed right below it, as the reports list them; 'tab' (Markdown, amounts in bold, in ms
+    past 10 ms): a table of every row follows, as on the Kernels tab. `lead` goes before it (the
+    sentence then starts in lower case: "Over all steps: the top 12 changed rows ...")."""
+    if style not in EXPLAINED_STYLES:
+        raise ValueError(f"style must be one of {', '.join(EXPLAINED_STYLES)}")
+    top_ns, total_ns = change.explained
+    rows = changed_rows(change.kernels, change.top)
+    tab = style == "tab"
+
+    def amount(ns: float) -> str:
+        if not tab:
+            return f"{signed_number(ns / 1000, 1)} µs"
+        us = ns / 1000.0
+        return f"**{signed_number(us, 1)} µs**" if abs(us) < 10_000 else f"**{signed_number(us / 1000, 2)} ms**"
+
+    if not rows:
+        text = (f"no kernel changed its count, or its mean time by more than {MEAN_CHANGE} and {NOISE_NS / 1000:g} µs a "
+                f"step; summed kernel time per step changed by {amount(total_ns)}.")
+    else:
+        plural, verb = ("s", "") if rows > 1 else ("", "s")
+        share = f" ({top_ns / total_ns:.0%})" if abs(total_ns) >= 1e3 else ""
+        change_words = f"change in summed kernel time per step{share}"
+        if tab:
+            text = (f"the top {rows} changed row{plural} account{verb} for {amount(top_ns)} of the {amount(total_ns)} "
+                    f"{change_words}; the rest comes from the rows below them and those within {MEAN_CHANGE} ('same'). "
+                    "Summed kernel time counts overlapping kernels twice, so it is not the step time.")
+        else:
+            text = (f"the {rows} changed kernel{plural} below account{verb} for {amount(top_ns)} of the {amount(total_ns)} "
+                    f"{change_words}; the rest comes from kernels not listed. Overlapping kernels count twice, so this is "
+                    "not the step time.")
+    return lead + text if lead else text[0].upper() + text[1:]

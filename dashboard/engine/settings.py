@@ -46,23 +46,30 @@ STORE_MAX_BYTES = Setting(
 NO_STORE = Setting(
     "ATTNSCOPE_NO_STORE", "unset: the dashboard writes parsed traces to the store",
     "Set to anything but an empty text to keep the dashboard's parsed traces in memory only.",
-    "dashboard/engine/catalog.py")
+    "dashboard/catalog.py")
 MAX_UPLOAD_BYTES = Setting(
     "ATTNSCOPE_MAX_UPLOAD_BYTES", "unset: Streamlit's server.maxUploadSize",
     "The largest upload the dashboard accepts, in bytes (a team server's limit).",
-    "dashboard/engine/catalog.py")
+    "dashboard/catalog.py")
 TRACES = Setting(
     "ATTNSCOPE_TRACES", "unset: the bundled collections only",
     "Extra trace files or folders the dashboard opens at start, separated by the path separator (':' on "
     "Linux); the same as `streamlit run dashboard/app.py -- PATH ...`.",
-    "dashboard/engine/catalog.py")
+    "dashboard/catalog.py")
+RULES = Setting(
+    "ATTNSCOPE_RULES", "unset: the built-in name rules only",
+    "Files of extra name rules (TOML or JSON, separated by the path separator): [[backend]], [[family]] and "
+    "[[collective]] rows, each a pattern with its reason, tried before the built-in rows of the same table "
+    "(docs/design.md, section Name rules). Read once per process; a file that cannot be used is one error line "
+    "naming it and the problem.",
+    "dashboard/engine/rules.py")
 SLICE_WORKER = Setting(
     "_ATTNSCOPE_SLICE_WORKER", "set by attnscope itself",
     "Internal: marks the worker processes that read a large trace's slices (they keep polars' own allocator "
     "setting). Not for users.",
     "dashboard/engine/load/workers.py")
 
-SETTINGS: tuple[Setting, ...] = (MAX_JSON_BYTES, STORE, STORE_MAX_BYTES, NO_STORE, MAX_UPLOAD_BYTES, TRACES, SLICE_WORKER)
+SETTINGS: tuple[Setting, ...] = (MAX_JSON_BYTES, STORE, STORE_MAX_BYTES, NO_STORE, MAX_UPLOAD_BYTES, TRACES, RULES, SLICE_WORKER)
 """Every variable, in the order docs/settings.md lists them."""
 
 

@@ -12,14 +12,15 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import review
-from dashboard.engine.diff import changed_rows
-from dashboard.engine.kernels import kernel_table, work_unit
+from dashboard.engine.diff import NOISE_NS, changed_rows
+from dashboard.engine.kernels import work_unit
 from dashboard.runs import Selection
 from dashboard.views import link, literal, tables
 
 CHANGE_WORDS = {
     "added": "only in this run", "removed": "only in the baseline", "more": "launched more often",
-    "fewer": "launched less often", "slower": "slower (mean > +5%)", "faster": "faster (mean < -5%)",
+    "fewer": "launched less often", "slower": f"slower (mean > +{review.MEAN_CHANGE}, ≥ {NOISE_NS / 1000:g} µs a step)",
+    "faster": f"faster (mean < -{review.MEAN_CHANGE}, ≥ {NOISE_NS / 1000:g} µs a step)",
 }
 OP_CHANGE_WORDS = {**CHANGE_WORDS, "more": "called more often", "fewer": "called less often"}
 # red = slower, yellow = more launches, green = fewer launches or faster (the 'better' direction)
@@ -52,11 +53,8 @@ def render(sel: Selection) -> None:
     st.subheader("Every kernel, per run")
     st.caption("Over all profiled steps. Share is the kernel's part of the run's total device work time. Sort by any column; "
                "type in the table's search to filter.")
-    all_kernels = pl.concat(
-        [kernel_table(t).select(pl.lit(label).alias("run"), pl.all()) for label, t in runs.items()], how="vertical_relaxed"
-    ).with_columns((pl.col("total_ns") / 1000.0).alias("total_us"), (pl.col("mean_ns") / 1000.0).alias("mean_us"))
     tables.show(
-        all_kernels,
+        review.kernels_by_run(runs),
         "tbl_kernels",
         {
             "run": tables.text("run"),
@@ -74,7 +72,6 @@ def render(sel: Selection) -> None:
     show_changes(sel, split)
 
 
-NOISE_US = 0.1  # a mean that moved by more than 5% but the step by less than this (µs per step) is not a finding
 ALL_STEPS = "all"  # the step choice that means every step (per-step figures = totals / steps); a selectbox shows None as empty
 STEPS_PER_ROW = 4
 
@@ -116,7 +113,8 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
     present = [c for c in summary.columns if c != "run"]
     st.caption(
         "How many distinct kernels changed, by kind of change ('more'/'fewer': launches per step; 'slower'/'faster': mean "
-        "duration off by more than 5%). Below, each kernel ranked by its effect on step time: the change of its total time "
+        f"duration off by more than {review.MEAN_CHANGE} and the kernel's time per step by at least {NOISE_NS / 1000:g} µs; a smaller move, such "
+        "as a sub-µs memset's jitter, is 'same'). Below, each kernel ranked by its effect on step time: the change of its total time "
         "per step, largest first, either sign. Red = slower, yellow = more or new, green = fewer, gone or faster."
     )
     tables.show(
@@ -135,18 +133,14 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
                     "rows": [changed_rows(c.kernels, c.top) for c in changes],
                     "top_us": [c.explained[0] / 1000.0 for c in changes],
                     "total_us": [c.explained[1] / 1000.0 for c in changes],
-                })
+                }).with_columns(_no_negative_zero(pl.col("top_us"), 1), _no_negative_zero(pl.col("total_us"), 1))
                 tables.show(explained, "tbl_kernels_explained", {
                     "run": tables.text("run"), "baseline": tables.text("against") if len(split) > 1 else None,
                     "rows": tables.count("top changed rows"),
                     "top_us": st.column_config.NumberColumn("they account for (µs / step)", format="%+.1f"),
                     "total_us": st.column_config.NumberColumn("change in summed kernel time (µs / step)", format="%+.1f"),
                 }, height=tables.fit(explained.height, 420))
-    noise = pl.col("change").is_in(["slower", "faster"]) & (pl.col("delta_us_per_step").abs() < NOISE_US)
-    shown = kernels.filter((pl.col("change") != "same") & ~noise) if only_changes else kernels
-    if only_changes and kernels.filter(noise).height:
-        st.caption(f"{kernels.filter(noise).height} 'slower'/'faster' rows changed the step by less than {NOISE_US} µs "
-                   "(e.g. a sub-µs memset): left out as noise; turn 'Show only kernels and ops that changed' off to see them.")
+    shown = kernels.filter(pl.col("change") != "same") if only_changes else kernels
     tables.show(
         shown,
         "tbl_kernels_delta",
@@ -238,7 +232,7 @@ def show_readings(change: review.Change, named: bool) -> None:
 
 EXPLAINED_WHY = (
     "Each run's top changed rows (ranked by their effect on step time) against the whole change in summed kernel time per "
-    "step; the rest comes from the rows below them and those within 5% ('same'). Summed kernel time counts overlapping "
+    f"step; the rest comes from the rows below them and those within {review.MEAN_CHANGE} ('same'). Summed kernel time counts overlapping "
     "kernels twice, so it is not the step time."
 )
 
@@ -287,28 +281,14 @@ def _grammar(line: str) -> str:
 
 
 def explained_line(change: review.Change, named: bool) -> str:
-    """How much of the change in summed kernel time per step the top rows account for."""
-    top_ns, total_ns = change.explained
-    rows = changed_rows(change.kernels, change.top)
+    """How much of the change in summed kernel time per step the top rows account for
+    (review.explained_sentence, the reports' sentence in the tab's words)."""
     steps = (
         "over all steps" if change.step_run is None and change.step_base is None
         else f"{_steps_words(change.step_run)} against the baseline's {_steps_words(change.step_base)}"
     )
     who = f"**{literal.md(change.run)}** against **{literal.md(change.baseline)}**, {steps}: " if named else f"{steps.capitalize()}: "
-    share = f" ({top_ns / total_ns:.0%})" if abs(total_ns) >= 1e3 else ""
-    if not rows:
-        return (f"{who}no kernel changed its count or its mean time by more than 5%; summed kernel time per step changed by "
-                f"**{_signed_us(total_ns)}**.")
-    return (
-        f"{who}the top {rows} changed row{'s' if rows > 1 else ''} account{'' if rows > 1 else 's'} for **{_signed_us(top_ns)}** "
-        f"of the **{_signed_us(total_ns)}** change in summed kernel time per step{share}; the rest comes from the rows below "
-        "them and those within 5% ('same'). Summed kernel time counts overlapping kernels twice, so it is not the step time."
-    )
-
-
-def _signed_us(ns: float) -> str:
-    us = ns / 1000.0
-    return f"{us:+,.1f} µs" if abs(us) < 10_000 else f"{us / 1000:+,.2f} ms"
+    return review.explained_sentence(change, "tab", lead=who)
 
 
 OP_CATEGORY_WORDS = {"cpu_op": "op", "user_annotation": "annotation"}
@@ -329,7 +309,8 @@ def show_ops(changes: list[review.Change], others: list[str], only_changes: bool
         summary, "tbl_ops_change_summary", {"run": tables.text("run"), **{c: tables.count(OP_CHANGE_WORDS.get(c, c)) for c in present}},
         height=tables.fit(summary.height),
     )
-    shown = ops.filter(pl.col("change") != "same") if only_changes else ops
+    shown = (ops.filter(pl.col("change") != "same") if only_changes else ops).with_columns(
+        _no_negative_zero(pl.col("delta_us_per_step"), 1))  # shown at 1 decimal
     tables.show(
         shown,
         "tbl_ops_delta",
@@ -358,6 +339,14 @@ def stacked(changes: list, table: str) -> pl.DataFrame:
         [getattr(c, table).select(pl.lit(c.run).alias("run"), pl.lit(c.baseline).alias("baseline"), pl.all()) for c in changes],
         how="vertical_relaxed",
     ).with_columns(
-        *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other", "delta")],
+        *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other")],
+        # a change that rounds to nothing at the table's 2 decimals is 0, never a '-0.00'
+        _no_negative_zero((pl.col("delta_ns_per_step") / 1000.0).alias("delta_us_per_step"), 2),
         (pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"), (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"),
     )
+
+
+def _no_negative_zero(value: pl.Expr, digits: int) -> pl.Expr:
+    """`value`, but 0.0 where it rounds to zero at `digits` decimals: a table's '%+.2f' writes
+    -0.001 as '-0.00'."""
+    return pl.when(value.abs() < 0.5 * 10 ** -digits).then(0.0).otherwise(value).alias(value.meta.output_name())

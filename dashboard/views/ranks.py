@@ -19,7 +19,7 @@ import streamlit as st
 from dashboard import charts
 from dashboard.engine import Trace
 from dashboard.engine.ranks import (
-    compare_ranks, compare_slowest, rank_matrix, rank_medians, rank_of, rank_step_times, slowest_of, stragglers,
+    STRAGGLER_SPREAD, compare_ranks, compare_slowest, rank_matrix, rank_medians, rank_of, rank_step_times, slowest_of, stragglers,
 )
 from dashboard.engine.speed import device_groups
 from dashboard.runs import Selection
@@ -35,7 +35,6 @@ STRAGGLER_CELL = "background-color: #fde0dc; color: #8b0000; font-weight: 600"
 STRAGGLER_COLOR = "#d62728"
 LEGEND_RANKS = 8  # more ranks than this are drawn in grey without a legend entry each
 MANY_RANKS_COLOR = "#b8b8b8"
-STRAGGLER_SPREAD = 1.02  # a step whose slowest rank takes 2% longer than the median rank or more is marked
 
 
 def run_ranks(sel: Selection) -> dict[str, dict[int, Trace]]:
@@ -57,7 +56,8 @@ def render(sel: Selection) -> None:
         "A rank's step time is the one the other tabs use: device busy time (the union of its GPU work) on GPU traces, the "
         "CPU step span on CPU-only ones; steps are matched across ranks by their ProfilerStep number. The slowest rank "
         "of a step is the straggler the others wait for at the next collective; *behind* is its lead over the median "
-        "rank (steps where that is 2% or more are shaded). The other tabs show each run as its slowest rank (the one slowest in most steps)."
+        f"rank (steps where that is {STRAGGLER_SPREAD - 1:.0%} or more are shaded). The other tabs show each run as its slowest "
+        "rank (the one slowest in most steps)."
     )
     if single:
         with st.container(key="ranks_single"):
@@ -108,7 +108,7 @@ def show_run(i: int, label: str, times: pl.DataFrame) -> None:
             "behind_us": tables.us("behind (µs)", "Slowest - median: how long the median rank waits"),
             "spread": tables.ratio("slowest / median", "1× when the ranks keep pace"),
         },
-        highlight=lambda row: tables.NOTE_BG if (row.get("spread") or 1.0) >= STRAGGLER_SPREAD else "",
+        highlight=lambda row: tables.NOTE_BG if row.get("straggler") else "",  # ranks.stragglers decides
         height=tables.fit(slow.height, 420),
     )
     left, right = st.columns([3, 2])

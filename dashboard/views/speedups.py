@@ -76,7 +76,8 @@ def render(sel: Selection) -> None:
                 "collectors' shape per step) over its device time (the op's span on CPU-only traces)"),
             "attn_pct": st.column_config.NumberColumn(
                 "% of roofline", format="%.3g%%", help="Achieved / min(peak TFLOP/s, intensity × peak TB/s) of the device, from "
-                "the vendors' dense peaks. Empty where there is no peak: the next column says why"),
+                "the vendors' dense peaks, at the attention's minimum bytes (what a fused kernel needs; the roofline chart below "
+                "places each run at the bytes its own kernels move). Empty where there is no peak: the next column says why"),
             "tokens_per_step": tables.count("tokens / step"),
             "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
             "usd_per_hour": st.column_config.NumberColumn("$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"),
@@ -121,9 +122,12 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
     every op/kernel group with its shape and numbers."""
     st.subheader("Attention against the roofline", anchor=False)
     st.caption(
-        "FLOPs count QK^T and PV at 2 FLOP per multiply-add (causal pairs exactly); bytes are the minimum a fused kernel moves. "
-        "The roofline is min(peak TFLOP/s, intensity × peak TB/s) from the vendors' dense numbers. *whole step*: the collectors' "
-        "shape over each step's device time, so naive and fused variants compare; *attention ops*: the recorded attention calls. "
+        "FLOPs count QK^T and PV at 2 FLOP per multiply-add (causal pairs exactly). The roofline is min(peak TFLOP/s, "
+        "intensity × peak TB/s) from the vendors' dense numbers. *whole step*: the collectors' shape over each step's device "
+        "time, so naive and fused variants compare; *attention ops*: the recorded attention calls. In the table above, % of "
+        "roofline is against the attention's minimum bytes (Q, K, V read once, O written once: what a fused kernel needs). "
+        "On the chart each point sits at the bytes its own kernels move, from the recorded shapes: naive attention writes and "
+        "reads the scores matrix at every step of its chain, so it sits far left, near the bandwidth roof. "
         "A CPU or a device the peaks table lacks gets no percentage, only its reason."
     )
     missing = attention.filter(pl.col("reason").is_not_null()).unique(["run", "reason"], keep="first", maintain_order=True)
@@ -142,6 +146,12 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
     else:
         with st.container(key="chart_roofline"):
             st.plotly_chart(charts.roofline(points, sel.colors), key="fig_roofline")
+    left_out = review.roofline_left_out(sel.runs)
+    if left_out.height:
+        with st.container(key="roofline_left_out"):
+            st.caption(f"Not on the chart ({left_out.height}): the bytes their kernels move cannot be told from the trace, and are not guessed.")
+            st.markdown("\n".join(
+                f"- **{literal.md(row['run'])}** ({row['measure']}): {literal.md(row['reason'])}" for row in left_out.iter_rows(named=True)))
     rows = points.with_columns(pl.col("name").str.slice(0, 160))
     tables.show(
         rows,
@@ -154,10 +164,13 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
             "device": tables.text("device"),
             "count": tables.count("calls (steps)"),
             "mean_us": tables.us("mean µs", digits=2),
-            "intensity": st.column_config.NumberColumn("FLOP/byte", format="%.4g"),
+            "bytes": st.column_config.NumberColumn(
+                "bytes moved", format="%.4g", help="Per call (per step): the " + charts.OWN_BYTES),
+            "intensity": st.column_config.NumberColumn("FLOP/byte", format="%.4g", help="FLOPs over the bytes its own kernels move"),
             "tflops": st.column_config.NumberColumn("TFLOP/s", format="%.4g"),
             "tbps": st.column_config.NumberColumn("TB/s", format="%.3g"),
-            "pct_of_roofline": st.column_config.NumberColumn("% of roofline", format="%.3g%%"),
+            "pct_of_roofline": st.column_config.NumberColumn(
+                "% of the roof", format="%.3g%%", help="Achieved / the roof at its own intensity (the chart's reading)"),
             "bound": tables.text("bound"),
         },
         height=tables.fit(rows.height, 360),

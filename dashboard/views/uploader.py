@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from dashboard import uploads
-from dashboard.engine import catalog
+from dashboard import catalog
 
 KEY = "uploads"  # the component's state in st.session_state: {"files": [{"id", "name", "size"}, ...]}
 TICKET = "upload_ticket"

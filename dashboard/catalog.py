@@ -1,4 +1,4 @@
-"""The dashboard's runs, engine side: where they come from, parsing each file once, the store.
+"""The dashboard's run picker, without streamlit: where runs come from, parsing each file once, the store.
 
 Sources, in display order: every bundled collection (sample_traces/*/runs.json, one run per
 manifest entry), extra paths named by `streamlit run dashboard/app.py -- PATH...` or by the
@@ -14,7 +14,9 @@ A TraceCache holds parsed traces by the SHA-256 of the file's bytes (least recen
 first) and remembers failures by hash, so nothing is parsed twice; behind it the trace store
 (dashboard.engine.store: Parquet + a SQLite catalog) reopens what any process parsed before.
 No streamlit here: dashboard/runs.py makes one TraceCache per server process and keeps what a
-user picked; tests and tools use this module directly.
+user picked; tests and tools use this module directly. It reads the command line, uploads and
+run labels: the dashboard's run picker, so it lives beside the dashboard, not in the engine
+(tests/test_layers.py keeps the engine from importing it).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from dashboard.engine.review import format_bytes
 from dashboard.engine.store import Store, StoredTrace
 from dashboard.engine import settings
 
-DASHBOARD = Path(__file__).resolve().parent.parent
+DASHBOARD = Path(__file__).resolve().parent
 REPO_ROOT = DASHBOARD.parent
 SAMPLE_ROOT = REPO_ROOT / "sample_traces"
 MANIFEST = "runs.json"
