@@ -119,8 +119,10 @@ def top_ops(trace: Trace) -> pl.DataFrame:
             pl.Series("top", outermost_op(holder)),
             pl.col("op_chain").list.slice(1).list.eval(pl.element().str.replace("^aten::", "")).list.join(" + ").alias("line"),
         ).with_columns(pl.when(pl.col("line") == "").then(pl.col("kind")).otherwise(pl.col("line")).alias("line"))
-        copy_rows = copies.group_by("top", "line").agg(pl.col("bytes").sum().alias("bytes"))
-        copy_lines = copy_rows.group_by("top").agg(pl.col("line").alias("copy_lines"), pl.col("bytes").alias("copy_bytes"))
+        # group_by without maintain_order hands its groups back in any order: lines in a fixed order
+        # (first copy's position) keep the answer byte-identical from run to run
+        copy_rows = copies.group_by("top", "line", maintain_order=True).agg(pl.col("bytes").sum().alias("bytes"))
+        copy_lines = copy_rows.group_by("top", maintain_order=True).agg(pl.col("line").alias("copy_lines"), pl.col("bytes").alias("copy_bytes"))
     else:
         copy_lines = pl.DataFrame(schema={"top": pl.Int64, "copy_lines": pl.List(pl.String), "copy_bytes": pl.List(pl.Int64)})
     return (
