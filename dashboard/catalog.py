@@ -428,16 +428,29 @@ def into_store(cache: TraceCache, source: "Source", trace: Trace, digest: str) -
 
 
 def file_digest(cache: TraceCache, path: Path) -> tuple[str, bytes | None]:
-    """The hash of a file on disk, remembered by (path, mtime, size); bytes are returned only
-    when the file had to be read."""
+    """The hash of a file on disk, remembered by (path, mtime, size) in this process and in the
+    trace store's catalog; bytes are returned only when the file had to be read."""
     stat = path.stat()
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     known = cache.file_digests.get(key)
+    if known is None and cache.store is not None:
+        # the store's catalog remembers files by path, size and mtime across processes: a restarted
+        # dashboard does not read a 1 GB trace again only to hash it (about 1.5 s)
+        try:
+            known = cache.store.known_file(key[0], stat)
+        except Exception:  # a damaged catalog: hash the file as without a store
+            known = None
     if known is not None:
+        cache.file_digests[key] = known
         return known, None
     data = path.read_bytes()
     digest = digest_of(data)
     cache.file_digests[key] = digest
+    if cache.store is not None:
+        try:
+            cache.store.remember_file(key[0], stat, digest)
+        except Exception:  # the answer stands; only the shortcut for the next process is lost
+            pass
     return digest, data
 
 

@@ -70,6 +70,25 @@ def test_a_file_is_hashed_once_per_version_and_parsed_once_per_content(tmp_path)
     assert file_digest(cache, path)[0] == hashlib.sha256(H100.read_bytes()).hexdigest()
 
 
+def test_a_restarted_dashboard_knows_a_files_hash_from_the_store_without_reading_it(tmp_path, monkeypatch):
+    path = tmp_path / "run.json.gz"
+    shutil.copy(TRITON, path)
+    first = TraceCache(store=Store(tmp_path / "store"))
+    digest, data = file_digest(first, path)
+    assert data == path.read_bytes() and digest == hashlib.sha256(data).hexdigest()
+    later = TraceCache(store=Store(tmp_path / "store"))  # another process: nothing in memory
+
+    def refuse(self):
+        raise AssertionError("read again only to hash it")
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    assert file_digest(later, path) == (digest, None)
+    monkeypatch.undo()
+    shutil.copy(H100, path)  # changed: its size and mtime tell, and it is hashed again
+    os.utime(path, ns=(2, 2))
+    assert file_digest(later, path)[0] == hashlib.sha256(H100.read_bytes()).hexdigest()
+
+
 def test_the_cache_keeps_the_most_recently_used_traces_and_the_store_reopens_the_rest(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
     monkeypatch.delenv(catalog.ENV_NO_STORE, raising=False)

@@ -303,6 +303,15 @@ class Store:
         self._remember(key, stat.st_size, stat.st_mtime_ns, sha)
         return trace, sha
 
+    def known_file(self, key: str, stat: os.stat_result) -> str | None:
+        """The SHA-256 of the file seen before at this resolved path with this size and mtime,
+        or None (not seen, or changed since)."""
+        return self._known(key, stat)
+
+    def remember_file(self, key: str, stat: os.stat_result, sha: str) -> None:
+        """Remember the SHA-256 of the file at this resolved path, with its size and mtime."""
+        self._remember(key, stat.st_size, stat.st_mtime_ns, sha)
+
     def _known(self, key: str, stat: os.stat_result) -> str | None:
         """The SHA-256 of a file seen before at this path with this size and mtime, or None."""
         with closing(self._connect()) as db:
