@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from dashboard.engine import Trace, TraceError, load_trace
+from dashboard.engine import Trace, TraceError, kept, load_trace
 from dashboard.engine.article import is_article_folder
 from dashboard.engine.ingest import one_job, outside, world_of
 from dashboard.engine.ranks import rank_of, slowest_rank
@@ -541,6 +541,8 @@ def open_all(
         except Exception as exc:  # an engine bug must not take the other runs down
             cache.failures[item.digest] = f"{item.source.name}: could not be read ({type(exc).__name__}: {one_line(str(exc))})"
         else:
+            if cache.store is not None:  # its analyses are kept from the first draw on (the tables are stored after it)
+                trace._kept = kept.Kept(cache.store.root, item.digest)
             got[item.digest] = trace
             cache.put(item.digest, trace)
             if defer_store is not None:  # for a thread of the caller's: a trace that shares no polars object

@@ -233,3 +233,31 @@ def test_an_upload_reaches_the_store_when_a_rerun_stops_the_run_before_its_tabs_
     while triton.name not in {t.source for t in store.traces()} and time.monotonic() < deadline:
         time.sleep(0.2)
     assert triton.name in {t.source for t in store.traces()}
+
+
+def test_an_uploads_analyses_are_kept_from_its_first_draw_and_read_back_after_a_restart(server):
+    """The analyses the Overview ran on a just-parsed upload are in the store before its tables are
+    (kept.py); after a restart they are read back, not computed again."""
+    from dashboard.engine import kept
+
+    author = run(uploads=[H100])
+    folder = kept.Kept(Path(os.environ["ATTNSCOPE_STORE"]), sha256_of(H100)).folder
+    for key in ("dashboard.engine.health.health", "dashboard.engine.kernels.per_step", "dashboard.engine.copies.copies"):
+        assert any(folder.glob(f"{key}.*")), key
+    link = params_of(author)
+    server()
+    served = []
+    original = kept.Kept.get
+
+    def get(self, key):  # per_trace computes only when this answers MISSING
+        value = original(self, key)
+        served.append((key, value is not kept.MISSING))
+        return value
+
+    kept.Kept.get = get
+    try:
+        run(params=link)
+    finally:
+        kept.Kept.get = original
+    assert ("dashboard.engine.health.health", True) in served
+    assert ("dashboard.engine.health.health", False) not in served
