@@ -207,3 +207,15 @@ def test_the_launch_ordered_sequence_is_the_one_joins_give_on_every_real_trace(t
     steps = trace.steps["step"].to_list()
     for step in steps[:3] + steps[-1:]:
         assert_frame_equal(work_sequence(trace, step), _work_sequence_by_joins(trace, step))
+
+
+def test_equal_sequences_align_as_one_equal_block_as_difflib_says(trace_of):
+    """The shortcut for equal sequences (a run against itself) gives difflib's own answer."""
+    from difflib import SequenceMatcher
+
+    from dashboard.engine.diff import aligned_opcodes
+    from dashboard.engine.kernels import work_events
+
+    names = work_events(trace_of(oracle.DATA / "hta_triton_example.json.gz"))["name"].cast(pl.String).to_list()
+    for seq in ([], names[:1], names, names * 3):
+        assert aligned_opcodes(seq, list(seq)) == SequenceMatcher(a=seq, b=list(seq), autojunk=False).get_opcodes()
