@@ -146,3 +146,12 @@ def test_a_gpu_run_against_a_cpu_run_is_not_compared(app):
     assert any(c.value.startswith("Not compared: a GPU run's device time") for c in at.caption)
     with pytest.raises(KeyError):
         at.get_by_key("timeline_op_changes")
+
+
+def test_a_run_against_itself_has_no_op_change_and_its_steps_match_one_to_one(trace_of):
+    from dashboard.engine.alignment import op_changes, step_pairs
+
+    trace = trace_of(A100)
+    steps = trace.steps["step"].to_list()
+    assert step_pairs(trace, trace) == list(zip(steps, steps))
+    assert op_changes(trace, trace) == []

@@ -179,10 +179,15 @@ def _op_changes(base: Trace, candidate: Trace, pairs: list[tuple[int, int]]) -> 
         if missing:
             raise KeyError(f"no step {missing[0]} in {trace.source}")
     a_ops, b_ops = top_ops(base), top_ops(candidate)
+    a_steps = a_ops.partition_by("step", as_dict=True, maintain_order=True)  # one pass, not a filter per pair
+    b_steps = a_steps if candidate is base else b_ops.partition_by("step", as_dict=True, maintain_order=True)
+    empty = a_ops.clear()
     found: dict[tuple, OpChange] = {}
     for sa, sb in pairs:
-        ra = a_ops.filter(pl.col("step") == sa).to_dicts()
-        rb = b_ops.filter(pl.col("step") == sb).to_dicts()
+        if candidate is base and sa == sb:  # a step against itself: nothing changed
+            continue
+        ra = a_steps.get((sa,), empty).to_dicts()
+        rb = b_steps.get((sb,), empty).to_dicts()
         for tag, i1, i2, j1, j2 in aligned_opcodes([r["op"] for r in ra], [r["op"] for r in rb]):
             blocks: list[tuple[str, list[dict], list[dict]]] = []
             if tag == "equal":
