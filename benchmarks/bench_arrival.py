@@ -68,21 +68,29 @@ print(json.dumps({{"transfer": t1 - t0, "after_last_byte": t2 - t1, "total": t2 
 
 
 def measure(path: Path, rate: float, mode: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT)), str(path), str(rate), mode],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(root=str(ROOT)), str(path), str(rate), mode],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="110,270", help="MB/s the bytes arrive at, comma-separated")
-    parser.add_argument("--repeat", type=int, default=1, help="measurements of each mode, alternating (medians printed)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="measurements of each mode, alternating (medians printed)"
+    )
     parser.add_argument("traces", nargs="*", type=Path)
     args = parser.parse_args(argv)
     traces = args.traces or [p for p in (HERE / "out" / "large1g.json",) if p.exists()] or [HERE / "out" / "large.json"]
     print(facts())
-    print(f"{'trace':24s} {'MB':>6s} {'MB/s':>5s} {'transfer s':>10s} {'after last byte s (early / after)':>34s} "
-          f"{'ratio':>6s} {'first byte to trace s (early / after)':>38s} {'ratio':>6s}")
+    print(
+        f"{'trace':24s} {'MB':>6s} {'MB/s':>5s} {'transfer s':>10s} {'after last byte s (early / after)':>34s} "
+        f"{'ratio':>6s} {'first byte to trace s (early / after)':>38s} {'ratio':>6s}"
+    )
     for path in traces:
         for rate in [float(r) for r in args.rates.split(",")]:
             got: dict[str, list[dict]] = {"early": [], "after": []}
@@ -94,11 +102,13 @@ def main(argv: list[str]) -> None:
             def med(mode: str, key: str) -> float:
                 return statistics.median(m[key] for m in got[mode])
 
-            print(f"{path.name:24s} {path.stat().st_size / 1e6:6.0f} {rate:5.0f} {med('early', 'transfer'):10.2f} "
-                  f"{med('early', 'after_last_byte'):16.2f} / {med('after', 'after_last_byte'):<15.2f} "
-                  f"{med('early', 'after_last_byte') / med('after', 'after_last_byte'):6.2f} "
-                  f"{med('early', 'total'):18.2f} / {med('after', 'total'):<17.2f} "
-                  f"{med('early', 'total') / med('after', 'total'):6.2f}")
+            print(
+                f"{path.name:24s} {path.stat().st_size / 1e6:6.0f} {rate:5.0f} {med('early', 'transfer'):10.2f} "
+                f"{med('early', 'after_last_byte'):16.2f} / {med('after', 'after_last_byte'):<15.2f} "
+                f"{med('early', 'after_last_byte') / med('after', 'after_last_byte'):6.2f} "
+                f"{med('early', 'total'):18.2f} / {med('after', 'total'):<17.2f} "
+                f"{med('early', 'total') / med('after', 'total'):6.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -77,16 +77,25 @@ def measure(path: Path, repeat: int) -> dict:
     store = Path(tempfile.mkdtemp(prefix="attnscope-bench-kept-"))
     try:
         plain = best([*cli, "summary", "--json", "--no-store", str(path)], repeat)
-        first = best([*cli, "summary", "--json", "--store", str(store), str(path)], repeat,
-                     before=lambda: (shutil.rmtree(store, ignore_errors=True), store.mkdir()))
+        first = best(
+            [*cli, "summary", "--json", "--store", str(store), str(path)],
+            repeat,
+            before=lambda: (shutil.rmtree(store, ignore_errors=True), store.mkdir()),
+        )
         second = best([*cli, "summary", "--json", "--store", str(store), str(path)], repeat)
     finally:
         shutil.rmtree(store, ignore_errors=True)
     load = best([sys.executable, "-c", f"import json; json.load(open({str(path)!r}, 'rb'))"], 1)
     size = path.stat().st_size
     return {
-        "trace": path.name, "mb": size / 1e6, "no_store": plain[0], "first": first[0], "second": second[0],
-        "json_load": load[0], "identical": plain[2] == first[2] == second[2], "peak_ratio": plain[1] / size,
+        "trace": path.name,
+        "mb": size / 1e6,
+        "no_store": plain[0],
+        "first": first[0],
+        "second": second[0],
+        "json_load": load[0],
+        "identical": plain[2] == first[2] == second[2],
+        "peak_ratio": plain[1] / size,
         "mb_s": size / 1e6 / plain[0],
     }
 
@@ -100,7 +109,11 @@ def cold(repeat: int) -> dict:
 
 
 def table(rows: list[dict], start: dict, when: str, load: float | None = None) -> str:
-    busy = f", load average {load:.1f} before the run (other work on the machine slows the first opens)" if load is not None else ""
+    busy = (
+        f", load average {load:.1f} before the run (other work on the machine slows the first opens)"
+        if load is not None
+        else ""
+    )
     lines = [
         f"Measured by `benchmarks/bench_kept.py` on {when}: {os.cpu_count()} cores{busy}, Python "
         f"{platform.python_version()}; each a fresh `attnscope` process, the best of its runs. "
@@ -114,7 +127,8 @@ def table(rows: list[dict], start: dict, when: str, load: float | None = None) -
         lines.append(
             f"| {r['trace']} | {r['mb']:.0f} | {r['no_store']:.2f} | {r['first']:.2f} | {r['first'] / r['no_store']:.2f} | "
             f"{r['second']:.2f} | {r['first'] / r['second']:.0f}x | {r['mb_s']:.0f} | {r['peak_ratio']:.2f} | "
-            f"{r['json_load']:.1f} | {'yes' if r['identical'] else 'NO'} |")
+            f"{r['json_load']:.1f} | {'yes' if r['identical'] else 'NO'} |"
+        )
     lines += [
         "",
         f"Cold start: `attnscope --help` {start['help']:.2f} s [< 0.3]; `attnscope summary --json --no-store` of the "

@@ -110,9 +110,11 @@ def fixed_costs(path: Path) -> str:
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     f = json.loads(out.stdout.strip().splitlines()[-1])
     queries = "?" if f["queries"] is None else f"{f['queries']}"
-    return (f"fixed costs on {path.name}: import msgspec+numpy+polars {f['libraries'] * 1e3:.0f} ms, the engine "
-            f"{f['engine'] * 1e3:.0f} ms; first load+summary {f['first'] * 1e3:.1f} ms, later ones {f['later'] * 1e3:.1f} ms "
-            f"(first-call set-up {max(f['first'] - f['later'], 0) * 1e3:.1f} ms); {queries} polars queries per load+summary")
+    return (
+        f"fixed costs on {path.name}: import msgspec+numpy+polars {f['libraries'] * 1e3:.0f} ms, the engine "
+        f"{f['engine'] * 1e3:.0f} ms; first load+summary {f['first'] * 1e3:.1f} ms, later ones {f['later'] * 1e3:.1f} ms "
+        f"(first-call set-up {max(f['first'] - f['later'], 0) * 1e3:.1f} ms); {queries} polars queries per load+summary"
+    )
 
 
 def measure(mode: str, path: Path) -> dict:
@@ -151,11 +153,17 @@ def facts() -> str:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
         cores = os.cpu_count()
-    ram = next((int(line.split()[1]) * 1024 for line in open("/proc/meminfo") if line.startswith("MemTotal")), 0) if Path("/proc/meminfo").exists() else 0
+    ram = (
+        next((int(line.split()[1]) * 1024 for line in open("/proc/meminfo") if line.startswith("MemTotal")), 0)
+        if Path("/proc/meminfo").exists()
+        else 0
+    )
     load = " ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
-    return (f"{datetime.date.today()} | {cores} cores, {ram / 2**30:.0f} GiB RAM, load average {load} | "
-            f"{platform.python_implementation()} {platform.python_version()}, polars {polars.__version__}, "
-            f"msgspec {msgspec.__version__}, numpy {numpy.__version__} | {platform.platform()}")
+    return (
+        f"{datetime.date.today()} | {cores} cores, {ram / 2**30:.0f} GiB RAM, load average {load} | "
+        f"{platform.python_implementation()} {platform.python_version()}, polars {polars.__version__}, "
+        f"msgspec {msgspec.__version__}, numpy {numpy.__version__} | {platform.platform()}"
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -171,16 +179,20 @@ def main(argv: list[str]) -> None:
     print(f"interpreter with msgspec, polars, numpy and the engine imported: {base / 1e6:.0f} MB RSS")
     smallest = min(paths, key=json_size)
     print(fixed_costs(smallest))
-    print(f"{'trace':<46} {'JSON MB':>8} {'summary s':>10} {'json.load s':>12} {'time ratio':>11} {'MB/s':>6} "
-          f"{'CPU/wall':>9} {'RSS/JSON':>9} {'+workers':>9} {'json.load RSS/JSON':>19} {'target 3':>9}")
+    print(
+        f"{'trace':<46} {'JSON MB':>8} {'summary s':>10} {'json.load s':>12} {'time ratio':>11} {'MB/s':>6} "
+        f"{'CPU/wall':>9} {'RSS/JSON':>9} {'+workers':>9} {'json.load RSS/JSON':>19} {'target 3':>9}"
+    )
     for path in paths:
         size = json_size(path)
         s = median_run("summary", path, args.repeat)
         j = median_run("json", path, args.repeat)
         with_workers = (s["peak"] + s["workers"] * s["child_peak"]) / size
-        print(f"{path.name:<46} {size / 1e6:>8.1f} {s['seconds']:>10.3f} {j['seconds']:>12.4f} {s['seconds'] / j['seconds']:>11.2f} "
-              f"{size / 1e6 / s['seconds']:>6.0f} {s['cpu'] / s['seconds']:>9.2f} {s['peak'] / size:>9.2f} {with_workers:>9.2f} "
-              f"{j['peak'] / size:>19.2f} {target_3(s['seconds'], j['seconds']):>9}")
+        print(
+            f"{path.name:<46} {size / 1e6:>8.1f} {s['seconds']:>10.3f} {j['seconds']:>12.4f} {s['seconds'] / j['seconds']:>11.2f} "
+            f"{size / 1e6 / s['seconds']:>6.0f} {s['cpu'] / s['seconds']:>9.2f} {s['peak'] / size:>9.2f} {with_workers:>9.2f} "
+            f"{j['peak'] / size:>19.2f} {target_3(s['seconds'], j['seconds']):>9}"
+        )
 
 
 SMALL_BOUND_S = 0.1

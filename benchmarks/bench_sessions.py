@@ -37,7 +37,9 @@ def main() -> None:
         sys.exit(f"bench_sessions: {reason}")
     import os
 
-    print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     with tempfile.TemporaryDirectory(prefix="attnscope-bench-sessions-") as tmp:
         folder = Path(tmp)
         traces = session_traces(folder, 1 + sum(args.sessions))
@@ -46,19 +48,30 @@ def main() -> None:
             warm = run_sessions(server.url, traces[:1], TABS)
             problems = warm["sessions"][0]["problems"]
             start_rss = settled_rss(server.pid, args.ttl + 4)
-            print(f"server RSS after one warm-up session: {start_rss / MB:.0f} MB" + (f" (warm-up problems: {problems})" if problems else ""))
-            print(f"{'sessions':>8} {'wall s':>7} {'switch median s':>16} {'switch max s':>13} {'peak RSS MB':>12} {'RSS after MB':>13} {'problems':>9}")
+            print(
+                f"server RSS after one warm-up session: {start_rss / MB:.0f} MB"
+                + (f" (warm-up problems: {problems})" if problems else "")
+            )
+            print(
+                f"{'sessions':>8} {'wall s':>7} {'switch median s':>16} {'switch max s':>13} {'peak RSS MB':>12} {'RSS after MB':>13} {'problems':>9}"
+            )
             used = 1
             for n in args.sessions:
-                uploads = traces[used:used + n]
+                uploads = traces[used : used + n]
                 used += n
                 result = run_sessions(server.url, uploads, TABS, rss_of=lambda: rss_bytes(server.pid))
                 after = settled_rss(server.pid, args.ttl + 4)
                 switches = [s for session in result["sessions"] for s in session["switches"].values()]
                 problems = [p for session in result["sessions"] for p in session["problems"]]
-                foreign = [s["runs"] for s, u in zip(result["sessions"], uploads) if s["runs"] != [u.name.removesuffix(".json.gz")]]
-                print(f"{n:>8} {result['wall_s']:>7.1f} {statistics.median(switches):>16.2f} {max(switches):>13.2f} "
-                      f"{result['peak_rss'] / MB:>12.0f} {after / MB:>13.0f} {len(problems) + len(foreign):>9}")
+                foreign = [
+                    s["runs"]
+                    for s, u in zip(result["sessions"], uploads)
+                    if s["runs"] != [u.name.removesuffix(".json.gz")]
+                ]
+                print(
+                    f"{n:>8} {result['wall_s']:>7.1f} {statistics.median(switches):>16.2f} {max(switches):>13.2f} "
+                    f"{result['peak_rss'] / MB:>12.0f} {after / MB:>13.0f} {len(problems) + len(foreign):>9}"
+                )
                 for p in problems + [f"runs shown: {f}" for f in foreign]:
                     print(f"         problem: {p}")
 

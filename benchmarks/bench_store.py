@@ -43,7 +43,9 @@ print(json.dumps({{"open": opened, "seconds": elapsed, "peak": peak, "base": bas
 def measure(store: Path, path: Path, what: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", CHILD.format(root=str(ROOT)), str(store), str(path), what],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -57,8 +59,10 @@ def main(argv: list[str]) -> None:
                 break
     if not paths:
         sys.exit("no trace: give one, or make benchmarks/out/large.json with benchmarks/make_large_trace.py")
-    print(f"{'trace':<24} {'MB':>7} {'first open s':>13} {'reopen s':>9} {'ratio':>7} {'first+summary s':>16} "
-          f"{'reopen+summary s':>17} {'ratio':>7} {'store MB':>9} {'first RSS MB':>13} {'reopen RSS MB':>14}")
+    print(
+        f"{'trace':<24} {'MB':>7} {'first open s':>13} {'reopen s':>9} {'ratio':>7} {'first+summary s':>16} "
+        f"{'reopen+summary s':>17} {'ratio':>7} {'store MB':>9} {'first RSS MB':>13} {'reopen RSS MB':>14}"
+    )
     for path in paths:
         store = Path(tempfile.mkdtemp(prefix="attnscope-bench-store-"))
         try:

@@ -30,15 +30,45 @@ from dashboard.engine.diff import sequence_diff, timeline  # noqa: E402
 
 def busy_trace(path: Path, kernels: int, renamed: float = 0.0, seed: int = 0) -> None:
     rng = random.Random(seed)
-    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": kernels * 10 + 10}]
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": kernels * 10 + 10,
+        }
+    ]
     for i in range(kernels):
         ts = 5 + i * 10
         name = f"elementwise_kernel_{i % 40}" if rng.random() >= renamed else f"other_kernel_{i % 7}"
         events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 50}", "pid": 1, "tid": 1, "ts": ts, "dur": 8})
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 1, "dur": 2,
-                       "args": {"correlation": i + 1}})
-        events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts + 4, "dur": 3,
-                       "args": {"correlation": i + 1, "stream": 7, "device": 0}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts + 1,
+                "dur": 2,
+                "args": {"correlation": i + 1},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": name,
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 4,
+                "dur": 3,
+                "args": {"correlation": i + 1, "stream": 7, "device": 0},
+            }
+        )
     path.write_text(json.dumps({"traceEvents": events}))
 
 
@@ -68,10 +98,14 @@ def main() -> None:
     points = lambda fig: sum(len(t.x) for t in fig.data if t.x is not None)  # noqa: E731
     print(f"step events: {tl_a.height:,} per run; kernels: {args.kernels:,}")
     print(f"load {t_load:.2f} s | timeline {t_tl:.2f} s | sequence diff {t_diff:.2f} s ({diff.height:,} rows)")
-    print(f"figure with merge {t_merged:.2f} s, {points(merged):,} points | every event {t_full:.2f} s, {points(full):,} points")
+    print(
+        f"figure with merge {t_merged:.2f} s, {points(merged):,} points | every event {t_full:.2f} s, {points(full):,} points"
+    )
     print(f"ratio merged/full: time {t_merged / t_full:.2f}, points {points(merged) / points(full):.3f}")
-    print(f"canvas data {t_canvas:.2f} s, {canvas_bytes / 1e6:.2f} MB JSON | plotly figure {figure_bytes / 1e6:.2f} MB JSON "
-          f"(ratio time {t_canvas / t_merged:.2f}, bytes {canvas_bytes / figure_bytes:.2f})")
+    print(
+        f"canvas data {t_canvas:.2f} s, {canvas_bytes / 1e6:.2f} MB JSON | plotly figure {figure_bytes / 1e6:.2f} MB JSON "
+        f"(ratio time {t_canvas / t_merged:.2f}, bytes {canvas_bytes / figure_bytes:.2f})"
+    )
 
 
 if __name__ == "__main__":

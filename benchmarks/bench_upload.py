@@ -124,9 +124,17 @@ def drive(browser, server: Server, path: Path, bound_s: float) -> dict:
                 transfer["end"] = (timing["startTime"] + timing["responseEnd"]) / 1000
 
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: finished.append(time.monotonic()) if is_script_finished(payload) else None))
+    page.on(
+        "websocket",
+        lambda ws: ws.on(
+            "framereceived", lambda payload: finished.append(time.monotonic()) if is_script_finished(payload) else None
+        ),
+    )
     page.on("requestfinished", on_request_finished)
-    page.on("requestfailed", lambda r: problems.append(f"upload request failed: {r.failure}") if "/api/upload" in r.url else None)
+    page.on(
+        "requestfailed",
+        lambda r: problems.append(f"upload request failed: {r.failure}") if "/api/upload" in r.url else None,
+    )
     page.goto(server.url)
     page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_ms)
     _settle(page)
@@ -143,8 +151,18 @@ def drive(browser, server: Server, path: Path, bound_s: float) -> dict:
         parsing = page.evaluate("() => window.__benchParsing")
         result["parsing"] = parsing / 1000 - wall0 if parsing else None
         result["transfer"] = transfer["end"] - wall0 if "end" in transfer else None
-        if page.locator("[data-testid='stException']").count() or page.locator("[data-testid=stSidebar] [data-testid=stAlert]").count():
-            problems.append("after the upload: " + " | ".join(page.locator("[data-testid=stException], [data-testid=stSidebar] [data-testid=stAlert]").all_inner_texts()))
+        if (
+            page.locator("[data-testid='stException']").count()
+            or page.locator("[data-testid=stSidebar] [data-testid=stAlert]").count()
+        ):
+            problems.append(
+                "after the upload: "
+                + " | ".join(
+                    page.locator(
+                        "[data-testid=stException], [data-testid=stSidebar] [data-testid=stAlert]"
+                    ).all_inner_texts()
+                )
+            )
 
         peak.mark("tabs")
         names = [t.strip() for t in page.get_by_role("tab").all_inner_texts()]
@@ -163,8 +181,16 @@ def drive(browser, server: Server, path: Path, bound_s: float) -> dict:
             if not ran:
                 problems.append(f"{tab}: no script run finished after the click")
             result["switches"][tab] = max(ran[-1] if ran else time.monotonic(), drawn) - start
-            if page.locator("[data-testid='stException']").count() or page.get_by_text("tab could not be drawn").count():
-                problems.append(f"{tab}: " + " | ".join(page.locator("[data-testid=stException], [data-testid=stAlert]").all_inner_texts())[:300])
+            if (
+                page.locator("[data-testid='stException']").count()
+                or page.get_by_text("tab could not be drawn").count()
+            ):
+                problems.append(
+                    f"{tab}: "
+                    + " | ".join(page.locator("[data-testid=stException], [data-testid=stAlert]").all_inner_texts())[
+                        :300
+                    ]
+                )
         result["rss_open"] = settled_rss(server.pid, 1.0)
     result["peak_open"], result["peak_tabs"] = peak.phases.get("open", 0), peak.phases.get("tabs", 0)
     page.close()
@@ -177,8 +203,14 @@ def measure(path: Path, bound_s: float) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="attnscope-bench-upload-") as tmp:
         folder = Path(tmp)
-        options = ["--server.maxUploadSize", str(path.stat().st_size // MIB + 64),
-                   "--server.disconnectedSessionTTL", str(TTL_S), "--server.fileWatcherType", "none"]
+        options = [
+            "--server.maxUploadSize",
+            str(path.stat().st_size // MIB + 64),
+            "--server.disconnectedSessionTTL",
+            str(TTL_S),
+            "--server.fileWatcherType",
+            "none",
+        ]
         with Server(folder / "store", folder / "streamlit.log", options=options) as server:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -203,9 +235,11 @@ def main(argv: list[str]) -> None:
     if not paths:
         sys.exit("bench_upload: no traces; make one with python benchmarks/make_large_trace.py")
     print(facts())
-    print(f"{'trace':<24} {'JSON MB':>8} {'transfer s':>11} {'parsing s':>10} {'first table s':>14} {'switch median s':>16} "
-          f"{'switch max s':>13} {'slowest tab':>14} {'RSS before MB':>14} {'peak RSS MB':>12} {'peak/JSON':>10} "
-          f"{'RSS open MB':>12} {'RSS closed MB':>14}")
+    print(
+        f"{'trace':<24} {'JSON MB':>8} {'transfer s':>11} {'parsing s':>10} {'first table s':>14} {'switch median s':>16} "
+        f"{'switch max s':>13} {'slowest tab':>14} {'RSS before MB':>14} {'peak RSS MB':>12} {'peak/JSON':>10} "
+        f"{'RSS open MB':>12} {'RSS closed MB':>14}"
+    )
 
     def secs(value: float | None) -> str:
         return "?" if value is None else f"{value:.1f}"
@@ -216,11 +250,16 @@ def main(argv: list[str]) -> None:
         switches = r["switches"]
         slowest = max(switches, key=switches.get)
         peak = max(r["peak_open"], r["peak_tabs"])
-        print(f"{path.name:<24} {size / MB:>8.0f} {secs(r['transfer']):>11} {secs(r['parsing']):>10} {r['first_table']:>14.1f} "
-              f"{statistics.median(switches.values()):>16.2f} {switches[slowest]:>13.2f} {slowest:>14} {r['rss_before'] / MB:>14.0f} "
-              f"{peak / MB:>12.0f} {peak / size:>10.2f} {r['rss_open'] / MB:>12.0f} {r['rss_closed'] / MB:>14.0f}")
-        print(f"{'':<24} tab switches s: " + ", ".join(f"{t} {s:.2f}" for t, s in switches.items())
-              + f"; peak RSS MB upload+open {r['peak_open'] / MB:.0f}, tabs {r['peak_tabs'] / MB:.0f}")
+        print(
+            f"{path.name:<24} {size / MB:>8.0f} {secs(r['transfer']):>11} {secs(r['parsing']):>10} {r['first_table']:>14.1f} "
+            f"{statistics.median(switches.values()):>16.2f} {switches[slowest]:>13.2f} {slowest:>14} {r['rss_before'] / MB:>14.0f} "
+            f"{peak / MB:>12.0f} {peak / size:>10.2f} {r['rss_open'] / MB:>12.0f} {r['rss_closed'] / MB:>14.0f}"
+        )
+        print(
+            f"{'':<24} tab switches s: "
+            + ", ".join(f"{t} {s:.2f}" for t, s in switches.items())
+            + f"; peak RSS MB upload+open {r['peak_open'] / MB:.0f}, tabs {r['peak_tabs'] / MB:.0f}"
+        )
         for problem in r["problems"]:
             print(f"{'':<24} problem: {problem}")
         errors = [line for line in r["log"].splitlines() if "Error" in line or "Traceback" in line]

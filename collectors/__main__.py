@@ -36,29 +36,47 @@ SUBCOMMANDS = {
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = Parser(prog=PROG, description="Profile attention variants under torch.profiler. "
-               f"Other modes: {PROG} {{{','.join(SUBCOMMANDS)}}} --help.")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                   help="auto: cuda when available, else cpu")
+    p = Parser(
+        prog=PROG,
+        description="Profile attention variants under torch.profiler. "
+        f"Other modes: {PROG} {{{','.join(SUBCOMMANDS)}}} --help.",
+    )
+    p.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
+    )
     p.add_argument("--dtype", choices=tuple(DTYPES), help="default bf16 on CUDA, fp32 on CPU")
     for field in ("batch", "heads", "seq", "head_dim"):
         gpu, cpu = getattr(GPU_SHAPE, field), getattr(CPU_SHAPE, field)
         p.add_argument("--" + field.replace("_", "-"), type=positive, help=f"default {gpu} on GPU, {cpu} on CPU")
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), metavar="NAME",
-                   help=f"any of: {', '.join(VARIANTS)} (default all; commas also separate)")
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(VARIANTS),
+        metavar="NAME",
+        help=f"any of: {', '.join(VARIANTS)} (default all; commas also separate)",
+    )
     p.add_argument("--active", type=positive, default=3, help="profiled steps per trace (default 3)")
     p.add_argument("--compile", action="store_true", help="also profile each variant under torch.compile")
-    p.add_argument("--cuda-graphs", action="store_true",
-                   help='also profile each variant compiled with mode="reduce-overhead", its kernels replayed '
-                        "from a CUDA graph (CUDA only)")
+    p.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help='also profile each variant compiled with mode="reduce-overhead", its kernels replayed '
+        "from a CUDA graph (CUDA only)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random q, k, v (default 0)")
     p.add_argument("--out", type=Path, help="output folder, created if missing (default traces/<device>)")
-    p.add_argument("--hub-kernel", metavar="REPO_OR_PATH",
-                   help="where the hub variant's FlashAttention comes from: a kernels-hub repo id "
-                        "(org/name[@VERSION_OR_REVISION], default kernels-community/flash-attn2 v2) or a kernel "
-                        "folder on disk (see collectors/hub.py)")
-    p.add_argument("--allow-parity-failures", action="store_true",
-                   help="exit 0 even when a variant's output disagrees with the fp32 reference")
+    p.add_argument(
+        "--hub-kernel",
+        metavar="REPO_OR_PATH",
+        help="where the hub variant's FlashAttention comes from: a kernels-hub repo id "
+        "(org/name[@VERSION_OR_REVISION], default kernels-community/flash-attn2 v2) or a kernel "
+        "folder on disk (see collectors/hub.py)",
+    )
+    p.add_argument(
+        "--allow-parity-failures",
+        action="store_true",
+        help="exit 0 even when a variant's output disagrees with the fp32 reference",
+    )
     return p.parse_args(argv)
 
 

@@ -34,7 +34,9 @@ def plan(dev: str, out: Path, quick: bool, gpu: bool) -> list[tuple[str, list[st
 
 def main(argv: list[str]) -> int:
     p = Parser(prog=f"{PROG} article", description=__doc__.split("\n\n")[0].strip())
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu")
+    p.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
+    )
     p.add_argument("--out", type=Path, required=True, help="output folder, created if missing")
     p.add_argument("--quick", action="store_true", help="sweep head_dim 64 and one dtype only (minutes, not hours)")
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="run only these (default all)")

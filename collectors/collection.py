@@ -100,15 +100,28 @@ def _collect_one(
     del out
     stem = f"{variant.name}.graphs" if graphs else f"{variant.name}.compiled" if compiled else variant.name
     meta = describe(
-        variant=variant.name, backend=variant.backend, shape=cfg.shape, q=qkv[0],
-        compiled=compiled, seed=cfg.seed, parity=parity,
+        variant=variant.name,
+        backend=variant.backend,
+        shape=cfg.shape,
+        q=qkv[0],
+        compiled=compiled,
+        seed=cfg.seed,
+        parity=parity,
     )
     meta["cuda_graphs"] = graphs
     written = profile_attention(
         fn, qkv, label=variant.name, out_dir=cfg.out, stem=stem, active=cfg.active, metadata=meta
     )
     manifest.runs.append(
-        Run(variant.name, variant.backend, compiled, written.trace.name, written.table.name, parity.as_dict(), cuda_graphs=graphs)
+        Run(
+            variant.name,
+            variant.backend,
+            compiled,
+            written.trace.name,
+            written.table.name,
+            parity.as_dict(),
+            cuda_graphs=graphs,
+        )
     )
     log(f"{label}: {_parity_line(parity)} -> {written.trace.name}")
     return True

@@ -50,13 +50,22 @@ COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "head_dim": (pl.Int64, "head dimension"),
     "mask": (pl.String, "causal, none, bool, additive or dropout (module docstring)"),
     "gqa": (pl.Boolean, "k/v with fewer heads than q, enable_gqa=True"),
-    "backend_ran": (pl.String, "backend the default dispatch ran: cpu_flash, flash, efficient, cudnn, math "
-                    "(dashboard BACKEND_TABLE names) or unknown"),
+    "backend_ran": (
+        pl.String,
+        "backend the default dispatch ran: cpu_flash, flash, efficient, cudnn, math "
+        "(dashboard BACKEND_TABLE names) or unknown",
+    ),
     "kernel": (pl.String, "the op or kernel name that proves backend_ran (a device kernel when there is one)"),
-    "fallback": (pl.Boolean, "true when the unfused math path ran although this device type has a fused "
-                 "backend (cpu_flash on CPU; flash, efficient, cuDNN on CUDA): the silent fallback"),
-    "refusals": (pl.String, "'flash: ...; efficient: ...; cudnn: ...': PyTorch's text when that backend, "
-                 "forced, cannot run; empty after the colon for one that ran"),
+    "fallback": (
+        pl.Boolean,
+        "true when the unfused math path ran although this device type has a fused "
+        "backend (cpu_flash on CPU; flash, efficient, cuDNN on CUDA): the silent fallback",
+    ),
+    "refusals": (
+        pl.String,
+        "'flash: ...; efficient: ...; cudnn: ...': PyTorch's text when that backend, "
+        "forced, cannot run; empty after the colon for one that ran",
+    ),
     "error": (pl.String, "the default dispatch's own error when it could not run at all; empty otherwise"),
 }
 """Every column of dispatch.csv, in file order: (polars type, meaning)."""
@@ -91,16 +100,29 @@ class Cell:
 def parser() -> Parser:
     p = Parser(prog=MODE, description=__doc__.split("\n\n")[0].strip())
     p.add_argument("--out", type=Path, required=True, help="output folder, created if missing")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu")
+    p.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
+    )
     p.add_argument("--dtype", choices=tuple(DTYPES), nargs="+", help="dtypes (default all: bf16 fp16 fp32)")
-    p.add_argument("--head-dim", type=positive, nargs="+", metavar="D",
-                   help=f"head dimensions (default {' '.join(map(str, HEAD_DIMS))})")
+    p.add_argument(
+        "--head-dim",
+        type=positive,
+        nargs="+",
+        metavar="D",
+        help=f"head dimensions (default {' '.join(map(str, HEAD_DIMS))})",
+    )
     p.add_argument("--mask", choices=MASKS, nargs="+", help=f"mask kinds (default all: {' '.join(MASKS)})")
-    p.add_argument("--gqa", choices=("both", "false", "true"), default="both",
-                   help="GQA cells: both (default), only without, only with")
+    p.add_argument(
+        "--gqa",
+        choices=("both", "false", "true"),
+        default="both",
+        help="GQA cells: both (default), only without, only with",
+    )
     p.add_argument("--batch", type=positive, default=1, help="batch size (default 1)")
     p.add_argument("--heads", type=positive, default=4, help="query heads (default 4)")
-    p.add_argument("--kv-heads", type=positive, default=2, help="k/v heads in the GQA cells (default 2; must divide --heads)")
+    p.add_argument(
+        "--kv-heads", type=positive, default=2, help="k/v heads in the GQA cells (default 2; must divide --heads)"
+    )
     p.add_argument("--seq", type=positive, default=128, help="sequence length (default 128)")
     p.add_argument("--seed", type=int, default=0, help="seed of q, k, v and of the dropout cells (default 0)")
     return p
@@ -167,8 +189,16 @@ def map_cell(cfg: Config, cell: Cell) -> dict[str, object]:
     """One row of the map (COLUMNS): the default dispatch's backend and each forced refusal."""
     qkv, kwargs = inputs(cfg, cell)
     call = _sdpa(**kwargs)
-    row: dict[str, object] = {"dtype": cell.dtype, "head_dim": cell.head_dim, "mask": cell.mask, "gqa": cell.gqa,
-                              "backend_ran": "unknown", "kernel": "", "fallback": False, "error": ""}
+    row: dict[str, object] = {
+        "dtype": cell.dtype,
+        "head_dim": cell.head_dim,
+        "mask": cell.mask,
+        "gqa": cell.gqa,
+        "backend_ran": "unknown",
+        "kernel": "",
+        "fallback": False,
+        "error": "",
+    }
     torch.manual_seed(cfg.seed)
     try:
         with measure.catching_warnings() as caught:
@@ -196,15 +226,26 @@ def map_cell(cfg: Config, cell: Cell) -> dict[str, object]:
 
 def dispatch_map(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFrame:
     """Every cell's row (COLUMNS, in row order); `echo` gets one table line per cell."""
-    echo(_LINE.format(dtype="dtype", head_dim="D", mask="mask", gqa="gqa", backend="backend", fallback="fallback",
-                      kernel="kernel"))
+    echo(
+        _LINE.format(
+            dtype="dtype", head_dim="D", mask="mask", gqa="gqa", backend="backend", fallback="fallback", kernel="kernel"
+        )
+    )
     rows = []
     for cell in cells(cfg):
         rows.append(map_cell(cfg, cell))
         r = rows[-1]
-        echo(_LINE.format(dtype=r["dtype"], head_dim=r["head_dim"], mask=r["mask"], gqa=str(r["gqa"]).lower(),
-                          backend=r["backend_ran"], fallback="FALLBACK" if r["fallback"] else "",
-                          kernel=r["kernel"] or r["error"][:60]).rstrip())
+        echo(
+            _LINE.format(
+                dtype=r["dtype"],
+                head_dim=r["head_dim"],
+                mask=r["mask"],
+                gqa=str(r["gqa"]).lower(),
+                backend=r["backend_ran"],
+                fallback="FALLBACK" if r["fallback"] else "",
+                kernel=r["kernel"] or r["error"][:60],
+            ).rstrip()
+        )
     schema = {name: kind for name, (kind, _) in COLUMNS.items()}
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
@@ -219,8 +260,12 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
         "mode": "dispatch",
         **measure.provenance(cfg.device, cfg.command),
         "shape": {"batch": cfg.batch, "heads": cfg.heads, "kv_heads_gqa": cfg.kv_heads, "seq": cfg.seq},
-        "grid": {"dtype": list(cfg.dtypes), "head_dim": list(cfg.head_dims), "mask": list(cfg.masks),
-                 "gqa": list(cfg.gqas)},
+        "grid": {
+            "dtype": list(cfg.dtypes),
+            "head_dim": list(cfg.head_dims),
+            "mask": list(cfg.masks),
+            "gqa": list(cfg.gqas),
+        },
         "masks": {
             "causal": "is_causal=True",
             "none": "no mask",
@@ -230,7 +275,7 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
         },
         "forced_order": [name for name, _ in FORCED],
         "backend_method": "op and kernel names of one profiled default-dispatch call, classified with "
-                          "collectors.measure.SDPA_BACKENDS (dashboard BACKEND_TABLE names)",
+        "collectors.measure.SDPA_BACKENDS (dashboard BACKEND_TABLE names)",
         "seed": cfg.seed,
         "row_order": "dtype, head_dim, mask (order above), gqa (false first)",
         "columns": {name: {"type": str(kind), "meaning": text} for name, (kind, text) in COLUMNS.items()},
@@ -251,6 +296,9 @@ def main(argv: list[str]) -> int:
         return int(exc.code or 0)
     frame = dispatch_map(cfg, echo=lambda line: print(line, flush=True))
     write(cfg, frame)
-    print(f"{frame.height} cells, {int(frame['fallback'].sum())} silent fallbacks to math -> "
-          f"{cfg.out / 'dispatch.csv'}, dispatch.json", flush=True)
+    print(
+        f"{frame.height} cells, {int(frame['fallback'].sum())} silent fallbacks to math -> "
+        f"{cfg.out / 'dispatch.csv'}, dispatch.json",
+        flush=True,
+    )
     return 0

@@ -92,8 +92,10 @@ COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "attention_share": (pl.Float64, "attention_ms / profiled_step_ms, a fraction"),
     "attention_speedup_vs_naive": (pl.Float64, "naive attention_ms / attention_ms (same phase); > 1: faster"),
     "speedup_vs_naive": (pl.Float64, "naive step_ms / step_ms (same phase); > 1: faster"),
-    "amdahl_predicted_speedup": (pl.Float64, "1 / ((1 - s) + s / a), s = naive's attention_share in the phase, "
-                                 "a = attention_speedup_vs_naive"),
+    "amdahl_predicted_speedup": (
+        pl.Float64,
+        "1 / ((1 - s) + s / a), s = naive's attention_share in the phase, a = attention_speedup_vs_naive",
+    ),
     "tokens": (pl.Int64, "tokens one step processes: batch * prompt_len (prefill) or batch (decode)"),
     "tokens_per_s": (pl.Float64, "tokens / (step_ms / 1000)"),
     "parity_max_abs": (pl.Float64, "max |logits - fp32 reference logits| (see the module docstring)"),
@@ -140,23 +142,42 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 def parser() -> Parser:
     p = Parser(prog=MODE, description=__doc__.split("\n\n")[0].strip())
     p.add_argument("--out", type=Path, required=True, help="output folder, created if missing")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu")
+    p.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
+    )
     p.add_argument("--dtype", choices=tuple(DTYPES), help="default bf16 on CUDA, fp32 on CPU")
-    for name, help_text in (("layers", "decoder layers"), ("d_model", "model width"), ("heads", "attention heads"),
-                            ("prompt_len", "prompt tokens per sequence"), ("batch", "sequences"),
-                            ("decode_steps", "decode steps after the prefill")):
+    for name, help_text in (
+        ("layers", "decoder layers"),
+        ("d_model", "model width"),
+        ("heads", "attention heads"),
+        ("prompt_len", "prompt tokens per sequence"),
+        ("batch", "sequences"),
+        ("decode_steps", "decode steps after the prefill"),
+    ):
         gpu, cpu = getattr(GPU_SCALE, name), getattr(CPU_SCALE, name)
-        p.add_argument("--" + name.replace("_", "-"), type=positive,
-                       help=f"{help_text} (default {gpu} on GPU, {cpu} on CPU)")
-    p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), metavar="NAME",
-                   help=f"any of: {', '.join(VARIANTS)} (default {' '.join(DEFAULT_VARIANTS)}; commas also "
-                        "separate; naive is always run, it is the baseline)")
-    p.add_argument("--reps", type=_at_least(MIN_REPS), default=MIN_REPS,
-                   help=f"timed steps per phase and variant (default and minimum {MIN_REPS})")
+        p.add_argument(
+            "--" + name.replace("_", "-"), type=positive, help=f"{help_text} (default {gpu} on GPU, {cpu} on CPU)"
+        )
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(DEFAULT_VARIANTS),
+        metavar="NAME",
+        help=f"any of: {', '.join(VARIANTS)} (default {' '.join(DEFAULT_VARIANTS)}; commas also "
+        "separate; naive is always run, it is the baseline)",
+    )
+    p.add_argument(
+        "--reps",
+        type=_at_least(MIN_REPS),
+        default=MIN_REPS,
+        help=f"timed steps per phase and variant (default and minimum {MIN_REPS})",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and tokens (default 0)")
-    p.add_argument("--hub-kernel", metavar="REPO_OR_PATH",
-                   help="where the hub variant's FlashAttention comes from: a repo id or a kernel folder "
-                        "(see collectors/hub.py)")
+    p.add_argument(
+        "--hub-kernel",
+        metavar="REPO_OR_PATH",
+        help="where the hub variant's FlashAttention comes from: a repo id or a kernel folder (see collectors/hub.py)",
+    )
     return p
 
 
@@ -176,8 +197,12 @@ def build_config(argv: list[str]) -> Config:
         raise UsageError("--variants: no variant named")
     if args.hub_kernel is not None and not args.hub_kernel.strip():
         raise UsageError("--hub-kernel: empty; give a repo id or a folder")
-    model = DecoderConfig(layers=size["layers"], d_model=size["d_model"], heads=size["heads"],
-                          max_len=size["prompt_len"] + size["decode_steps"])
+    model = DecoderConfig(
+        layers=size["layers"],
+        d_model=size["d_model"],
+        heads=size["heads"],
+        max_len=size["prompt_len"] + size["decode_steps"],
+    )
     return Config(
         device=dev,
         dtype=DTYPES[args.dtype or ("bf16" if dev.type == "cuda" else "fp32")],
@@ -213,7 +238,7 @@ def make_workload(cfg: Config) -> Workload:
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     tokens = torch.randint(0, cfg.model.vocab, (cfg.batch, cfg.prompt_len + cfg.decode_steps), generator=gen)
     tokens = tokens.to(cfg.device)
-    prompt, new_tokens = tokens[:, :cfg.prompt_len], tokens[:, cfg.prompt_len:]
+    prompt, new_tokens = tokens[:, : cfg.prompt_len], tokens[:, cfg.prompt_len :]
     ref_model = build(cfg.model, cfg.seed, cfg.device, torch.float32)
     pre = Core(lambda q, k, v: reference(q, k, v, causal=True), "reference")
     dec = Core(lambda q, k, v: reference(q, k, v, causal=False), "reference")
@@ -225,13 +250,15 @@ def make_workload(cfg: Config) -> Workload:
 
 
 @torch.no_grad()
-def _generate(model: Decoder, cfg: Config, prompt: Tensor, new_tokens: Tensor, pre: Core, dec: Core
-              ) -> tuple[Tensor, list[Tensor]]:
+def _generate(
+    model: Decoder, cfg: Config, prompt: Tensor, new_tokens: Tensor, pre: Core, dec: Core
+) -> tuple[Tensor, list[Tensor]]:
     """Prefill logits of every position and each decode step's logits, as fp32."""
     cache = model.new_cache(cfg.batch)
     logits = model.prefill(prompt, pre, cache, all_logits=True).float()
-    steps = [model.decode(new_tokens[:, i:i + 1], dec, cache, cfg.prompt_len + i).float()
-             for i in range(cfg.decode_steps)]
+    steps = [
+        model.decode(new_tokens[:, i : i + 1], dec, cache, cfg.prompt_len + i).float() for i in range(cfg.decode_steps)
+    ]
     return logits, steps
 
 
@@ -283,8 +310,7 @@ def _measure_prefill(cfg: Config, work: Workload, core: Core, row: dict[str, Any
     _profile(cfg, row, core.label, step, "prefill", meta_extra={"positions": [0, cfg.prompt_len]})
 
 
-def _measure_decode(cfg: Config, work: Workload, prefill_core: Core | None, core: Core,
-                    row: dict[str, Any]) -> None:
+def _measure_decode(cfg: Config, work: Workload, prefill_core: Core | None, core: Core, row: dict[str, Any]) -> None:
     """The cache is filled by the variant's own prefill, or by plain SDPA when that prefill
     could not run (untimed either way)."""
     model, first = work.model, cfg.prompt_len
@@ -295,7 +321,7 @@ def _measure_decode(cfg: Config, work: Workload, prefill_core: Core | None, core
         model.prefill(work.prompt, filler, cache)
         try:
             for i in range(cfg.decode_steps):  # the parity run doubles as decode's warm-up
-                logits = model.decode(work.new_tokens[:, i:i + 1], core, cache, first + i)
+                logits = model.decode(work.new_tokens[:, i : i + 1], core, cache, first + i)
                 diffs.append(_max_abs(logits, work.ref_decode[i]))
         except RuntimeError as exc:
             _note(exc, caught)
@@ -306,14 +332,20 @@ def _measure_decode(cfg: Config, work: Workload, prefill_core: Core | None, core
 
     def step(i: int) -> None:
         pos = i % cfg.decode_steps
-        model.decode(work.new_tokens[:, pos:pos + 1], core, cache, first + pos)
+        model.decode(work.new_tokens[:, pos : pos + 1], core, cache, first + pos)
 
     generations = math.ceil(cfg.reps / cfg.decode_steps)
     samples = _time_steps(cfg, step, warmup=0, reps=generations * cfg.decode_steps)
     _fill_times(cfg, row, samples)
     middle = cfg.decode_steps // 2  # profile a step in the middle of the decode (warm-up step just before)
-    _profile(cfg, row, core.label, lambda i: step(max(0, middle - 1 + i)), "decode",
-             meta_extra={"positions": [first + middle, first + middle + 1]})
+    _profile(
+        cfg,
+        row,
+        core.label,
+        lambda i: step(max(0, middle - 1 + i)),
+        "decode",
+        meta_extra={"positions": [first + middle, first + middle + 1]},
+    )
 
 
 def _time_steps(cfg: Config, step: Callable[[int], None], *, warmup: int, reps: int) -> list[float]:
@@ -346,8 +378,9 @@ def _fill_times(cfg: Config, row: dict[str, Any], samples: list[float]) -> None:
     row["tokens_per_s"] = row["tokens"] / (row["step_ms"] / 1e3) if row["step_ms"] > 0 else None
 
 
-def _profile(cfg: Config, row: dict[str, Any], label: str, step: Callable[[int], None], phase: str,
-             meta_extra: dict[str, Any]) -> None:
+def _profile(
+    cfg: Config, row: dict[str, Any], label: str, step: Callable[[int], None], phase: str, meta_extra: dict[str, Any]
+) -> None:
     """Profile one step (schedule: one warm-up step, one active step) with shapes and memory;
     write the trace and fill attention_ms, profiled_step_ms and attention_share."""
     cuda = cfg.device.type == "cuda"
@@ -362,8 +395,9 @@ def _profile(cfg: Config, row: dict[str, Any], label: str, step: Callable[[int],
     meta = _metadata(cfg, row, phase, meta_extra)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     plan = schedule(wait=0, warmup=1, active=1, repeat=1)
-    with profile(activities=activities, schedule=plan, record_shapes=True, profile_memory=True,
-                 on_trace_ready=ready) as prof:
+    with profile(
+        activities=activities, schedule=plan, record_shapes=True, profile_memory=True, on_trace_ready=ready
+    ) as prof:
         for i in range(2):
             if i == 1:  # the active step: the profiler records, so the metadata sticks
                 prof.add_metadata_json(METADATA_KEY, json.dumps(meta))
@@ -430,8 +464,9 @@ def _metadata(cfg: Config, row: dict[str, Any], phase: str, extra: dict[str, Any
 
 def _row(cfg: Config, variant: str, phase: str) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
-    row.update(variant=variant, phase=phase, status="ok",
-               tokens=cfg.batch * (cfg.prompt_len if phase == "prefill" else 1))
+    row.update(
+        variant=variant, phase=phase, status="ok", tokens=cfg.batch * (cfg.prompt_len if phase == "prefill" else 1)
+    )
     return row
 
 
@@ -527,7 +562,7 @@ def to_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 ATTENTION_TIME_SOURCE = {
     "cuda": "device time: the durations of the GPU kernels launched under the attention::<variant> ranges "
-            "(torch.profiler FunctionEvent.device_time_total, summed over the layers' ranges)",
+    "(torch.profiler FunctionEvent.device_time_total, summed over the layers' ranges)",
     "cpu": "CPU time: the spans of the attention::<variant> record_function ranges (summed over the layers)",
 }
 
@@ -541,7 +576,7 @@ def write(cfg: Config, frame: pl.DataFrame, extra: dict[str, Any]) -> None:
         **measure.provenance(cfg.device, cfg.command),
         "model": cfg.model.as_dict(),
         "model_description": "collectors/decoder.py: embedding + learned positions, N x (RMSNorm, attention with "
-                             "q/k/v/o projections, RMSNorm, SiLU-gated MLP), RMSNorm, LM head; weights from the seed",
+        "q/k/v/o projections, RMSNorm, SiLU-gated MLP), RMSNorm, LM head; weights from the seed",
         "dtype": DTYPE_NAMES[cfg.dtype],
         "batch": cfg.batch,
         "prompt_len": cfg.prompt_len,
@@ -549,17 +584,19 @@ def write(cfg: Config, frame: pl.DataFrame, extra: dict[str, Any]) -> None:
         "variants": list(cfg.variants),
         "reps": cfg.reps,
         "seed": cfg.seed,
-        "step_timing": ("CUDA events around each step (device time)" if cuda else "time.perf_counter_ns around each step")
+        "step_timing": (
+            "CUDA events around each step (device time)" if cuda else "time.perf_counter_ns around each step"
+        )
         + f"; median; prefill after {WARMUP} untimed steps, decode after one untimed (parity) pass over the "
-          "decode positions, timed over ceil(reps / decode_steps) passes",
+        "decode positions, timed over ceil(reps / decode_steps) passes",
         "attention_time_source": ATTENTION_TIME_SOURCE["cuda" if cuda else "cpu"],
         "profiled_step": "torch.profiler schedule(wait=0, warmup=1, active=1), record_shapes=True, "
-                         "profile_memory=True; the ProfilerStep span of the active step"
-                         + (" (ends with torch.cuda.synchronize)" if cuda else ""),
+        "profile_memory=True; the ProfilerStep span of the active step"
+        + (" (ends with torch.cuda.synchronize)" if cuda else ""),
         "amdahl": "1 / ((1 - s) + s / a), s = naive's attention_share in the phase, a = attention_speedup_vs_naive",
         "parity_reference": "the same weights in fp32 with explicit fp32 attention (collectors.parity.reference); "
-                            "prefill: logits of every prompt position; decode: logits of every decode step, fed "
-                            "the same fixed tokens",
+        "prefill: logits of every prompt position; decode: logits of every decode step, fed "
+        "the same fixed tokens",
         "quantile_method": measure.QUANTILE_METHOD,
         **extra,
         "row_order": "phase (prefill, decode), then variant order (naive first)",
@@ -569,14 +606,27 @@ def write(cfg: Config, frame: pl.DataFrame, extra: dict[str, Any]) -> None:
     (cfg.out / "e2e.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
-_TABLE = "{phase:<8} {variant:<15} {status:<11} {step:>10} {attn:>10} {share:>6} {aspd:>8} {spd:>8} {amdahl:>8} " \
-         "{tps:>12} {parity:>9}  {reason}"
+_TABLE = (
+    "{phase:<8} {variant:<15} {status:<11} {step:>10} {attn:>10} {share:>6} {aspd:>8} {spd:>8} {amdahl:>8} "
+    "{tps:>12} {parity:>9}  {reason}"
+)
 
 
 def table_header() -> str:
-    return _TABLE.format(phase="phase", variant="variant", status="status", step="step ms", attn="attn ms",
-                         share="share", aspd="attn x", spd="step x", amdahl="amdahl x", tps="tokens/s",
-                         parity="parity", reason="reason")
+    return _TABLE.format(
+        phase="phase",
+        variant="variant",
+        status="status",
+        step="step ms",
+        attn="attn ms",
+        share="share",
+        aspd="attn x",
+        spd="step x",
+        amdahl="amdahl x",
+        tps="tokens/s",
+        parity="parity",
+        reason="reason",
+    )
 
 
 def _line(row: dict[str, Any]) -> str:
@@ -584,11 +634,18 @@ def _line(row: dict[str, Any]) -> str:
         return "-" if value is None else format(value, fmt)
 
     return _TABLE.format(
-        phase=row["phase"], variant=row["variant"], status=row["status"], step=num(row["step_ms"], ".3f"),
-        attn=num(row["attention_ms"], ".3f"), share=num(row["attention_share"], ".3f"),
-        aspd=num(row["attention_speedup_vs_naive"], ".2f"), spd=num(row["speedup_vs_naive"], ".2f"),
-        amdahl=num(row["amdahl_predicted_speedup"], ".2f"), tps=num(row["tokens_per_s"], ",.0f"),
-        parity=num(row["parity_max_abs"], ".2e"), reason=(row["reason"] or "")[:70],
+        phase=row["phase"],
+        variant=row["variant"],
+        status=row["status"],
+        step=num(row["step_ms"], ".3f"),
+        attn=num(row["attention_ms"], ".3f"),
+        share=num(row["attention_share"], ".3f"),
+        aspd=num(row["attention_speedup_vs_naive"], ".2f"),
+        spd=num(row["speedup_vs_naive"], ".2f"),
+        amdahl=num(row["amdahl_predicted_speedup"], ".2f"),
+        tps=num(row["tokens_per_s"], ",.0f"),
+        parity=num(row["parity_max_abs"], ".2e"),
+        reason=(row["reason"] or "")[:70],
     ).rstrip()
 
 
@@ -601,14 +658,20 @@ def main(argv: list[str]) -> int:
         return 2
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
-    print(f"model {cfg.model.as_dict()}, batch {cfg.batch}, prompt {cfg.prompt_len}, "
-          f"{cfg.decode_steps} decode steps, {DTYPE_NAMES[cfg.dtype]} on {cfg.device.type}", flush=True)
+    print(
+        f"model {cfg.model.as_dict()}, batch {cfg.batch}, prompt {cfg.prompt_len}, "
+        f"{cfg.decode_steps} decode steps, {DTYPE_NAMES[cfg.dtype]} on {cfg.device.type}",
+        flush=True,
+    )
     frame, extra = run(cfg, echo=lambda line: None)
     write(cfg, frame, extra)
     print(table_header())
     for row in frame.iter_rows(named=True):
         print(_line(row))
     counts = ", ".join(f"{s} {n}" for s in STATUSES if (n := int((frame["status"] == s).sum())))
-    print(f"{frame.height} rows ({counts}) -> {cfg.out / 'e2e.csv'}, e2e.json, {frame['trace'].drop_nulls().len()} "
-          "traces", flush=True)
+    print(
+        f"{frame.height} rows ({counts}) -> {cfg.out / 'e2e.csv'}, e2e.json, {frame['trace'].drop_nulls().len()} "
+        "traces",
+        flush=True,
+    )
     return 0

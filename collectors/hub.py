@@ -71,8 +71,14 @@ class HubKernel:
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description (everything but the function)."""
-        return {"source": self.source, "kind": self.kind, "loader": self.loader, "module": self.module,
-                "module_file": self.module_file, "note": self.note}
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "loader": self.loader,
+            "module": self.module,
+            "module_file": self.module_file,
+            "note": self.note,
+        }
 
 
 def select(source: str | None) -> None:
@@ -200,8 +206,10 @@ def load_folder(folder: Path, given: str | None = None) -> HubKernel:
             module = _call_local_loader(local, folder)
             loader = "kernels.get_local_kernel"
         except Exception as exc:  # a plain package folder is no kernels build: fall back, say why
-            note = (f"kernels.get_local_kernel could not load it ({type(exc).__name__}: {_one_line(exc)}): "
-                    "imported the package directly")
+            note = (
+                f"kernels.get_local_kernel could not load it ({type(exc).__name__}: {_one_line(exc)}): "
+                "imported the package directly"
+            )
     if module is None:
         package = _find_package(folder, given)
         module = _import_package(package, given)
@@ -233,16 +241,24 @@ def _find_package(folder: Path, given: str) -> Path:
     if (folder / "__init__.py").is_file():
         return folder
     found = sorted(
-        {p.parent for pattern in ("*/__init__.py", "build/*/*/__init__.py") for p in folder.glob(pattern)
-         if "__pycache__" not in p.parts}
+        {
+            p.parent
+            for pattern in ("*/__init__.py", "build/*/*/__init__.py")
+            for p in folder.glob(pattern)
+            if "__pycache__" not in p.parts
+        }
     )
     if not found:
-        raise Unavailable(f"--hub-kernel {given}: no Python package in this folder (no __init__.py in it, "
-                          "in a subfolder, or in build/<variant>/<package>)")
+        raise Unavailable(
+            f"--hub-kernel {given}: no Python package in this folder (no __init__.py in it, "
+            "in a subfolder, or in build/<variant>/<package>)"
+        )
     if len(found) > 1:
         names = ", ".join(str(p.relative_to(folder)) for p in found[:6])
-        raise Unavailable(f"--hub-kernel {given}: several packages ({names}); name one of them, or install "
-                          "the `kernels` package to pick the build variant for this machine")
+        raise Unavailable(
+            f"--hub-kernel {given}: several packages ({names}); name one of them, or install "
+            "the `kernels` package to pick the build variant for this machine"
+        )
     return found[0]
 
 
@@ -263,8 +279,9 @@ def _import_package(package: Path, given: str) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:  # the folder's own code failed: a skip, with its words
         del sys.modules[name]
-        raise Unavailable(f"--hub-kernel {given}: importing {package} failed: {type(exc).__name__}: "
-                          f"{_one_line(exc)}") from None
+        raise Unavailable(
+            f"--hub-kernel {given}: importing {package} failed: {type(exc).__name__}: {_one_line(exc)}"
+        ) from None
     return module
 
 

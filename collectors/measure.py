@@ -62,8 +62,19 @@ _EAGER_SOFTMAX = re.compile(r"^aten::(_?softmax|_safe_softmax)$")
 _OOM_TEXT = re.compile(r"out of memory|can't allocate memory|Cannot allocate memory", re.IGNORECASE)
 _CPU_ASKED = re.compile(r"you tried to allocate (\d+) bytes")
 _CUDA_ASKED = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?([KMGTP]?i?B)")
-_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
-          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15}
+_UNITS = {
+    "B": 1,
+    "KiB": 1 << 10,
+    "MiB": 1 << 20,
+    "GiB": 1 << 30,
+    "TiB": 1 << 40,
+    "PiB": 1 << 50,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "PB": 10**15,
+}
 
 
 # ---------------------------------------------------------------- FLOPs and sizes
@@ -200,7 +211,8 @@ def cpu_peak_bytes(trace: dict) -> int:
     """Peak bytes added during a profiled window, from a Chrome trace's CPU [memory] events:
     max('Total Allocated') - ('Total Allocated' - 'Bytes') of the first event; 0 without events."""
     events = [
-        e for e in trace.get("traceEvents", [])
+        e
+        for e in trace.get("traceEvents", [])
         if e.get("name") == "[memory]" and int(e.get("args", {}).get("Device Type", 0)) == 0
     ]
     if not events:
@@ -226,9 +238,14 @@ class BackendNames:
 
 SDPA_BACKENDS: tuple[BackendNames, ...] = (
     BackendNames("cpu_flash", r"^aten::_scaled_dot_product_flash_attention_for_cpu$", ""),
-    BackendNames("flash", r"^aten::(_scaled_dot_product_flash_attention|_flash_attention_forward)$", r"pytorch_flash::"),
-    BackendNames("efficient", r"^aten::(_scaled_dot_product_efficient_attention|_efficient_attention_forward)$",
-                 r"fmha_cutlassF|PyTorchMemEffAttention::"),
+    BackendNames(
+        "flash", r"^aten::(_scaled_dot_product_flash_attention|_flash_attention_forward)$", r"pytorch_flash::"
+    ),
+    BackendNames(
+        "efficient",
+        r"^aten::(_scaled_dot_product_efficient_attention|_efficient_attention_forward)$",
+        r"fmha_cutlassF|PyTorchMemEffAttention::",
+    ),
     BackendNames("cudnn", r"^aten::(_scaled_dot_product_cudnn_attention|_cudnn_attention_forward)$", r"cudnn\w*_sdpa"),
     BackendNames("math", r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", ""),
 )

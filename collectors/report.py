@@ -76,7 +76,10 @@ def render(manifest: Manifest, folder: Path) -> str:
         header[STEP_COLUMN] = f"step ms (median, {known.pop()})"
     elif known:
         header[STEP_COLUMN] = "step ms (median)"
-        rows = [r[:STEP_COLUMN] + (f"{r[STEP_COLUMN]} ({s})",) + r[STEP_COLUMN + 1:] if s else r for r, s in zip(rows, sources)]
+        rows = [
+            r[:STEP_COLUMN] + (f"{r[STEP_COLUMN]} ({s})",) + r[STEP_COLUMN + 1 :] if s else r
+            for r, s in zip(rows, sources)
+        ]
     rows.insert(0, tuple(header))
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]

@@ -87,15 +87,20 @@ COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "requests": (pl.Int64, "requests in the mix"),
     "batches": (pl.Int64, "attention calls per pass: batches, or requests for per_request_sdpa"),
     "tokens": (pl.Int64, "real tokens: the sum of the request lengths"),
-    "computed_tokens": (pl.Int64, "token positions computed, padding included (padded: batch size x longest, "
-                        "summed over the batches)"),
+    "computed_tokens": (
+        pl.Int64,
+        "token positions computed, padding included (padded: batch size x longest, summed over the batches)",
+    ),
     "padding_waste": (pl.Float64, "1 - tokens / computed_tokens, a fraction"),
     "time_s": (pl.Float64, "median time of one pass over every request, seconds"),
     "tokens_per_s": (pl.Float64, "tokens / time_s (real tokens)"),
     "usd_per_gpu_hour": (pl.Float64, "the price of a GPU hour used, US dollars"),
     "usd_per_1m_tokens": (pl.Float64, "usd_per_gpu_hour / 3600 * time_s / tokens * 1e6, US dollars"),
-    "parity_max_abs": (pl.Float64, "max |out - per_request_sdpa out| over every request (per_request_sdpa: "
-                       "against the fp32 reference), output units"),
+    "parity_max_abs": (
+        pl.Float64,
+        "max |out - per_request_sdpa out| over every request (per_request_sdpa: "
+        "against the fp32 reference), output units",
+    ),
     "reps": (pl.Int64, "timed passes behind time_s"),
 }
 """Every column of serve.csv, in file order: (polars type, meaning and unit)."""
@@ -164,9 +169,15 @@ def read_lengths(path: Path) -> list[int]:
 
 def summary(lengths: list[int] | tuple[int, ...]) -> dict[str, float]:
     """count, tokens, min, max, mean, median and p90 (linear interpolation) of the lengths."""
-    return {"count": len(lengths), "tokens": sum(lengths), "min": min(lengths), "max": max(lengths),
-            "mean": statistics.fmean(lengths), "median": statistics.median(lengths),
-            "p90": measure.quantile(lengths, 0.9)}
+    return {
+        "count": len(lengths),
+        "tokens": sum(lengths),
+        "min": min(lengths),
+        "max": max(lengths),
+        "mean": statistics.fmean(lengths),
+        "median": statistics.median(lengths),
+        "p90": measure.quantile(lengths, 0.9),
+    }
 
 
 # ---------------------------------------------------------------- command line
@@ -195,27 +206,52 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 def parser() -> Parser:
     p = Parser(prog=MODE, description=__doc__.split("\n\n")[0].strip())
     p.add_argument("--out", type=Path, required=True, help="output folder, created if missing")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu")
+    p.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
+    )
     p.add_argument("--dtype", choices=tuple(DTYPES), help="default bf16 on CUDA, fp32 on CPU")
     p.add_argument("--requests", type=positive, help="requests drawn from the distribution (default 64)")
-    p.add_argument("--mean-len", type=_positive_float,
-                   help=f"mean prompt length, tokens (default {GPU_SCALE.mean_len} on GPU, {CPU_SCALE.mean_len} on CPU)")
+    p.add_argument(
+        "--mean-len",
+        type=_positive_float,
+        help=f"mean prompt length, tokens (default {GPU_SCALE.mean_len} on GPU, {CPU_SCALE.mean_len} on CPU)",
+    )
     p.add_argument("--sigma", type=_positive_float, default=0.8, help="lognormal shape (default 0.8)")
-    p.add_argument("--min-len", type=positive,
-                   help=f"shortest length, tokens (default {GPU_SCALE.min_len} on GPU, {CPU_SCALE.min_len} on CPU)")
-    p.add_argument("--max-len", type=positive,
-                   help=f"longest length, tokens (default {GPU_SCALE.max_len} on GPU, {CPU_SCALE.max_len} on CPU)")
-    p.add_argument("--lengths-csv", type=Path, metavar="FILE",
-                   help="the request lengths instead: one per line, or a CSV with a `length` column")
+    p.add_argument(
+        "--min-len",
+        type=positive,
+        help=f"shortest length, tokens (default {GPU_SCALE.min_len} on GPU, {CPU_SCALE.min_len} on CPU)",
+    )
+    p.add_argument(
+        "--max-len",
+        type=positive,
+        help=f"longest length, tokens (default {GPU_SCALE.max_len} on GPU, {CPU_SCALE.max_len} on CPU)",
+    )
+    p.add_argument(
+        "--lengths-csv",
+        type=Path,
+        metavar="FILE",
+        help="the request lengths instead: one per line, or a CSV with a `length` column",
+    )
     p.add_argument("--batch", type=positive, default=8, help="requests per batch (default 8)")
-    p.add_argument("--heads", type=positive, help=f"attention heads (default {GPU_SCALE.heads} on GPU, {CPU_SCALE.heads} on CPU)")
+    p.add_argument(
+        "--heads", type=positive, help=f"attention heads (default {GPU_SCALE.heads} on GPU, {CPU_SCALE.heads} on CPU)"
+    )
     p.add_argument("--head-dim", type=positive, help=f"head dimension (default {GPU_SCALE.head_dim})")
-    p.add_argument("--reps", type=_at_least(MIN_REPS), default=5,
-                   help=f"timed passes over every request (default 5, minimum {MIN_REPS})")
+    p.add_argument(
+        "--reps",
+        type=_at_least(MIN_REPS),
+        default=5,
+        help=f"timed passes over every request (default 5, minimum {MIN_REPS})",
+    )
     p.add_argument("--warmup", type=_at_least(1), default=1, help="untimed passes before timing (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the lengths and of q, k, v (default 0)")
-    p.add_argument("--usd-per-gpu-hour", type=_positive_float, default=DEFAULT_USD_PER_GPU_HOUR,
-                   help=f"price of a GPU hour in US dollars (default {DEFAULT_USD_PER_GPU_HOUR}, the dashboard's)")
+    p.add_argument(
+        "--usd-per-gpu-hour",
+        type=_positive_float,
+        default=DEFAULT_USD_PER_GPU_HOUR,
+        help=f"price of a GPU hour in US dollars (default {DEFAULT_USD_PER_GPU_HOUR}, the dashboard's)",
+    )
     return p
 
 
@@ -237,9 +273,17 @@ def build_config(argv: list[str]) -> Config:
         mean = args.mean_len or base.mean_len
         n = args.requests or 64
         lengths = lognormal_lengths(n, mean, args.sigma, lo, hi, args.seed)
-        source = {"kind": "lognormal", "requests": n, "mean_len": mean, "sigma": args.sigma, "min_len": lo,
-                  "max_len": hi, "mu": math.log(mean) - args.sigma ** 2 / 2, "seed": args.seed,
-                  "rule": "random.Random(seed).lognormvariate(mu, sigma), rounded, clipped to [min_len, max_len]"}
+        source = {
+            "kind": "lognormal",
+            "requests": n,
+            "mean_len": mean,
+            "sigma": args.sigma,
+            "min_len": lo,
+            "max_len": hi,
+            "mu": math.log(mean) - args.sigma**2 / 2,
+            "seed": args.seed,
+            "rule": "random.Random(seed).lognormvariate(mu, sigma), rounded, clipped to [min_len, max_len]",
+        }
     return Config(
         device=dev,
         dtype=DTYPES[args.dtype or ("bf16" if dev.type == "cuda" else "fp32")],
@@ -307,9 +351,11 @@ def prepare_padded(reqs: list[QKV], lengths: tuple[int, ...], batch: int) -> Pre
         qkv = [q0.new_zeros(len(b), h, longest, d) for _ in range(3)]
         for row, i in enumerate(b):
             for t, src in zip(qkv, reqs[i]):
-                t[row, :, :lengths[i]] = src
-        real = torch.arange(longest, device=q0.device)[None, :] < torch.tensor([lengths[i] for i in b],
-                                                                                device=q0.device)[:, None]
+                t[row, :, : lengths[i]] = src
+        real = (
+            torch.arange(longest, device=q0.device)[None, :]
+            < torch.tensor([lengths[i] for i in b], device=q0.device)[:, None]
+        )
         causal = torch.ones(longest, longest, dtype=torch.bool, device=q0.device).tril()
         mask = causal[None, None] & real[:, None, None, :]  # [b, 1, q, kv]: causal and a real key
         inputs.append((*qkv, mask))
@@ -318,7 +364,7 @@ def prepare_padded(reqs: list[QKV], lengths: tuple[int, ...], batch: int) -> Pre
         return [F.scaled_dot_product_attention(q, k, v, attn_mask=m) for q, k, v, m in inputs]
 
     def split(outs: list[Any]) -> list[Tensor]:
-        return [o[row, :, :lengths[i]] for o, b in zip(outs, groups) for row, i in enumerate(b)]
+        return [o[row, :, : lengths[i]] for o, b in zip(outs, groups) for row, i in enumerate(b)]
 
     return Prepared(run, split, len(groups))
 
@@ -330,8 +376,12 @@ def prepare_njt(reqs: list[QKV], lengths: tuple[int, ...], batch: int) -> Prepar
         device = reqs[b[0]][0].device
         offsets = torch.tensor([0, *torch.tensor([lengths[i] for i in b]).cumsum(0).tolist()], device=device)
         # one offsets tensor for q, k and v: the same ragged structure, as SDPA requires
-        qkv = [torch.nested.nested_tensor_from_jagged(torch.cat([reqs[i][j].transpose(0, 1) for i in b]), offsets)
-               .transpose(1, 2) for j in range(3)]  # [b, heads, j, head_dim]
+        qkv = [
+            torch.nested.nested_tensor_from_jagged(
+                torch.cat([reqs[i][j].transpose(0, 1) for i in b]), offsets
+            ).transpose(1, 2)
+            for j in range(3)
+        ]  # [b, heads, j, head_dim]
         inputs.append(qkv)
 
     def run() -> list[Any]:
@@ -376,7 +426,7 @@ def prepare_flex(reqs: list[QKV], lengths: tuple[int, ...], batch: int) -> Prepa
         for o, b in zip(outs, groups):
             start = 0
             for i in b:
-                per.append(o[0, :, start:start + lengths[i]])
+                per.append(o[0, :, start : start + lengths[i]])
                 start += lengths[i]
         return per
 
@@ -462,13 +512,22 @@ def _row(cfg: Config, variant: str) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     tokens = sum(cfg.lengths)
     computed = computed_tokens(variant, cfg.lengths, cfg.batch)
-    row.update(variant=variant, status="ok", requests=len(cfg.lengths), tokens=tokens, computed_tokens=computed,
-               padding_waste=1 - tokens / computed, usd_per_gpu_hour=cfg.usd_per_gpu_hour,
-               batches=len(cfg.lengths) if variant == REFERENCE else len(batches_of(len(cfg.lengths), cfg.batch)))
+    row.update(
+        variant=variant,
+        status="ok",
+        requests=len(cfg.lengths),
+        tokens=tokens,
+        computed_tokens=computed,
+        padding_waste=1 - tokens / computed,
+        usd_per_gpu_hour=cfg.usd_per_gpu_hour,
+        batches=len(cfg.lengths) if variant == REFERENCE else len(batches_of(len(cfg.lengths), cfg.batch)),
+    )
     return row
 
 
-def run_batching(cfg: Config, variant: str, reqs: list[QKV], refs: list[Tensor] | None) -> tuple[dict[str, Any], list[Tensor] | None]:
+def run_batching(
+    cfg: Config, variant: str, reqs: list[QKV], refs: list[Tensor] | None
+) -> tuple[dict[str, Any], list[Tensor] | None]:
     """One batching: its row (COLUMNS) and its per-request outputs (None when it did not run).
     refs: per_request_sdpa's outputs (None: compare with the fp32 reference instead)."""
     row = _row(cfg, variant)
@@ -490,16 +549,23 @@ def run_batching(cfg: Config, variant: str, reqs: list[QKV], refs: list[Tensor] 
         return row, None
     time_s = measure.summarize_times(samples).median_ms  # the median of the samples, here in seconds
     tokens = row["tokens"]
-    row.update(time_s=time_s, reps=len(samples), tokens_per_s=tokens / time_s,
-               usd_per_1m_tokens=cfg.usd_per_gpu_hour / 3600 * time_s / tokens * 1e6)
+    row.update(
+        time_s=time_s,
+        reps=len(samples),
+        tokens_per_s=tokens / time_s,
+        usd_per_1m_tokens=cfg.usd_per_gpu_hour / 3600 * time_s / tokens * 1e6,
+    )
     if refs is None:
         refs = [reference(q, k, v, causal=True) for q, k, v in reqs]
     row["parity_max_abs"], passed = parity(outs, refs, cfg.dtype)
     if not passed:
         tol = TOLERANCES.get(cfg.dtype, TOLERANCES[torch.float32])
         against = "per_request_sdpa" if variant != REFERENCE else "the fp32 reference"
-        row.update(status="parity_failed", reason=f"max |out - {against}| = {row['parity_max_abs']:.3g} exceeds "
-                                                  f"atol {tol.atol:g} + rtol {tol.rtol:g} * |ref| ({DTYPE_NAMES[cfg.dtype]})")
+        row.update(
+            status="parity_failed",
+            reason=f"max |out - {against}| = {row['parity_max_abs']:.3g} exceeds "
+            f"atol {tol.atol:g} + rtol {tol.rtol:g} * |ref| ({DTYPE_NAMES[cfg.dtype]})",
+        )
     return row, outs
 
 
@@ -552,7 +618,7 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
         "timing": ("CUDA events around each pass (device time)" if cuda else "time.perf_counter_ns around each pass")
         + "; median; inputs, masks, nested tensors and block masks built before timing",
         "parity": "every request's output against per_request_sdpa's (per_request_sdpa: against the fp32 "
-                  "reference, collectors.parity.reference); torch.allclose rule with collectors.parity.TOLERANCES",
+        "reference, collectors.parity.reference); torch.allclose rule with collectors.parity.TOLERANCES",
         "quantile_method": measure.QUANTILE_METHOD,
         "row_order": ", ".join(BATCHINGS),
         "columns": {name: {"type": str(kind), "meaning": text} for name, (kind, text) in COLUMNS.items()},
@@ -561,13 +627,26 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
     (cfg.out / "serve.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
-_TABLE = "{variant:<17} {status:<13} {batches:>7} {tokens:>8} {computed:>9} {waste:>6} {time:>10} {tps:>12} " \
-         "{usd:>10} {parity:>9}  {reason}"
+_TABLE = (
+    "{variant:<17} {status:<13} {batches:>7} {tokens:>8} {computed:>9} {waste:>6} {time:>10} {tps:>12} "
+    "{usd:>10} {parity:>9}  {reason}"
+)
 
 
 def table_header() -> str:
-    return _TABLE.format(variant="variant", status="status", batches="calls", tokens="tokens", computed="computed",
-                         waste="waste", time="time ms", tps="tokens/s", usd="$/1M tok", parity="parity", reason="reason")
+    return _TABLE.format(
+        variant="variant",
+        status="status",
+        batches="calls",
+        tokens="tokens",
+        computed="computed",
+        waste="waste",
+        time="time ms",
+        tps="tokens/s",
+        usd="$/1M tok",
+        parity="parity",
+        reason="reason",
+    )
 
 
 def table_line(row: dict[str, Any]) -> str:
@@ -575,10 +654,17 @@ def table_line(row: dict[str, Any]) -> str:
         return "-" if value is None else format(value * scale, fmt)
 
     return _TABLE.format(
-        variant=row["variant"], status=row["status"], batches=row["batches"], tokens=row["tokens"],
-        computed=row["computed_tokens"], waste=num(row["padding_waste"], ".1%"), time=num(row["time_s"], ".3f", 1e3),
-        tps=num(row["tokens_per_s"], ",.0f"), usd=num(row["usd_per_1m_tokens"], ".4f"),
-        parity=num(row["parity_max_abs"], ".2e"), reason=(row["reason"] or "")[:70],
+        variant=row["variant"],
+        status=row["status"],
+        batches=row["batches"],
+        tokens=row["tokens"],
+        computed=row["computed_tokens"],
+        waste=num(row["padding_waste"], ".1%"),
+        time=num(row["time_s"], ".3f", 1e3),
+        tps=num(row["tokens_per_s"], ",.0f"),
+        usd=num(row["usd_per_1m_tokens"], ".4f"),
+        parity=num(row["parity_max_abs"], ".2e"),
+        reason=(row["reason"] or "")[:70],
     ).rstrip()
 
 
@@ -592,9 +678,11 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     s = summary(cfg.lengths)
-    print(f"{s['count']} requests, {s['tokens']} tokens (lengths {s['min']}..{s['max']}, mean {s['mean']:.1f}), "
-          f"batch {cfg.batch}, {cfg.heads} heads x {cfg.head_dim}, {DTYPE_NAMES[cfg.dtype]} on {cfg.device.type}",
-          flush=True)
+    print(
+        f"{s['count']} requests, {s['tokens']} tokens (lengths {s['min']}..{s['max']}, mean {s['mean']:.1f}), "
+        f"batch {cfg.batch}, {cfg.heads} heads x {cfg.head_dim}, {DTYPE_NAMES[cfg.dtype]} on {cfg.device.type}",
+        flush=True,
+    )
     frame = run(cfg, echo=lambda line: None)
     write(cfg, frame)
     print(table_header())

@@ -47,8 +47,11 @@ REFERENCE_CHUNK_BYTES = 1 << 28
 
 COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "variant": (pl.String, "attention variant (collectors.variants.VARIANTS)"),
-    "backend_ran": (pl.String, "backend the call really ran, from a profiled call's op/kernel names: cpu_flash, "
-                    "flash, efficient, cudnn, math, eager, flex, hub or unknown; null when the variant did not run"),
+    "backend_ran": (
+        pl.String,
+        "backend the call really ran, from a profiled call's op/kernel names: cpu_flash, "
+        "flash, efficient, cudnn, math, eager, flex, hub or unknown; null when the variant did not run",
+    ),
     "device": (pl.String, "cpu or cuda"),
     "dtype": (pl.String, "input dtype: bf16, fp16 or fp32"),
     "batch": (pl.Int64, "batch size"),
@@ -57,8 +60,10 @@ COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "head_dim": (pl.Int64, "head dimension"),
     "causal": (pl.Boolean, "causal (lower-triangular) attention"),
     "status": (pl.String, "ok, refused (forced backend cannot run), oom, parity_failed or unavailable"),
-    "reason": (pl.String, "why the status is not ok (PyTorch's text for refusals; bytes asked for an oom); "
-               "null when ok"),
+    "reason": (
+        pl.String,
+        "why the status is not ok (PyTorch's text for refusals; bytes asked for an oom); null when ok",
+    ),
     "time_ms": (pl.Float64, "median forward time, milliseconds"),
     "time_ms_p10": (pl.Float64, "10th percentile forward time, milliseconds"),
     "time_ms_p90": (pl.Float64, "90th percentile forward time, milliseconds"),
@@ -111,6 +116,7 @@ def batch_heads(cfg: Config, seq: int, head_dim: int) -> tuple[int, int]:
 
 def _at_least(minimum: int) -> Callable[[str], int]:
     """argparse type: an integer of at least `minimum`."""
+
     def check(text: str) -> int:
         try:
             value = int(text)
@@ -126,31 +132,61 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 def parser() -> Parser:
     p = Parser(prog=MODE, description=__doc__.split("\n\n")[0].strip())
     p.add_argument("--out", type=Path, required=True, help="output folder, created if missing")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu")
-    p.add_argument("--seq", type=positive, nargs="+", metavar="N",
-                   help="sequence lengths (default 256..16384 doubling on GPU, 64..1024 on CPU)")
-    p.add_argument("--head-dim", type=positive, nargs="+", metavar="D",
-                   help=f"head dimensions (default {' '.join(map(str, HEAD_DIMS))})")
+    p.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
+    )
+    p.add_argument(
+        "--seq",
+        type=positive,
+        nargs="+",
+        metavar="N",
+        help="sequence lengths (default 256..16384 doubling on GPU, 64..1024 on CPU)",
+    )
+    p.add_argument(
+        "--head-dim",
+        type=positive,
+        nargs="+",
+        metavar="D",
+        help=f"head dimensions (default {' '.join(map(str, HEAD_DIMS))})",
+    )
     p.add_argument("--dtype", choices=tuple(DTYPES), nargs="+", help="dtypes (default all: bf16 fp16 fp32)")
-    p.add_argument("--batch", type=positive,
-                   help=f"batch size at every point (default max(1, T // seq): FlashAttention's benchmark "
-                        f"convention, T={GPU_TOKENS} tokens on GPU, T={CPU_TOKENS} on CPU)")
-    p.add_argument("--heads", type=positive,
-                   help=f"heads at every point (default max(1, W // head_dim), W={GPU_WIDTH} on GPU, "
-                        f"W={CPU_WIDTH} on CPU)")
+    p.add_argument(
+        "--batch",
+        type=positive,
+        help=f"batch size at every point (default max(1, T // seq): FlashAttention's benchmark "
+        f"convention, T={GPU_TOKENS} tokens on GPU, T={CPU_TOKENS} on CPU)",
+    )
+    p.add_argument(
+        "--heads",
+        type=positive,
+        help=f"heads at every point (default max(1, W // head_dim), W={GPU_WIDTH} on GPU, W={CPU_WIDTH} on CPU)",
+    )
     p.add_argument("--causal", action="store_true", help="causal points only (default: causal and non-causal)")
     p.add_argument("--no-causal", action="store_true", help="non-causal points only (default: both)")
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), metavar="NAME",
-                   help=f"any of: {', '.join(VARIANTS)} (default all; commas also separate; flex compiles "
-                        "on first use, ~20 s on a CPU)")
-    p.add_argument("--reps", type=_at_least(MIN_REPS), default=MIN_REPS,
-                   help=f"timed repetitions per point and variant (default and minimum {MIN_REPS})")
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(VARIANTS),
+        metavar="NAME",
+        help=f"any of: {', '.join(VARIANTS)} (default all; commas also separate; flex compiles "
+        "on first use, ~20 s on a CPU)",
+    )
+    p.add_argument(
+        "--reps",
+        type=_at_least(MIN_REPS),
+        default=MIN_REPS,
+        help=f"timed repetitions per point and variant (default and minimum {MIN_REPS})",
+    )
     p.add_argument("--warmup", type=_at_least(0), default=3, help="untimed calls before timing (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random q, k, v (default 0)")
-    p.add_argument("--memory-cap", type=positive, metavar="BYTES",
-                   help="let each variant's calls at a point allocate at most BYTES more than the process "
-                        "holds before them (CUDA: per-process memory fraction; CPU: RLIMIT_AS); what fails "
-                        "is recorded as oom")
+    p.add_argument(
+        "--memory-cap",
+        type=positive,
+        metavar="BYTES",
+        help="let each variant's calls at a point allocate at most BYTES more than the process "
+        "holds before them (CUDA: per-process memory fraction; CPU: RLIMIT_AS); what fails "
+        "is recorded as oom",
+    )
     return p
 
 
@@ -214,12 +250,18 @@ def fp32_reference(qkv: tuple[Tensor, Tensor, Tensor], causal: bool) -> Tensor:
     per_head = s * s * 4
     step = max(1, REFERENCE_CHUNK_BYTES // per_head)
     flat = [t.reshape(1, b * h, s, d) for t in qkv]
-    parts = [reference(*(t[:, i:i + step] for t in flat), causal=causal) for i in range(0, b * h, step)]
+    parts = [reference(*(t[:, i : i + step] for t in flat), causal=causal) for i in range(0, b * h, step)]
     return torch.cat(parts, dim=1).reshape(b, h, s, d)
 
 
-def run_variant(cfg: Config, variant: Variant, point: Point, qkv: tuple[Tensor, Tensor, Tensor],
-                ref: Tensor | None, ref_problem: str | None) -> dict[str, object]:
+def run_variant(
+    cfg: Config,
+    variant: Variant,
+    point: Point,
+    qkv: tuple[Tensor, Tensor, Tensor],
+    ref: Tensor | None,
+    ref_problem: str | None,
+) -> dict[str, object]:
     """Measure one variant at one point; every outcome is a row (see COLUMNS), never an exception."""
     row = _row(cfg, variant, point)
     dtype = DTYPES[point.dtype]
@@ -241,8 +283,13 @@ def run_variant(cfg: Config, variant: Variant, point: Point, qkv: tuple[Tensor, 
     except Exception as exc:  # noqa: BLE001 - refusals, OOM and compiler failures are outcomes
         _release(cfg.device)
         return _failed(row, *_classify(exc, variant, caught))
-    row.update(time_ms=timing.median_ms, time_ms_p10=timing.p10_ms, time_ms_p90=timing.p90_ms, reps=timing.reps,
-               tflops=measure.tflops(row["flops"], timing.median_ms))
+    row.update(
+        time_ms=timing.median_ms,
+        time_ms_p10=timing.p10_ms,
+        time_ms_p90=timing.p90_ms,
+        reps=timing.reps,
+        tflops=measure.tflops(row["flops"], timing.median_ms),
+    )
     try:
         seen = measure.observe(fn, qkv)
         row["backend_ran"], row["evidence"] = measure.backend_ran(seen.names, variant.backend)
@@ -256,16 +303,25 @@ def run_variant(cfg: Config, variant: Variant, point: Point, qkv: tuple[Tensor, 
         row["parity_max_abs"] = parity.max_abs
         if not parity.passed:
             row["status"] = "parity_failed"
-            row["reason"] = (f"max |out - ref| = {parity.max_abs:.3g} exceeds atol {parity.atol:g} + "
-                             f"rtol {parity.rtol:g} * |ref| ({point.dtype})")
+            row["reason"] = (
+                f"max |out - ref| = {parity.max_abs:.3g} exceeds atol {parity.atol:g} + "
+                f"rtol {parity.rtol:g} * |ref| ({point.dtype})"
+            )
     return row
 
 
 def _row(cfg: Config, variant: Variant, point: Point) -> dict[str, object]:
     row: dict[str, object] = dict.fromkeys(COLUMNS)
     row.update(
-        variant=variant.name, device=cfg.device.type, dtype=point.dtype, batch=point.batch, heads=point.heads,
-        seq=point.seq, head_dim=point.head_dim, causal=point.causal, status="ok",
+        variant=variant.name,
+        device=cfg.device.type,
+        dtype=point.dtype,
+        batch=point.batch,
+        heads=point.heads,
+        seq=point.seq,
+        head_dim=point.head_dim,
+        causal=point.causal,
+        status="ok",
         flops=measure.attention_flops(point.batch, point.heads, point.seq, point.head_dim, point.causal),
         scores_bytes=measure.scores_bytes(point.batch, point.heads, point.seq, DTYPES[point.dtype]),
     )
@@ -303,7 +359,10 @@ def points(cfg: Config) -> list[Point]:
     """Every grid point in row order: dtype, head_dim, causal (False first), seq."""
     return [
         Point(dtype, head_dim, causal, seq, *batch_heads(cfg, seq, head_dim))
-        for dtype in cfg.dtypes for head_dim in cfg.head_dims for causal in cfg.causals for seq in cfg.seqs
+        for dtype in cfg.dtypes
+        for head_dim in cfg.head_dims
+        for causal in cfg.causals
+        for seq in cfg.seqs
     ]
 
 
@@ -317,8 +376,11 @@ def sweep(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFrame:
             qkv = make_inputs(point.shape, DTYPES[point.dtype], cfg.device, cfg.seed)
         except Exception as exc:  # noqa: BLE001 - inputs too large for the device: every variant is oom
             _release(cfg.device)
-            status, reason = ("oom", measure.oom_reason(exc)) if measure.is_oom(exc) else (
-                "unavailable", f"inputs: {type(exc).__name__}: {measure.one_line(str(exc))}")
+            status, reason = (
+                ("oom", measure.oom_reason(exc))
+                if measure.is_oom(exc)
+                else ("unavailable", f"inputs: {type(exc).__name__}: {measure.one_line(str(exc))}")
+            )
             for name in cfg.variants:
                 rows.append(_failed(_row(cfg, VARIANTS[name], point), status, f"inputs: {reason}"))
                 echo(table_line(rows[-1]))
@@ -358,8 +420,11 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
         "mode": "sweep",
         **measure.provenance(cfg.device, cfg.command),
         "grid": {
-            "seq": list(cfg.seqs), "head_dim": list(cfg.head_dims), "dtype": list(cfg.dtypes),
-            "causal": list(cfg.causals), "variants": list(cfg.variants),
+            "seq": list(cfg.seqs),
+            "head_dim": list(cfg.head_dims),
+            "dtype": list(cfg.dtypes),
+            "causal": list(cfg.causals),
+            "variants": list(cfg.variants),
             "batch": cfg.batch if cfg.batch else f"max(1, {tokens} // seq)",
             "heads": cfg.heads if cfg.heads else f"max(1, {width} // head_dim)",
         },
@@ -371,13 +436,17 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
         "reps": cfg.reps,
         "warmup": cfg.warmup,
         "seed": cfg.seed,
-        "timing": ("CUDA events around each call (device time)" if cfg.device.type == "cuda"
-                   else "time.perf_counter_ns around each call") + f"; {cfg.warmup} untimed calls first",
+        "timing": (
+            "CUDA events around each call (device time)"
+            if cfg.device.type == "cuda"
+            else "time.perf_counter_ns around each call"
+        )
+        + f"; {cfg.warmup} untimed calls first",
         "quantile_method": measure.QUANTILE_METHOD,
         "flop_convention": measure.FLOP_CONVENTION,
         "peak_memory_method": measure.CUDA_PEAK_METHOD if cfg.device.type == "cuda" else measure.CPU_PEAK_METHOD,
         "backend_method": "op and kernel names of one profiled call, classified with "
-                          "collectors.measure.SDPA_BACKENDS (dashboard BACKEND_TABLE names; + eager, flex, hub)",
+        "collectors.measure.SDPA_BACKENDS (dashboard BACKEND_TABLE names; + eager, flex, hub)",
         "parity": "collectors.parity: fp32 reference on the same inputs, torch.allclose rule with dtype tolerances",
         "memory_cap_bytes": cfg.memory_cap,
         "row_order": "dtype, head_dim, causal (false first), seq, then variant order",
@@ -390,27 +459,51 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
 
 # ---------------------------------------------------------------- text table
 
-_TABLE = "{variant:<15} {dtype:<5} {head_dim:>4} {causal:<6} {seq:>6} {batch:>5} {heads:>5} {status:<13} " \
-         "{backend:<10} {time:>10} {tflops:>8} {peak:>10}  {reason}"
+_TABLE = (
+    "{variant:<15} {dtype:<5} {head_dim:>4} {causal:<6} {seq:>6} {batch:>5} {heads:>5} {status:<13} "
+    "{backend:<10} {time:>10} {tflops:>8} {peak:>10}  {reason}"
+)
 
 
 def table_header() -> str:
-    return _TABLE.format(variant="variant", dtype="dtype", head_dim="D", causal="causal", seq="seq", batch="B",
-                         heads="H", status="status", backend="backend", time="ms", tflops="TFLOP/s",
-                         peak="peak MiB", reason="reason")
+    return _TABLE.format(
+        variant="variant",
+        dtype="dtype",
+        head_dim="D",
+        causal="causal",
+        seq="seq",
+        batch="B",
+        heads="H",
+        status="status",
+        backend="backend",
+        time="ms",
+        tflops="TFLOP/s",
+        peak="peak MiB",
+        reason="reason",
+    )
 
 
 def table_line(row: dict[str, object]) -> str:
     """One row of the stdout table: median ms, TFLOP/s, peak MiB; the reason cut to 60 characters."""
+
     def num(value: object, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
     peak = row["peak_mem_bytes"]
     return _TABLE.format(
-        variant=row["variant"], dtype=row["dtype"], head_dim=row["head_dim"], causal=str(row["causal"]).lower(),
-        seq=row["seq"], batch=row["batch"], heads=row["heads"], status=row["status"],
-        backend=row["backend_ran"] or "-", time=num(row["time_ms"], ".4f"), tflops=num(row["tflops"], ".4f"),
-        peak=num(None if peak is None else peak / 2**20, ".3f"), reason=(row["reason"] or "")[:60],
+        variant=row["variant"],
+        dtype=row["dtype"],
+        head_dim=row["head_dim"],
+        causal=str(row["causal"]).lower(),
+        seq=row["seq"],
+        batch=row["batch"],
+        heads=row["heads"],
+        status=row["status"],
+        backend=row["backend_ran"] or "-",
+        time=num(row["time_ms"], ".4f"),
+        tflops=num(row["tflops"], ".4f"),
+        peak=num(None if peak is None else peak / 2**20, ".3f"),
+        reason=(row["reason"] or "")[:60],
     ).rstrip()
 
 

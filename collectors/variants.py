@@ -88,9 +88,7 @@ def sdpa_forced(q: Tensor, k: Tensor, v: Tensor, backend: SDPBackend, causal: bo
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def hub_flash(
-    q: Tensor, k: Tensor, v: Tensor, flash_attn_func: Callable[..., object], causal: bool = True
-) -> Tensor:
+def hub_flash(q: Tensor, k: Tensor, v: Tensor, flash_attn_func: Callable[..., object], causal: bool = True) -> Tensor:
     """FlashAttention-2 from the kernels hub; it takes [batch, seq, heads, head_dim] views."""
     out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal)
     if isinstance(out, (tuple, list)):

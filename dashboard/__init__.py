@@ -13,7 +13,10 @@ if "polars" not in _sys.modules and not _os.environ.get("_ATTNSCOPE_SLICE_WORKER
     # Only settable before polars is first imported, so here, before any module of the package
     # (the dashboard's charts import polars before the engine does). A caller's own decay setting
     # wins; polars' default, which a process that imported polars passes on to its children, does not.
-    _given = [_p for _p in _os.environ.get("_RJEM_MALLOC_CONF", "").split(",")
-              if _p and _p not in ("dirty_decay_ms:500", "muzzy_decay_ms:1000")]
+    _given = [
+        _p
+        for _p in _os.environ.get("_RJEM_MALLOC_CONF", "").split(",")
+        if _p and _p not in ("dirty_decay_ms:500", "muzzy_decay_ms:1000")
+    ]
     if not any(_p.startswith(("dirty_decay_ms:", "muzzy_decay_ms:")) for _p in _given):
         _os.environ["_RJEM_MALLOC_CONF"] = ",".join([*_given, "dirty_decay_ms:0", "muzzy_decay_ms:0"])

@@ -45,7 +45,9 @@ SHOWN_EVICTED = 5  # traces the store removed that the sidebar names; the rest a
 def main() -> None:
     runs.drop_closed_uploads()
     st.set_page_config(
-        page_title="attnscope: attention profiles side by side", page_icon=favicon(), layout="wide",
+        page_title="attnscope: attention profiles side by side",
+        page_icon=favicon(),
+        layout="wide",
         initial_sidebar_state=SIDEBAR_PX,
     )
     st.title("attnscope", anchor=False)
@@ -149,7 +151,9 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         failures.extend(gone)
 
     slot = st.empty()
-    evicted: list = st.session_state.setdefault("store_evicted", [])  # what the store removed after this session's uploads
+    evicted: list = st.session_state.setdefault(
+        "store_evicted", []
+    )  # what the store removed after this session's uploads
     deferred: list[catalog.Parsed] = []
     loaded, bad = catalog.open_all(pending, progress=runs.Throttled(slot.progress), cache=cache, defer_store=deferred)
     for upload in uploaded:  # read while it arrived but not needed (the store had it): let go
@@ -193,12 +197,20 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         st.session_state["link_missing"] = missing
     still_missing = [m for m in st.session_state.get("link_missing", []) if m not in ids and not m.startswith("store/")]
     if still_missing:
-        sidebar.info("This link names runs that are not loaded here: " + ", ".join(literal.md(m) for m in still_missing) + ". Upload them to see them.")
+        sidebar.info(
+            "This link names runs that are not loaded here: "
+            + ", ".join(literal.md(m) for m in still_missing)
+            + ". Upload them to see them."
+        )
 
     pick_sets(sidebar, sets)
     pick_modes(sidebar, sets, loaded)
     chosen = sidebar.multiselect(
-        "Compare", ids, key="sel_runs", format_func=labels.get, placeholder="Choose runs to compare",
+        "Compare",
+        ids,
+        key="sel_runs",
+        format_func=labels.get,
+        placeholder="Choose runs to compare",
         help="The runs every tab shows side by side, in this order. GPU and CPU-only runs are compared in separate groups.",
     )
     link.publish("run", chosen)
@@ -207,7 +219,10 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         return None, drawn, wait_for_store
     link.seed_choice("baseline", "baseline", chosen, chosen[0])
     baseline = sidebar.selectbox(
-        "Baseline", chosen, key="baseline", format_func=labels.get,
+        "Baseline",
+        chosen,
+        key="baseline",
+        format_func=labels.get,
         help="Speedups, kernel differences and 'more copies' notes are measured against this run (a run of the other "
         "device kind is measured against the first run of its own kind).",
     )
@@ -277,11 +292,16 @@ def apply_saved_view(cache: runs.TraceCache) -> None:
     st.query_params.from_dict({**query, "view": view_id})
     tab = query.get("tab")
     tab = tab[0] if isinstance(tab, list) and tab else tab
-    if isinstance(tab, str) and tab in TABS:  # the tabs widget read the URL before this run rewrote it: open the view's tab
+    if (
+        isinstance(tab, str) and tab in TABS
+    ):  # the tabs widget read the URL before this run rewrote it: open the view's tab
         st.session_state["tab"] = tab
     st.session_state["saved_view"] = str(payload.get("note") or "")
     if st.session_state["saved_view"]:
-        st.info(f"Saved view {literal.md(view_id)}: {literal.md(st.session_state['saved_view'])}", icon=":material/bookmark:")
+        st.info(
+            f"Saved view {literal.md(view_id)}: {literal.md(st.session_state['saved_view'])}",
+            icon=":material/bookmark:",
+        )
 
 
 def offer_saved_view(sidebar, cache: runs.TraceCache) -> None:
@@ -296,7 +316,9 @@ def offer_saved_view(sidebar, cache: runs.TraceCache) -> None:
         st.session_state["saved_view_id"] = view_id
     if st.session_state.get("saved_view_id"):
         sidebar.code(f"?view={st.session_state['saved_view_id']}", language=None)
-        sidebar.caption("Append to this server's address: the view opens with its runs (uploads come from the trace store), labels and note.")
+        sidebar.caption(
+            "Append to this server's address: the view opens with its runs (uploads come from the trace store), labels and note."
+        )
 
 
 def show_store(
@@ -314,8 +336,10 @@ def show_store(
     cap = store.max_bytes
     removed = st.session_state.get("store_evicted") or []
     if removed:
-        sidebar.warning(evicted_line(removed, cap, {sha for _, run in loaded for sha in run.digests.values()}),
-                        icon=":material/auto_delete:")
+        sidebar.warning(
+            evicted_line(removed, cap, {sha for _, run in loaded for sha in run.digests.values()}),
+            icon=":material/auto_delete:",
+        )
     stored = store.traces()
     by_sha = {t.sha: t for t in stored}
     used = sum(t.stored_bytes for t in stored)
@@ -323,8 +347,12 @@ def show_store(
     with sidebar.expander(f"Trace store: {len(stored)} traces, {catalog.format_bytes(used)}{of}"):
         st.caption(
             f"At {literal.md(str(store.root))}. Parsed traces reopen from here without parsing; links name uploads by their content hash. "
-            + (f"Over {catalog.format_bytes(cap)} (ATTNSCOPE_STORE_MAX_BYTES), the least recently opened unpinned traces are "
-               "removed after each trace is stored. " if cap is not None else "")
+            + (
+                f"Over {catalog.format_bytes(cap)} (ATTNSCOPE_STORE_MAX_BYTES), the least recently opened unpinned traces are "
+                "removed after each trace is stored. "
+                if cap is not None
+                else ""
+            )
             + "Pin a run to keep it whatever the cap."
         )
         for label, run in in_view:
@@ -336,23 +364,34 @@ def show_store(
             key = f"pin_{run.source.id}"
             st.session_state[key] = all(r.pinned for r in rows)
             st.checkbox(
-                f"Pin {literal.md(label)} ({catalog.format_bytes(sum(r.stored_bytes for r in rows))})", key=key,
-                on_change=pin_run, args=(store, shas, key),
+                f"Pin {literal.md(label)} ({catalog.format_bytes(sum(r.stored_bytes for r in rows))})",
+                key=key,
+                on_change=pin_run,
+                args=(store, shas, key),
                 help="A pinned run is never removed from the store to keep it under its cap.",
             )
-        here = [(label, rank, by_sha[sha]) for label, run in loaded for rank, sha in run.digests.items() if sha in by_sha]
+        here = [
+            (label, rank, by_sha[sha]) for label, run in loaded for rank, sha in run.digests.items() if sha in by_sha
+        ]
         shown = list({t.sha: (label, rank, t) for label, rank, t in here}.values())  # a trace two runs share: once
         st.dataframe(
-            {"run": [label for label, _, _ in shown], "rank": [rank for _, rank, _ in shown],
-             "pinned": [t.pinned for _, _, t in shown], "stored": [catalog.format_bytes(t.stored_bytes) for _, _, t in shown],
-             "file": [t.source for _, _, t in shown]},
-            hide_index=True, width="stretch",
+            {
+                "run": [label for label, _, _ in shown],
+                "rank": [rank for _, rank, _ in shown],
+                "pinned": [t.pinned for _, _, t in shown],
+                "stored": [catalog.format_bytes(t.stored_bytes) for _, _, t in shown],
+                "file": [t.source for _, _, t in shown],
+            },
+            hide_index=True,
+            width="stretch",
         )
         others = [t for t in stored if t.sha not in {t.sha for _, _, t in shown}]
         if others:
-            st.caption(f"And {len(others)} other stored trace{'s' if len(others) != 1 else ''} "
-                       f"({catalog.format_bytes(sum(t.stored_bytes for t in others))}): "
-                       "other sessions' uploads and runs not loaded here.")
+            st.caption(
+                f"And {len(others)} other stored trace{'s' if len(others) != 1 else ''} "
+                f"({catalog.format_bytes(sum(t.stored_bytes for t in others))}): "
+                "other sessions' uploads and runs not loaded here."
+            )
 
 
 def evicted_line(removed: list, cap: int | None, known: set[str]) -> str:
@@ -434,7 +473,9 @@ def pick_modes(sidebar, sets: list[catalog.RunSet], loaded: list[catalog.Run]) -
             st.session_state["baseline"] = path[0]
 
     sidebar.toggle(
-        "Compiled and CUDA-graph runs too", key="with_modes", on_change=switch,
+        "Compiled and CUDA-graph runs too",
+        key="with_modes",
+        on_change=switch,
         help=f"Off: the article's path in '{home.name}', eager (naive, naive_inplace, sdpa, the forced backends). "
         "On: each of those variants also compiled (torch.compile) and with CUDA graphs (mode='reduce-overhead').",
     )
@@ -453,7 +494,10 @@ def pick_sets(sidebar, sets: list[catalog.RunSet]) -> None:
         for rs in sets:
             kind = "GPU" if rs.gpu else "CPU"
             st.button(
-                f"{rs.name} · {len(rs.ids)}", key=f"pick_{rs.name}", on_click=choose, args=(rs.ids,),
+                f"{rs.name} · {len(rs.ids)}",
+                key=f"pick_{rs.name}",
+                on_click=choose,
+                args=(rs.ids,),
                 help=f"Compare the {len(rs.ids)} runs of '{rs.name}' ({kind} traces), the first as the baseline",
                 icon=":material/memory:" if kind == "GPU" else ":material/computer:",
             )
@@ -479,11 +523,21 @@ def edit_labels(sidebar, loaded: list[catalog.Run], labels: dict[str, str]) -> N
     key = f"label_editor_{version}"
     with sidebar.expander("Rename runs"):
         st.data_editor(
-            {"label": [labels[r.source.id] for r in loaded],
-             "file": [f"{catalog.origin(r.source)}: {r.source.name} ({catalog.format_bytes(r.size_bytes)})" for r in loaded]},
-            key=key, disabled=["file"], hide_index=True, width="stretch",
+            {
+                "label": [labels[r.source.id] for r in loaded],
+                "file": [
+                    f"{catalog.origin(r.source)}: {r.source.name} ({catalog.format_bytes(r.size_bytes)})"
+                    for r in loaded
+                ],
+            },
+            key=key,
+            disabled=["file"],
+            hide_index=True,
+            width="stretch",
             column_config={
-                "label": st.column_config.TextColumn("label", help="Double-click to rename; the link keeps the name", required=True, width="medium"),
+                "label": st.column_config.TextColumn(
+                    "label", help="Double-click to rename; the link keeps the name", required=True, width="medium"
+                ),
                 "file": st.column_config.TextColumn("from", width="medium"),
             },
         )
@@ -522,7 +576,7 @@ def link_diff_choices(selection: runs.Selection) -> tuple[str, dict[str, int | N
         ident = max((i for i in label_of if raw.startswith(i + "=")), key=len, default=None)
         if ident is not None:
             try:
-                steps[label_of[ident]] = int(raw[len(ident) + 1:])
+                steps[label_of[ident]] = int(raw[len(ident) + 1 :])
             except ValueError:
                 continue
     return by, steps
@@ -538,11 +592,18 @@ def offer_downloads(sidebar, selection: runs.Selection) -> None:
     sidebar.download_button(
         "HTML report (works offline)",
         data=lambda: report.html_report(chosen, baseline, usd, usd_cpu, colors=selection.colors, by=by, steps=steps),
-        file_name="attnscope-report.html", mime="text/html", icon=":material/download:", key="dl_html",
+        file_name="attnscope-report.html",
+        mime="text/html",
+        icon=":material/download:",
+        key="dl_html",
     )
     sidebar.download_button(
-        "Markdown summary (for a PR comment)", data=lambda: report.markdown_report(chosen, baseline, usd, usd_cpu, by=by, steps=steps),
-        file_name="attnscope-summary.md", mime="text/markdown", icon=":material/download:", key="dl_md",
+        "Markdown summary (for a PR comment)",
+        data=lambda: report.markdown_report(chosen, baseline, usd, usd_cpu, by=by, steps=steps),
+        file_name="attnscope-summary.md",
+        mime="text/markdown",
+        icon=":material/download:",
+        key="dl_md",
     )
 
 

@@ -45,10 +45,14 @@ def crossover_words(row: dict[str, Any]) -> str:
     if row["faster_from_seq"] is None:
         return f"{name}: not faster than naive at seq {row['max_seq']} ({_x(row['speedup_at_max_seq'])})"
     if row["crossover_seq"] is None:
-        return (f"{name}: faster than naive at every seq measured, from {row['faster_from_seq']} "
-                f"({_x(row['speedup_at_min_seq'])}) to {row['max_seq']} ({_x(row['speedup_at_max_seq'])})")
-    return (f"{name}: overtakes naive at seq ~{row['crossover_seq']:.0f} (faster from {row['faster_from_seq']}), "
-            f"{_x(row['speedup_at_max_seq'])} at {row['max_seq']}")
+        return (
+            f"{name}: faster than naive at every seq measured, from {row['faster_from_seq']} "
+            f"({_x(row['speedup_at_min_seq'])}) to {row['max_seq']} ({_x(row['speedup_at_max_seq'])})"
+        )
+    return (
+        f"{name}: overtakes naive at seq ~{row['crossover_seq']:.0f} (faster from {row['faster_from_seq']}), "
+        f"{_x(row['speedup_at_max_seq'])} at {row['max_seq']}"
+    )
 
 
 def memory_words(row: dict[str, Any]) -> str:
@@ -91,10 +95,21 @@ def e2e_rows(e2e: pl.DataFrame) -> Table:
             rows.append([r["phase"], r["variant"], r["status"], "-", "-", "-", "-"])
             continue
         share = "-" if r["attention_share"] is None else f"{r['attention_share'] * 100:.1f}%"
-        rows.append([r["phase"], r["variant"], _ms(r["step_ms"]), _ms(r["attention_ms"]), share,
-                     _x(r["speedup_vs_naive"]), _x(r["amdahl_predicted_speedup"])])
-    return (["phase", "variant", "step ms", "attention ms", "attention share", "measured speedup",
-             "Amdahl prediction"], rows)
+        rows.append(
+            [
+                r["phase"],
+                r["variant"],
+                _ms(r["step_ms"]),
+                _ms(r["attention_ms"]),
+                share,
+                _x(r["speedup_vs_naive"]),
+                _x(r["amdahl_predicted_speedup"]),
+            ]
+        )
+    return (
+        ["phase", "variant", "step ms", "attention ms", "attention share", "measured speedup", "Amdahl prediction"],
+        rows,
+    )
 
 
 def serve_rows(serve: pl.DataFrame) -> Table:
@@ -105,8 +120,15 @@ def serve_rows(serve: pl.DataFrame) -> Table:
             rows.append([r["variant"], r["status"], "-", "-", "-"])
             continue
         cost = "-" if r["usd_per_1m_tokens"] is None else f"${r['usd_per_1m_tokens']:.4f}"
-        rows.append([r["variant"], f"{r['tokens_per_s']:,.0f}", f"{r['padding_waste'] * 100:.1f}%",
-                     f"{int(r['tokens']):,}", cost])
+        rows.append(
+            [
+                r["variant"],
+                f"{r['tokens_per_s']:,.0f}",
+                f"{r['padding_waste'] * 100:.1f}%",
+                f"{int(r['tokens']):,}",
+                cost,
+            ]
+        )
     return (["batching", "tokens/s", "padding waste", "tokens", "$ per 1M tokens"], rows)
 
 
@@ -115,8 +137,7 @@ def dispatch_rows(dispatch: pl.DataFrame) -> Table:
     headers = ["dtype", "mask", "GQA", *[c.replace("d=", "head_dim ") for c in matrix.columns[3:]]]
     rows = []
     for r in matrix.iter_rows():
-        rows.append([r[0], r[1], "yes" if r[2] else "no",
-                     *[("MATH" if v == "math" else (v or "-")) for v in r[3:]]])
+        rows.append([r[0], r[1], "yes" if r[2] else "no", *[("MATH" if v == "math" else (v or "-")) for v in r[3:]]])
     return headers, rows
 
 
@@ -134,8 +155,10 @@ def findings(a: art.Article) -> list[str]:
         lines.append(
             f"dispatch: math ran in {math_cells.height} of {a.dispatch.height} cells "
             f"(the silent fallback){':' if math_cells.height else ''}"
-            + ", ".join(f" {r['dtype']} head_dim {r['head_dim']} {r['mask']}{' GQA' if r['gqa'] else ''}"
-                        for r in math_cells.head(8).iter_rows(named=True))
+            + ", ".join(
+                f" {r['dtype']} head_dim {r['head_dim']} {r['mask']}{' GQA' if r['gqa'] else ''}"
+                for r in math_cells.head(8).iter_rows(named=True)
+            )
             + (f" and {math_cells.height - 8} more" if math_cells.height > 8 else "")
         )
     if a.e2e is not None:
@@ -154,9 +177,12 @@ def findings(a: art.Article) -> list[str]:
 def _text_table(table: Table, indent: str = "    ") -> list[str]:
     headers, rows = table
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
-    fmt: Callable[[list[str]], str] = lambda cells: indent + "  ".join(  # noqa: E731
-        str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-    ).rstrip()
+    fmt: Callable[[list[str]], str] = lambda cells: (
+        indent
+        + "  ".join(  # noqa: E731
+            str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
+    )
     return [fmt(headers), *[fmt(r) for r in rows]]
 
 
@@ -198,8 +224,11 @@ def _md_table(table: Table) -> list[str]:
 
 def render_markdown(a: art.Article) -> str:
     """The Sweep section of a Markdown report."""
-    out = [f"## The article's measurements: {_md_cell(a.name)}"
-           + (f" ({_md_cell(a.device_name)})" if a.device_name else ""), ""]
+    out = [
+        f"## The article's measurements: {_md_cell(a.name)}"
+        + (f" ({_md_cell(a.device_name)})" if a.device_name else ""),
+        "",
+    ]
     out += [f"- {_md_cell(line)}" for line in findings(a)]
     if a.sweep is not None:
         for title, table in sweep_tables(a.sweep):
@@ -217,10 +246,12 @@ def _html_table(table: Table) -> str:
     headers, rows = table
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(
-            f"<td class=\"math\">{html.escape(str(c))}</td>" if c == "MATH" else f"<td>{html.escape(str(c))}</td>"
+        "<tr>"
+        + "".join(
+            f'<td class="math">{html.escape(str(c))}</td>' if c == "MATH" else f"<td>{html.escape(str(c))}</td>"
             for c in r
-        ) + "</tr>"
+        )
+        + "</tr>"
         for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -228,8 +259,11 @@ def _html_table(table: Table) -> str:
 
 def render_html(a: art.Article) -> str:
     """The Sweep section of an HTML report (tables only: no script, no figure)."""
-    parts = [f"<h2>The article's measurements: {html.escape(a.name)}"
-             + (f" ({html.escape(a.device_name)})" if a.device_name else "") + "</h2>"]
+    parts = [
+        f"<h2>The article's measurements: {html.escape(a.name)}"
+        + (f" ({html.escape(a.device_name)})" if a.device_name else "")
+        + "</h2>"
+    ]
     found = findings(a)
     if found:
         parts.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in found) + "</ul>")

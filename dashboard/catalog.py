@@ -141,7 +141,9 @@ def discover(
         for manifest in sorted(root.glob(f"*/{MANIFEST}")):
             add_collection(manifest.parent)
     groups: set[str] = set()
-    seen = {c.folder.resolve() for c in collections} | {f.source.path.parent.resolve() for f in failures if f.source.path}
+    seen = {c.folder.resolve() for c in collections} | {
+        f.source.path.parent.resolve() for f in failures if f.source.path
+    }
     for path in extra:
         path = Path(path)
         if path.is_dir() and (path / MANIFEST).is_file():
@@ -217,17 +219,23 @@ def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collect
                 k += 1
         why = outside(folder, folder / trace_name, trace_name)
         if why:
-            collection.refused.append(Failure(
-                Source(id=f"outside/{ident}", name=trace_name, path=folder / trace_name, collection=name),
-                f"{trace_name} (listed in {path}): {why}; not read",
-            ))
+            collection.refused.append(
+                Failure(
+                    Source(id=f"outside/{ident}", name=trace_name, path=folder / trace_name, collection=name),
+                    f"{trace_name} (listed in {path}): {why}; not read",
+                )
+            )
             continue
         ids.add(ident)
         variant = entry.get("variant")
         collection.sources.append(
             Source(
-                id=ident, name=trace_name, path=folder / trace_name, collection=name,
-                variant=str(variant) if variant else None, compiled=bool(entry.get("compiled")),
+                id=ident,
+                name=trace_name,
+                path=folder / trace_name,
+                collection=name,
+                variant=str(variant) if variant else None,
+                compiled=bool(entry.get("compiled")),
             )
         )
     return collection
@@ -479,8 +487,14 @@ def detached(trace: Trace) -> Trace:
     not copied) and its own analyses cache, for another thread to read while this one does:
     polars before 2.0 refuses to read a frame while another thread writes it out ("Already
     mutably borrowed", seen with polars 1.20 when the store's Parquet write ran beside the app)."""
-    return dataclasses.replace(trace, events=trace.events.clone(), flows=trace.flows.clone(), steps=trace.steps.clone(),
-                               memory=trace.memory.clone(), _analyses={})
+    return dataclasses.replace(
+        trace,
+        events=trace.events.clone(),
+        flows=trace.flows.clone(),
+        steps=trace.steps.clone(),
+        memory=trace.memory.clone(),
+        _analyses={},
+    )
 
 
 def store_parsed(cache: TraceCache, parsed: list[Parsed], evicted: list[StoredTrace] | None = None) -> None:
@@ -539,7 +553,9 @@ def open_all(
         except TraceError as exc:
             cache.failures[item.digest] = one_line(str(exc))
         except Exception as exc:  # an engine bug must not take the other runs down
-            cache.failures[item.digest] = f"{item.source.name}: could not be read ({type(exc).__name__}: {one_line(str(exc))})"
+            cache.failures[item.digest] = (
+                f"{item.source.name}: could not be read ({type(exc).__name__}: {one_line(str(exc))})"
+            )
         else:
             if cache.store is not None:  # its analyses are kept from the first draw on (the tables are stored after it)
                 trace._kept = kept.Kept(cache.store.root, item.digest)
@@ -685,7 +701,10 @@ def upload_limit(default: int, environ: dict[str, str] | None = None) -> tuple[i
     except ValueError:
         limit = 0
     if limit <= 0:
-        return default, f"{ENV_MAX_UPLOAD}={raw!r} is not a whole number of bytes above 0; uploads are limited to {format_bytes(default)}, the server's own limit"
+        return (
+            default,
+            f"{ENV_MAX_UPLOAD}={raw!r} is not a whole number of bytes above 0; uploads are limited to {format_bytes(default)}, the server's own limit",
+        )
     return limit, None
 
 
@@ -746,8 +765,13 @@ def run_sets(loaded: list[Run], root: Path = SAMPLE_ROOT) -> list[RunSet]:
         return members[0].source.collection is not None and path is not None and root in path.resolve().parents
 
     return [
-        RunSet(name, [r.source.id for r in members], bundled(members), any(r.trace.has_gpu for r in members),
-               all(bool(r.trace.collector.get("variant")) for r in members))
+        RunSet(
+            name,
+            [r.source.id for r in members],
+            bundled(members),
+            any(r.trace.has_gpu for r in members),
+            all(bool(r.trace.collector.get("variant")) for r in members),
+        )
         for name, members in sets.items()
     ]
 

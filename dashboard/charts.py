@@ -34,8 +34,26 @@ FAMILY_ORDER: tuple[str, ...] = tuple(FAMILY_COLORS)
 # Twenty distinguishable run colours: a run keeps its colour (its place among all loaded runs), so
 # the palette must outlast a bundled collection plus a few uploads before it repeats.
 RUN_COLORS: tuple[str, ...] = (
-    "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#79706e",
-    "#1f3a93", "#c05a00", "#2f6b2f", "#a4161a", "#2a9d8f", "#6a3d9a", "#b8860b", "#5c4033", "#d6336c", "#495057",
+    "#4c78a8",
+    "#f58518",
+    "#54a24b",
+    "#e45756",
+    "#72b7b2",
+    "#b279a2",
+    "#eeca3b",
+    "#9d755d",
+    "#ff9da6",
+    "#79706e",
+    "#1f3a93",
+    "#c05a00",
+    "#2f6b2f",
+    "#a4161a",
+    "#2a9d8f",
+    "#6a3d9a",
+    "#b8860b",
+    "#5c4033",
+    "#d6336c",
+    "#495057",
 )
 Colors = dict[str, str]  # run label -> colour
 HIDDEN_COLOR = "#d62728"
@@ -144,7 +162,9 @@ def _flat(runs: list[str]) -> bool:
     return len(runs) > FEW_RUNS
 
 
-def _facets(runs: list[str], modes: Modes | None, value: dict[str, float | None], descending: bool = False) -> list[tuple[str, list[str]]]:
+def _facets(
+    runs: list[str], modes: Modes | None, value: dict[str, float | None], descending: bool = False
+) -> list[tuple[str, list[str]]]:
     """The runs in facets by execution mode (MODE_ORDER, then runs of no known mode under ''),
     each sorted by `value` (ascending, or descending), runs without a value last."""
     groups: dict[str, list[str]] = {}
@@ -160,7 +180,9 @@ def _facets(runs: list[str], modes: Modes | None, value: dict[str, float | None]
     return [(mode, sorted(groups[mode], key=key)) for mode in sorted(groups, key=lambda m: rank.get(m, len(rank)))]
 
 
-def _facet_figure(facets: list[tuple[str, list[str]]], columns: tuple[str, ...] = ("",), shared_x: bool = True) -> go.Figure:
+def _facet_figure(
+    facets: list[tuple[str, list[str]]], columns: tuple[str, ...] = ("",), shared_x: bool = True
+) -> go.Figure:
     """Empty subplots, one row per facet (its height by its number of runs) and one column per
     entry of `columns` (titles), rows sharing their run axis; facet titles name the mode."""
     runs = sum(len(members) for _, members in facets)
@@ -170,15 +192,22 @@ def _facet_figure(facets: list[tuple[str, list[str]]], columns: tuple[str, ...] 
         for column in columns:
             titles.append(" · ".join(t for t in (mode if len(facets) > 1 or mode else "", column) if t))
     fig = make_subplots(
-        rows=len(facets), cols=len(columns), shared_yaxes=True, shared_xaxes="columns" if shared_x else False,
-        row_heights=[max(len(m), 1) for _, m in facets], vertical_spacing=min(0.3, FACET_PX / height),
-        horizontal_spacing=0.06, subplot_titles=titles,
+        rows=len(facets),
+        cols=len(columns),
+        shared_yaxes=True,
+        shared_xaxes="columns" if shared_x else False,
+        row_heights=[max(len(m), 1) for _, m in facets],
+        vertical_spacing=min(0.3, FACET_PX / height),
+        horizontal_spacing=0.06,
+        subplot_titles=titles,
     )
     for row, (_, members) in enumerate(facets, start=1):
         for col in range(1, len(columns) + 1):
             fig.update_yaxes(categoryorder="array", categoryarray=members, autorange="reversed", row=row, col=col)
     for note in fig.layout.annotations or ():  # facet titles at the left, above their rows
-        note.update(x=note.x - 0.5 / len(columns) + 0.005 if len(columns) > 1 else 0.0, xanchor="left", font={"size": 13})
+        note.update(
+            x=note.x - 0.5 / len(columns) + 0.005 if len(columns) > 1 else 0.0, xanchor="left", font={"size": 13}
+        )
     fig.update_layout(height=height)
     return fig
 
@@ -194,13 +223,32 @@ def _flat_layout(fig: go.Figure, title: str, axis: str, runs: int, facets: int, 
     fig.update_xaxes(title_text=axis, row=facets, col=1)
     fig.update_layout(margin={"l": 10, "r": 70, "t": 60, "b": 10 + below}, bargap=0.25)
     if legend:  # under the plot, every entry shown: it never scrolls, hides an entry nor covers the title
-        fig.update_layout(legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0.0,
-                                  "xanchor": "left", "x": 0, "traceorder": "normal"})
+        fig.update_layout(
+            legend={
+                "orientation": "h",
+                "yref": "container",
+                "yanchor": "bottom",
+                "y": 0.0,
+                "xanchor": "left",
+                "x": 0,
+                "traceorder": "normal",
+            }
+        )
     return fig
 
 
-def _flat_stacked(table: pl.DataFrame, runs: list[str], part: str, value: str, colors: dict[str, str], modes: Modes | None,
-                  title: str, axis: str, hover: str, fmt=None) -> go.Figure:
+def _flat_stacked(
+    table: pl.DataFrame,
+    runs: list[str],
+    part: str,
+    value: str,
+    colors: dict[str, str],
+    modes: Modes | None,
+    title: str,
+    axis: str,
+    hover: str,
+    fmt=None,
+) -> go.Figure:
     """Flat bars stacked by `part` (family, copy class), one row per run sorted by its total,
     faceted by mode; the total written beside each bar; the legend in one row above the plot."""
     totals = table.group_by("run").agg(pl.col(value).sum())
@@ -216,15 +264,32 @@ def _flat_stacked(table: pl.DataFrame, runs: list[str], part: str, value: str, c
             if not any(values.get(r) for r in members):
                 continue
             fig.add_trace(
-                go.Bar(name=name, y=members, x=[values.get(r, 0.0) for r in members], orientation="h", marker_color=colors[name],
-                       legendgroup=name, showlegend=name not in {t.name for t in fig.data},
-                       hovertemplate="%{y}<br>" + plain(name) + ": %{x:.4g} " + hover + "<extra></extra>"),
-                row=row, col=1,
+                go.Bar(
+                    name=name,
+                    y=members,
+                    x=[values.get(r, 0.0) for r in members],
+                    orientation="h",
+                    marker_color=colors[name],
+                    legendgroup=name,
+                    showlegend=name not in {t.name for t in fig.data},
+                    hovertemplate="%{y}<br>" + plain(name) + ": %{x:.4g} " + hover + "<extra></extra>",
+                ),
+                row=row,
+                col=1,
             )
         fig.add_trace(
-            go.Scatter(y=members, x=[total.get(r, 0.0) for r in members], mode="text", text=[" " + fmt(total.get(r, 0.0)) for r in members],
-                       textposition="middle right", showlegend=False, hoverinfo="skip", cliponaxis=False),
-            row=row, col=1,
+            go.Scatter(
+                y=members,
+                x=[total.get(r, 0.0) for r in members],
+                mode="text",
+                text=[" " + fmt(total.get(r, 0.0)) for r in members],
+                textposition="middle right",
+                showlegend=False,
+                hoverinfo="skip",
+                cliponaxis=False,
+            ),
+            row=row,
+            col=1,
         )
     fig.update_layout(barmode="stack")
     return _flat_layout(fig, title, axis, len(runs), len(facets), legend=True)
@@ -236,8 +301,17 @@ def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str, m
     More than FEW_RUNS runs: flat bars sorted by total, faceted by `modes` (run -> mode)."""
     if _flat(runs):
         present = sorted(set(families["family"].to_list()), key=_family_rank)
-        return _flat_stacked(families, runs, "family", "count_per_step", {f: family_color(f) for f in present}, modes,
-                             f"Device work per step ({unit}), by kernel family", f"{unit} per step", "per step")
+        return _flat_stacked(
+            families,
+            runs,
+            "family",
+            "count_per_step",
+            {f: family_color(f) for f in present},
+            modes,
+            f"Device work per step ({unit}), by kernel family",
+            f"{unit} per step",
+            "per step",
+        )
     fig = go.Figure()
     present = sorted(set(families["family"].to_list()), key=_family_rank)
     for family in present:
@@ -245,7 +319,10 @@ def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str, m
         values = dict(zip(part["run"].to_list(), part["count_per_step"].to_list()))
         fig.add_trace(
             go.Bar(
-                name=family, x=runs, y=[values.get(r, 0.0) for r in runs], marker_color=family_color(family),
+                name=family,
+                x=runs,
+                y=[values.get(r, 0.0) for r in runs],
+                marker_color=family_color(family),
                 hovertemplate="%{x}<br>" + plain(family) + ": %{y:.3g} per step<extra></extra>",
             )
         )
@@ -253,8 +330,13 @@ def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str, m
     total = dict(zip(totals["run"].to_list(), totals["count_per_step"].to_list()))
     fig.add_trace(
         go.Scatter(
-            x=runs, y=[total.get(r, 0.0) for r in runs], mode="text", text=[_format_count(total.get(r, 0.0)) for r in runs],
-            textposition="top center", showlegend=False, hoverinfo="skip",
+            x=runs,
+            y=[total.get(r, 0.0) for r in runs],
+            mode="text",
+            text=[_format_count(total.get(r, 0.0)) for r in runs],
+            textposition="top center",
+            showlegend=False,
+            hoverinfo="skip",
         )
     )
     fig.update_layout(barmode="stack")
@@ -262,7 +344,9 @@ def work_by_family_stacked(families: pl.DataFrame, runs: list[str], unit: str, m
     return _base_layout(fig, f"Device work per step ({unit}), by kernel family")
 
 
-def family_grouped(families: pl.DataFrame, runs: list[str], value: str, colors: Colors | None = None, modes: Modes | None = None) -> go.Figure:
+def family_grouped(
+    families: pl.DataFrame, runs: list[str], value: str, colors: Colors | None = None, modes: Modes | None = None
+) -> go.Figure:
     """Per kernel family, one bar per run. value: 'count' (count_per_step) or 'time' (us_per_step).
     `colors`: run label -> colour (see run_colors). More than FEW_RUNS runs: one flat bar per run
     stacked by family (family colours), sorted by total, faceted by `modes`."""
@@ -273,15 +357,28 @@ def family_grouped(families: pl.DataFrame, runs: list[str], value: str, colors: 
     )
     present = sorted(set(families["family"].to_list()), key=_family_rank)
     if _flat(runs):
-        return _flat_stacked(families, runs, "family", column, {f: family_color(f) for f in present}, modes, title, axis,
-                             axis, fmt=_format_count if value == "count" else (lambda v: format_us(v)))
+        return _flat_stacked(
+            families,
+            runs,
+            "family",
+            column,
+            {f: family_color(f) for f in present},
+            modes,
+            title,
+            axis,
+            axis,
+            fmt=_format_count if value == "count" else (lambda v: format_us(v)),
+        )
     fig = go.Figure()
     for run, color in zip(runs, run_colors(runs, colors)):
         part = families.filter(pl.col("run") == run)
         values = dict(zip(part["family"].to_list(), part[column].to_list()))
         fig.add_trace(
             go.Bar(
-                name=run, x=present, y=[values.get(f, 0.0) for f in present], marker_color=color,
+                name=run,
+                x=present,
+                y=[values.get(f, 0.0) for f in present],
+                marker_color=color,
                 hovertemplate=plain(run) + "<br>%{x}: %{y:.4g} " + axis + "<extra></extra>",
             )
         )
@@ -290,8 +387,14 @@ def family_grouped(families: pl.DataFrame, runs: list[str], value: str, colors: 
     return _base_layout(fig, title)
 
 
-def step_time_bars(speed: pl.DataFrame, log: bool = False, colors: Colors | None = None, title: str = "",
-                   modes: Modes | None = None, baseline: str | None = None) -> go.Figure:
+def step_time_bars(
+    speed: pl.DataFrame,
+    log: bool = False,
+    colors: Colors | None = None,
+    title: str = "",
+    modes: Modes | None = None,
+    baseline: str | None = None,
+) -> go.Figure:
     """Median time per step with its p10-p90 spread as error bars; each bar's value is written
     above its whisker, so the two never cover each other. `speed`: speed.speed_table. `log`:
     logarithmic y axis, for runs that differ by orders of magnitude. `colors`: run -> colour.
@@ -306,7 +409,10 @@ def step_time_bars(speed: pl.DataFrame, log: bool = False, colors: Colors | None
     high = [p - m for m, p in zip(median, p90)]
     fig = go.Figure(
         go.Bar(
-            x=runs, y=median, marker_color=run_colors(runs, colors), showlegend=False,
+            x=runs,
+            y=median,
+            marker_color=run_colors(runs, colors),
+            showlegend=False,
             error_y={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "color": "#444"},
             customdata=list(zip(speed["p10_us"].to_list(), p90, speed["time_source"].to_list())),
             hovertemplate="%{x}<br>median %{y:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>",
@@ -314,11 +420,21 @@ def step_time_bars(speed: pl.DataFrame, log: bool = False, colors: Colors | None
     )
     fig.add_trace(
         go.Scatter(
-            x=runs, y=[max(m, p) if p == p else m for m, p in zip(median, p90)], mode="text",
-            text=[format_us(m) for m in median], textposition="top center", cliponaxis=False, showlegend=False, hoverinfo="skip",
+            x=runs,
+            y=[max(m, p) if p == p else m for m, p in zip(median, p90)],
+            mode="text",
+            text=[format_us(m) for m in median],
+            textposition="top center",
+            cliponaxis=False,
+            showlegend=False,
+            hoverinfo="skip",
         )
     )
-    fig.update_yaxes(title_text="µs per step (median; whiskers: p10 to p90)", type="log" if log else "linear", rangemode="normal" if log else "tozero")
+    fig.update_yaxes(
+        title_text="µs per step (median; whiskers: p10 to p90)",
+        type="log" if log else "linear",
+        rangemode="normal" if log else "tozero",
+    )
     tops = [max(m, p) if p == p else m for m, p in zip(median, p90) if m == m]
     if tops and not log:  # head room, so the labels above the tallest whisker stay inside the plot
         fig.update_yaxes(range=[0, max(tops) * 1.18 or 1.0])
@@ -334,24 +450,50 @@ def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | N
         p10 = [rows[r]["p10_us"] for r in members]
         p90 = [rows[r]["p90_us"] for r in members]
         fig.add_trace(
-            go.Bar(y=members, x=median, orientation="h", showlegend=False,
-                   marker={"color": [BASELINE_COLOR if r == baseline else FLAT_COLOR for r in members],
-                           "pattern": {"shape": ["/" if r == baseline else "" for r in members]}},
-                   error_x={"type": "data", "symmetric": False, "array": [(b - m) if b == b and m == m else 0 for m, b in zip(median, p90)],
-                            "arrayminus": [(m - a) if a == a and m == m else 0 for m, a in zip(median, p10)], "color": "#444"},
-                   customdata=[[a, b, rows[r]["time_source"]] for r, a, b in zip(members, p10, p90)],
-                   hovertemplate="%{y}<br>median %{x:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>"),
-            row=row, col=1,
+            go.Bar(
+                y=members,
+                x=median,
+                orientation="h",
+                showlegend=False,
+                marker={
+                    "color": [BASELINE_COLOR if r == baseline else FLAT_COLOR for r in members],
+                    "pattern": {"shape": ["/" if r == baseline else "" for r in members]},
+                },
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [(b - m) if b == b and m == m else 0 for m, b in zip(median, p90)],
+                    "arrayminus": [(m - a) if a == a and m == m else 0 for m, a in zip(median, p10)],
+                    "color": "#444",
+                },
+                customdata=[[a, b, rows[r]["time_source"]] for r, a, b in zip(members, p10, p90)],
+                hovertemplate="%{y}<br>median %{x:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>",
+            ),
+            row=row,
+            col=1,
         )
         fig.add_trace(
-            go.Scatter(y=members, x=[max(m, b) if b == b else m for m, b in zip(median, p90)], mode="text", cliponaxis=False,
-                       text=[" " + format_us(m) + (" · baseline" if r == baseline else "") for r, m in zip(members, median)],
-                       textposition="middle right", showlegend=False, hoverinfo="skip"),
-            row=row, col=1,
+            go.Scatter(
+                y=members,
+                x=[max(m, b) if b == b else m for m, b in zip(median, p90)],
+                mode="text",
+                cliponaxis=False,
+                text=[" " + format_us(m) + (" · baseline" if r == baseline else "") for r, m in zip(members, median)],
+                textposition="middle right",
+                showlegend=False,
+                hoverinfo="skip",
+            ),
+            row=row,
+            col=1,
         )
     fig.update_xaxes(type="log" if log else "linear", rangemode="normal" if log else "tozero")
-    return _flat_layout(fig, title or "Median time per step, with spread (fastest first)", "µs per step (median; whiskers: p10 to p90)",
-                        len(rows), len(facets))
+    return _flat_layout(
+        fig,
+        title or "Median time per step, with spread (fastest first)",
+        "µs per step (median; whiskers: p10 to p90)",
+        len(rows),
+        len(facets),
+    )
 
 
 def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False, modes: Modes | None = None) -> go.Figure:
@@ -361,47 +503,81 @@ def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False, modes: M
     runs = speed["run"].to_list()
     values = speed["speedup"].to_list()
     related = speed["relation"].to_list() if "relation" in speed.columns else [None] * len(runs)
-    colors = [BASELINE_COLOR if r == baseline else (FASTER_COLOR if (v or 0) >= 1 else SLOWER_COLOR) for r, v in zip(runs, values)]
+    colors = [
+        BASELINE_COLOR if r == baseline else (FASTER_COLOR if (v or 0) >= 1 else SLOWER_COLOR)
+        for r, v in zip(runs, values)
+    ]
     text = _speedup_text(runs, values, related, baseline)
     if _flat(runs):
         return _flat_speedup(runs, values, text, colors, baseline, log, modes)
     fig = go.Figure(
         go.Bar(
-            x=runs, y=values, marker_color=colors, text=text, textposition="outside", cliponaxis=False,
+            x=runs,
+            y=values,
+            marker_color=colors,
+            text=text,
+            textposition="outside",
+            cliponaxis=False,
             hovertemplate="%{x}: %{y:.3g}× the baseline's speed<extra></extra>",
         )
     )
     fig.add_hline(y=1.0, line_dash="dash", line_color="#444")
-    fig.update_yaxes(title_text="speedup (baseline time / run time)", type="log" if log else "linear", rangemode="normal" if log else "tozero")
+    fig.update_yaxes(
+        title_text="speedup (baseline time / run time)",
+        type="log" if log else "linear",
+        rangemode="normal" if log else "tozero",
+    )
     return _base_layout(fig, f"Speedup against {baseline} (above 1 = faster)")
 
 
-def _flat_speedup(runs: list[str], values: list, text: list[str], colors: list[str], baseline: str, log: bool, modes: Modes | None) -> go.Figure:
+def _flat_speedup(
+    runs: list[str], values: list, text: list[str], colors: list[str], baseline: str, log: bool, modes: Modes | None
+) -> go.Figure:
     by = {r: (v, t, c) for r, v, t, c in zip(runs, values, text, colors)}
     facets = _facets(runs, modes, {r: v for r, v in zip(runs, values)}, descending=True)
     fig = _facet_figure(facets)
     for row, (_, members) in enumerate(facets, start=1):
         fig.add_trace(
-            go.Bar(y=members, x=[by[r][0] for r in members], orientation="h", marker_color=[by[r][2] for r in members],
-                   marker_pattern_shape=["/" if r == baseline else "" for r in members],
-                   text=[by[r][1] for r in members], textposition="outside", cliponaxis=False, showlegend=False,
-                   hovertemplate="%{y}: %{x:.3g}× the baseline's speed<extra></extra>"),
-            row=row, col=1,
+            go.Bar(
+                y=members,
+                x=[by[r][0] for r in members],
+                orientation="h",
+                marker_color=[by[r][2] for r in members],
+                marker_pattern_shape=["/" if r == baseline else "" for r in members],
+                text=[by[r][1] for r in members],
+                textposition="outside",
+                cliponaxis=False,
+                showlegend=False,
+                hovertemplate="%{y}: %{x:.3g}× the baseline's speed<extra></extra>",
+            ),
+            row=row,
+            col=1,
         )
         fig.add_vline(x=1.0, line_dash="dash", line_color="#444", row=row, col=1)
     fig.update_xaxes(type="log" if log else "linear", rangemode="normal" if log else "tozero")
     top = max((v for v in values if v is not None and v == v), default=1.0)
     if not log:  # room for the labels beside the longest bar
         fig.update_xaxes(range=[0, top * 1.35])
-    return _flat_layout(fig, f"Speedup against {baseline} (right of 1 = faster)", "speedup (baseline time / run time)", len(runs), len(facets))
+    return _flat_layout(
+        fig,
+        f"Speedup against {baseline} (right of 1 = faster)",
+        "speedup (baseline time / run time)",
+        len(runs),
+        len(facets),
+    )
 
 
 def _speedup_text(runs: list[str], values: list, related: list, baseline: str) -> list[str]:
     """Each speedup bar's label: 'baseline', the relation when there is no speedup, else 'N× faster/slower'."""
     return [
-        "baseline" if r == baseline else (
-            (rel or "no speedup") if v is None or v <= 0 else
-            (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower") + (" (cross-device)" if rel == "cross-device" else ""))
+        "baseline"
+        if r == baseline
+        else (
+            (rel or "no speedup")
+            if v is None or v <= 0
+            else (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower")
+            + (" (cross-device)" if rel == "cross-device" else "")
+        )
         for r, v, rel in zip(runs, values, related)
     ]
 
@@ -421,19 +597,35 @@ def throughput_bars(speed: pl.DataFrame, colors: Colors | None = None, modes: Mo
     palette = dict(zip(every, run_colors(every, colors)))
     colors = [palette[r] for r in runs]
     fig.add_trace(
-        go.Bar(x=runs, y=known["tokens_per_s"].to_list(), marker_color=colors, showlegend=False,
-               text=[f"{v:,.0f}" for v in known["tokens_per_s"].to_list()], textposition="outside", cliponaxis=False,
-               hovertemplate="%{x}: %{y:,.0f} tokens/s<extra></extra>"),
-        row=1, col=1,
+        go.Bar(
+            x=runs,
+            y=known["tokens_per_s"].to_list(),
+            marker_color=colors,
+            showlegend=False,
+            text=[f"{v:,.0f}" for v in known["tokens_per_s"].to_list()],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{x}: %{y:,.0f} tokens/s<extra></extra>",
+        ),
+        row=1,
+        col=1,
     )
     cost = known["usd_per_mtok"].to_list()
     if not priced:  # no price for these runs: no empty cost panel
         return _base_layout(fig, "Throughput")
     fig.add_trace(
-        go.Bar(x=runs, y=cost, marker_color=colors, showlegend=False,
-               text=["" if v is None else format_usd(v) for v in cost], textposition="outside", cliponaxis=False,
-               hovertemplate="%{x}: $%{y:.4g} per million tokens<extra></extra>"),
-        row=1, col=2,
+        go.Bar(
+            x=runs,
+            y=cost,
+            marker_color=colors,
+            showlegend=False,
+            text=["" if v is None else format_usd(v) for v in cost],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{x}: $%{y:.4g} per million tokens<extra></extra>",
+        ),
+        row=1,
+        col=2,
     )
     fig.update_yaxes(tickprefix="$", tickformat=".3~r", row=1, col=2)
     return _base_layout(fig, "Throughput and cost")
@@ -456,14 +648,38 @@ def _flat_throughput(known: pl.DataFrame, priced: bool, titles: tuple[str, str],
     fig = _facet_figure(facets, columns, shared_x=True)
     for row, (_, members) in enumerate(facets, start=1):
         tps = [rows[r]["tokens_per_s"] for r in members]
-        fig.add_trace(go.Bar(y=members, x=tps, orientation="h", marker_color=FLAT_COLOR, showlegend=False,
-                             text=[f"{v / 1e6:,.3g} M" if v >= 1e6 else f"{v:,.0f}" for v in tps], textposition="outside", cliponaxis=False,
-                             hovertemplate="%{y}: %{x:,.0f} tokens/s<extra></extra>"), row=row, col=1)
+        fig.add_trace(
+            go.Bar(
+                y=members,
+                x=tps,
+                orientation="h",
+                marker_color=FLAT_COLOR,
+                showlegend=False,
+                text=[f"{v / 1e6:,.3g} M" if v >= 1e6 else f"{v:,.0f}" for v in tps],
+                textposition="outside",
+                cliponaxis=False,
+                hovertemplate="%{y}: %{x:,.0f} tokens/s<extra></extra>",
+            ),
+            row=row,
+            col=1,
+        )
         if priced:
             cost = [rows[r]["usd_per_mtok"] for r in members]
-            fig.add_trace(go.Bar(y=members, x=cost, orientation="h", marker_color="#b279a2", showlegend=False,
-                                 text=[format_usd(v) for v in cost], textposition="outside", cliponaxis=False,
-                                 hovertemplate="%{y}: $%{x:.4g} per million tokens<extra></extra>"), row=row, col=2)
+            fig.add_trace(
+                go.Bar(
+                    y=members,
+                    x=cost,
+                    orientation="h",
+                    marker_color="#b279a2",
+                    showlegend=False,
+                    text=[format_usd(v) for v in cost],
+                    textposition="outside",
+                    cliponaxis=False,
+                    hovertemplate="%{y}: $%{x:.4g} per million tokens<extra></extra>",
+                ),
+                row=row,
+                col=2,
+            )
     fig.update_xaxes(tickformat=".3~s", col=1)
     if priced:
         fig.update_xaxes(tickprefix="$", tickformat=".3~r", col=2)
@@ -492,21 +708,45 @@ def copy_time_bars(groups: pl.DataFrame, runs: list[str], modes: Modes | None = 
     present = set(groups["copy_class"].to_list()) if "copy_class" in groups.columns else set()
     classes = [c for c in COPY_CLASS_COLORS if c in present] + sorted(c for c in present - set(COPY_CLASS_COLORS) if c)
     if _flat(runs) and classes:
-        named = groups.with_columns(pl.col("copy_class").replace_strict(
-            {c: COPY_CLASS_COLORS.get(c, (c, ""))[0] for c in classes}, default=pl.col("copy_class")).alias("class_name"))
-        return _flat_stacked(named, runs, "class_name", "us_per_step",
-                             {COPY_CLASS_COLORS.get(c, (c, ""))[0]: COPY_CLASS_COLORS.get(c, (c, FAMILY_COLORS["other"]))[1] for c in classes},
-                             modes, "Time spent copying per step", "copy time, µs per step", "µs per step", fmt=lambda v: format_us(v))
+        named = groups.with_columns(
+            pl.col("copy_class")
+            .replace_strict({c: COPY_CLASS_COLORS.get(c, (c, ""))[0] for c in classes}, default=pl.col("copy_class"))
+            .alias("class_name")
+        )
+        return _flat_stacked(
+            named,
+            runs,
+            "class_name",
+            "us_per_step",
+            {
+                COPY_CLASS_COLORS.get(c, (c, ""))[0]: COPY_CLASS_COLORS.get(c, (c, FAMILY_COLORS["other"]))[1]
+                for c in classes
+            },
+            modes,
+            "Time spent copying per step",
+            "copy time, µs per step",
+            "µs per step",
+            fmt=lambda v: format_us(v),
+        )
     for copy_class in classes or ["hidden"]:
         name, color = COPY_CLASS_COLORS.get(copy_class, (copy_class, FAMILY_COLORS["other"]))
-        part = groups.filter(pl.col("copy_class") == copy_class).group_by("run").agg(pl.col("us_per_step").sum(), pl.col("per_step").sum())
+        part = (
+            groups.filter(pl.col("copy_class") == copy_class)
+            .group_by("run")
+            .agg(pl.col("us_per_step").sum(), pl.col("per_step").sum())
+        )
         us = dict(zip(part["run"].to_list(), part["us_per_step"].to_list()))
         count = dict(zip(part["run"].to_list(), part["per_step"].to_list()))
         fig.add_trace(
             go.Bar(
-                name=name, x=runs, y=[us.get(r, 0.0) for r in runs], marker_color=color,
+                name=name,
+                x=runs,
+                y=[us.get(r, 0.0) for r in runs],
+                marker_color=color,
                 customdata=[count.get(r, 0.0) for r in runs],
-                hovertemplate="%{x}: %{y:.4g} µs per step in %{customdata:.3g} copies<extra>" + plain(name) + "</extra>",
+                hovertemplate="%{x}: %{y:.4g} µs per step in %{customdata:.3g} copies<extra>"
+                + plain(name)
+                + "</extra>",
             )
         )
     fig.update_layout(barmode="stack")
@@ -514,7 +754,9 @@ def copy_time_bars(groups: pl.DataFrame, runs: list[str], modes: Modes | None = 
     return _base_layout(fig, "Time spent copying per step", height=320)
 
 
-def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str, color_a: str | None = None, color_b: str | None = None) -> go.Figure:
+def family_diff_bars(
+    diff: pl.DataFrame, label_a: str, label_b: str, color_a: str | None = None, color_b: str | None = None
+) -> go.Figure:
     """Time by kernel family in the two compared steps. `diff`: diff.family_time_diff (ns);
     `color_a`/`color_b`: the two runs' colours (distinct ones are used when they are the same)."""
     ordered = diff.sort(pl.col("family").map_elements(_family_rank, return_dtype=pl.Int64))
@@ -525,7 +767,10 @@ def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str, color_a: st
     for side, label, color in (("a", label_a, color_a), ("b", label_b, color_b)):
         fig.add_trace(
             go.Bar(
-                name=label, x=families, y=[v / 1000.0 for v in ordered[f"{side}_ns"].to_list()], marker_color=color,
+                name=label,
+                x=families,
+                y=[v / 1000.0 for v in ordered[f"{side}_ns"].to_list()],
+                marker_color=color,
                 customdata=ordered[f"{side}_count"].to_list(),
                 hovertemplate=plain(label) + "<br>%{x}: %{y:.4g} µs in %{customdata} units<extra></extra>",
             )
@@ -534,7 +779,9 @@ def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str, color_a: st
     fig.update_yaxes(title_text="µs in the step")
     _base_layout(fig, "Time by kernel family in the two steps", height=340)
     # the two step names are long: legend above the plot, not beside it squeezing the bars
-    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0}, margin={"t": 80})
+    fig.update_layout(
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0}, margin={"t": 80}
+    )
     return fig
 
 
@@ -602,7 +849,8 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
     high = float(points["intensity"].max())
     roofs = (
         points.filter(pl.col("peak_tflops").is_not_null() & pl.col("peak_tbps").is_not_null())
-        .select("device", "dtype", "peak_tflops", "peak_tbps").unique(maintain_order=True)
+        .select("device", "dtype", "peak_tflops", "peak_tbps")
+        .unique(maintain_order=True)
     )
     for roof in roofs.iter_rows(named=True):
         high = max(high, roof["peak_tflops"] / roof["peak_tbps"])
@@ -613,7 +861,11 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
         name = f"{roof['device']} {dtype} roof".replace("  ", " ")
         fig.add_trace(
             go.Scatter(
-                x=xs.tolist(), y=np.minimum(peak, xs * bw).tolist(), mode="lines", name=name, line={"color": ROOF_COLORS[i % len(ROOF_COLORS)], "dash": "dash", "width": 1.5},
+                x=xs.tolist(),
+                y=np.minimum(peak, xs * bw).tolist(),
+                mode="lines",
+                name=name,
+                line={"color": ROOF_COLORS[i % len(ROOF_COLORS)], "dash": "dash", "width": 1.5},
                 hovertemplate=f"{plain(name)}<br>compute roof {peak:,.4g} TFLOP/s, bandwidth {bw:.4g} TB/s<br>ridge at {peak / bw:,.4g} FLOP/byte"
                 "<br>at %{x:.4g} FLOP/byte: %{y:.4g} TFLOP/s<extra></extra>",
             )
@@ -631,20 +883,32 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
             per = "call" if measure == "attention ops" else "step"
             custom = [
                 [
-                    (r["name"] or "")[:NAME_CHARS], r["shape"] or "shape from the collector", r["backend"] or "—", r["device"] or "—",
-                    "no roofline for this device" if r["pct_of_roofline"] is None else f"{r['pct_of_roofline']:.3g}% of the roof at its intensity ({r['bound']}-bound)",
-                    r["count"] or 0, r["mean_us"] if r["mean_us"] is not None else float("nan"), r["tbps"] if r["tbps"] is not None else float("nan"),
+                    (r["name"] or "")[:NAME_CHARS],
+                    r["shape"] or "shape from the collector",
+                    r["backend"] or "—",
+                    r["device"] or "—",
+                    "no roofline for this device"
+                    if r["pct_of_roofline"] is None
+                    else f"{r['pct_of_roofline']:.3g}% of the roof at its intensity ({r['bound']}-bound)",
+                    r["count"] or 0,
+                    r["mean_us"] if r["mean_us"] is not None else float("nan"),
+                    r["tbps"] if r["tbps"] is not None else float("nan"),
                     _bytes_words(r["bytes"] if has_bytes else None),
                 ]
                 for r in part.iter_rows(named=True)
             ]
             fig.add_trace(
                 go.Scatter(
-                    x=part["intensity"].to_list(), y=part["tflops"].to_list(), mode="markers",
-                    name=f"{run} ({measure})", legendgroup=run, showlegend=not many,
+                    x=part["intensity"].to_list(),
+                    y=part["tflops"].to_list(),
+                    mode="markers",
+                    name=f"{run} ({measure})",
+                    legendgroup=run,
+                    showlegend=not many,
                     marker={"color": palette[run], "symbol": symbol, "size": 12, "line": {"color": "#222", "width": 1}},
                     customdata=custom,
-                    hovertemplate=f"<b>{plain(run)}</b> · {plain(measure)}<br>" + "%{customdata[0]}<br>%{customdata[1]} · backend %{customdata[2]}<br>"
+                    hovertemplate=f"<b>{plain(run)}</b> · {plain(measure)}<br>"
+                    + "%{customdata[0]}<br>%{customdata[1]} · backend %{customdata[2]}<br>"
                     f"%{{customdata[8]}} a {per}: the {OWN_BYTES}<br>"
                     "%{customdata[3]}: %{y:.4g} TFLOP/s, %{customdata[7]:.3g} TB/s at %{x:.4g} FLOP/byte<br>%{customdata[4]}<br>"
                     "%{customdata[5]} × %{customdata[6]:.4g} µs<extra></extra>",
@@ -654,20 +918,51 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
         middle = (np.log10(xs[0]) + np.log10(xs[-1])) / 2
         for x, y, label in _cluster_labels(points):
             left = np.log10(x) > middle  # right half: the text runs leftwards, so it stays inside the plot
-            fig.add_trace(go.Scatter(x=[x / 1.15 if left else x * 1.15], y=[y], mode="text", text=[label], showlegend=False,
-                                     textposition="middle left" if left else "middle right", hoverinfo="skip",
-                                     textfont={"size": 10, "color": "#444"}, name=label))
+            fig.add_trace(
+                go.Scatter(
+                    x=[x / 1.15 if left else x * 1.15],
+                    y=[y],
+                    mode="text",
+                    text=[label],
+                    showlegend=False,
+                    textposition="middle left" if left else "middle right",
+                    hoverinfo="skip",
+                    textfont={"size": 10, "color": "#444"},
+                    name=label,
+                )
+            )
         for measure in [m for m in MEASURE_SYMBOLS if m in measures_drawn]:
-            fig.add_trace(go.Scatter(
-                x=[None], y=[None], mode="markers", name=MEASURE_KEYS[measure], hoverinfo="skip",
-                marker={"color": "#bbbbbb", "symbol": MEASURE_SYMBOLS[measure], "size": 11, "line": {"color": "#222", "width": 1}},
-            ))
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    name=MEASURE_KEYS[measure],
+                    hoverinfo="skip",
+                    marker={
+                        "color": "#bbbbbb",
+                        "symbol": MEASURE_SYMBOLS[measure],
+                        "size": 11,
+                        "line": {"color": "#222", "width": 1},
+                    },
+                )
+            )
     # powers of ten only: plotly's default log ticks label 2 and 5 of each decade ("1000, 5, 2, 100")
-    fig.update_xaxes(type="log", title_text="FLOP per byte its own kernels move (from the recorded shapes)", showgrid=True,
-                     gridcolor="#eee", dtick=1, tickformat=",~g")
-    fig.update_yaxes(type="log", title_text="achieved TFLOP/s", showgrid=True, gridcolor="#eee", dtick=1, tickformat=",~g")
+    fig.update_xaxes(
+        type="log",
+        title_text="FLOP per byte its own kernels move (from the recorded shapes)",
+        showgrid=True,
+        gridcolor="#eee",
+        dtick=1,
+        tickformat=",~g",
+    )
+    fig.update_yaxes(
+        type="log", title_text="achieved TFLOP/s", showgrid=True, gridcolor="#eee", dtick=1, tickformat=",~g"
+    )
     _base_layout(fig, "Attention on the roofline (log-log): each point at the bytes its own kernels move", height=460)
-    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.24, "xanchor": "left", "x": 0}, margin={"b": 40})
+    fig.update_layout(
+        legend={"orientation": "h", "yanchor": "top", "y": -0.24, "xanchor": "left", "x": 0}, margin={"b": 40}
+    )
     return fig
 
 
@@ -680,6 +975,7 @@ def _dtype_word(dtype: str | None) -> str:
 
 def lane_order(lanes: list[str]) -> list[str]:
     """GPU streams first (by device, stream), then CPU threads by nesting depth (numeric)."""
+
     def key(lane: str) -> tuple:
         gpu = GPU_LANE.match(lane)
         if gpu:
@@ -696,7 +992,9 @@ def _natural(text: str) -> tuple[int, str]:
     return (int(text), "") if text.lstrip("-").isdigit() else (1 << 62, text)
 
 
-def merge_small_events(tl: pl.DataFrame, max_events: int = TIMELINE_MAX_EVENTS, pixels: int = TIMELINE_PIXELS) -> pl.DataFrame:
+def merge_small_events(
+    tl: pl.DataFrame, max_events: int = TIMELINE_MAX_EVENTS, pixels: int = TIMELINE_PIXELS
+) -> pl.DataFrame:
     """Level of detail for drawing: when a timeline holds more than `max_events` events, events
     shorter than one of `pixels` screen columns are merged per lane and column into one block,
     named '<n> short events' and coloured by the family with the most time in it. Longer events
@@ -712,13 +1010,20 @@ def merge_small_events(tl: pl.DataFrame, max_events: int = TIMELINE_MAX_EVENTS, 
         .with_columns((pl.col("start_us") / width).floor().cast(pl.Int64).alias("_col"))
         .group_by("lane", "lane_kind", "_col")
         .agg(
-            pl.col("start_us").min(), pl.col("end_us").max(), pl.col("dur_us").sum(),
+            pl.col("start_us").min(),
+            pl.col("end_us").max(),
+            pl.col("dur_us").sum(),
             pl.col("family").sort_by("dur_us", descending=True, maintain_order=True).first(),
             pl.len().cast(pl.Int64).alias("merged"),
-            pl.col("name").first().alias("_first"), pl.col("cat").first(), pl.col("id").first(),
+            pl.col("name").first().alias("_first"),
+            pl.col("cat").first(),
+            pl.col("id").first(),
         )
         .with_columns(
-            pl.when(pl.col("merged") > 1).then(pl.format("{} short events", pl.col("merged"))).otherwise(pl.col("_first")).alias("name")
+            pl.when(pl.col("merged") > 1)
+            .then(pl.format("{} short events", pl.col("merged")))
+            .otherwise(pl.col("_first"))
+            .alias("name")
         )
         .sort("lane", "_col")  # a group_by's groups come in no fixed order
         .select(tl.columns + ["merged"])
@@ -740,7 +1045,10 @@ def timeline_pair(
     lane_px = (height - 170) / (rows_a + rows_b)
     label_every = max(1, int(np.ceil(LABEL_PX / lane_px)))  # many threads: label every n-th lane, never overlapping
     fig = make_subplots(
-        rows=2, cols=1, shared_xaxes=True, vertical_spacing=70 / height,
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=70 / height,
         row_heights=[rows_a / (rows_a + rows_b), rows_b / (rows_a + rows_b)],
         subplot_titles=(_timeline_title(label_a, a), _timeline_title(label_b, b)),
     )
@@ -762,32 +1070,62 @@ def timeline_pair(
             color = family_color(family)
             fig.add_trace(
                 go.Scattergl(
-                    x=xs, y=ys, mode="lines", line={"color": color, "width": LANE_PX * 0.7}, name=family,
-                    legendgroup=family, showlegend=family not in shown, hoverinfo="skip",
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    line={"color": color, "width": LANE_PX * 0.7},
+                    name=family,
+                    legendgroup=family,
+                    showlegend=family not in shown,
+                    hoverinfo="skip",
                 ),
-                row=row, col=1,
+                row=row,
+                col=1,
             )
             shown.add(family)
             # Hover data as numpy arrays, their strings already through plain(): plotly validates a
             # list of lists value by value (1-2 s for 12,000 events), an array at once; _literal
             # leaves arrays alone.
             shown_text = part.select(
-                plain_expr(pl.col("name").str.slice(0, NAME_CHARS)).alias("name"), plain_expr(pl.col("lane")).alias("lane"))
+                plain_expr(pl.col("name").str.slice(0, NAME_CHARS)).alias("name"),
+                plain_expr(pl.col("lane")).alias("lane"),
+            )
             names = shown_text["name"].to_numpy()
             custom = np.empty((n, 3), dtype=object)
-            custom[:, 0], custom[:, 1], custom[:, 2] = part["start_us"].round(3).to_numpy(), part["dur_us"].round(3).to_numpy(), shown_text["lane"].to_numpy()
+            custom[:, 0], custom[:, 1], custom[:, 2] = (
+                part["start_us"].round(3).to_numpy(),
+                part["dur_us"].round(3).to_numpy(),
+                shown_text["lane"].to_numpy(),
+            )
             fig.add_trace(
                 go.Scattergl(
-                    x=(start + end) / 2, y=y, mode="markers", marker={"color": color, "size": LANE_PX * 0.7, "opacity": 0},
-                    name=family, legendgroup=family, showlegend=False, text=names, customdata=custom,
-                    hovertemplate="<b>%{text}</b><br>" + plain(family) + " · %{customdata[2]}<br>start %{customdata[0]} µs · duration %{customdata[1]} µs<extra></extra>",
+                    x=(start + end) / 2,
+                    y=y,
+                    mode="markers",
+                    marker={"color": color, "size": LANE_PX * 0.7, "opacity": 0},
+                    name=family,
+                    legendgroup=family,
+                    showlegend=False,
+                    text=names,
+                    customdata=custom,
+                    hovertemplate="<b>%{text}</b><br>"
+                    + plain(family)
+                    + " · %{customdata[2]}<br>start %{customdata[0]} µs · duration %{customdata[1]} µs<extra></extra>",
                 ),
-                row=row, col=1,
+                row=row,
+                col=1,
             )
         labelled = lanes[::label_every]
         fig.update_yaxes(
-            tickmode="array", tickvals=[position[lane] for lane in labelled], ticktext=labelled, autorange=False,
-            range=[-0.5, len(lanes) - 0.5], showgrid=False, zeroline=False, row=row, col=1,
+            tickmode="array",
+            tickvals=[position[lane] for lane in labelled],
+            ticktext=labelled,
+            autorange=False,
+            range=[-0.5, len(lanes) - 0.5],
+            showgrid=False,
+            zeroline=False,
+            row=row,
+            col=1,
         )
     fig.update_xaxes(title_text="µs since the start of the step", row=2, col=1)
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
@@ -814,18 +1152,28 @@ def timeline_data(
         lanes = lane_order(tl["lane"].to_list())
         names = sorted(set(tl["name"].to_list()))
         bars = tl.select(
-            pl.col("lane").replace_strict({lane: i for i, lane in enumerate(lanes)}, return_dtype=pl.Int64).alias("lane"),
+            pl.col("lane")
+            .replace_strict({lane: i for i, lane in enumerate(lanes)}, return_dtype=pl.Int64)
+            .alias("lane"),
             pl.col("start_us").round(3).alias("start"),
             (pl.col("end_us") - pl.col("start_us")).clip(lower_bound=0).round(3).alias("dur"),
             pl.col("family").replace_strict(family_index, return_dtype=pl.Int64).alias("family"),
             pl.col("name").replace_strict({n: i for i, n in enumerate(names)}, return_dtype=pl.Int64).alias("name"),
-            "merged", pl.col("dur_us").round(3).alias("busy"), "id",
+            "merged",
+            pl.col("dur_us").round(3).alias("busy"),
+            "id",
         ).sort("lane", "start", "dur", "id", descending=[False, False, True, False])
-        columns = ("start", "dur", "lane", "family", "name", "merged") + (("busy",) if tl.height and int(tl["merged"].max()) > 1 else ())
-        panels.append({
-            "title": _timeline_title(label, tl), "lanes": lanes, "names": names,
-            **{column: bars[column].to_list() for column in columns},
-        })
+        columns = ("start", "dur", "lane", "family", "name", "merged") + (
+            ("busy",) if tl.height and int(tl["merged"].max()) > 1 else ()
+        )
+        panels.append(
+            {
+                "title": _timeline_title(label, tl),
+                "lanes": lanes,
+                "names": names,
+                **{column: bars[column].to_list() for column in columns},
+            }
+        )
     end = max([float(tl["end_us"].max() or 0.0) for tl in (a, b) if tl.height] or [0.0])
     rows = sum(max(len(p["lanes"]), 1) for p in panels)
     return {
@@ -885,14 +1233,26 @@ def memory_chart(peaks: pl.DataFrame, colors: Colors | None = None) -> go.Figure
         mb = [None if r is None else r["peak_allocated_bytes"] / 1e6 for r in rows]
         fig.add_trace(
             go.Bar(
-                name=f"{run} ({device})" if several else run, x=labels, y=mb, marker_color=palette.get(run),
+                name=f"{run} ({device})" if several else run,
+                x=labels,
+                y=mb,
+                marker_color=palette.get(run),
                 customdata=[
-                    ("", "", "", "") if r is None else (
-                        device, (r["start_allocated_bytes"] or 0) / 1e6, (r["added_bytes"] or 0) / 1e6, r["peak_op"] or "no op")
+                    ("", "", "", "")
+                    if r is None
+                    else (
+                        device,
+                        (r["start_allocated_bytes"] or 0) / 1e6,
+                        (r["added_bytes"] or 0) / 1e6,
+                        r["peak_op"] or "no op",
+                    )
                     for r in rows
                 ],
-                text=["" if v is None else f"{v:.3g}" for v in mb], textposition="outside", cliponaxis=False,
-                hovertemplate=plain(run) + " on %{customdata[0]}, %{x}<br>peak %{y:.4g} MB allocated, at %{customdata[3]}"
+                text=["" if v is None else f"{v:.3g}" for v in mb],
+                textposition="outside",
+                cliponaxis=False,
+                hovertemplate=plain(run)
+                + " on %{customdata[0]}, %{x}<br>peak %{y:.4g} MB allocated, at %{customdata[3]}"
                 "<br>started at %{customdata[1]:.4g} MB, %{customdata[2]:+.4g} MB over the step<extra></extra>",
             )
         )

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 # Light modules only at the top: `attnscope --help` must not pay for polars and the analyses
 # (benchmarks/bench_cold_start.py). Each command imports what it needs when it runs.
 from dashboard.engine.constants import (
-    BACKENDS, COPY_ALARM_BYTES, COPY_ALARM_SHARE, DEFAULT_USD_PER_GPU_HOUR, UNIT_KERNEL, WAITING_CHECKS,
+    BACKENDS,
+    COPY_ALARM_BYTES,
+    COPY_ALARM_SHARE,
+    DEFAULT_USD_PER_GPU_HOUR,
+    UNIT_KERNEL,
+    WAITING_CHECKS,
 )
 from dashboard.engine.errors import TraceError
 
@@ -53,8 +58,11 @@ def _load_all(paths: Sequence[str], store: Store | None = None) -> tuple[list[Tr
     for i, path in enumerate(paths):
         more = i + 1 < len(paths)  # a large file's worker processes stay while more files follow
         try:
-            traces.append(store.open(path, keep_workers=more, background=True)[0] if store is not None
-                          else load_trace(path, keep_workers=more))
+            traces.append(
+                store.open(path, keep_workers=more, background=True)[0]
+                if store is not None
+                else load_trace(path, keep_workers=more)
+            )
         except TraceError as exc:
             errors.append(str(exc))
     return traces, errors
@@ -67,17 +75,28 @@ def _human(summary: dict[str, Any]) -> str:
     lines = [
         f"{summary['source']}  ({dev['type']}{', ' + dev['name'] if dev['name'] else ''}; "
         f"{summary['events']:,} events; "
-        + (f"unit of device work: {unit})" if unit == UNIT_KERNEL else f"unit of work: {unit}, an op that computes and holds "
-           "no other such op; views, allocations and bookkeeping ops are not counted)"),
+        + (
+            f"unit of device work: {unit})"
+            if unit == UNIT_KERNEL
+            else f"unit of work: {unit}, an op that computes and holds "
+            "no other such op; views, allocations and bookkeeping ops are not counted)"
+        ),
     ]
     problems = [h for h in summary["health"] if h["check"] not in WAITING_CHECKS]
     waiting = [h for h in summary["health"] if h["check"] in WAITING_CHECKS]
-    lines.append("  health: " + ("; ".join(f"{h['check']} {h['count']:,} ({h['example']})" for h in problems) if problems
-                                 else "no problem found (overlaps, overflowed durations, lost launches or device events, "
-                                 "clock skew)"))
+    lines.append(
+        "  health: "
+        + (
+            "; ".join(f"{h['check']} {h['count']:,} ({h['example']})" for h in problems)
+            if problems
+            else "no problem found (overlaps, overflowed durations, lost launches or device events, clock skew)"
+        )
+    )
     if waiting:
-        lines.append("  where the device waits (facts of the run, not faults of the trace): "
-                     + "; ".join(f"{h['check']} {h['count']:,} ({h['example']})" for h in waiting))
+        lines.append(
+            "  where the device waits (facts of the run, not faults of the trace): "
+            + "; ".join(f"{h['check']} {h['count']:,} ({h['example']})" for h in waiting)
+        )
     backends = summary["attention"]["backends"]
     lines.append(f"  attention: {', '.join(backends) if backends else 'none detected'}")
     if summary["memcpy"]:
@@ -96,16 +115,26 @@ def _human(summary: dict[str, Any]) -> str:
             busy = ""
             if step["dur_us"] > 0 and unit == UNIT_KERNEL:
                 ratio = step["busy_us"] / step["dur_us"]
-                busy = (f"; device busy {ratio:.0%} of the step" if ratio <= 1 else
-                        f"; device busy {ratio:.2f}x the step's CPU span (the CPU ran ahead)")
-            lines.append(f"  {step['name']}: " + ", ".join(
-                f"{f['family']} {f['share']:.1%}" for f in step["top_families"]) + f" of the {'device' if unit == UNIT_KERNEL else 'op'} time{busy}")
+                busy = (
+                    f"; device busy {ratio:.0%} of the step"
+                    if ratio <= 1
+                    else f"; device busy {ratio:.2f}x the step's CPU span (the CPU ran ahead)"
+                )
+            lines.append(
+                f"  {step['name']}: "
+                + ", ".join(f"{f['family']} {f['share']:.1%}" for f in step["top_families"])
+                + f" of the {'device' if unit == UNIT_KERNEL else 'op'} time{busy}"
+            )
     if len(summary["steps"]) > len(shown):
         lines.append(f"  ... where the time goes in the other {len(summary['steps']) - len(shown):,} steps: see --json")
     past = [step["name"] for step in summary["steps"] if step["past_cut"]]
     if past:
-        lines.append(f"  {', '.join(past)} {'was' if len(past) == 1 else 'were'} still running at the last event read before "
-                     "the cut: what came after it is missing, so " + ("its counts are" if len(past) == 1 else "their counts are") + " partial")
+        lines.append(
+            f"  {', '.join(past)} {'was' if len(past) == 1 else 'were'} still running at the last event read before "
+            "the cut: what came after it is missing, so "
+            + ("its counts are" if len(past) == 1 else "their counts are")
+            + " partial"
+        )
     ahead = sum(1 for step in summary["steps"] if step["busy_us"] > step["dur_us"])
     if ahead and unit == UNIT_KERNEL:
         lines.append(
@@ -118,7 +147,10 @@ def _human(summary: dict[str, Any]) -> str:
     graphs = summary["graphs"]
     if graphs["launches"]:
         one = graphs["launches"] == 1
-        ops = ", ".join(f"{n:,} under {op}" for op, n in graphs["ops"].items()) or f"no op holds {'it' if one else 'them'}"
+        ops = (
+            ", ".join(f"{n:,} under {op}" for op, n in graphs["ops"].items())
+            or f"no op holds {'it' if one else 'them'}"
+        )
         launches = "1 launch" if one else f"{graphs['launches']:,} launches"
         lines.append(f"  graph replays: {launches} replayed {graphs['kernels']:,} device events ({ops})")
     memory = summary["memory"]  # decimal MB and GB (10^6, 10^9 bytes)
@@ -128,12 +160,18 @@ def _human(summary: dict[str, Any]) -> str:
     elif not memory["events"]:
         lines.append("  memory: recorded (profile_memory=True), but the trace holds no allocation or free")
     elif memory["peak_allocated_bytes"] is None:
-        lines.append(f"  memory: {memory['events']:,} memory events, but without the allocator's Total Allocated "
-                     "(an older profiler): no peak")
+        lines.append(
+            f"  memory: {memory['events']:,} memory events, but without the allocator's Total Allocated "
+            "(an older profiler): no peak"
+        )
     else:
-        where = f"at {memory['peak_op'] or 'no op'}" + (f" (step {memory['peak_step']})" if memory["peak_step"] is not None else " (outside any step)")
+        where = f"at {memory['peak_op'] or 'no op'}" + (
+            f" (step {memory['peak_step']})" if memory["peak_step"] is not None else " (outside any step)"
+        )
         added = f"; {size(memory['added_bytes'], '+')} over the step" if memory["added_bytes"] is not None else ""
-        lines.append(f"  memory: peak {size(memory['peak_allocated_bytes'])} allocated on {memory['device']}, {where}{added}")
+        lines.append(
+            f"  memory: peak {size(memory['peak_allocated_bytes'])} allocated on {memory['device']}, {where}{added}"
+        )
     classes: dict[str, int] = {}
     for copy in summary["copies"]:
         classes[copy["class"]] = classes.get(copy["class"], 0) + copy["count"]
@@ -173,8 +211,11 @@ def _efficiency_line(block: dict[str, Any]) -> str:
 
 def _step_efficiency_line(step: dict[str, Any], gpu: bool) -> str:
     """'17.6% of the H200 SXM roofline (174.1 TFLOP/s: the collectors' shape ...)', or why not."""
-    what = ("the collectors' shape over each step's device time, every kernel, copy and memset of the step included" if gpu
-            else "the collectors' shape over each step's attention:: span")
+    what = (
+        "the collectors' shape over each step's device time, every kernel, copy and memset of the step included"
+        if gpu
+        else "the collectors' shape over each step's attention:: span"
+    )
     if step["pct_of_roofline"] is not None:
         return f"{step['pct_of_roofline']:.1f}% of the {step['device']} roofline ({step['tflops']:.1f} TFLOP/s: {what})"
     achieved = f"{step['tflops']:.3g} TFLOP/s achieved: {what}; " if step["tflops"] else ""
@@ -190,9 +231,11 @@ def _rank_lines(folder: str, traces: list[Trace]) -> list[str]:
         return []
     ranks = {rank_of(t): t for t in traces}
     table = stragglers(rank_step_times(ranks))
-    lines = [f"{folder}: {len(ranks)} ranks ({', '.join(str(r) for r in sorted(ranks))}); the slowest rank of each step: "
-             f"(straggler: spread {STRAGGLER_SPREAD:g} or more, as the Ranks tab shades it)",
-             f"  {'step':>10} {'slowest rank':>13} {'its ms':>10} {'median ms':>10} {'spread':>7} {'straggler':>9}"]
+    lines = [
+        f"{folder}: {len(ranks)} ranks ({', '.join(str(r) for r in sorted(ranks))}); the slowest rank of each step: "
+        f"(straggler: spread {STRAGGLER_SPREAD:g} or more, as the Ranks tab shades it)",
+        f"  {'step':>10} {'slowest rank':>13} {'its ms':>10} {'median ms':>10} {'spread':>7} {'straggler':>9}",
+    ]
     for row in table.iter_rows(named=True):
         lines.append(
             f"  {row['step']:>10} {row['slowest_rank']:>13} {row['slowest_us'] / 1000:>10.3f} "
@@ -234,7 +277,9 @@ def _analysis_error(trace: Trace, exc: Exception) -> str:
     return f"{trace.source}: could not be analysed ({type(exc).__name__}: {exc})".replace("\n", " ")
 
 
-SUMMARY_KEY = "dashboard.engine.summary.summarize"  # its per_trace key (the kept file's name): not imported for a kept answer
+SUMMARY_KEY = (
+    "dashboard.engine.summary.summarize"  # its per_trace key (the kept file's name): not imported for a kept answer
+)
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
@@ -344,12 +389,21 @@ def _read_articles(folders: Sequence[str]) -> tuple[list[Any], list[str]]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from dashboard import article_report
-    from dashboard.report import ARTICLE_ONLY_HTML, build_review, render_html, render_json, render_markdown  # plotly loads only when asked for
+    from dashboard.report import (
+        ARTICLE_ONLY_HTML,
+        build_review,
+        render_html,
+        render_json,
+        render_markdown,
+    )  # plotly loads only when asked for
 
     folders, paths = _article_folders([args.base, *args.others])
     if len(paths) == 1:
-        print(f"attnscope: error: {paths[0]}: compare needs a baseline and at least one other trace "
-              "(or only folders of the article's measurements)", file=sys.stderr)
+        print(
+            f"attnscope: error: {paths[0]}: compare needs a baseline and at least one other trace "
+            "(or only folders of the article's measurements)",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     articles, errors = _read_articles(folders)
     traces, trace_errors = _load_all(paths, _store(args))
@@ -367,8 +421,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         runs = _labels(traces)  # (loader warnings are in the report's findings, once)
         baseline = next(iter(runs))
         try:
-            review = build_review(runs, baseline, args.usd_per_gpu_hour, args.usd_per_cpu_hour,
-                                  copy_alarm_share=args.copy_alarm_share / 100, copy_alarm_bytes=args.copy_alarm_bytes)
+            review = build_review(
+                runs,
+                baseline,
+                args.usd_per_gpu_hour,
+                args.usd_per_cpu_hour,
+                copy_alarm_share=args.copy_alarm_share / 100,
+                copy_alarm_bytes=args.copy_alarm_bytes,
+            )
             markdown = render_markdown(review)
             html = render_html(review) if args.html else ""
             as_json = render_json(review) if args.json else ""
@@ -379,8 +439,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         markdown = "\n".join(part for part in [markdown, *map(article_report.render_markdown, articles)] if part)
         sections = "".join(map(article_report.render_html, articles))
         if args.html:
-            html = html.replace("\n</body></html>", f"\n{sections}</body></html>") if html else (
-                ARTICLE_ONLY_HTML.format(body=sections))
+            html = (
+                html.replace("\n</body></html>", f"\n{sections}</body></html>")
+                if html
+                else (ARTICLE_ONLY_HTML.format(body=sections))
+            )
     written = True
     if args.html:
         written = _write(args.html, html) and written
@@ -436,13 +499,23 @@ def _open_store_run(ref: str, store: Store | None) -> Trace:
 
 
 CHECK_OPTIONS = {  # [tool.attnscope.check] key -> (argparse dest, type)
-    "max-slowdown": ("max_slowdown", float), "max-family-slowdown": ("max_family_slowdown", float),
-    "inconclusive": ("inconclusive", str), "max-kernel-increase": ("max_kernel_increase", float),
-    "allow-new-copies": ("allow_new_copies", bool), "require-backend": ("require_backend", str),
-    "allow-math": ("allow_math", bool), "min-speedup": ("min_speedup", float), "require-parity": ("require_parity", bool),
-    "min-attention-efficiency": ("min_attention_efficiency", float), "max-memory-increase": ("max_memory_increase", float),
-    "max-efficiency-drop": ("max_efficiency_drop", float), "max-idle-increase": ("max_idle_increase", float),
-    "confidence": ("confidence", float), "resamples": ("resamples", int), "seed": ("seed", int), "rules": ("rule", dict),
+    "max-slowdown": ("max_slowdown", float),
+    "max-family-slowdown": ("max_family_slowdown", float),
+    "inconclusive": ("inconclusive", str),
+    "max-kernel-increase": ("max_kernel_increase", float),
+    "allow-new-copies": ("allow_new_copies", bool),
+    "require-backend": ("require_backend", str),
+    "allow-math": ("allow_math", bool),
+    "min-speedup": ("min_speedup", float),
+    "require-parity": ("require_parity", bool),
+    "min-attention-efficiency": ("min_attention_efficiency", float),
+    "max-memory-increase": ("max_memory_increase", float),
+    "max-efficiency-drop": ("max_efficiency_drop", float),
+    "max-idle-increase": ("max_idle_increase", float),
+    "confidence": ("confidence", float),
+    "resamples": ("resamples", int),
+    "seed": ("seed", int),
+    "rules": ("rule", dict),
 }
 
 
@@ -461,7 +534,9 @@ def _check_settings(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
     for key, value in table.items():
         known = CHECK_OPTIONS.get(key.replace("_", "-"))
         if known is None:
-            raise ValueError(f"{path}: [tool.attnscope.check] has an unknown key '{key}' (known: {', '.join(CHECK_OPTIONS)})")
+            raise ValueError(
+                f"{path}: [tool.attnscope.check] has an unknown key '{key}' (known: {', '.join(CHECK_OPTIONS)})"
+            )
         dest, kind = known
         ok = isinstance(value, kind) or (kind is float and isinstance(value, int) and not isinstance(value, bool))
         if not ok or (kind is not bool and isinstance(value, bool)):
@@ -529,10 +604,18 @@ def cmd_check(args: argparse.Namespace) -> int:
             max_slowdown_pct=settings.get("max_slowdown"),
             max_family_slowdown_pct=settings.get("max_family_slowdown"),
             inconclusive=settings.get("inconclusive", "pass"),
-            **{key: settings[dest] for key, dest in (("confidence", "confidence"), ("resamples", "resamples"), ("seed", "seed"),
-                                                      ("max_memory_increase_pct", "max_memory_increase"),
-                                                      ("max_efficiency_drop", "max_efficiency_drop"),
-                                                      ("max_idle_increase", "max_idle_increase")) if dest in settings},
+            **{
+                key: settings[dest]
+                for key, dest in (
+                    ("confidence", "confidence"),
+                    ("resamples", "resamples"),
+                    ("seed", "seed"),
+                    ("max_memory_increase_pct", "max_memory_increase"),
+                    ("max_efficiency_drop", "max_efficiency_drop"),
+                    ("max_idle_increase", "max_idle_increase"),
+                )
+                if dest in settings
+            },
         )
         if rules.inconclusive not in ("pass", "fail"):
             raise ValueError(f"inconclusive must be 'pass' or 'fail', not '{rules.inconclusive}'")
@@ -557,8 +640,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     record = report(base_name, candidate_name, results, changes)
     if config:
         record["config"] = config
-    for path, text in ((args.json, lambda: to_json(record)), (args.junit, lambda: junit(record)),
-                       (args.markdown, lambda: markdown(record))):
+    for path, text in (
+        (args.json, lambda: to_json(record)),
+        (args.junit, lambda: junit(record)),
+        (args.markdown, lambda: markdown(record)),
+    ):
         if path:
             try:
                 with open(path, "w", encoding="utf-8") as fh:
@@ -582,7 +668,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     store = _store(args)
     if store is None:
-        print("attnscope: error: ingest needs a trace store (it cannot be opened, or --no-store was given)", file=sys.stderr)
+        print(
+            "attnscope: error: ingest needs a trace store (it cannot be opened, or --no-store was given)",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     try:
         done = ingest(args.paths, store, workers=args.workers, scheduler=args.scheduler, added_by="cli")
@@ -613,17 +702,22 @@ def cmd_ls(args: argparse.Namespace) -> int:
         device = next((t.device_name or t.device_type for t in files if t is not None), None) or "—"
         gone = sum(t is None for t in files)
         note = f"; {gone} evicted" if gone else ""
-        print(f"{run.run_id}  {run.label}  [{run.added_by}; {len(run.ranks)} rank{'s' if len(run.ranks) != 1 else ''}; "
-              f"{device}; {format_bytes(size)}{note}]")
+        print(
+            f"{run.run_id}  {run.label}  [{run.added_by}; {len(run.ranks)} rank{'s' if len(run.ranks) != 1 else ''}; "
+            f"{device}; {format_bytes(size)}{note}]"
+        )
     stored = sum(t.stored_bytes for t in traces.values())
     print(f"attnscope: {len(traces)} traces, {format_bytes(stored)} in {store.root}", file=sys.stderr)
     return EXIT_OK
 
 
 def _store_options(parser: argparse.ArgumentParser, ingest: bool = False) -> None:
-    parser.add_argument("--store", metavar="DIR",
-                        help="the trace store (default $ATTNSCOPE_STORE, else ~/.cache/attnscope): traces parsed "
-                        "before reopen from it without parsing")
+    parser.add_argument(
+        "--store",
+        metavar="DIR",
+        help="the trace store (default $ATTNSCOPE_STORE, else ~/.cache/attnscope): traces parsed "
+        "before reopen from it without parsing",
+    )
     if not ingest:
         parser.add_argument("--no-store", action="store_true", help="parse every file; read and write no store")
 
@@ -636,13 +730,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from dashboard import __version__
 
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
-                        help="print the version and exit")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     summary = sub.add_parser("summary", help="summarize traces: kernels per step, memcpy, copies, attention backend")
-    summary.add_argument("traces", nargs="+",
-                         help="torch.profiler traces (.json or .json.gz), or folders of them (a folder of rank traces "
-                         "also gets the slowest rank of each step)")
+    summary.add_argument(
+        "traces",
+        nargs="+",
+        help="torch.profiler traces (.json or .json.gz), or folders of them (a folder of rank traces "
+        "also gets the slowest rank of each step)",
+    )
     summary.add_argument("--json", action="store_true", help="print a JSON array, one object per file")
     _store_options(summary)
     summary.set_defaults(run=cmd_summary)
@@ -651,27 +749,56 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="compare runs against a baseline: a Markdown summary, or offline HTML/Markdown files"
     )
     compare.add_argument("base", help="the baseline trace (or a folder of the article's measurements, see `sweep`)")
-    compare.add_argument("others", nargs="*",
-                         help="traces to compare against it; a folder holding sweep.csv, dispatch.csv, e2e.csv or "
-                         "serve.csv adds its Sweep section to the report")
+    compare.add_argument(
+        "others",
+        nargs="*",
+        help="traces to compare against it; a folder holding sweep.csv, dispatch.csv, e2e.csv or "
+        "serve.csv adds its Sweep section to the report",
+    )
     compare.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
     compare.add_argument("--markdown", metavar="FILE", help="write a Markdown summary for a pull-request comment")
-    compare.add_argument("--json", metavar="FILE",
-                         help="write the comparison as JSON: runs and their fingerprints, findings, readings, every kernel "
-                         "and op change, speedups (or, between different workloads, the reason for none)")
-    compare.add_argument("--usd-per-gpu-hour", type=float, default=DEFAULT_USD_PER_GPU_HOUR, metavar="USD",
-                         help=f"price of a GPU-hour, for the cost per million tokens of GPU runs (default {DEFAULT_USD_PER_GPU_HOUR:g}, "
-                         "as in the dashboard)")
-    compare.add_argument("--usd-per-cpu-hour", type=float, default=None, metavar="USD",
-                         help="price of a CPU machine-hour, for the cost of CPU-only runs (default: none, no cost shown)")
-    compare.add_argument("--copy-alarm-share", type=float, default=COPY_ALARM_SHARE * 100, metavar="PCT",
-                         help="a hidden copy is an alarm when its op chain costs at least PCT%% of the step's time "
-                         f"(default {COPY_ALARM_SHARE * 100:g}) ...")
-    compare.add_argument("--copy-alarm-bytes", type=float, default=COPY_ALARM_BYTES, metavar="BYTES",
-                         help=f"... or moves at least BYTES a step (default {COPY_ALARM_BYTES:,}); cheaper ones are notes")
-    compare.add_argument("--group-by-device", action="store_true",
-                         help="allow GPU and CPU-only traces in one report: each group is compared with its own baseline "
-                         "(the first trace of the group); without it such a mix exits 2")
+    compare.add_argument(
+        "--json",
+        metavar="FILE",
+        help="write the comparison as JSON: runs and their fingerprints, findings, readings, every kernel "
+        "and op change, speedups (or, between different workloads, the reason for none)",
+    )
+    compare.add_argument(
+        "--usd-per-gpu-hour",
+        type=float,
+        default=DEFAULT_USD_PER_GPU_HOUR,
+        metavar="USD",
+        help=f"price of a GPU-hour, for the cost per million tokens of GPU runs (default {DEFAULT_USD_PER_GPU_HOUR:g}, "
+        "as in the dashboard)",
+    )
+    compare.add_argument(
+        "--usd-per-cpu-hour",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="price of a CPU machine-hour, for the cost of CPU-only runs (default: none, no cost shown)",
+    )
+    compare.add_argument(
+        "--copy-alarm-share",
+        type=float,
+        default=COPY_ALARM_SHARE * 100,
+        metavar="PCT",
+        help="a hidden copy is an alarm when its op chain costs at least PCT%% of the step's time "
+        f"(default {COPY_ALARM_SHARE * 100:g}) ...",
+    )
+    compare.add_argument(
+        "--copy-alarm-bytes",
+        type=float,
+        default=COPY_ALARM_BYTES,
+        metavar="BYTES",
+        help=f"... or moves at least BYTES a step (default {COPY_ALARM_BYTES:,}); cheaper ones are notes",
+    )
+    compare.add_argument(
+        "--group-by-device",
+        action="store_true",
+        help="allow GPU and CPU-only traces in one report: each group is compared with its own baseline "
+        "(the first trace of the group); without it such a mix exits 2",
+    )
     _store_options(compare)
     compare.set_defaults(run=cmd_compare)
 
@@ -685,76 +812,163 @@ def build_parser() -> argparse.ArgumentParser:
         "makes any rule fail). Settings can live in pyproject.toml under [tool.attnscope.check] (keys named as the flags); "
         "flags override them. Exit 0 holds, 1 a rule failed, 2 unusable input.",
     )
-    gate.add_argument("base", metavar="BASE",
-                      help="the baseline trace the candidate must hold against (.json or .json.gz, or store:RUN: a run id or "
-                      "label from `attnscope ls`); with --baseline given, the one trace named here is the one under test")
-    gate.add_argument("candidate", metavar="CANDIDATE", nargs="?",
-                      help="the trace under test; GPU against GPU, or CPU-only against CPU-only (a mix exits 2)")
-    gate.add_argument("--baseline", metavar="TRACE", help="the baseline, given as an option (e.g. store:RUN); then only CANDIDATE is positional")
-    gate.add_argument("--max-kernel-increase", type=float, default=None, metavar="PCT",
-                      help="allowed growth of kernels (device work) per step, in percent (default 0)")
+    gate.add_argument(
+        "base",
+        metavar="BASE",
+        help="the baseline trace the candidate must hold against (.json or .json.gz, or store:RUN: a run id or "
+        "label from `attnscope ls`); with --baseline given, the one trace named here is the one under test",
+    )
+    gate.add_argument(
+        "candidate",
+        metavar="CANDIDATE",
+        nargs="?",
+        help="the trace under test; GPU against GPU, or CPU-only against CPU-only (a mix exits 2)",
+    )
+    gate.add_argument(
+        "--baseline",
+        metavar="TRACE",
+        help="the baseline, given as an option (e.g. store:RUN); then only CANDIDATE is positional",
+    )
+    gate.add_argument(
+        "--max-kernel-increase",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="allowed growth of kernels (device work) per step, in percent (default 0)",
+    )
     copies_rule = gate.add_mutually_exclusive_group()
-    copies_rule.add_argument("--no-new-copies", action="store_true",
-                             help="fail on a hidden copy from an op chain the baseline lacks, or more hidden copies per step "
-                             "(the default; for explicit CI configs). Copies an op asked for (.to, copy_, a CUDA "
-                             "graph's input copies), autograd's and communication's are not gated")
+    copies_rule.add_argument(
+        "--no-new-copies",
+        action="store_true",
+        help="fail on a hidden copy from an op chain the baseline lacks, or more hidden copies per step "
+        "(the default; for explicit CI configs). Copies an op asked for (.to, copy_, a CUDA "
+        "graph's input copies), autograd's and communication's are not gated",
+    )
     copies_rule.add_argument("--allow-new-copies", action="store_true", default=None, help="do not check copies")
-    gate.add_argument("--require-backend", metavar="NAME", choices=BACKENDS,
-                      help="an attention backend the candidate must show: " + ", ".join(BACKENDS))
-    gate.add_argument("--allow-math", action="store_true", default=None, help="do not fail when SDPA runs on the math path")
-    gate.add_argument("--min-speedup", type=float, metavar="X", help="minimum speedup of the candidate (base time / candidate time, "
-                      "one median each)")
-    gate.add_argument("--require-parity", action="store_true", default=None, help="the candidate must carry a passing parity record")
-    gate.add_argument("--min-attention-efficiency", type=float, metavar="PCT",
-                      help="the candidate's attention must reach PCT%% of the device's roofline (achieved FLOP/s "
-                      "against min(peak, intensity x bandwidth)); a trace where it cannot be measured fails")
-    timing = gate.add_argument_group("time verdicts (over all profiled steps, a seeded bootstrap of the ratio of medians)")
-    timing.add_argument("--max-slowdown", type=float, metavar="PCT",
-                        help="fail when the 95%% interval of candidate / base median step time lies wholly past 1 + PCT/100 "
-                        "(default: measured, not gated)")
-    timing.add_argument("--max-family-slowdown", type=float, metavar="PCT",
-                        help="the same for each kernel family's time per step (default: measured, not gated)")
-    timing.add_argument("--inconclusive", choices=("fail", "pass"),
-                        help="what a gated time verdict does when the interval holds the threshold or a run has fewer than "
-                        "3 steps (default pass, with a warning naming the steps needed)")
+    gate.add_argument(
+        "--require-backend",
+        metavar="NAME",
+        choices=BACKENDS,
+        help="an attention backend the candidate must show: " + ", ".join(BACKENDS),
+    )
+    gate.add_argument(
+        "--allow-math", action="store_true", default=None, help="do not fail when SDPA runs on the math path"
+    )
+    gate.add_argument(
+        "--min-speedup",
+        type=float,
+        metavar="X",
+        help="minimum speedup of the candidate (base time / candidate time, one median each)",
+    )
+    gate.add_argument(
+        "--require-parity", action="store_true", default=None, help="the candidate must carry a passing parity record"
+    )
+    gate.add_argument(
+        "--min-attention-efficiency",
+        type=float,
+        metavar="PCT",
+        help="the candidate's attention must reach PCT%% of the device's roofline (achieved FLOP/s "
+        "against min(peak, intensity x bandwidth)); a trace where it cannot be measured fails",
+    )
+    timing = gate.add_argument_group(
+        "time verdicts (over all profiled steps, a seeded bootstrap of the ratio of medians)"
+    )
+    timing.add_argument(
+        "--max-slowdown",
+        type=float,
+        metavar="PCT",
+        help="fail when the 95%% interval of candidate / base median step time lies wholly past 1 + PCT/100 "
+        "(default: measured, not gated)",
+    )
+    timing.add_argument(
+        "--max-family-slowdown",
+        type=float,
+        metavar="PCT",
+        help="the same for each kernel family's time per step (default: measured, not gated)",
+    )
+    timing.add_argument(
+        "--inconclusive",
+        choices=("fail", "pass"),
+        help="what a gated time verdict does when the interval holds the threshold or a run has fewer than "
+        "3 steps (default pass, with a warning naming the steps needed)",
+    )
     timing.add_argument("--confidence", type=float, metavar="P", help="the interval's confidence (default 0.95)")
-    timing.add_argument("--seed", type=int, metavar="N", help="the bootstrap's seed (default fixed: the same traces, the same verdict)")
+    timing.add_argument(
+        "--seed", type=int, metavar="N", help="the bootstrap's seed (default fixed: the same traces, the same verdict)"
+    )
     timing.add_argument("--resamples", type=int, metavar="N", help="bootstrap resamples (default 2000)")
-    more = gate.add_argument_group("other regressions (warn by default; --rule NAME=fail|warn|off sets any rule's level)")
-    more.add_argument("--max-memory-increase", type=float, metavar="PCT",
-                      help="memory_peak: allowed growth of the peak allocated memory (default 10; skipped without profile_memory)")
-    more.add_argument("--max-efficiency-drop", type=float, metavar="POINTS",
-                      help="efficiency_drop: allowed drop of attention's %% of the roofline, in points (default 5)")
-    more.add_argument("--max-idle-increase", type=float, metavar="POINTS",
-                      help="idle_share: allowed growth of the device's idle share of a step, in points (default 10)")
-    more.add_argument("--rule", action="append", metavar="NAME=LEVEL",
-                      help="set a rule's level, fail, warn or off (repeatable). Rules: step_time, family_time, kernel_count, "
-                      "hidden_copies, math_fallback, backend_fallback, required_backend, speedup, parity, attention_efficiency "
-                      "(fail); backend_change, efficiency_drop, idle_share, new_families, copy_growth, memory_peak, health (warn)")
+    more = gate.add_argument_group(
+        "other regressions (warn by default; --rule NAME=fail|warn|off sets any rule's level)"
+    )
+    more.add_argument(
+        "--max-memory-increase",
+        type=float,
+        metavar="PCT",
+        help="memory_peak: allowed growth of the peak allocated memory (default 10; skipped without profile_memory)",
+    )
+    more.add_argument(
+        "--max-efficiency-drop",
+        type=float,
+        metavar="POINTS",
+        help="efficiency_drop: allowed drop of attention's %% of the roofline, in points (default 5)",
+    )
+    more.add_argument(
+        "--max-idle-increase",
+        type=float,
+        metavar="POINTS",
+        help="idle_share: allowed growth of the device's idle share of a step, in points (default 10)",
+    )
+    more.add_argument(
+        "--rule",
+        action="append",
+        metavar="NAME=LEVEL",
+        help="set a rule's level, fail, warn or off (repeatable). Rules: step_time, family_time, kernel_count, "
+        "hidden_copies, math_fallback, backend_fallback, required_backend, speedup, parity, attention_efficiency "
+        "(fail); backend_change, efficiency_drop, idle_share, new_families, copy_growth, memory_peak, health (warn)",
+    )
     outputs = gate.add_argument_group("outputs for CI")
-    outputs.add_argument("--json", metavar="FILE", help="write every rule, its measurements and verdict, and the op-aligned changes")
+    outputs.add_argument(
+        "--json", metavar="FILE", help="write every rule, its measurements and verdict, and the op-aligned changes"
+    )
     outputs.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per rule")
-    outputs.add_argument("--markdown", metavar="FILE", help="write a pull-request comment: verdict, the three biggest changes, a table")
-    outputs.add_argument("--config", metavar="FILE",
-                         help="a TOML file with a [tool.attnscope.check] table (default: the nearest pyproject.toml at or above "
-                         "the current folder that has one)")
+    outputs.add_argument(
+        "--markdown", metavar="FILE", help="write a pull-request comment: verdict, the three biggest changes, a table"
+    )
+    outputs.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a TOML file with a [tool.attnscope.check] table (default: the nearest pyproject.toml at or above "
+        "the current folder that has one)",
+    )
     _store_options(gate)
     gate.set_defaults(run=cmd_check)
 
-    add = sub.add_parser("ingest", help="add traces or folders of them to the trace store (a folder of rank traces is one run)")
+    add = sub.add_parser(
+        "ingest", help="add traces or folders of them to the trace store (a folder of rank traces is one run)"
+    )
     add.add_argument("paths", nargs="+", help="trace files or folders (searched recursively)")
-    add.add_argument("--workers", type=int, default=1, metavar="N",
-                     help="parse on a local Dask cluster of N worker processes (default 1: in this process)")
-    add.add_argument("--scheduler", metavar="ADDRESS",
-                     help="parse on an existing Dask cluster (e.g. tcp://host:8786); its workers must see the store and the files")
+    add.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="parse on a local Dask cluster of N worker processes (default 1: in this process)",
+    )
+    add.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="parse on an existing Dask cluster (e.g. tcp://host:8786); its workers must see the store and the files",
+    )
     _store_options(add, ingest=True)
     add.set_defaults(run=cmd_ingest)
 
     sweep = sub.add_parser(
-        "sweep", help="the article's measurements in a folder written by `python -m collectors sweep|dispatch|e2e|serve`",
+        "sweep",
+        help="the article's measurements in a folder written by `python -m collectors sweep|dispatch|e2e|serve`",
         description="Where each fused variant overtakes naive as sequences grow, how peak memory grows, which "
         "backend SDPA's default dispatch ran (math: the silent fallback), the end-to-end gain beside Amdahl's "
-        "prediction, and the serving mix, from sweep.csv, dispatch.csv, e2e.csv and serve.csv.")
+        "prediction, and the serving mix, from sweep.csv, dispatch.csv, e2e.csv and serve.csv.",
+    )
     sweep.add_argument("folders", nargs="+", metavar="DIR", help="folders holding any of those files")
     sweep.add_argument("--markdown", action="store_true", help="print Markdown instead of text")
     sweep.set_defaults(run=cmd_sweep)

@@ -25,7 +25,15 @@ from dashboard.engine import review
 from dashboard.engine.diff import timeline
 from dashboard.engine.kernels import work_unit
 from dashboard.engine.model import Trace
-from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, Group, device_groups, representative_step, speed_table
+from dashboard.engine.speed import (
+    DEFAULT_USD_PER_GPU_HOUR,
+    GROUP_CPU,
+    GROUP_GPU,
+    Group,
+    device_groups,
+    representative_step,
+    speed_table,
+)
 
 KERNEL_CHANGES_SHOWN = review.TOP_EXPLAINED  # rows of each kernel and op diff shown (the rows 'explained' counts)
 NAMES_LISTED = 60  # op names listed as only in one run, at most (then 'and N more')
@@ -85,8 +93,14 @@ def build_review(
         runs=runs,
         baseline=baseline,
         overview=overview,
-        findings=review.findings(runs, baseline, overview_table=overview, groups=groups,
-                                 alarm_share=copy_alarm_share, alarm_bytes=copy_alarm_bytes),
+        findings=review.findings(
+            runs,
+            baseline,
+            overview_table=overview,
+            groups=groups,
+            alarm_share=copy_alarm_share,
+            alarm_bytes=copy_alarm_bytes,
+        ),
         families=review.families(runs),
         copies=groups,
         backends=review.backend_table(runs),
@@ -108,9 +122,17 @@ def _price_line(rv: Review) -> str:
     names = {g.name for g in rv.groups}
     parts = []
     if GROUP_GPU in names:
-        parts.append(f"${rv.usd_per_gpu_hour:.2f} per GPU-hour for GPU runs" if rv.usd_per_gpu_hour else "no GPU-hour price given")
+        parts.append(
+            f"${rv.usd_per_gpu_hour:.2f} per GPU-hour for GPU runs"
+            if rv.usd_per_gpu_hour
+            else "no GPU-hour price given"
+        )
     if GROUP_CPU in names:
-        parts.append(f"${rv.usd_per_cpu_hour:.2f} per CPU-hour for CPU-only runs" if rv.usd_per_cpu_hour else "no CPU-hour price given, so no cost for CPU-only runs")
+        parts.append(
+            f"${rv.usd_per_cpu_hour:.2f} per CPU-hour for CPU-only runs"
+            if rv.usd_per_cpu_hour
+            else "no CPU-hour price given, so no cost for CPU-only runs"
+        )
     return "Cost per million tokens at " + "; ".join(parts) + "."
 
 
@@ -125,8 +147,15 @@ def _group_title(group: Group) -> str:
 def _shown(frame: pl.DataFrame) -> pl.DataFrame:
     """The first KERNEL_CHANGES_SHOWN changed rows of a kernel_diff or op_diff frame (ranked by
     time), with µs columns for the report."""
-    return frame.filter(pl.col("change") != "same").head(KERNEL_CHANGES_SHOWN).with_columns(
-        *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other", "delta")]
+    return (
+        frame.filter(pl.col("change") != "same")
+        .head(KERNEL_CHANGES_SHOWN)
+        .with_columns(
+            *[
+                (pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step")
+                for side in ("base", "other", "delta")
+            ]
+        )
     )
 
 
@@ -144,6 +173,7 @@ def _steps_words(change: review.Change) -> str:
 
 
 # ---------- Markdown ----------
+
 
 def _cell(value: Any) -> str:
     """A table cell's text: floats with up to 3 decimals (no trailing zeros, no '-0'), booleans as yes/no, lists comma-joined."""
@@ -187,9 +217,13 @@ def graph_input_copies(groups: pl.DataFrame) -> pl.DataFrame:
     fixed buffers before each replay). `groups`: review.copy_groups. Columns: run, per_step
     (copies), us_per_step (µs), bytes_per_step; runs without such copies are absent."""
     if groups.height == 0:
-        return pl.DataFrame(schema={"run": pl.String, "per_step": pl.Float64, "us_per_step": pl.Float64, "bytes_per_step": pl.Float64})
+        return pl.DataFrame(
+            schema={"run": pl.String, "per_step": pl.Float64, "us_per_step": pl.Float64, "bytes_per_step": pl.Float64}
+        )
     return (
-        groups.filter((pl.col("copy_class") == "requested") & pl.col("op_chain").str.contains(GRAPH_INPUT_COPY_OP, literal=True))
+        groups.filter(
+            (pl.col("copy_class") == "requested") & pl.col("op_chain").str.contains(GRAPH_INPUT_COPY_OP, literal=True)
+        )
         .group_by("run", maintain_order=True)
         .agg(pl.col("per_step").sum(), pl.col("us_per_step").sum(), pl.col("bytes_per_step").sum())
     )
@@ -229,36 +263,85 @@ def _md_table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
 
 
 OVERVIEW_COLUMNS = {
-    "run": "run", "device_label": "device", "steps": "steps", "median_step_us": "median step (µs)",
-    "work_per_step": "work per step", "work_unit": "unit", "copies_per_step": "copies per step",
-    "hidden_copies_per_step": "hidden copies per step", "backend_requested": "backend requested",
-    "backends": "backend detected", "backend_verdict": "backend check", "parity_passed": "parity passed",
-    "speedup": "speedup vs baseline", "relation": "compared as", "cut": "file cut off",
+    "run": "run",
+    "device_label": "device",
+    "steps": "steps",
+    "median_step_us": "median step (µs)",
+    "work_per_step": "work per step",
+    "work_unit": "unit",
+    "copies_per_step": "copies per step",
+    "hidden_copies_per_step": "hidden copies per step",
+    "backend_requested": "backend requested",
+    "backends": "backend detected",
+    "backend_verdict": "backend check",
+    "parity_passed": "parity passed",
+    "speedup": "speedup vs baseline",
+    "relation": "compared as",
+    "cut": "file cut off",
 }
 FAMILY_COLUMNS = {"run": "run", "family": "family", "count_per_step": "count per step", "us_per_step": "µs per step"}
 COPY_COLUMNS = {
-    "run": "run", "kind": "kind", "op_chain": "op chain", "hidden": "hidden", "copy_class": "class", "per_step": "per step",
-    "bytes_per_step": "bytes per step", "us_per_step": "µs per step", "share": "share of step",
+    "run": "run",
+    "kind": "kind",
+    "op_chain": "op chain",
+    "hidden": "hidden",
+    "copy_class": "class",
+    "per_step": "per step",
+    "bytes_per_step": "bytes per step",
+    "us_per_step": "µs per step",
+    "share": "share of step",
 }
-BACKEND_COLUMNS = {"run": "run", "requested": "requested", "detected": "detected", "verdict": "check", "evidence": "evidence"}
+BACKEND_COLUMNS = {
+    "run": "run",
+    "requested": "requested",
+    "detected": "detected",
+    "verdict": "check",
+    "evidence": "evidence",
+}
 SPEED_COLUMNS = {
-    "run": "run", "median_us": "median step (µs)", "p10_us": "p10 (µs)", "p90_us": "p90 (µs)", "steps": "steps",
-    "time_source": "time", "speedup": "speedup", "relation": "compared as", "tokens_per_s": "tokens/s", "usd_per_hour": "$ per hour",
+    "run": "run",
+    "median_us": "median step (µs)",
+    "p10_us": "p10 (µs)",
+    "p90_us": "p90 (µs)",
+    "steps": "steps",
+    "time_source": "time",
+    "speedup": "speedup",
+    "relation": "compared as",
+    "tokens_per_s": "tokens/s",
+    "usd_per_hour": "$ per hour",
     "usd_per_mtok": "$ per M tokens",
 }
 CHANGE_COLUMNS = {
-    "change": "what changed", "name": "kernel", "family": "family", "delta_us_per_step": "Δ µs per step",
-    "base_us_per_step": "baseline µs per step", "other_us_per_step": "run µs per step", "delta_per_step": "Δ count per step",
-    "base_per_step": "baseline count per step", "other_per_step": "run count per step",
+    "change": "what changed",
+    "name": "kernel",
+    "family": "family",
+    "delta_us_per_step": "Δ µs per step",
+    "base_us_per_step": "baseline µs per step",
+    "other_us_per_step": "run µs per step",
+    "delta_per_step": "Δ count per step",
+    "base_per_step": "baseline count per step",
+    "other_per_step": "run count per step",
 }
 OP_COLUMNS = {
-    "change": "what changed", "name": "op or call", "cat": "kind", "delta_us_per_step": "Δ µs per step",
-    "base_us_per_step": "baseline µs per step", "other_us_per_step": "run µs per step", "delta_per_step": "Δ count per step",
-    "base_per_step": "baseline count per step", "other_per_step": "run count per step",
+    "change": "what changed",
+    "name": "op or call",
+    "cat": "kind",
+    "delta_us_per_step": "Δ µs per step",
+    "base_us_per_step": "baseline µs per step",
+    "other_us_per_step": "run µs per step",
+    "delta_per_step": "Δ count per step",
+    "base_per_step": "baseline count per step",
+    "other_per_step": "run count per step",
 }
 EFFICIENCY_COLUMNS = {
-    "run": "run", "measure": "measured over", "device": "device", "calls": "attention calls", "measured": "calls measured",
-    "tflops": "achieved TFLOP/s", "pct_of_roofline": "% of roofline", "reason": "why no number",
+    "run": "run",
+    "measure": "measured over",
+    "device": "device",
+    "calls": "attention calls",
+    "measured": "calls measured",
+    "tflops": "achieved TFLOP/s",
+    "pct_of_roofline": "% of roofline",
+    "reason": "why no number",
 }
 EFFICIENCY_WHY = (
     "Achieved TFLOP/s of attention (QK^T and PV at 2 FLOP per multiply-add, causal pairs counted exactly) and its share of the "
@@ -289,9 +372,9 @@ def _with_device_label(frame: pl.DataFrame) -> pl.DataFrame:
     """The overview with a `device_label` column: 'cuda · NVIDIA H100 80GB HBM3', 'cpu · AMD EPYC', 'cpu';
     a cut accelerator trace whose device events were lost: 'cuda trace, cut: device events lost · <name>'."""
     return frame.with_columns(
-        pl.struct("device", "device_name", "cut").map_elements(
-            lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String
-        ).alias("device_label")
+        pl.struct("device", "device_name", "cut")
+        .map_elements(lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String)
+        .alias("device_label")
     )
 
 
@@ -300,34 +383,60 @@ MARKS = {review.SEVERITY_ALARM: "**ALARM**", review.SEVERITY_WARNING: "**WARNING
 
 def _md_changes(change: review.Change, by: str) -> list[str]:
     """The Markdown of one run against its baseline: readings, the explained line, the kernel and op diffs."""
-    parts = ["", f"#### What changed: {md_text(change.run)} against {md_text(change.baseline)}", "",
-             md_text(f"{_steps_words(change)}; kernels {'by base name (template instances folded)' if by == 'base' else 'by full name'}."), ""]
+    parts = [
+        "",
+        f"#### What changed: {md_text(change.run)} against {md_text(change.baseline)}",
+        "",
+        md_text(
+            f"{_steps_words(change)}; kernels {'by base name (template instances folded)' if by == 'base' else 'by full name'}."
+        ),
+        "",
+    ]
     if change.readings:
         parts += ["Readings:", *[f"- {md_text(line)}" for line in change.readings], ""]
     else:
         parts += ["Readings: no compile, CUDA-graph, attention-backend or copy-class change.", ""]
     kernels, ops = _shown(change.kernels), _shown(change.ops)
     parts += [md_text(review.explained_sentence(change)), ""]
-    parts.append(_md_table(kernels.with_columns(pl.col("name").str.slice(0, 100)), CHANGE_COLUMNS) if kernels.height else "No kernel changed.")
+    parts.append(
+        _md_table(kernels.with_columns(pl.col("name").str.slice(0, 100)), CHANGE_COLUMNS)
+        if kernels.height
+        else "No kernel changed."
+    )
     parts += ["", f"CPU side: ops, annotations and launch calls (top {KERNEL_CHANGES_SHOWN} by time):", ""]
-    parts.append(_md_table(ops.with_columns(pl.col("name").str.slice(0, 100)), OP_COLUMNS) if ops.height else "No op changed.")
+    parts.append(
+        _md_table(ops.with_columns(pl.col("name").str.slice(0, 100)), OP_COLUMNS) if ops.height else "No op changed."
+    )
     for change_kind, words in (("added", "only in the run"), ("removed", "only in the baseline")):
         names, total = _only(change.ops, change_kind)
         if total:
             more = f", and {total - len(names)} more" if total > len(names) else ""
-            parts += ["", f"<details><summary>{total} op {'name' if total == 1 else 'names'} {words}</summary>", "",
-                      ", ".join(md_text(n) for n in names) + more, "", "</details>"]
+            parts += [
+                "",
+                f"<details><summary>{total} op {'name' if total == 1 else 'names'} {words}</summary>",
+                "",
+                ", ".join(md_text(n) for n in names) + more,
+                "",
+                "</details>",
+            ]
     return parts
 
 
 def render_markdown(rv: Review) -> str:
     """The Markdown summary of a computed review. Trace strings are escaped (md_text)."""
     others = [label for label in rv.runs if label != rv.baseline]
-    parts = [f"## attnscope review: {md_text(', '.join(others) or rv.baseline)} against baseline **{md_text(rv.baseline)}**", ""]
+    parts = [
+        f"## attnscope review: {md_text(', '.join(others) or rv.baseline)} against baseline **{md_text(rv.baseline)}**",
+        "",
+    ]
     split = len(rv.groups) > 1
     if split:
-        parts += [f"> {md_text(review.MIXED_DEVICES_WHY)} "
-                  + "; ".join(f"{g.name} runs against **{md_text(g.baseline)}**" for g in rv.groups) + ".", ""]
+        parts += [
+            f"> {md_text(review.MIXED_DEVICES_WHY)} "
+            + "; ".join(f"{g.name} runs against **{md_text(g.baseline)}**" for g in rv.groups)
+            + ".",
+            "",
+        ]
     parts.append("### Findings")
     if rv.findings.height:
         for row in review.by_severity(rv.findings).iter_rows(named=True):
@@ -337,7 +446,12 @@ def render_markdown(rv: Review) -> str:
         parts.append("- nothing to flag: no hidden copies, no backend fallback, no parity failure")
     units = sorted({work_unit(t) for t in rv.runs.values()})
     overview = _with_device_label(rv.overview)
-    parts += ["", "### Overview", f"Work is counted in {md_text(' and '.join(u + 's' for u in units))}; speedup > 1 means faster than the baseline.", ""]
+    parts += [
+        "",
+        "### Overview",
+        f"Work is counted in {md_text(' and '.join(u + 's' for u in units))}; speedup > 1 means faster than the baseline.",
+        "",
+    ]
     for group in rv.groups:
         if split:
             parts += [f"#### {md_text(_group_title(group))}", ""]
@@ -350,13 +464,23 @@ def render_markdown(rv: Review) -> str:
     parts += ["", "### Copies", "", _md_table(rv.copies, COPY_COLUMNS) if rv.copies.height else "No copies in any run."]
     parts += ["", "### Attention backend", "", _md_table(rv.backends, BACKEND_COLUMNS)]
     if rv.efficiency is not None:
-        parts += ["", "### Attention efficiency", "", md_text(EFFICIENCY_WHY), "", _md_table(rv.efficiency, EFFICIENCY_COLUMNS)]
+        parts += [
+            "",
+            "### Attention efficiency",
+            "",
+            md_text(EFFICIENCY_WHY),
+            "",
+            _md_table(rv.efficiency, EFFICIENCY_COLUMNS),
+        ]
     parts += ["", "### Speed", "", md_text(_price_line(rv)), ""]
     for group in rv.groups:
         if split:
             parts += [f"#### {md_text(_group_title(group))}", ""]
         parts += [_md_table(_group_rows(rv.speed, group), SPEED_COLUMNS), ""]
-    parts += [f"<sub>attnscope {__version__}; traces: " + ", ".join(md_text(t.source) for t in rv.runs.values()) + "</sub>", ""]
+    parts += [
+        f"<sub>attnscope {__version__}; traces: " + ", ".join(md_text(t.source) for t in rv.runs.values()) + "</sub>",
+        "",
+    ]
     return "\n".join(parts)
 
 
@@ -391,7 +515,7 @@ def _html_table(frame: pl.DataFrame, columns: dict[str, str], row_class: str | N
             if len(text) > LONG_CELL:  # C++ kernel names run to 1,000 characters: show the start, hover for all
                 cells.append(f'<td title="{html.escape(text)}">{html.escape(text[:LONG_CELL])}…</td>')
             else:
-                cells.append(f'<td{" class=num" if num else ""}>{html.escape(text)}</td>')
+                cells.append(f"<td{' class=num' if num else ''}>{html.escape(text)}</td>")
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -401,8 +525,10 @@ def _figure(fig: go.Figure, name: str) -> str:
     class="attnscope-figure" data-name=...> block (tools and tests read it with a JSON parser),
     drawn into the <div> before it by DRAW_FIGURES."""
     text = fig.to_json().replace("</", "<\\/")
-    return (f'<div class="figure"></div><script type="application/json" class="attnscope-figure" '
-            f'data-name="{html.escape(name)}">{text}</script>')
+    return (
+        f'<div class="figure"></div><script type="application/json" class="attnscope-figure" '
+        f'data-name="{html.escape(name)}">{text}</script>'
+    )
 
 
 # Draws every figure block into the <div> just before it (plotly.js is inlined in the <head>).
@@ -427,7 +553,9 @@ def review_data(rv: Review, full: bool = False) -> dict[str, Any]:
     from dashboard.engine.fingerprint import fingerprint
 
     def kernels(c: review.Change) -> list[dict[str, Any]]:
-        frame = c.kernels if full else _shown(c.kernels).drop("base_us_per_step", "other_us_per_step", "delta_us_per_step")
+        frame = (
+            c.kernels if full else _shown(c.kernels).drop("base_us_per_step", "other_us_per_step", "delta_us_per_step")
+        )
         return frame.to_dicts()
 
     return {
@@ -441,11 +569,20 @@ def review_data(rv: Review, full: bool = False) -> dict[str, Any]:
         "backends": rv.backends.to_dicts(),
         "speed": rv.speed.to_dicts(),
         "efficiency": rv.efficiency.to_dicts() if rv.efficiency is not None else [],
-        "roofline": {"points": rv.roofline.to_dicts() if rv.roofline is not None else [],
-                     "left_out": rv.roofline_left_out.to_dicts() if rv.roofline_left_out is not None else []},
+        "roofline": {
+            "points": rv.roofline.to_dicts() if rv.roofline is not None else [],
+            "left_out": rv.roofline_left_out.to_dicts() if rv.roofline_left_out is not None else [],
+        },
         "changes": [
-            {"run": c.run, "baseline": c.baseline, "readings": c.readings, "explained_ns_per_step": list(c.explained), "top": c.top,
-             "kernels": kernels(c), **({"ops": c.ops.to_dicts()} if full else {})}
+            {
+                "run": c.run,
+                "baseline": c.baseline,
+                "readings": c.readings,
+                "explained_ns_per_step": list(c.explained),
+                "top": c.top,
+                "kernels": kernels(c),
+                **({"ops": c.ops.to_dicts()} if full else {}),
+            }
             for c in rv.changes
         ],
         "groups": [{"name": g.name, "runs": g.runs, "baseline": g.baseline} for g in rv.groups],
@@ -491,11 +628,17 @@ def html_report(
 
 def _html_changes(change: review.Change, by: str) -> list[str]:
     """The HTML of one run against its baseline: readings, the explained line, the kernel and op diffs."""
-    out = [f"<h3>What changed: {html.escape(change.run)} against {html.escape(change.baseline)}</h3>",
-           f'<p class="muted">{html.escape(_steps_words(change))}; kernels '
-           f"{'by base name (template instances folded)' if by == 'base' else 'by full name'}.</p>"]
+    out = [
+        f"<h3>What changed: {html.escape(change.run)} against {html.escape(change.baseline)}</h3>",
+        f'<p class="muted">{html.escape(_steps_words(change))}; kernels '
+        f"{'by base name (template instances folded)' if by == 'base' else 'by full name'}.</p>",
+    ]
     if change.readings:
-        out.append('<div class="note readings"><ul>' + "".join(f"<li>{html.escape(line)}</li>" for line in change.readings) + "</ul></div>")
+        out.append(
+            '<div class="note readings"><ul>'
+            + "".join(f"<li>{html.escape(line)}</li>" for line in change.readings)
+            + "</ul></div>"
+        )
     else:
         out.append("<p>Readings: no compile, CUDA-graph, attention-backend or copy-class change.</p>")
     kernels, ops = _shown(change.kernels), _shown(change.ops)
@@ -507,8 +650,10 @@ def _html_changes(change: review.Change, by: str) -> list[str]:
         names, total = _only(change.ops, change_kind)
         if total:
             more = f", and {total - len(names)} more" if total > len(names) else ""
-            out.append(f"<details><summary>{total} op {'name' if total == 1 else 'names'} {words}</summary>"
-                       f"<p>{html.escape(', '.join(names) + more)}</p></details>")
+            out.append(
+                f"<details><summary>{total} op {'name' if total == 1 else 'names'} {words}</summary>"
+                f"<p>{html.escape(', '.join(names) + more)}</p></details>"
+            )
     return out
 
 
@@ -527,17 +672,24 @@ def render_html(rv: Review) -> str:
     others = [label for label in labels if label != rv.baseline]
     units = sorted({work_unit(t) for t in rv.runs.values()})
     split = len(rv.groups) > 1
-    body: list[str] = [f"<h1>attnscope review: {html.escape(', '.join(others) or rv.baseline)} against baseline "
-                       f"<code>{html.escape(rv.baseline)}</code></h1>"]
+    body: list[str] = [
+        f"<h1>attnscope review: {html.escape(', '.join(others) or rv.baseline)} against baseline "
+        f"<code>{html.escape(rv.baseline)}</code></h1>"
+    ]
     body.append(f'<p class="muted">{_written_by()}. Speedup &gt; 1 means faster than the baseline.</p>')
     if split:
-        body.append(f'<div class="note" id="device-groups">{html.escape(review.MIXED_DEVICES_WHY)} '
-                    + "; ".join(f"{html.escape(g.name)} runs against <b>{html.escape(g.baseline)}</b>" for g in rv.groups) + ".</div>")
+        body.append(
+            f'<div class="note" id="device-groups">{html.escape(review.MIXED_DEVICES_WHY)} '
+            + "; ".join(f"{html.escape(g.name)} runs against <b>{html.escape(g.baseline)}</b>" for g in rv.groups)
+            + ".</div>"
+        )
     body.append("<h2>Findings</h2>")
     if rv.findings.height:
         for row in review.by_severity(rv.findings).iter_rows(named=True):
-            body.append(f'<div class="{row["severity"]}"><b>{html.escape(row["run"])}</b> · {html.escape(row["kind"])}: '
-                        f"{html.escape(row['message'])}</div>")
+            body.append(
+                f'<div class="{row["severity"]}"><b>{html.escape(row["run"])}</b> · {html.escape(row["kind"])}: '
+                f"{html.escape(row['message'])}</div>"
+            )
     else:
         body.append('<div class="ok">Nothing to flag: no hidden copies, no backend fallback, no parity failure.</div>')
     overview = _with_device_label(rv.overview)
@@ -550,40 +702,68 @@ def render_html(rv: Review) -> str:
     for group in rv.groups:
         fam = _group_rows(rv.families, group)
         group_units = sorted({work_unit(rv.runs[r]) for r in group.runs})
-        body.append(_figure(charts.work_by_family_stacked(fam, group.runs, " / ".join(group_units)), f"work-{group.name}"))
+        body.append(
+            _figure(charts.work_by_family_stacked(fam, group.runs, " / ".join(group_units)), f"work-{group.name}")
+        )
     body.append(_html_table(rv.families, FAMILY_COLUMNS))
     if rv.changes:
         body.append("<h2>What changed, ranked by time per step</h2>")
     for change in rv.changes:
         body += _html_changes(change, rv.by)
-    body += ["<h2>Copies</h2>", _figure(charts.copy_time_bars(rv.copies, labels), "copies") if rv.copies.height else "",
-             _html_table(rv.copies, COPY_COLUMNS, row_class="hidden-copy") if rv.copies.height else "<p>No copies in any run.</p>"]
+    body += [
+        "<h2>Copies</h2>",
+        _figure(charts.copy_time_bars(rv.copies, labels), "copies") if rv.copies.height else "",
+        _html_table(rv.copies, COPY_COLUMNS, row_class="hidden-copy")
+        if rv.copies.height
+        else "<p>No copies in any run.</p>",
+    ]
     body += ["<h2>Attention backend</h2>", _html_table(rv.backends, BACKEND_COLUMNS)]
     if rv.efficiency is not None:
-        body += ["<h2>Attention efficiency</h2>", f"<p>{html.escape(EFFICIENCY_WHY)}</p>", _html_table(rv.efficiency, EFFICIENCY_COLUMNS)]
+        body += [
+            "<h2>Attention efficiency</h2>",
+            f"<p>{html.escape(EFFICIENCY_WHY)}</p>",
+            _html_table(rv.efficiency, EFFICIENCY_COLUMNS),
+        ]
         if rv.roofline is not None and rv.roofline.height:
             body.append(_figure(charts.roofline(rv.roofline, rv.colors or None), "roofline"))
             body.append(f"<p>{html.escape(ROOFLINE_WHY)}</p>")
         if rv.roofline_left_out is not None and rv.roofline_left_out.height:
-            body.append('<p class="muted">Not on the roofline (the bytes their kernels move cannot be told from the trace, '
-                        "and are not guessed):</p><ul>" + "".join(
-                            f"<li>{html.escape(r['run'])} ({html.escape(r['measure'])}): {html.escape(r['reason'] or '')}</li>"
-                            for r in rv.roofline_left_out.iter_rows(named=True)) + "</ul>")
+            body.append(
+                '<p class="muted">Not on the roofline (the bytes their kernels move cannot be told from the trace, '
+                "and are not guessed):</p><ul>"
+                + "".join(
+                    f"<li>{html.escape(r['run'])} ({html.escape(r['measure'])}): {html.escape(r['reason'] or '')}</li>"
+                    for r in rv.roofline_left_out.iter_rows(named=True)
+                )
+                + "</ul>"
+            )
     body += ["<h2>Speed</h2>", f"<p>{html.escape(_price_line(rv))}</p>"]
     for group in rv.groups:
         speed = _group_rows(rv.speed, group)
         if split:
             body.append(f"<h3>{html.escape(_group_title(group))}</h3>")
-        body += [_figure(charts.step_time_bars(speed, colors=rv.colors), f"step-time-{group.name}"),
-                 _figure(charts.speedup_bars(speed, group.baseline), f"speedup-{group.name}"), _html_table(speed, SPEED_COLUMNS)]
+        body += [
+            _figure(charts.step_time_bars(speed, colors=rv.colors), f"step-time-{group.name}"),
+            _figure(charts.speedup_bars(speed, group.baseline), f"speedup-{group.name}"),
+            _html_table(speed, SPEED_COLUMNS),
+        ]
     body.append("<h2>Timelines</h2>")
-    pairs = [(rv.against(label), label) for label in others if label != rv.against(label)] or [(rv.baseline, rv.baseline)]
+    pairs = [(rv.against(label), label) for label in others if label != rv.against(label)] or [
+        (rv.baseline, rv.baseline)
+    ]
     for base_label, label in pairs:
         base, trace = rv.runs[base_label], rv.runs[label]
         base_step, step = representative_step(base), representative_step(trace)
-        body.append(f"<p class=muted>Median step of each run: {html.escape(base_label)} step {base_step}, "
-                    f"{html.escape(label)} step {step}.</p>")
-        body.append(_figure(charts.timeline_pair(timeline(base, base_step), timeline(trace, step), base_label, label), f"timeline-{label}"))
+        body.append(
+            f"<p class=muted>Median step of each run: {html.escape(base_label)} step {base_step}, "
+            f"{html.escape(label)} step {step}.</p>"
+        )
+        body.append(
+            _figure(
+                charts.timeline_pair(timeline(base, base_step), timeline(trace, step), base_label, label),
+                f"timeline-{label}",
+            )
+        )
     page = "\n".join(body)
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"

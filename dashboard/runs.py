@@ -19,8 +19,18 @@ from dashboard import catalog
 from dashboard.catalog import ENV_MAX_UPLOAD, ENV_TRACES, Collection, Run, TraceCache
 
 # Run (with .ranks and .trace, the slowest rank's) and Collection are the catalog's; views name them from here.
-__all__ = ["ENV_MAX_UPLOAD", "ENV_TRACES", "Collection", "Run", "Selection", "Throttled", "TraceCache", "drop_closed_uploads",
-           "trace_cache", "upload_limit"]
+__all__ = [
+    "ENV_MAX_UPLOAD",
+    "ENV_TRACES",
+    "Collection",
+    "Run",
+    "Selection",
+    "Throttled",
+    "TraceCache",
+    "drop_closed_uploads",
+    "trace_cache",
+    "upload_limit",
+]
 
 
 PROGRESS_EVERY_S = 0.25

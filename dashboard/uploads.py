@@ -75,7 +75,9 @@ def clean_name(raw: str) -> str:
 class Receiving:
     """One upload being written: write() its bytes in order, then finish(), or abort()."""
 
-    def __init__(self, registry: "Registry", session: str, name: str, limit: int, label: str, declared: int | None = None) -> None:
+    def __init__(
+        self, registry: "Registry", session: str, name: str, limit: int, label: str, declared: int | None = None
+    ) -> None:
         self.registry = registry
         self.session = session
         self.name = name
@@ -153,8 +155,9 @@ class Registry:
                 self.tickets[ticket] = session
             return ticket
 
-    def receive(self, ticket: str, raw_name: str, declared: int | None, limit: int, label: str,
-                alive: Callable[[str], bool]) -> Receiving:
+    def receive(
+        self, ticket: str, raw_name: str, declared: int | None, limit: int, label: str, alive: Callable[[str], bool]
+    ) -> Receiving:
         """Start an upload for the session holding `ticket`; Refused when the ticket is unknown,
         its session has ended, the name is not a trace's or the declared length is over `limit`."""
         with self.lock:
@@ -167,8 +170,11 @@ class Registry:
         folder = self.folder()
         free = shutil.disk_usage(folder).free
         if declared is not None and declared > free - DISK_RESERVE:
-            raise Refused(507, f"{name}: {declared:,} bytes would leave the server's disk with less than "
-                               f"{DISK_RESERVE >> 20} MiB free ({free:,} bytes free); not read")
+            raise Refused(
+                507,
+                f"{name}: {declared:,} bytes would leave the server's disk with less than "
+                f"{DISK_RESERVE >> 20} MiB free ({free:,} bytes free); not read",
+            )
         return Receiving(self, session, name, limit, label, declared)
 
     def get(self, upload_id: str, session: str) -> Upload | None:
@@ -257,8 +263,11 @@ def route_path() -> str:
     return f"/{base}{ROUTE}" if base else ROUTE
 
 
-def route(registry: Registry = REGISTRY, alive: Callable[[str], bool] = session_alive,
-          limit: Callable[[], tuple[int, str]] = upload_limit) -> Any:
+def route(
+    registry: Registry = REGISTRY,
+    alive: Callable[[str], bool] = session_alive,
+    limit: Callable[[], tuple[int, str]] = upload_limit,
+) -> Any:
     """The Starlette route at route_path(): `PUT ROUTE?ticket=...&name=...` with the file as the body answers
     {"id", "name", "size"}; `DELETE ROUTE?ticket=...&id=...` removes one. Errors answer
     {"error": one line} with a 4xx status."""
@@ -297,11 +306,15 @@ def route(registry: Registry = REGISTRY, alive: Callable[[str], bool] = session_
             return JSONResponse({"error": exc.message}, status_code=exc.status)
         except ClientDisconnect:  # the tab closed or the network dropped: nothing half-written stays
             receiving.abort()
-            return JSONResponse({"error": f"{receiving.name}: the upload was cut off after {receiving.size:,} bytes"}, status_code=400)
+            return JSONResponse(
+                {"error": f"{receiving.name}: the upload was cut off after {receiving.size:,} bytes"}, status_code=400
+            )
         except OSError as exc:  # the disk is full, or the folder went: said, and nothing half-written stays
             receiving.abort()
-            return JSONResponse({"error": f"{receiving.name}: could not be written on the server ({exc.strerror or exc})"},
-                                status_code=507)
+            return JSONResponse(
+                {"error": f"{receiving.name}: could not be written on the server ({exc.strerror or exc})"},
+                status_code=507,
+            )
         except BaseException:  # the server stops: nothing half-written stays
             receiving.abort()
             raise
@@ -320,4 +333,3 @@ def route(registry: Registry = REGISTRY, alive: Callable[[str], bool] = session_
         return await (put(request) if request.method == "PUT" else delete(request))
 
     return Route(route_path(), either, methods=["PUT", "DELETE"])
-

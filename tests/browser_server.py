@@ -37,9 +37,23 @@ class Server:
     def start(self, timeout: float = 90) -> "Server":
         env = {k: v for k, v in os.environ.items() if k not in ("ATTNSCOPE_TRACES", "ATTNSCOPE_NO_STORE")}
         env["ATTNSCOPE_STORE"] = str(self.store)
-        cmd = [sys.executable, "-m", "streamlit", "run", str(REPO / "dashboard" / "app.py"), "--server.headless", "true",
-               "--server.port", str(self.port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-               *SERVER_QUIET, *self.options]
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(REPO / "dashboard" / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(self.port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            *SERVER_QUIET,
+            *self.options,
+        ]
         if self.paths:
             cmd += ["--", *map(str, self.paths)]
         log = self.log_path.open("a")
@@ -127,8 +141,10 @@ def session_traces(folder: Path, n: int) -> list[Path]:
     out = []
     for i in range(n):
         mine = dict(doc)
-        mine["traceEvents"] = [dict(e, name=f"{e['name']} s{i}") if e.get("cat") == "kernel" and isinstance(e.get("name"), str) else e
-                               for e in doc["traceEvents"]]
+        mine["traceEvents"] = [
+            dict(e, name=f"{e['name']} s{i}") if e.get("cat") == "kernel" and isinstance(e.get("name"), str) else e
+            for e in doc["traceEvents"]
+        ]
         path = Path(folder) / f"session-{i}.json.gz"
         path.write_bytes(gzip.compress(json.dumps(mine).encode(), mtime=0))
         out.append(path)
@@ -144,7 +160,9 @@ async def _settle_async(page, bound_s: float) -> None:
 
 
 async def _overview_runs_async(page) -> list[str]:
-    cells = await page.locator("[class*='st-key-tbl_overview'] [role=row] [role=gridcell]:first-child").all_text_contents()
+    cells = await page.locator(
+        "[class*='st-key-tbl_overview'] [role=row] [role=gridcell]:first-child"
+    ).all_text_contents()
     return [c.strip() for c in cells if c.strip()]
 
 
@@ -170,7 +188,9 @@ async def _compare_offers(page, typed: str) -> list[str]:
     return chips + options
 
 
-async def one_session(browser, url: str, upload: Path, others: list[str], tabs: dict[str, str], bound_s: float = 90.0) -> dict:
+async def one_session(
+    browser, url: str, upload: Path, others: list[str], tabs: dict[str, str], bound_s: float = 90.0
+) -> dict:
     """One user: a fresh context opens the app, uploads `upload`, switches through every tab and
     closes. Returns the seconds per tab switch, what went wrong (exception boxes, page errors,
     runs of `others` seen), and the runs the session had."""
@@ -188,7 +208,9 @@ async def one_session(browser, url: str, upload: Path, others: list[str], tabs: 
         await page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_s * 1000)
         await _settle_async(page, bound_s)
         await page.set_input_files("input[type=file]", str(upload))
-        await page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=bound_s * 1000)
+        await page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(
+            state="attached", timeout=bound_s * 1000
+        )
         await _settle_async(page, bound_s)
         names = [t.strip() for t in await page.get_by_role("tab").all_inner_texts()]
         for tab in names:
@@ -206,7 +228,9 @@ async def one_session(browser, url: str, upload: Path, others: list[str], tabs: 
         await page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_s * 1000)
         await _settle_async(page, bound_s)
         try:  # the grid's rows are drawn a moment after the table
-            await page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=30_000)
+            await page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(
+                state="attached", timeout=30_000
+            )
         except Exception:  # noqa: BLE001 - then the runs read below say what is shown instead
             problems.append("its own upload is not in the overview table")
         runs = await _overview_runs_async(page)
@@ -250,10 +274,12 @@ def run_sessions(url: str, uploads: list[Path], tabs: dict[str, str], rss_of=Non
             browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 labels = [u.name.removesuffix(".json.gz") for u in uploads]
-                return await asyncio.gather(*[
-                    one_session(browser, url, u, [lab for lab in labels if lab != labels[i]], tabs, bound_s)
-                    for i, u in enumerate(uploads)
-                ])
+                return await asyncio.gather(
+                    *[
+                        one_session(browser, url, u, [lab for lab in labels if lab != labels[i]], tabs, bound_s)
+                        for i, u in enumerate(uploads)
+                    ]
+                )
             finally:
                 await browser.close()
 

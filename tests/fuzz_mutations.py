@@ -98,7 +98,9 @@ def _end(e: dict) -> float:
 def _slice(doc: dict, anchor: float) -> dict:
     """The events of one window from `anchor` on (see the module docstring), in file order."""
     events = doc["traceEvents"]
-    complete = [(i, e) for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") == "X" and _ts(e) is not None]
+    complete = [
+        (i, e) for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") == "X" and _ts(e) is not None
+    ]
     host = [(i, e) for i, e in complete if e.get("cat") not in DEVICE_CATS]
     ops = [p for p in host if p[1].get("cat") != "python_function"]
     later = sorted((p for p in ops if _ts(p[1]) >= anchor), key=lambda p: _ts(p[1]))[:HOST_WINDOW]
@@ -106,16 +108,23 @@ def _slice(doc: dict, anchor: float) -> dict:
     python = [p for p in host if p[1].get("cat") == "python_function" and anchor <= _ts(p[1]) <= window_end][:10]
     holding = sorted((p for p in host if _ts(p[1]) < anchor < _end(p[1])), key=lambda p: _ts(p[1]))[-8:]
     steps = [
-        p for p in host
+        p
+        for p in host
         if str(p[1].get("name", "")).startswith("ProfilerStep#") and _ts(p[1]) <= window_end and _end(p[1]) >= anchor
     ][:3]
     kept = {i for i, _ in later + python + holding + steps}
     corr = {
         (e.get("args") or {}).get("correlation") for i, e in complete if i in kept and isinstance(e.get("args"), dict)
     } - {None}
-    device = [i for i, e in complete if e.get("cat") in DEVICE_CATS and (e.get("args") or {}).get("correlation") in corr]
+    device = [
+        i for i, e in complete if e.get("cat") in DEVICE_CATS and (e.get("args") or {}).get("correlation") in corr
+    ]
     kept.update(device[:DEVICE_CAP])
-    flows = [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") in ("s", "f", "t") and e.get("id") in corr]
+    flows = [
+        i
+        for i, e in enumerate(events)
+        if isinstance(e, dict) and e.get("ph") in ("s", "f", "t") and e.get("id") in corr
+    ]
     kept.update(flows[:FLOW_CAP])
     kept.update([i for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") == "M"][:6])
     out = {k: v for k, v in doc.items() if k != "traceEvents"}
@@ -145,8 +154,12 @@ def seeds() -> dict[str, dict]:
         out[f"{name}@step"] = _slice(doc, first)
         device_corr = {(e.get("args") or {}).get("correlation") for e in complete if e.get("cat") in DEVICE_CATS}
         launches = [
-            e for e in host if e.get("cat") in LAUNCH_CATS and _ts(e) >= first
-            and isinstance(e.get("args"), dict) and e["args"].get("correlation") in device_corr
+            e
+            for e in host
+            if e.get("cat") in LAUNCH_CATS
+            and _ts(e) >= first
+            and isinstance(e.get("args"), dict)
+            and e["args"].get("correlation") in device_corr
         ]
         if launches:
             out[f"{name}@launch"] = _slice(doc, _ts(launches[0]) - 0.5)
@@ -232,8 +245,17 @@ def _enc(v: Any, out: list[bytes]) -> None:
 # The fields of an event the loader reads, and those of its args.
 EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args")
 ARG_FIELDS = (
-    "correlation", "External id", "external id", "stream", "device", "bytes", "size", "kind",
-    "Input Dims", "Input type", "Concrete Inputs",
+    "correlation",
+    "External id",
+    "external id",
+    "stream",
+    "device",
+    "bytes",
+    "size",
+    "kind",
+    "Input Dims",
+    "Input type",
+    "Concrete Inputs",
 )
 FIELDS = EVENT_FIELDS + tuple(f"args.{a}" for a in ARG_FIELDS)
 
@@ -401,8 +423,17 @@ def m_top(doc: dict, kind: str) -> None:
 
 
 MUTATORS = {
-    "set": m_set, "drop": m_drop, "dupkey": m_dupkey, "shuffle": m_shuffle, "duplicate": m_duplicate,
-    "remove": m_remove, "dangling": m_dangling, "zero": m_zero, "shift": m_shift, "meta": m_meta, "top": m_top,
+    "set": m_set,
+    "drop": m_drop,
+    "dupkey": m_dupkey,
+    "shuffle": m_shuffle,
+    "duplicate": m_duplicate,
+    "remove": m_remove,
+    "dangling": m_dangling,
+    "zero": m_zero,
+    "shift": m_shift,
+    "meta": m_meta,
+    "top": m_top,
 }
 
 

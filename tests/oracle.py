@@ -12,8 +12,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 DATA = Path(__file__).parent / "data"
-GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "gpu_memset": "gpu_memset",
-            "Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
+GPU_CATS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "gpu_memcpy",
+    "gpu_memset": "gpu_memset",
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 
 
@@ -75,9 +81,13 @@ def category_counts(doc: dict) -> Counter:
 def enclosing_ops(doc: dict, pid, tid, ts: float, end: float) -> list[dict]:
     """CPU ops (cpu_op/Operator) on one thread whose span holds [ts, end], outermost first."""
     ops = [
-        e for e in complete(doc)
-        if e.get("cat") in ("cpu_op", "Operator") and str(e["pid"]) == str(pid) and str(e["tid"]) == str(tid)
-        and float(e["ts"]) <= ts and float(e["ts"]) + float(e.get("dur", 0)) >= end
+        e
+        for e in complete(doc)
+        if e.get("cat") in ("cpu_op", "Operator")
+        and str(e["pid"]) == str(pid)
+        and str(e["tid"]) == str(tid)
+        and float(e["ts"]) <= ts
+        and float(e["ts"]) + float(e.get("dur", 0)) >= end
     ]
     return sorted(ops, key=lambda e: (float(e["ts"]), -float(e.get("dur", 0))))
 

@@ -29,20 +29,76 @@ SWEEP_COLUMNS = list(art.REQUIRED["sweep.csv"])
 def sweep_rows() -> list[dict]:
     rows = []
     for seq in SEQS:
-        base = dict(device="cpu", dtype="fp32", batch=1, heads=4, head_dim=64, causal="true", reason="",
-                    time_ms_p10="", time_ms_p90="", tflops="")
+        base = dict(
+            device="cpu",
+            dtype="fp32",
+            batch=1,
+            heads=4,
+            head_dim=64,
+            causal="true",
+            reason="",
+            time_ms_p10="",
+            time_ms_p90="",
+            tflops="",
+        )
         naive_ms = seq / 128  # 0.5, 1, 2, 4 ms
-        rows.append({**base, "variant": "naive", "backend_ran": "eager", "seq": seq, "status": "ok",
-                     "time_ms": naive_ms, "peak_mem_bytes": 1000 * seq * seq})
-        rows.append({**base, "variant": "sdpa", "backend_ran": "cpu_flash", "seq": seq, "status": "ok",
-                     "time_ms": 1.0 if seq < 256 else 0.25 if seq == 256 else 0.5, "peak_mem_bytes": 1000 * seq})
-        rows.append({**base, "variant": "sdpa-efficient", "backend_ran": "", "seq": seq, "status": "refused",
-                     "reason": "No available kernel. Aborting execution.", "time_ms": "", "peak_mem_bytes": ""})
+        rows.append(
+            {
+                **base,
+                "variant": "naive",
+                "backend_ran": "eager",
+                "seq": seq,
+                "status": "ok",
+                "time_ms": naive_ms,
+                "peak_mem_bytes": 1000 * seq * seq,
+            }
+        )
+        rows.append(
+            {
+                **base,
+                "variant": "sdpa",
+                "backend_ran": "cpu_flash",
+                "seq": seq,
+                "status": "ok",
+                "time_ms": 1.0 if seq < 256 else 0.25 if seq == 256 else 0.5,
+                "peak_mem_bytes": 1000 * seq,
+            }
+        )
+        rows.append(
+            {
+                **base,
+                "variant": "sdpa-efficient",
+                "backend_ran": "",
+                "seq": seq,
+                "status": "refused",
+                "reason": "No available kernel. Aborting execution.",
+                "time_ms": "",
+                "peak_mem_bytes": "",
+            }
+        )
         # math: always slower than naive
-        rows.append({**base, "variant": "sdpa-math", "backend_ran": "math", "seq": seq, "status": "ok",
-                     "time_ms": naive_ms * 2, "peak_mem_bytes": 2000 * seq * seq})
-    rows.append({**rows[0], "variant": "naive", "seq": 1024, "status": "oom", "time_ms": "", "peak_mem_bytes": "",
-                 "reason": "DefaultCPUAllocator: can't allocate memory: you tried to allocate 4194304000 bytes"})
+        rows.append(
+            {
+                **base,
+                "variant": "sdpa-math",
+                "backend_ran": "math",
+                "seq": seq,
+                "status": "ok",
+                "time_ms": naive_ms * 2,
+                "peak_mem_bytes": 2000 * seq * seq,
+            }
+        )
+    rows.append(
+        {
+            **rows[0],
+            "variant": "naive",
+            "seq": 1024,
+            "status": "oom",
+            "time_ms": "",
+            "peak_mem_bytes": "",
+            "reason": "DefaultCPUAllocator: can't allocate memory: you tried to allocate 4194304000 bytes",
+        }
+    )
     return rows
 
 
@@ -80,18 +136,38 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("article") / "article-cpu"
     out.mkdir()
     write_csv(out / "sweep.csv", sweep_rows(), SWEEP_COLUMNS)
-    (out / "sweep.json").write_text(json.dumps({"device_name": "AMD EPYC", "flop_convention": "4*B*H*S^2*D, causal half"}))
-    write_csv(out / "dispatch.csv", [
-        dict(dtype=d, head_dim=h, mask=m, gqa=str(g).lower(), backend_ran=b, kernel="aten::x", refusals="")
-        for d, h, m, g, b in DISPATCH
-    ], list(art.REQUIRED["dispatch.csv"]))
-    write_csv(out / "e2e.csv", [
-        dict(variant=v, phase=p, step_ms=s, attention_ms=a, attention_share=sh, speedup_vs_naive=sp,
-             amdahl_predicted_speedup=am) for v, p, s, a, sh, sp, am in E2E
-    ], list(art.REQUIRED["e2e.csv"]))
-    write_csv(out / "serve.csv", [
-        dict(variant=v, tokens=t, padding_waste=w, tokens_per_s=r, usd_per_1m_tokens=c) for v, t, w, r, c in SERVE
-    ], list(art.REQUIRED["serve.csv"]))
+    (out / "sweep.json").write_text(
+        json.dumps({"device_name": "AMD EPYC", "flop_convention": "4*B*H*S^2*D, causal half"})
+    )
+    write_csv(
+        out / "dispatch.csv",
+        [
+            dict(dtype=d, head_dim=h, mask=m, gqa=str(g).lower(), backend_ran=b, kernel="aten::x", refusals="")
+            for d, h, m, g, b in DISPATCH
+        ],
+        list(art.REQUIRED["dispatch.csv"]),
+    )
+    write_csv(
+        out / "e2e.csv",
+        [
+            dict(
+                variant=v,
+                phase=p,
+                step_ms=s,
+                attention_ms=a,
+                attention_share=sh,
+                speedup_vs_naive=sp,
+                amdahl_predicted_speedup=am,
+            )
+            for v, p, s, a, sh, sp, am in E2E
+        ],
+        list(art.REQUIRED["e2e.csv"]),
+    )
+    write_csv(
+        out / "serve.csv",
+        [dict(variant=v, tokens=t, padding_waste=w, tokens_per_s=r, usd_per_1m_tokens=c) for v, t, w, r, c in SERVE],
+        list(art.REQUIRED["serve.csv"]),
+    )
     return out
 
 
@@ -111,11 +187,18 @@ def test_sdpa_overtakes_naive_where_the_log_log_line_between_its_last_slower_and
 
 
 def test_a_crossing_between_a_half_and_a_double_speedup_lies_at_the_geometric_mean_of_the_two_lengths():
-    frame = pl.DataFrame({
-        "device": ["cpu"] * 4, "dtype": ["fp32"] * 4, "head_dim": [64] * 4, "causal": [True] * 4,
-        "variant": ["naive", "flex", "naive", "flex"], "seq": [128, 128, 256, 256], "status": ["ok"] * 4,
-        "time_ms": [1.0, 2.0, 4.0, 2.0],  # flex: 0.5x at 128, 2x at 256
-    })
+    frame = pl.DataFrame(
+        {
+            "device": ["cpu"] * 4,
+            "dtype": ["fp32"] * 4,
+            "head_dim": [64] * 4,
+            "causal": [True] * 4,
+            "variant": ["naive", "flex", "naive", "flex"],
+            "seq": [128, 128, 256, 256],
+            "status": ["ok"] * 4,
+            "time_ms": [1.0, 2.0, 4.0, 2.0],  # flex: 0.5x at 128, 2x at 256
+        }
+    )
     (row,) = art.crossovers(frame).iter_rows(named=True)
     assert row["faster_from_seq"] == 256
     assert row["crossover_seq"] == pytest.approx(math.sqrt(128 * 256))
@@ -211,7 +294,9 @@ def test_the_sweep_tab_draws_the_folder_given_at_start(folder, monkeypatch):
     assert "article-cpu (bundled)" in at.selectbox(key="sweep_folder").options
     # an article folder is no folder of rank traces: nothing about it in the sidebar's errors
     assert not [e.value for e in at.sidebar.error if "article-cpu" in e.value]
-    findings = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", " ".join(m.value for m in at.get_by_key("sweep_crossovers").markdown))
+    findings = re.sub(
+        r"\\([!-/:-@\[-`{-~])", r"\1", " ".join(m.value for m in at.get_by_key("sweep_crossovers").markdown)
+    )
     assert "overtakes naive at seq ~128" in findings and "naive: peak per sequence grows ~S^2.00" in findings
     e2e = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", " ".join(m.value for m in at.get_by_key("e2e_findings").markdown))
     assert "end to end, prefill: sdpa +25.0% measured, +25.0% predicted" in e2e
@@ -235,7 +320,8 @@ def test_memory_growth_is_per_sequence_when_the_batch_shrinks_as_the_sequence_gr
         rows.append({"variant": "naive", "seq": s, "batch": b, "peak_mem_bytes": float(b * 4 * s * s * 4)})
         rows.append({"variant": "sdpa", "seq": s, "batch": b, "peak_mem_bytes": float(b * 4 * s * 64 * 4 * 3)})
     frame = pl.DataFrame(rows).with_columns(
-        device=pl.lit("cpu"), dtype=pl.lit("fp32"), head_dim=pl.lit(64), causal=pl.lit(True), status=pl.lit("ok"))
+        device=pl.lit("cpu"), dtype=pl.lit("fp32"), head_dim=pl.lit(64), causal=pl.lit(True), status=pl.lit("ok")
+    )
     grow = {r["variant"]: r for r in art.memory_growth(frame).iter_rows(named=True)}
     assert grow["naive"]["exponent"] == pytest.approx(2.0)
     assert grow["sdpa"]["exponent"] == pytest.approx(1.0)

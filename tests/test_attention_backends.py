@@ -40,11 +40,17 @@ def kernels_named(doc: dict, part: str) -> list[dict]:
 def launching_op(doc: dict, kernel: dict) -> tuple[str | None, str | None]:
     """(innermost cpu_op around the kernel's launch call, the call's name), read from the json."""
     corr = kernel["args"].get("correlation")
-    calls = [e for e in oracle.complete(doc) if e.get("cat") in oracle.LAUNCH_CATS and e.get("args", {}).get("correlation") == corr]
+    calls = [
+        e
+        for e in oracle.complete(doc)
+        if e.get("cat") in oracle.LAUNCH_CATS and e.get("args", {}).get("correlation") == corr
+    ]
     if not calls:
         return None, None
     call = calls[0]
-    held = oracle.enclosing_ops(doc, call["pid"], call["tid"], float(call["ts"]), float(call["ts"]) + float(call.get("dur", 0)))
+    held = oracle.enclosing_ops(
+        doc, call["pid"], call["tid"], float(call["ts"]), float(call["ts"]) + float(call.get("dur", 0))
+    )
     return (held[-1]["name"] if held else None), call["name"]
 
 
@@ -85,7 +91,9 @@ def test_vllm_unified_attention_under_a_graph_launch_is_triton_attention_with_no
         events = [e for e in kernels_named(doc, name) if e["name"] == name]
         row = found.launches.filter(pl.col("kernel") == name)
         assert row["count"].to_list() == [len(events)] and len(events) > 0
-        assert {launching_op(doc, e) for e in events} == {(row["op"][0], row["launch"][0])} == {(None, "hipGraphLaunch")}
+        assert (
+            {launching_op(doc, e) for e in events} == {(row["op"][0], row["launch"][0])} == {(None, "hipGraphLaunch")}
+        )
 
 
 def test_a_trace_without_attention_shows_no_backend(loaded):
@@ -96,7 +104,9 @@ def test_a_trace_without_attention_shows_no_backend(loaded):
     assert kernel_table(trace)["family"].to_list() == ["elementwise"]
 
 
-@pytest.mark.parametrize("name", [MI300X_CK, QWEN_FLASH, VLLM_GRAPH, BERT_FLASH, TRITON_EXAMPLE, "hta_a100_control.json.gz"])
+@pytest.mark.parametrize(
+    "name", [MI300X_CK, QWEN_FLASH, VLLM_GRAPH, BERT_FLASH, TRITON_EXAMPLE, "hta_a100_control.json.gz"]
+)
 def test_the_kernels_tab_and_the_backends_tab_name_the_same_attention_kernels(loaded, name):
     trace, _ = loaded(name)
     table = kernel_table(trace)
@@ -119,31 +129,58 @@ def test_the_summary_and_the_gate_read_the_same_detection(loaded):
 
 # Hand-judged: which library each name belongs to (None: not attention, or not clearly so by name).
 NAMES = [
-    ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)", "flash"),
+    (
+        "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)",  # noqa: E501 (a real name, kept whole)
+        "flash",
+    ),
     ("aten::_scaled_dot_product_flash_attention", "flash"),
     ("aten::_flash_attention_forward", "flash"),
-    ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", "efficient"),
+    (
+        "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",  # noqa: E501 (a real name, kept whole)
+        "efficient",
+    ),
     ("aten::_efficient_attention_forward", "efficient"),
     ("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3_64x64x64_4x1x1_kernel0_0", "cudnn"),
     ("aten::_scaled_dot_product_cudnn_attention", "cudnn"),
     ("aten::_scaled_dot_product_attention_math", "math"),
     ("aten::_scaled_dot_product_flash_attention_for_cpu", "cpu_flash"),
-    ("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::half_t> >(flash::Flash_fwd_params)", "flash-attn"),
+    (
+        "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::half_t> >(flash::Flash_fwd_params)",
+        "flash-attn",
+    ),
     ("void flash_fwd_kernel<Flash_fwd_kernel_traits<(int)128, (int)128, (int)64, (i...", "flash-attn"),
-    ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<int, float> > >(flash::FlashAttnFwdSm90<int, float>::Params)", "flash-attn"),
+    (
+        "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<int, float> > >(flash::FlashAttnFwdSm90<int, float>::Params)",
+        "flash-attn",
+    ),
     ("flash_attn::_flash_attn_forward", "flash-attn"),
     ("_flash_attn_9e27194::fwd", "hub"),
     ("attn_fwd", "aotriton"),
     ("bwd_kernel_dk_dv", "aotriton"),
-    ("_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsyncE", "ck"),
-    ("fmha_fwd_d128_bf16_batch_b128x128x32x128x32x128_r4x1x1_r4x1x1_w32x32x16_w32x32x16_qr_async_vr_psddv_nlogits_nbias_nmask_lse_ndropout_nsquant", "ck"),
+    (
+        "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsyncE",
+        "ck",
+    ),
+    (
+        "fmha_fwd_d128_bf16_batch_b128x128x32x128x32x128_r4x1x1_r4x1x1_w32x32x16_w32x32x16_qr_async_vr_psddv_nlogits_nbias_nmask_lse_ndropout_nsquant",
+        "ck",
+    ),
     ("aiter::mha_batch_prefill", "ck"),
-    ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<1u>, flashinfer::BatchPrefillPagedParams<__nv_bfloat16, int> >(flashinfer::BatchPrefillPagedParams<__nv_bfloat16, int>)", "flashinfer"),
+    (
+        "void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<1u>, flashinfer::BatchPrefillPagedParams<__nv_bfloat16, int> >(flashinfer::BatchPrefillPagedParams<__nv_bfloat16, int>)",  # noqa: E501 (a real name, kept whole)
+        "flashinfer",
+    ),
     ("BatchDecodeWithPagedKVCacheKernel", "flashinfer"),
     ("fmhaSm90Kernel_QkvE4m3OBfloat16H128PagedKvCausalP64VarSeqQ128Kv128PersistentContext", "trtllm"),
     ("fmhaSm100aKernel_QE4m3KvE2m1OE4m3H128PagedKvDenseP16VarSeqQ8Kv128PersistentSwapsAbForGen", "trtllm"),
-    ("void vllm::paged_attention_v1_kernel<unsigned short, unsigned short, 128, 16, 128, (vllm::Fp8KVCacheDataType)0, false>(unsigned short*)", "vllm-paged"),
-    ("void vllm::paged_attention_v2_kernel<__nv_bfloat16, __nv_bfloat16, 128, 16, 128, (vllm::Fp8KVCacheDataType)0, false, 512>(float*)", "vllm-paged"),
+    (
+        "void vllm::paged_attention_v1_kernel<unsigned short, unsigned short, 128, 16, 128, (vllm::Fp8KVCacheDataType)0, false>(unsigned short*)",
+        "vllm-paged",
+    ),
+    (
+        "void vllm::paged_attention_v2_kernel<__nv_bfloat16, __nv_bfloat16, 128, 16, 128, (vllm::Fp8KVCacheDataType)0, false, 512>(float*)",
+        "vllm-paged",
+    ),
     ("xformers::efficient_attention_forward_cutlass", "xformers"),
     ("kernel_unified_attention_2d", "triton"),
     ("kernel_unified_attention_3d", "triton"),

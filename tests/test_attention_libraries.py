@@ -20,20 +20,30 @@ from dashboard.engine.kernels import family_of, kernel_table
 from dashboard.engine.load import load_trace
 
 DESIGN = Path(__file__).parent.parent / "docs" / "design.md"
-H100 = json.loads(json.dumps(oracle.raw(oracle.DATA / "tracelens_h100_bert_sdpa_flash.json.gz").get("deviceProperties", [])))
+H100 = json.loads(
+    json.dumps(oracle.raw(oracle.DATA / "tracelens_h100_bert_sdpa_flash.json.gz").get("deviceProperties", []))
+)
 
 # (name as a trace shows it, the row a person gives it, where the name comes from)
 NAMES = [
     ("sage_fwd", "sage", "ROCm/aiter fav3_sage_attention.py"),
     ("sage_fwd_v3", "sage", "ROCm/aiter fav3_sage_attention_mxfp4.py"),
     ("sage_quant_kernel", "sage", "ROCm/aiter sage attention quant"),
-    ("void qk_int_sv_f8_attn_kernel<128u, 64u>(signed char*)", "sage", "thu-ml/SageAttention qk_int_sv_f8_cuda_sm89.cuh"),
+    (
+        "void qk_int_sv_f8_attn_kernel<128u, 64u>(signed char*)",
+        "sage",
+        "thu-ml/SageAttention qk_int_sv_f8_cuda_sm89.cuh",
+    ),
     ("qk_int_sv_f16_block_sparse_attn_kernel", "sage", "SpargeAttn on SageAttention"),
     ("quant_key_per_thread_int8_kernel", "sage", "thu-ml/SageAttention sageattention/triton/quant_per_thread.py"),
     ("triton_tem_fused_flex_attention_0", "flex", "torch/_inductor/kernel/flex/flex_attention.py"),
     ("triton_tem_fused_flex_attention_backward_2", "flex", "same, backward template"),
     ("triton_tem_fused__to_copy_flex_attention_4", "flex", "fused names are sorted: an epilogue's op may come first"),
-    ("void flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, 512>, true>(Flash_fwd_mla_params)", "flashmla", "deepseek-ai/FlashMLA"),
+    (
+        "void flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, 512>, true>(Flash_fwd_mla_params)",
+        "flashmla",
+        "deepseek-ai/FlashMLA",
+    ),
     ("flash::flash_fwd_splitkv_mla_combine_kernel", "flashmla", "deepseek-ai/FlashMLA"),
     ("_flashmla_C::fwd_kvcache_mla", "flashmla", "vllm-project/vllm flashmla.py"),
     ("_fwd_grouped_kernel_stage1", "triton-decode", "sglang decode_attention.py"),
@@ -72,7 +82,7 @@ def test_each_library_kernel_is_claimed_by_its_row_and_look_alikes_are_not(name,
 
 def test_every_row_names_where_its_names_come_from_and_the_design_notes_list_it():
     text = DESIGN.read_text()
-    section = text[text.index("## Attention kernels"):]
+    section = text[text.index("## Attention kernels") :]
     for row in BACKEND_TABLE:
         assert row.source, row.name
         assert f"`{row.name}`" in section, row.name
@@ -82,9 +92,18 @@ def test_every_row_names_where_its_names_come_from_and_the_design_notes_list_it(
 
 # --- a diffusion transformer on ROCm whose attention is SageAttention replayed from a HIP graph ----
 
+
 def _event(cat, name, ts, dur, tid=1, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1 if cat not in ("kernel",) else 0, "tid": tid if cat != "kernel" else 7,
-            "ts": ts, "dur": dur, "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 1 if cat not in ("kernel",) else 0,
+        "tid": tid if cat != "kernel" else 7,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def _write(tmp_path: Path, events: list[dict], name: str = "t.json", **top) -> Path:
@@ -101,19 +120,40 @@ def _sage_dit(tmp_path: Path) -> Path:
     ev.append(_event("user_annotation", "ProfilerStep#1", 0.0, 100000.0))
     for _ in range(13):
         dims = [[1, 8, 77, 64]] * 3 + [[], [], [], []]
-        ev.append(_event("cpu_op", "aten::_scaled_dot_product_flash_attention", t + 10, 50.0,
-                         **{"Input Dims": dims, "Input type": ["c10::BFloat16"] * 3 + ["Scalar"] * 4,
-                            "Concrete Inputs": ["", "", "", "0.", "False", "False", ""]}))
+        ev.append(
+            _event(
+                "cpu_op",
+                "aten::_scaled_dot_product_flash_attention",
+                t + 10,
+                50.0,
+                **{
+                    "Input Dims": dims,
+                    "Input type": ["c10::BFloat16"] * 3 + ["Scalar"] * 4,
+                    "Concrete Inputs": ["", "", "", "0.", "False", "False", ""],
+                },
+            )
+        )
         ev.append(_event("cuda_runtime", "cudaLaunchKernel", t + 20, 5.0, correlation=corr))
-        ev.append(_event("kernel", "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)",
-                         t + 30, 20.0, correlation=corr, device=0, stream=7))
+        ev.append(
+            _event(
+                "kernel",
+                "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)",  # noqa: E501 (a real name, kept whole)
+                t + 30,
+                20.0,
+                correlation=corr,
+                device=0,
+                stream=7,
+            )
+        )
         corr += 1
         t += 100
     ev.append(_event("cuda_runtime", "hipGraphLaunch", t + 10, 20.0, correlation=corr))
     for i in range(6):
         ev.append(_event("kernel", "sage_quant_kernel", t + 40 + 2500 * i, 300.0, correlation=corr, device=0, stream=7))
         ev.append(_event("kernel", "sage_fwd", t + 400 + 2500 * i, 2000.0, correlation=corr, device=0, stream=7))
-    ev.append(_event("kernel", "Cijk_Alik_Bljk_BBS_BH_MT128x128x32", t + 20000, 900.0, correlation=corr, device=0, stream=7))
+    ev.append(
+        _event("kernel", "Cijk_Alik_Bljk_BBS_BH_MT128x128x32", t + 20000, 900.0, correlation=corr, device=0, stream=7)
+    )
     return _write(tmp_path, ev)
 
 
@@ -137,9 +177,13 @@ def test_sage_attention_replayed_from_a_graph_is_found_and_the_measured_share_is
     assert block["measured_share"] == pytest.approx(flash_ns / total_ns)
     assert block["unmeasured_without_shapes"] is True
     from dashboard.cli import _efficiency_line
+
     line = _efficiency_line(block)
     assert round(100 * flash_ns / total_ns) == 2
-    assert f"13 of 25 calls measured, {100 * flash_ns / total_ns:.0f}% of attention device time; the rest has no shapes" in line
+    assert (
+        f"13 of 25 calls measured, {100 * flash_ns / total_ns:.0f}% of attention device time; the rest has no shapes"
+        in line
+    )
     families = kernel_table(trace).filter(pl.col("family") == "fused attention")["name"].to_list()
     assert {"sage_fwd", "sage_quant_kernel"} <= set(families)
 
@@ -153,11 +197,21 @@ def _serving_trace(tmp_path: Path, op: str, dims: list, annotate: bool = True) -
     ev = []
     if annotate:
         ev.append(_event("user_annotation", STEP, 0.0, 1000.0))
-    ev.append(_event("cpu_op", op, 100.0, 200.0, **{"Input Dims": dims,
-                                                    "Input type": ["c10::BFloat16"] * 4 + ["", ""]}))
+    ev.append(
+        _event("cpu_op", op, 100.0, 200.0, **{"Input Dims": dims, "Input type": ["c10::BFloat16"] * 4 + ["", ""]})
+    )
     ev.append(_event("cuda_driver", "cuLaunchKernelEx", 150.0, 5.0, correlation=1))
-    ev.append(_event("kernel", "fmhaSm100aKernel_QBfloat16KvBfloat16OBfloat16H64PagedKvCausalP64VarSeqQ128Kv128PersistentContext",
-                     300.0, 40.0, correlation=1, device=0, stream=7))
+    ev.append(
+        _event(
+            "kernel",
+            "fmhaSm100aKernel_QBfloat16KvBfloat16OBfloat16H64PagedKvCausalP64VarSeqQ128Kv128PersistentContext",
+            300.0,
+            40.0,
+            correlation=1,
+            device=0,
+            stream=7,
+        )
+    )
     return _write(tmp_path, ev, name=op.replace(":", "_") + str(annotate) + ".json")
 
 
@@ -170,8 +224,10 @@ def test_the_step_annotation_reads_into_request_sums():
     assert ServingBatch.parse("execute_context_2(100)_generation_8(8)") is None
 
 
-@pytest.mark.parametrize("op, q", [("vllm::unified_attention_with_output", [40, 16, 64]),
-                                   ("sglang::unified_attention_with_output", [40, 16 * 64])])
+@pytest.mark.parametrize(
+    "op, q",
+    [("vllm::unified_attention_with_output", [40, 16, 64]), ("sglang::unified_attention_with_output", [40, 16 * 64])],
+)
 def test_a_serving_op_is_the_attention_call_around_its_kernel_with_flops_from_the_step(tmp_path, op, q):
     dims = [q, [40, 2, 64], [40, 2, 64], [40, 16, 64], [], []]
     trace = load_trace(_serving_trace(tmp_path, op, dims))
@@ -206,7 +262,9 @@ def test_the_real_vllm_trace_records_no_attention_op_so_its_kernels_stay_without
     assert ServingBatch.parse(steps[0]).pairs == 55086
     trace = load_trace(path)
     att = ("kernel_unified_attention_2d", "kernel_unified_attention_3d", "reduce_segments")
-    json_ns = sum(round(float(e["dur"]) * 1000) for e in oracle.complete(doc) if e.get("cat") == "kernel" and e["name"] in att)
+    json_ns = sum(
+        round(float(e["dur"]) * 1000) for e in oracle.complete(doc) if e.get("cat") == "kernel" and e["name"] in att
+    )
     assert attention_device_ns(trace) == json_ns
     block = efficiency_block(trace)
     assert block["measured_share"] == 0.0 and block["unmeasured_without_shapes"]
@@ -214,18 +272,43 @@ def test_the_real_vllm_trace_records_no_attention_op_so_its_kernels_stay_without
 
 # --- FlexAttention on the CPU ---------------------------------------------------------------------
 
+
 def test_a_collectors_cpu_flex_run_reports_flex(tmp_path):
     pytest.importorskip("torch")
     import subprocess
     import sys
 
     out = tmp_path / "flexrun"
-    subprocess.run([sys.executable, "-m", "collectors", "--device", "cpu", "--variants", "flex", "--batch", "1", "--heads", "2",
-                    "--seq", "64", "--head-dim", "16", "--out", str(out)], check=True, capture_output=True, timeout=600,
-                   cwd=Path(__file__).parent.parent)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "collectors",
+            "--device",
+            "cpu",
+            "--variants",
+            "flex",
+            "--batch",
+            "1",
+            "--heads",
+            "2",
+            "--seq",
+            "64",
+            "--head-dim",
+            "16",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        cwd=Path(__file__).parent.parent,
+    )
     doc = json.load(gzip.open(out / "flex.json.gz"))
     ops = {e["name"] for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
-    assert not any(re.search("flex", n, re.I) for n in ops)  # no op or kernel names flex (only the collectors' attention::flex span)
+    assert not any(
+        re.search("flex", n, re.I) for n in ops
+    )  # no op or kernel names flex (only the collectors' attention::flex span)
     assert "Torch-Compiled Region: 0/0" in ops
     trace = load_trace(out / "flex.json.gz")
     found = detect_backends(trace)

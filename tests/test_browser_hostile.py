@@ -29,7 +29,16 @@ import pytest
 from browser_server import Server
 from make_many_events import write_many_events
 from test_dashboard_browser import (  # noqa: F401
-    CHROMIUM, CHROMIUM_ARGS, REPO, TABS, WIDTH, _settle, again_if_redrawn, browser_ready, timeline_hover, timeline_point,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    REPO,
+    TABS,
+    WIDTH,
+    _settle,
+    again_if_redrawn,
+    browser_ready,
+    timeline_hover,
+    timeline_point,
 )
 
 CLEAN = REPO / "tests" / "data" / "tracelens_h100_bert_sdpa_flash.json.gz"
@@ -72,10 +81,13 @@ FIND_EXECUTABLE = """() => {
   for (const el of document.querySelectorAll('[onerror],[onload],[onclick],[onmouseover]'))
     for (const a of ['onerror', 'onload', 'onclick', 'onmouseover'])
       if ((el.getAttribute(a) || '').includes('__pwned')) found.push(el.tagName + ' ' + a);
-  for (const img of document.querySelectorAll('img')) if (/\\/x$/.test(img.getAttribute('src') || '') || img.getAttribute('src') === 'x') found.push('img src=x');
+  for (const img of document.querySelectorAll('img'))
+    if (/\\/x$/.test(img.getAttribute('src') || '') || img.getAttribute('src') === 'x') found.push('img src=x');
   for (const a of document.querySelectorAll('a[href]')) if (/^\\s*javascript:/i.test(a.getAttribute('href'))) found.push('a href=' + a.getAttribute('href'));
   for (const a of document.querySelectorAll('[href]')) if ((a.getAttribute('href') || '').includes('__pwned')) found.push(a.tagName + ' href');
-  for (const el of document.querySelectorAll('strong, b, em, i')) { const t = el.textContent.trim(); if (t === 'bold' || t === 'it') found.push(el.tagName + ' ' + t); }
+  for (const el of document.querySelectorAll('strong, b, em, i')) {
+    const t = el.textContent.trim(); if (t === 'bold' || t === 'it') found.push(el.tagName + ' ' + t);
+  }
   return found;
 }"""
 
@@ -187,12 +199,16 @@ def _hover_timeline(page, limit: int) -> list[str]:
     box, drawn = canvas.bounding_box(), canvas.evaluate("c => c.__attnscope")
     seen: list[str] = []
     for panel, p in enumerate(drawn["data"]["panels"]):
-        marked = [i for i in range(len(p["start"])) if "<" in p["names"][p["name"][i]] or "[" in p["names"][p["name"][i]]]
+        marked = [
+            i for i in range(len(p["start"])) if "<" in p["names"][p["name"][i]] or "[" in p["names"][p["name"][i]]
+        ]
         for i in (marked or list(range(len(p["start"]))))[:limit]:
             tip = timeline_hover(page, *timeline_point(box, drawn, panel, i))
             if tip:
                 seen.append(tip)
-    made = canvas.evaluate("c => Array.from(c.getRootNode().querySelectorAll('img, script, a, iframe, b, strong, em')).map(e => e.tagName)")
+    made = canvas.evaluate(
+        "c => Array.from(c.getRootNode().querySelectorAll('img, script, a, iframe, b, strong, em')).map(e => e.tagName)"
+    )
     assert not made, f"the timeline made elements from trace strings: {made}"
     page.mouse.move(0, 0)
     return seen
@@ -222,10 +238,14 @@ def open_every_tab(page, bound_s: float = 60.0, on_tab=None) -> dict[str, float]
                 page.locator(f".st-key-{key}").first.wait_for(timeout=bound_s * 1000)
             settle(page, bound_s)
         except Exception as exc:  # noqa: BLE001 - say which tab, and how long it had
-            raise AssertionError(f"{tab} did not draw within {time.monotonic() - start:.0f} s ({type(exc).__name__})") from exc
+            raise AssertionError(
+                f"{tab} did not draw within {time.monotonic() - start:.0f} s ({type(exc).__name__})"
+            ) from exc
         times[tab] = time.monotonic() - start
         assert page.locator("[data-testid='stException']").count() == 0, f"{tab}: the app raised"
-        assert page.get_by_text("tab could not be drawn").count() == 0, f"{tab}: the tab failed to draw: {main_text(page)[:500]}"
+        assert page.get_by_text("tab could not be drawn").count() == 0, (
+            f"{tab}: the tab failed to draw: {main_text(page)[:500]}"
+        )
         assert times[tab] < bound_s, f"{tab} took {times[tab]:.1f} s"
         if on_tab:
             on_tab(tab)
@@ -244,7 +264,11 @@ def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alo
     uploads = [
         {"name": CLEAN.name, "mimeType": "application/gzip", "buffer": CLEAN.read_bytes()},
         {"name": HOSTILE_NAME, "mimeType": "application/gzip", "buffer": hostile_bytes()},
-        {"name": BROKEN_NAME, "mimeType": "application/json", "buffer": b'{"traceEvents": [{"ph": "X", "name": "aten::mm", "ts": 1'},
+        {
+            "name": BROKEN_NAME,
+            "mimeType": "application/json",
+            "buffer": b'{"traceEvents": [{"ph": "X", "name": "aten::mm", "ts": 1',
+        },
     ]
     with Server(store, tmp_path / "streamlit.log") as server, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -259,15 +283,27 @@ def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alo
             _settle(page)
             page.set_input_files("input[type=file]", uploads)
             page.locator("[data-testid=stSidebar] [data-testid=stAlert]", has_text=BROKEN_NAME).wait_for(timeout=90_000)
-            page.locator(".st-key-tbl_overview [role=row]", has_text=CLEAN_LABEL).wait_for(state="attached", timeout=90_000)
+            page.locator(".st-key-tbl_overview [role=row]", has_text=CLEAN_LABEL).wait_for(
+                state="attached", timeout=90_000
+            )
             _settle(page)
 
             # isolation: one line names the bad file; the two good uploads are loaded and compared
-            alerts = [t for t in page.locator("[data-testid=stSidebar] [data-testid=stAlert] [data-testid=stMarkdownContainer]").all_inner_texts()
-                      if BROKEN_NAME in t]
+            alerts = [
+                t
+                for t in page.locator(
+                    "[data-testid=stSidebar] [data-testid=stAlert] [data-testid=stMarkdownContainer]"
+                ).all_inner_texts()
+                if BROKEN_NAME in t
+            ]
             assert len(alerts) == 1 and len(alerts[0].strip().splitlines()) == 1, alerts
             assert "Traceback" not in page.content()
-            cells = [c.strip() for c in page.locator("[class*='st-key-tbl_overview'] [role=row] [role=gridcell]:first-child").all_text_contents()]
+            cells = [
+                c.strip()
+                for c in page.locator(
+                    "[class*='st-key-tbl_overview'] [role=row] [role=gridcell]:first-child"
+                ).all_text_contents()
+            ]
             assert [c for c in cells if c] == [CLEAN_LABEL, HOSTILE_LABEL]  # shown literally, in upload order
 
             hovers: list[str] = []
@@ -312,14 +348,18 @@ def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alo
             report.goto(html_path.as_uri())
             report.wait_for_function(
                 "() => { const n = document.querySelectorAll('script.attnscope-figure').length;"
-                " return n > 0 && document.querySelectorAll('.js-plotly-plot .nsewdrag').length >= n; }", timeout=60_000)
+                " return n > 0 && document.querySelectorAll('.js-plotly-plot .nsewdrag').length >= n; }",
+                timeout=60_000,
+            )
             _settle(report)  # the figures drawn and laid out: the page stops changing
             text = report.locator("body").inner_text()  # what is shown (not the JSON data blocks)
             for payload in (IMG, HOSTILE_LABEL):
                 assert payload in text, f"the HTML report does not show {payload!r} literally"
             report_hovers = hover_charts(report, limit=6)
             assert_nothing_ran(report, "HTML report", report_dialogs)
-            assert any(HOSTILE_LABEL in h for h in report_hovers), report_hovers[:5]  # hover labels: the payloads as text
+            assert any(HOSTILE_LABEL in h for h in report_hovers), report_hovers[
+                :5
+            ]  # hover labels: the payloads as text
         finally:
             browser.close()
 
@@ -345,14 +385,38 @@ def chart_figures(label: str) -> dict:
     from dashboard import charts
 
     runs = [label, "plain run"]
-    speed = pl.DataFrame({"run": runs, "median_us": [1.0, 2.0], "p10_us": [1.0, 2.0], "p90_us": [1.0, 2.0],
-                          "time_source": [label, "device busy"], "speedup": [1.0, 0.5], "tokens_per_s": [10.0, 5.0],
-                          "usd_per_mtok": [1.0, 2.0]})
-    families = pl.DataFrame({"run": runs, "family": ["gemm", "gemm"], "count_per_step": [1.0, 2.0], "us_per_step": [1.0, 2.0]})
-    groups = pl.DataFrame({"run": runs, "copy_class": ["hidden", "requested"], "us_per_step": [1.0, 2.0], "per_step": [1.0, 1.0]})
+    speed = pl.DataFrame(
+        {
+            "run": runs,
+            "median_us": [1.0, 2.0],
+            "p10_us": [1.0, 2.0],
+            "p90_us": [1.0, 2.0],
+            "time_source": [label, "device busy"],
+            "speedup": [1.0, 0.5],
+            "tokens_per_s": [10.0, 5.0],
+            "usd_per_mtok": [1.0, 2.0],
+        }
+    )
+    families = pl.DataFrame(
+        {"run": runs, "family": ["gemm", "gemm"], "count_per_step": [1.0, 2.0], "us_per_step": [1.0, 2.0]}
+    )
+    groups = pl.DataFrame(
+        {"run": runs, "copy_class": ["hidden", "requested"], "us_per_step": [1.0, 2.0], "per_step": [1.0, 1.0]}
+    )
     diff = pl.DataFrame({"family": ["gemm"], "a_ns": [1000], "b_ns": [2000], "a_count": [1], "b_count": [2]})
-    tl = pl.DataFrame({"lane": ["GPU 0 stream 7"], "lane_kind": ["gpu"], "start_us": [0.0], "end_us": [1.0], "dur_us": [1.0],
-                       "family": ["gemm"], "name": [label], "cat": ["kernel"], "id": [1]})
+    tl = pl.DataFrame(
+        {
+            "lane": ["GPU 0 stream 7"],
+            "lane_kind": ["gpu"],
+            "start_us": [0.0],
+            "end_us": [1.0],
+            "dur_us": [1.0],
+            "family": ["gemm"],
+            "name": [label],
+            "cat": ["kernel"],
+            "id": [1],
+        }
+    )
     return {
         "work_by_family_stacked": charts.work_by_family_stacked(families, runs, "kernels"),
         "family_grouped": charts.family_grouped(families, runs, "time"),
@@ -382,8 +446,11 @@ def test_plain_in_polars_escapes_as_plain_does():
 
     from dashboard.charts import plain, plain_expr
 
-    names = [line.split("\t")[0] for line in (REPO / "tests" / "data" / "kernel_names.tsv").read_text().splitlines()
-             if line and not line.startswith("#")]
+    names = [
+        line.split("\t")[0]
+        for line in (REPO / "tests" / "data" / "kernel_names.tsv").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     values = [PLOTLY_LABEL, IMG, SCRIPT, "%{", "%%{{", "&lt;", "&amp;%{x}", "<<>>&&", "", "plain", "é ∑ 🙂", *names]
     got = pl.Series(values).to_frame("v").select(plain_expr(pl.col("v"))).to_series().to_list()
     assert got == [plain(v) for v in values]
@@ -403,13 +470,19 @@ def test_charts_show_plotly_markup_in_labels_literally(browser_ready, tmp_path):
                 path.write_text(fig.to_html(include_plotlyjs=str(PLOTLY_JS), full_html=True))
                 page.goto(path.as_uri())
                 page.locator(".main-svg").first.wait_for(timeout=30_000)
-                links = page.evaluate("() => [...document.querySelectorAll('svg a')].map(a => a.getAttribute('href') || a.getAttribute('xlink:href'))")
+                links = page.evaluate(
+                    "() => [...document.querySelectorAll('svg a')].map(a => a.getAttribute('href') || a.getAttribute('xlink:href'))"
+                )
                 assert not [h for h in links if "evil" in (h or "")], f"{name}: a label became a link: {links}"
-                bold = page.evaluate("() => [...document.querySelectorAll('tspan')].filter(t => /bold/.test(t.getAttribute('style') || '')).map(t => t.textContent)")
+                bold = page.evaluate(
+                    "() => [...document.querySelectorAll('tspan')].filter(t => /bold/.test(t.getAttribute('style') || '')).map(t => t.textContent)"
+                )
                 assert "bold" not in bold, f"{name}: a label's <b> was drawn bold"
                 drawn = page.locator("svg").all_text_contents()
                 hovers = hover_charts(page, limit=2)
-                assert any("<b>bold</b> x<br>y &amp; %{y}" in t for t in drawn + hovers), f"{name}: the label is not drawn literally"
+                assert any("<b>bold</b> x<br>y &amp; %{y}" in t for t in drawn + hovers), (
+                    f"{name}: the label is not drawn literally"
+                )
         finally:
             browser.close()
 
@@ -421,7 +494,12 @@ def test_the_checks_see_a_payload_that_was_read_as_html(browser_ready):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            for html_text in (f"<div>{IMG}</div>", f"<div>{SCRIPT}</div>", '<a href="javascript:window.__pwned=3">x</a>', "<p><strong>bold</strong></p>"):
+            for html_text in (
+                f"<div>{IMG}</div>",
+                f"<div>{SCRIPT}</div>",
+                '<a href="javascript:window.__pwned=3">x</a>',
+                "<p><strong>bold</strong></p>",
+            ):
                 page = browser.new_page()
                 dialogs = _dialogs(page)
                 page.set_content(html_text)  # returns once the page's load event fired (the img's error too)
@@ -463,7 +541,9 @@ def test_a_trace_of_two_million_events_draws_every_tab_within_a_minute(browser_r
         finally:
             browser.close()
     report = ", ".join(f"{tab} {s:.1f} s" for tab, s in times.items())
-    print(f"\n2M-event trace ({trace.stat().st_size / 1e6:.0f} MB, {counts}; written in {made_s:.1f} s): "
-          f"first view (parse + overview) {first:.1f} s; tabs: {report}")
+    print(
+        f"\n2M-event trace ({trace.stat().st_size / 1e6:.0f} MB, {counts}; written in {made_s:.1f} s): "
+        f"first view (parse + overview) {first:.1f} s; tabs: {report}"
+    )
     if os.environ.get("ATTNSCOPE_TIMES"):
         Path(os.environ["ATTNSCOPE_TIMES"]).write_text(json.dumps({"first_s": first, "tabs": times, "counts": counts}))

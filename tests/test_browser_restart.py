@@ -115,7 +115,9 @@ def test_an_upload_renamed_in_the_browser_is_shared_by_link_across_a_server_rest
             author.locator(".st-key-tbl_overview").first.wait_for(timeout=120_000)
             _settle(author)
             author.set_input_files("input[type=file]", [str(FIRST), str(SECOND)])
-            author.locator(".st-key-tbl_overview [role=row]", has_text=SECOND.name.removesuffix(".json.gz")).wait_for(state="attached", timeout=120_000)
+            author.locator(".st-key-tbl_overview [role=row]", has_text=SECOND.name.removesuffix(".json.gz")).wait_for(
+                state="attached", timeout=120_000
+            )
             _settle(author)
             rename_last_run(author, LABEL, current=SECOND.name.removesuffix(".json.gz"))
             _settle(author)
@@ -176,7 +178,9 @@ def test_renaming_the_baseline_run_keeps_it_the_baseline(browser_ready, tmp_path
             page.locator(".st-key-tbl_overview").first.wait_for(timeout=120_000)
             _settle(page)
             page.set_input_files("input[type=file]", [str(FIRST), str(SECOND)])
-            page.locator(".st-key-tbl_overview [role=row]", has_text=SECOND.name.removesuffix(".json.gz")).wait_for(state="attached", timeout=120_000)
+            page.locator(".st-key-tbl_overview [role=row]", has_text=SECOND.name.removesuffix(".json.gz")).wait_for(
+                state="attached", timeout=120_000
+            )
             _settle(page)
             choose_baseline(page, SECOND.name.removesuffix(".json.gz"))
             rename_last_run(page, LABEL, current=SECOND.name.removesuffix(".json.gz"))

@@ -28,21 +28,29 @@ def test_a_process_discovers_opens_and_stores_runs_without_importing_streamlit(t
     folder = tmp_path / "mine"
     folder.mkdir()
     shutil.copy(TRITON, folder / "a.json.gz")
-    (folder / "runs.json").write_text(json.dumps({"collection": "mine", "runs": [{"variant": "tiny", "trace": "a.json.gz"}]}))
+    (folder / "runs.json").write_text(
+        json.dumps({"collection": "mine", "runs": [{"variant": "tiny", "trace": "a.json.gz"}]})
+    )
     script = f"""
 import json, sys
 from pathlib import Path
 from dashboard import catalog
 from dashboard.engine.store import Store
-cache = catalog.TraceCache(store=Store({str(tmp_path / 'store')!r}))
-collections, loose, failures = catalog.discover(root=Path({str(tmp_path / 'none')!r}), extra=[Path({str(folder)!r}), Path({str(H100)!r})])
+cache = catalog.TraceCache(store=Store({str(tmp_path / "store")!r}))
+collections, loose, failures = catalog.discover(root=Path({str(tmp_path / "none")!r}), extra=[Path({str(folder)!r}), Path({str(H100)!r})])
 pending = [catalog.pending_file(s, cache) for c in collections for s in c.sources] + [catalog.pending_file(s, cache) for s in loose]
 runs, bad = catalog.open_all(pending, cache=cache)
 print(json.dumps({{"runs": [[r.source.id, r.label, r.trace.events.height] for r in runs], "bad": [f.message for f in bad + failures],
                   "streamlit": any(m == "streamlit" or m.startswith("streamlit.") for m in sys.modules)}}))
 """
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["streamlit"] is False
@@ -135,7 +143,9 @@ def test_a_deferred_trace_can_be_written_in_a_thread_while_the_app_reads_its_own
     runs, _ = open_all([pending_file(file_source(H100), cache)], cache=cache, defer_store=deferred)
     mine, theirs = runs[0].trace, deferred[0].trace
     for table in ("events", "flows", "steps"):
-        assert getattr(theirs, table) is not getattr(mine, table) and getattr(theirs, table).equals(getattr(mine, table))
+        assert getattr(theirs, table) is not getattr(mine, table) and getattr(theirs, table).equals(
+            getattr(mine, table)
+        )
     assert theirs._analyses is not mine._analyses and (theirs.meta, theirs.warnings) == (mine.meta, mine.warnings)
     writer = threading.Thread(target=catalog.store_parsed, args=(cache, deferred))
     writer.start()
@@ -163,7 +173,9 @@ def test_the_upload_limit_and_a_refused_upload_need_no_server():
     assert catalog.refused_upload("ok.json", 2048, 2048) is None
     refused = catalog.refused_upload("big.json", 2049, 2048)
     assert refused.source.name == "big.json"
-    assert refused.message == "big.json: 2.0 kB (2,049 bytes) is over the upload limit of 2.0 kB (2,048 bytes); not read"
+    assert (
+        refused.message == "big.json: 2.0 kB (2,049 bytes) is over the upload limit of 2.0 kB (2,048 bytes); not read"
+    )
 
 
 @pytest.mark.parametrize("bad", ["../x.json.gz", "/etc/hostname"])

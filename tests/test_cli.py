@@ -13,7 +13,9 @@ DATA = oracle.DATA
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dashboard", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "dashboard", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
 def test_summary_json_has_the_documented_keys_and_the_trace_numbers():
@@ -53,8 +55,15 @@ def test_bad_files_get_one_line_each_and_exit_2_while_good_files_still_print(tmp
     (tmp_path / "empty.json.gz").write_bytes(b"")
     (tmp_path / "other.json").write_text('{"rows": [1, 2]}')
     good = DATA / "hta_triton_example.json.gz"
-    out = run("summary", "--json", str(tmp_path / "notjson.json"), str(good), str(tmp_path / "empty.json.gz"),
-              str(tmp_path / "other.json"), str(tmp_path / "missing.json"))
+    out = run(
+        "summary",
+        "--json",
+        str(tmp_path / "notjson.json"),
+        str(good),
+        str(tmp_path / "empty.json.gz"),
+        str(tmp_path / "other.json"),
+        str(tmp_path / "missing.json"),
+    )
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
@@ -86,15 +95,68 @@ STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
 def test_strange_but_readable_traces_are_summarized_or_named_never_a_traceback(tmp_path):
     odd = [
         _trace_file(tmp_path, "no_ts.json", [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "abc", "dur": 1}]),
-        _trace_file(tmp_path, "huge_corr.json", [STEP, {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
-                                                         "ts": 5, "dur": 1, "args": {"correlation": 2**70}}]),
-        _trace_file(tmp_path, "odd_shapes.json", [STEP, {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1,
-                                                          "tid": 1, "ts": 5, "dur": 1, "args": {"Input Dims": 5, "Input type": {"a": 1}}}]),
-        _trace_file(tmp_path, "odd_meta.json", [STEP], attnscope={"variant": 3, "parity": {"max_abs": "big", "passed": "yes"},
-                                                                  "tokens_per_step": "many"}),
-        _trace_file(tmp_path, "float_ids.json", [STEP, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1.0, "tid": 1,
-                                                         "ts": 5, "dur": -3, "args": {"correlation": 12.0, "External id": "7"}}]),
-        _trace_file(tmp_path, "args_list.json", [STEP, {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 1, "args": [1, 2]}]),
+        _trace_file(
+            tmp_path,
+            "huge_corr.json",
+            [
+                STEP,
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "k",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": 5,
+                    "dur": 1,
+                    "args": {"correlation": 2**70},
+                },
+            ],
+        ),
+        _trace_file(
+            tmp_path,
+            "odd_shapes.json",
+            [
+                STEP,
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "aten::copy_",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": 5,
+                    "dur": 1,
+                    "args": {"Input Dims": 5, "Input type": {"a": 1}},
+                },
+            ],
+        ),
+        _trace_file(
+            tmp_path,
+            "odd_meta.json",
+            [STEP],
+            attnscope={"variant": 3, "parity": {"max_abs": "big", "passed": "yes"}, "tokens_per_step": "many"},
+        ),
+        _trace_file(
+            tmp_path,
+            "float_ids.json",
+            [
+                STEP,
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "aten::mm",
+                    "pid": 1.0,
+                    "tid": 1,
+                    "ts": 5,
+                    "dur": -3,
+                    "args": {"correlation": 12.0, "External id": "7"},
+                },
+            ],
+        ),
+        _trace_file(
+            tmp_path,
+            "args_list.json",
+            [STEP, {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 1, "args": [1, 2]}],
+        ),
     ]
     bom = tmp_path / "bom.json"
     bom.write_bytes(b"\xef\xbb\xbf" + json.dumps({"traceEvents": [STEP]}).encode())
@@ -102,23 +164,43 @@ def test_strange_but_readable_traces_are_summarized_or_named_never_a_traceback(t
     assert "Traceback" not in out.stderr
     assert out.returncode == 2  # no_ts.json cannot be read
     errors = out.stderr.strip().splitlines()
-    assert [line for line in errors if "error" in line] == ["attnscope: error: no_ts.json: no complete event has a readable timestamp"]
+    assert [line for line in errors if "error" in line] == [
+        "attnscope: error: no_ts.json: no complete event has a readable timestamp"
+    ]
     result = {r["source"]: r for r in json.loads(out.stdout)}
-    assert set(result) == {"huge_corr.json", "odd_shapes.json", "odd_meta.json", "float_ids.json", "args_list.json", "bom.json"}
+    assert set(result) == {
+        "huge_corr.json",
+        "odd_shapes.json",
+        "odd_meta.json",
+        "float_ids.json",
+        "args_list.json",
+        "bom.json",
+    }
     assert result["huge_corr.json"]["steps"][0]["kernel"] == 0  # its correlation cannot tie it to a launch
-    assert result["odd_meta.json"]["collector"]["parity"] == {"max_abs": None, "max_rel": None, "atol": None, "rtol": None, "passed": None}
+    assert result["odd_meta.json"]["collector"]["parity"] == {
+        "max_abs": None,
+        "max_rel": None,
+        "atol": None,
+        "rtol": None,
+        "passed": None,
+    }
     assert result["float_ids.json"]["counts"] == {"cpu_op": 1, "user_annotation": 1}
     assert any("negative duration" in w for w in result["float_ids.json"]["warnings"])
     assert result["args_list.json"]["counts"] == {"cpu_op": 1, "user_annotation": 1}
 
 
 def test_each_warning_is_printed_once(tmp_path):
-    negative = _trace_file(tmp_path, "negative.json", [STEP, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
-                                                             "ts": 5, "dur": -3}])
+    negative = _trace_file(
+        tmp_path,
+        "negative.json",
+        [STEP, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": -3}],
+    )
     for args in (("summary", str(negative)), ("summary", "--json", str(negative))):
         out = run(*args)
         assert out.returncode == 0, out.stderr
-        printed = [line for line in (out.stdout + out.stderr).splitlines() if "negative duration" in line and "warning" in line]
+        printed = [
+            line for line in (out.stdout + out.stderr).splitlines() if "negative duration" in line and "warning" in line
+        ]
         assert len(printed) == 1, printed
         assert printed[0] in out.stderr.splitlines()
 
@@ -138,8 +220,11 @@ def _steps_running_past_their_span(name: str) -> tuple[int, int]:
     from decimal import Decimal
 
     doc = oracle.raw(DATA / name, parse_float=Decimal)
-    launch_ts = {e["args"]["correlation"]: e["ts"] for e in oracle.complete(doc)
-                 if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    launch_ts = {
+        e["args"]["correlation"]: e["ts"]
+        for e in oracle.complete(doc)
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
     gpu = [e for e in oracle.complete(doc) if e.get("cat") in oracle.GPU_CATS]
     spans = oracle.step_spans(doc)
     ahead = 0
@@ -158,11 +243,16 @@ def test_the_summary_says_when_steps_are_busier_than_their_cpu_span():
         assert result.returncode == 0, result.stderr
         line = [l for l in result.stdout.splitlines() if l.startswith("  busy > span")]
         if ahead:
-            assert line == [f"  busy > span in {ahead} of {steps} steps: the GPU finished work they launched after their CPU "
-                            "span ended (the CPU ran ahead; a kernel counts in the step that launched it)"], name
+            assert line == [
+                f"  busy > span in {ahead} of {steps} steps: the GPU finished work they launched after their CPU "
+                "span ended (the CPU ran ahead; a kernel counts in the step that launched it)"
+            ], name
         else:
             assert line == [], name
-    assert _steps_running_past_their_span("hta_v100_ns_resolution.pt.trace.json.gz") == (2, 5)  # 94.6 ms busy in 35.1 and 72.1 ms spans
+    assert _steps_running_past_their_span("hta_v100_ns_resolution.pt.trace.json.gz") == (
+        2,
+        5,
+    )  # 94.6 ms busy in 35.1 and 72.1 ms spans
 
 
 def test_a_folder_without_a_trace_file_is_an_error_naming_it(tmp_path):
@@ -173,7 +263,13 @@ def test_a_folder_without_a_trace_file_is_an_error_naming_it(tmp_path):
     out = run("summary", str(empty), "--no-store")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == f"attnscope: error: {empty}: no trace files (.json, .json.gz) in this folder"
-    both = run("summary", str(empty), str(DATA.parent.parent / "sample_traces" / "cpu" / "sdpa.json.gz"), "--json", "--no-store")
+    both = run(
+        "summary",
+        str(empty),
+        str(DATA.parent.parent / "sample_traces" / "cpu" / "sdpa.json.gz"),
+        "--json",
+        "--no-store",
+    )
     assert both.returncode == 2 and [s["source"] for s in json.loads(both.stdout)] == ["sdpa.json.gz"]
     assert f"{empty}: no trace files" in both.stderr
 
@@ -196,12 +292,18 @@ def test_an_event_that_is_not_an_object_is_named_in_plain_words(tmp_path):
     listed.write_text("[1, 2, 3]")
     out = run("summary", str(listed), "--no-store")
     assert out.returncode == 2
-    assert out.stderr.strip() == ("attnscope: error: list.json: no event could be read: 3 events could not be read and were "
-                                  "skipped; the first: an event is a JSON integer, not an object")
+    assert out.stderr.strip() == (
+        "attnscope: error: list.json: no event could be read: 3 events could not be read and were "
+        "skipped; the first: an event is a JSON integer, not an object"
+    )
     mixed = tmp_path / "mixed.json"
-    mixed.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2},'
-                     ' {"ph": ["X"], "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 3, "dur": 1}, 7]}')
+    mixed.write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2},'
+        ' {"ph": ["X"], "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 3, "dur": 1}, 7]}'
+    )
     out = run("summary", str(mixed), "--no-store")
     assert out.returncode == 0
-    assert ("mixed.json: 2 events could not be read and were skipped; the first: the field 'ph' of an event is a JSON "
-            "array, not a string") in out.stderr
+    assert (
+        "mixed.json: 2 events could not be read and were skipped; the first: the field 'ph' of an event is a JSON "
+        "array, not a string"
+    ) in out.stderr

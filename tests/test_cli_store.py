@@ -34,7 +34,11 @@ def job(tmp_path):
 
 
 # a collectors' trace too: its "attnscope" block's keys are not in alphabetical order
-@pytest.mark.parametrize("path", [QWEN, Path(__file__).resolve().parent.parent / "sample_traces" / "h200" / "naive.json.gz"], ids=["qwen", "h200-naive"])
+@pytest.mark.parametrize(
+    "path",
+    [QWEN, Path(__file__).resolve().parent.parent / "sample_traces" / "h200" / "naive.json.gz"],
+    ids=["qwen", "h200-naive"],
+)
 def test_a_second_summary_reopens_from_the_store_without_parsing(tmp_path, capsys, monkeypatch, path):
     store = str(tmp_path / "store")
     assert cli.main(["summary", "--json", "--store", store, str(path)]) == 0
@@ -66,7 +70,7 @@ def test_ingest_a_folder_of_ranks_then_list_it_and_name_the_straggler(job, tmp_p
     text = capsys.readouterr().out
     assert "3 ranks (0, 1, 2); the slowest rank of each step:" in text
     lines = text.splitlines()
-    table = lines[next(i for i, line in enumerate(lines) if "the slowest rank of each step" in line) + 2:]
+    table = lines[next(i for i, line in enumerate(lines) if "the slowest rank of each step" in line) + 2 :]
     first_step = oracle.step_spans(oracle.raw(SOURCE))[0][0].split("#")[1]  # the step with device work
     assert table[0].split()[:2] == [first_step, "2"]
 
@@ -82,8 +86,8 @@ def test_a_folder_holding_ranks_of_two_jobs_gets_no_rank_table(job, tmp_path, ca
 def test_a_step_without_device_work_on_any_rank_has_no_spread(job, capsys):
     assert cli.main(["summary", "--no-store", str(job)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    table = lines[next(i for i, line in enumerate(lines) if "the slowest rank of each step" in line) + 2:]
-    table = table[:next((i for i, line in enumerate(table) if not line.startswith("  ")), len(table))]
+    table = lines[next(i for i, line in enumerate(lines) if "the slowest rank of each step" in line) + 2 :]
+    table = table[: next((i for i, line in enumerate(table) if not line.startswith("  ")), len(table))]
     idle = [row.split() for row in table if float(row.split()[2]) == 0.0]
     assert idle and all(row[4] == "-" for row in idle) and "nan" not in "\n".join(table)
 

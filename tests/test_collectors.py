@@ -73,7 +73,8 @@ def annotations(doc: dict, name: str) -> list[dict]:
 def ops_inside(doc: dict, span: dict) -> list[str]:
     start, end = float(span["ts"]), float(span["ts"]) + float(span["dur"])
     return [
-        e["name"] for e in doc["traceEvents"]
+        e["name"]
+        for e in doc["traceEvents"]
         if e.get("ph") == "X" and e.get("cat") == "cpu_op" and start <= float(e["ts"]) <= end
     ]
 
@@ -199,7 +200,9 @@ def as_manifest(folder: Path) -> Manifest:
     """The collection's runs.json as the collector's own Manifest object."""
     data = read_manifest(folder)
     data.pop("schema", None)
-    return Manifest(**{**data, "runs": [Run(**r) for r in data["runs"]], "skipped": [Skip(**s) for s in data["skipped"]]})
+    return Manifest(
+        **{**data, "runs": [Run(**r) for r in data["runs"]], "skipped": [Skip(**s) for s in data["skipped"]]}
+    )
 
 
 def test_the_end_of_run_table_shows_the_numbers_the_dashboard_shows(collection: Path) -> None:
@@ -211,7 +214,10 @@ def test_the_end_of_run_table_shows_the_numbers_the_dashboard_shows(collection: 
         parts = [c.strip() for c in line.split("  ") if c.strip()]
         cells[parts[0]] = parts
     assert len(cells) == len(manifest.runs)
-    traces = {(f"{r.variant} (compiled)" if r.compiled else r.variant): load_trace(collection / r.trace) for r in manifest.runs}
+    traces = {
+        (f"{r.variant} (compiled)" if r.compiled else r.variant): load_trace(collection / r.trace)
+        for r in manifest.runs
+    }
     shown = review.overview(traces, None)  # the dashboard's overview row of each run
     for row in shown.iter_rows(named=True):
         label, backend, step_ms, work, copies_cell, parity = cells[row["run"]]
@@ -292,7 +298,8 @@ def test_cuda_graphs_compile_with_reduce_overhead_into_a_trace_of_their_own(
     assert modes == ["reduce-overhead"]
     runs = read_manifest(tmp_path)["runs"]
     assert [(r["variant"], r["compiled"], r["cuda_graphs"], r["trace"]) for r in runs] == [
-        ("naive", False, False, "naive.json.gz"), ("naive", True, True, "naive.graphs.json.gz")
+        ("naive", False, False, "naive.json.gz"),
+        ("naive", True, True, "naive.graphs.json.gz"),
     ]
     assert raw(tmp_path / "naive.graphs.json.gz")["attnscope"]["cuda_graphs"] is True
     assert len(manifest.runs) == 2
@@ -300,12 +307,11 @@ def test_cuda_graphs_compile_with_reduce_overhead_into_a_trace_of_their_own(
     assert [line.split("  ")[0] for line in table[2:4]] == ["naive", "naive (CUDA graphs)"]
 
 
-def test_a_compile_failure_is_a_skip_with_its_reason(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_compile_failure_is_a_skip_with_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_compiler(fn: object) -> object:
         def call(*args: object) -> object:
             raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+
         return call
 
     monkeypatch.setattr(torch, "compile", no_compiler)
@@ -336,9 +342,7 @@ def fake_hub(
 ) -> types.SimpleNamespace:
     """Stand-ins for the `kernels` and `huggingface_hub` packages (the tests never need them);
     the hub endpoint is a closed local port, so a probe fails at once."""
-    constants = types.SimpleNamespace(
-        HF_HUB_CACHE=str(tmp_path), HF_HUB_OFFLINE=offline, ENDPOINT="http://127.0.0.1:9"
-    )
+    constants = types.SimpleNamespace(HF_HUB_CACHE=str(tmp_path), HF_HUB_OFFLINE=offline, ENDPOINT="http://127.0.0.1:9")
     monkeypatch.setitem(sys.modules, "kernels", types.SimpleNamespace(get_kernel=get_kernel))
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(constants=constants))
     monkeypatch.delenv("KERNELS_CACHE", raising=False)
@@ -411,6 +415,8 @@ def test_the_committed_cpu_sample_shows_the_clone_the_fill_and_the_fused_op() ->
     assert naive_chains.count(MASKED_FILL_CHAIN) == steps
     assert op_chains(raw(SAMPLE / "naive_inplace.json.gz"), "aten::clone") == []
     doc = raw(SAMPLE / "sdpa.json.gz")
-    fused = [[n for n in ops_inside(doc, s) if n.startswith("aten::_scaled_dot_product_")]
-             for s in annotations(doc, "attention::sdpa")]
+    fused = [
+        [n for n in ops_inside(doc, s) if n.startswith("aten::_scaled_dot_product_")]
+        for s in annotations(doc, "attention::sdpa")
+    ]
     assert fused == [["aten::_scaled_dot_product_flash_attention_for_cpu"]] * steps

@@ -26,7 +26,9 @@ def _values(rng: random.Random, kind: type, n: int) -> np.ndarray:
     if kind is np.bool_:
         return np.array([rng.random() < 0.5 for _ in range(n)], dtype=np.bool_)
     info = np.iinfo(kind)
-    return np.array([rng.choice((info.min, info.max, 0, rng.randint(info.min, info.max))) for _ in range(n)], dtype=kind)
+    return np.array(
+        [rng.choice((info.min, info.max, 0, rng.randint(info.min, info.max))) for _ in range(n)], dtype=kind
+    )
 
 
 @needs_c
@@ -67,7 +69,12 @@ def test_bytes_become_their_values_with_their_validity():
         assert got.to_list() == [v if ok else None for v, ok in zip(ints, valid)]
         codes = [rng.randrange(1 << 32) for _ in range(n)]
         assert columns.from_arrow("c", columns._scan.arrow(struct.pack(f"={n}I", *codes), "I", None)).to_list() == codes
-        assert columns.from_arrow("c", columns._scan.arrow(struct.pack(f"={n}I", *codes), "I", bytes([1]) * n)).null_count() == 0
+        assert (
+            columns.from_arrow(
+                "c", columns._scan.arrow(struct.pack(f"={n}I", *codes), "I", bytes([1]) * n)
+            ).null_count()
+            == 0
+        )
 
 
 @needs_c
@@ -95,8 +102,11 @@ def test_without_the_c_extension_the_plain_constructor_gives_the_same(monkeypatc
 
 @needs_c
 def test_bad_arguments_are_refused_with_a_message():
-    for args, says in (((b"1234567", "l", None), "whole number"), ((b"12345678", "q", None), "unknown format"),
-                       ((b"12345678", "l", b"12"), "one byte a value")):
+    for args, says in (
+        ((b"1234567", "l", None), "whole number"),
+        ((b"12345678", "q", None), "unknown format"),
+        ((b"12345678", "l", b"12"), "one byte a value"),
+    ):
         with pytest.raises(ValueError, match=says):
             columns._scan.arrow(*args)
 
@@ -105,9 +115,11 @@ def test_bad_arguments_are_refused_with_a_message():
 def test_a_first_load_and_summary_never_imports_numpy_ma():
     """polars 2 imports numpy.ma (7-15 ms) the first time it builds a Series from a numpy array:
     a process's first trace paid it. Every column now goes through Arrow."""
-    code = ("import sys; from dashboard.engine import load_trace, summarize\n"
-            "for name in sys.argv[1:]: summarize(load_trace(name))\n"
-            "print('numpy.ma' in sys.modules)")
+    code = (
+        "import sys; from dashboard.engine import load_trace, summarize\n"
+        "for name in sys.argv[1:]: summarize(load_trace(name))\n"
+        "print('numpy.ma' in sys.modules)"
+    )
     traces = sorted(str(p) for p in (ROOT / "tests" / "data").glob("*.json.gz"))
     done = subprocess.run([sys.executable, "-c", code, *traces], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

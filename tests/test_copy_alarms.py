@@ -62,19 +62,25 @@ def test_naives_masked_fill_clone_stays_an_alarm():
     found = review.findings({"naive": trace}, "naive")
     alarms = found.filter(pl.col("severity") == review.SEVERITY_ALARM)
     assert alarms["kind"].to_list() == ["hidden copy"]
-    assert "268.4 MB per step" in alarms["message"][0] and "aten::masked_fill > aten::clone > aten::copy_" in alarms["message"][0]
+    assert (
+        "268.4 MB per step" in alarms["message"][0]
+        and "aten::masked_fill > aten::clone > aten::copy_" in alarms["message"][0]
+    )
 
 
-@pytest.mark.parametrize("chain, expected", [
-    (["aten::type_as", "aten::to", "aten::_to_copy", "aten::copy_"], REQUESTED),
-    (["aten::pad", "aten::constant_pad_nd", "aten::copy_"], REQUESTED),
-    (["aten::contiguous", "aten::clone", "aten::copy_"], REQUESTED),
-    (["aten::permute_copy", "aten::copy_"], REQUESTED),  # functionalization's *_copy ops
-    (["aten::flatten_dense_tensors", "aten::cat"], REQUESTED),  # DDP's bucket flattening
-    (["aten::layer_norm", "aten::contiguous", "aten::clone", "aten::copy_"], HIDDEN),
-    (["aten::masked_fill", "aten::clone", "aten::copy_"], HIDDEN),
-    (["aten::reshape", "aten::clone", "aten::copy_"], HIDDEN),
-])
+@pytest.mark.parametrize(
+    "chain, expected",
+    [
+        (["aten::type_as", "aten::to", "aten::_to_copy", "aten::copy_"], REQUESTED),
+        (["aten::pad", "aten::constant_pad_nd", "aten::copy_"], REQUESTED),
+        (["aten::contiguous", "aten::clone", "aten::copy_"], REQUESTED),
+        (["aten::permute_copy", "aten::copy_"], REQUESTED),  # functionalization's *_copy ops
+        (["aten::flatten_dense_tensors", "aten::cat"], REQUESTED),  # DDP's bucket flattening
+        (["aten::layer_norm", "aten::contiguous", "aten::clone", "aten::copy_"], HIDDEN),
+        (["aten::masked_fill", "aten::clone", "aten::copy_"], HIDDEN),
+        (["aten::reshape", "aten::clone", "aten::copy_"], HIDDEN),
+    ],
+)
 def test_an_explicit_calls_own_copy_is_requested_and_an_ops_inner_copy_is_hidden(chain, expected):
     assert classify_chain(chain)[1] == expected
 
@@ -99,8 +105,11 @@ def test_index_copys_elementwise_kernel_is_not_a_copy_and_every_copy_family_kern
 def test_copies_and_families_agree_on_every_hand_labelled_kernel_name():
     """tests/data/kernel_names.tsv: a person's label of each name. A name labelled 'copy' is a copy
     for the copy analysis (family 'copy'), and no other name is."""
-    rows = [line.rstrip("\n").split("\t") for line in (DATA / "kernel_names.tsv").read_text().splitlines()
-            if line.strip() and not line.startswith("#")]
+    rows = [
+        line.rstrip("\n").split("\t")
+        for line in (DATA / "kernel_names.tsv").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     wrong = [(name[:80], label) for name, label, _ in rows if (label == "copy") != (family_of(name) == "copy")]
     assert wrong == []
 
@@ -135,4 +144,6 @@ def test_compare_sets_the_thresholds_from_its_flags(capsys):
     assert "small hidden copy" in default and "alarm** tracelens\\_vllm" not in default
     assert main(["compare", str(VLLM), str(qwen), "--no-store", "--copy-alarm-bytes", "100"]) == 0
     lowered = capsys.readouterr().out
-    assert "small hidden copy" not in lowered and "hidden copy: 1 hidden copy per step (128 B" in lowered.replace("\\", "")
+    assert "small hidden copy" not in lowered and "hidden copy: 1 hidden copy per step (128 B" in lowered.replace(
+        "\\", ""
+    )

@@ -23,7 +23,11 @@ SAMPLES = oracle.DATA.parent.parent / "sample_traces" / "cpu"
     [
         # the article's hidden copy, and layer_norm's
         ("aten::masked_fill > aten::clone > aten::copy_", "aten::masked_fill", "hidden"),
-        ("aten::layer_norm > aten::native_layer_norm > aten::contiguous > aten::clone > aten::copy_", "aten::layer_norm", "hidden"),
+        (
+            "aten::layer_norm > aten::native_layer_norm > aten::contiguous > aten::clone > aten::copy_",
+            "aten::layer_norm",
+            "hidden",
+        ),
         ("nn.Module: Attention_0 > aten::masked_fill > aten::clone > aten::copy_", "aten::masked_fill", "hidden"),
         ("Optimizer.step#AdamW.step > aten::reshape > aten::clone > aten::copy_", "aten::reshape", "hidden"),
         ("sglang_profiler::apply_qk_norm_1 > aten::reshape > aten::clone > aten::copy_", "aten::reshape", "hidden"),
@@ -34,12 +38,28 @@ SAMPLES = oracle.DATA.parent.parent / "sample_traces" / "cpu"
         ("aten::is_nonzero > aten::item > aten::_local_scalar_dense", "aten::is_nonzero", "requested"),
         ("CompiledFunction > aten::clone > aten::copy_", "aten::clone", "requested"),
         # autograd: gradient accumulation and backward formulas
-        ("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad > torch::autograd::AccumulateGrad > aten::copy_", "aten::copy_", "autograd"),
-        ("autograd::engine::evaluate_function: SliceBackward0 > SliceBackward0 > aten::slice_backward > aten::copy_", "aten::slice_backward", "autograd"),
+        (
+            "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad > torch::autograd::AccumulateGrad > aten::copy_",
+            "aten::copy_",
+            "autograd",
+        ),
+        (
+            "autograd::engine::evaluate_function: SliceBackward0 > SliceBackward0 > aten::slice_backward > aten::copy_",
+            "aten::slice_backward",
+            "autograd",
+        ),
         ("autograd::engine::evaluate_function: CompiledFunctionBackward > CompiledFunctionBackward", None, "autograd"),
         # communication, even when autograd hooks run it
-        ("torch.distributed.ddp.reducer::copy_bucket_to_grad > aten::copy_", "torch.distributed.ddp.reducer::copy_bucket_to_grad", "communication"),
-        ("autograd::engine::evaluate_function: AddBackward0 > c10d::allreduce_ > record_param_comms > aten::copy_", "c10d::allreduce_", "communication"),
+        (
+            "torch.distributed.ddp.reducer::copy_bucket_to_grad > aten::copy_",
+            "torch.distributed.ddp.reducer::copy_bucket_to_grad",
+            "communication",
+        ),
+        (
+            "autograd::engine::evaluate_function: AddBackward0 > c10d::allreduce_ > record_param_comms > aten::copy_",
+            "c10d::allreduce_",
+            "communication",
+        ),
         # nothing to blame
         ("", None, "unattributed"),
         ("CompiledFunction", None, "unattributed"),
@@ -54,17 +74,40 @@ def _gpu_trace(chain: list[str]) -> bytes:
     and its DtoD memcpy on the device."""
     events = [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000}]
     for depth, name in enumerate(chain):
-        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 10 + depth, "dur": 500 - 2 * depth})
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 10 + depth, "dur": 500 - 2 * depth}
+        )
     events += [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 100, "dur": 5, "args": {"correlation": 7}},
-        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 110, "dur": 3,
-         "args": {"correlation": 7, "device": 0, "stream": 7, "bytes": 4096}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMemcpyAsync",
+            "pid": 1,
+            "tid": 1,
+            "ts": 100,
+            "dur": 5,
+            "args": {"correlation": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoD (Device -> Device)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 110,
+            "dur": 3,
+            "args": {"correlation": 7, "device": 0, "stream": 7, "bytes": 4096},
+        },
     ]
     return json.dumps({"traceEvents": events}).encode()
 
 
 def test_gradient_accumulation_is_autograd_work_not_a_hidden_copy():
-    chain = ["autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", "torch::autograd::AccumulateGrad", "aten::copy_"]
+    chain = [
+        "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+        "torch::autograd::AccumulateGrad",
+        "aten::copy_",
+    ]
     table = copies(load_trace(_gpu_trace(chain)))
     assert table.select("kind", "op_chain", "copy_class", "hidden").rows() == [("DtoD", chain, "autograd", False)]
 
@@ -78,7 +121,11 @@ def _memcpy_chains(path) -> Counter:
     for e in events:
         if e.get("cat") == "cpu_op" and not e["name"].startswith("ProfilerStep#"):
             ops[(e["pid"], e["tid"])].append(e)
-    launch = {e["args"]["correlation"]: e for e in events if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    launch = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
     found = Counter()
     for e in events:
         if e.get("cat") != "gpu_memcpy":
@@ -86,7 +133,11 @@ def _memcpy_chains(path) -> Counter:
         call = launch.get(e["args"].get("correlation"))
         if call is None:
             continue
-        holders = [o for o in ops[(call["pid"], call["tid"])] if o["ts"] <= call["ts"] and call["ts"] + call.get("dur", 0) <= o["ts"] + o.get("dur", 0)]
+        holders = [
+            o
+            for o in ops[(call["pid"], call["tid"])]
+            if o["ts"] <= call["ts"] and call["ts"] + call.get("dur", 0) <= o["ts"] + o.get("dur", 0)
+        ]
         holders.sort(key=lambda o: (o["ts"], -o.get("dur", 0)))
         found[(e["name"].split()[1], tuple(o["name"] for o in holders))] += 1
     return found
@@ -94,7 +145,11 @@ def _memcpy_chains(path) -> Counter:
 
 def test_ddp_bucket_copies_are_communication_and_raise_no_alarm(trace_of):
     path = oracle.DATA / "hta_v100_ns_resolution.pt.trace.json.gz"
-    want = sum(n for (kind, chain), n in _memcpy_chains(path).items() if "torch.distributed.ddp.reducer::copy_bucket_to_grad" in chain)
+    want = sum(
+        n
+        for (kind, chain), n in _memcpy_chains(path).items()
+        if "torch.distributed.ddp.reducer::copy_bucket_to_grad" in chain
+    )
     assert want > 0
     table = copies(trace_of(path))
     comm = table.filter(pl.col("copy_class") == "communication")
@@ -107,7 +162,9 @@ def test_memcpys_launched_by_aten_to_and_cat_are_requested_and_none_is_blamed_on
     path = oracle.DATA / "hta_a100_control.json.gz"
     chains = _memcpy_chains(path)
     table = copies(trace_of(path)).filter(pl.col("name").str.starts_with("Memcpy"))
-    got = Counter((kind, tuple(chain), cls) for kind, chain, cls in table.select("kind", "op_chain", "copy_class").iter_rows())
+    got = Counter(
+        (kind, tuple(chain), cls) for kind, chain, cls in table.select("kind", "op_chain", "copy_class").iter_rows()
+    )
     to_htod = chains[("HtoD", ("aten::to", "aten::_to_copy", "aten::copy_"))]
     assert to_htod == 150
     assert got[("HtoD", ("aten::to", "aten::_to_copy", "aten::copy_"), "requested")] == to_htod
@@ -129,7 +186,16 @@ def _with_requested_copy(tmp_path):
     for step in steps:
         end = step["ts"] + step["dur"]
         for depth, name in enumerate(["aten::contiguous", "aten::clone", "aten::copy_"]):
-            doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": name, **thread, "ts": end - 0.9 + 0.1 * depth, "dur": 0.5 - 0.1 * depth})
+            doc["traceEvents"].append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": name,
+                    **thread,
+                    "ts": end - 0.9 + 0.1 * depth,
+                    "dur": 0.5 - 0.1 * depth,
+                }
+            )
     path = tmp_path / "naive_inplace_contiguous.json"
     path.write_text(json.dumps(doc))
     return path

@@ -23,8 +23,12 @@ def _profile(fn, path: Path, steps: int = 2) -> Path:
 
     fn()
     sched = schedule(wait=0, warmup=1, active=steps)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=sched,
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=sched,
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
         for _ in range(1 + steps):
             with torch.no_grad():
                 fn()
@@ -53,8 +57,10 @@ def naive_trace(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def sdpa_trace(tmp_path_factory) -> Path:
     q, k, v = _qkv()
-    return _profile(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
-                    tmp_path_factory.mktemp("cpu") / "sdpa.json")
+    return _profile(
+        lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+        tmp_path_factory.mktemp("cpu") / "sdpa.json",
+    )
 
 
 def _raw_ops(path: Path) -> list[dict]:
@@ -62,17 +68,33 @@ def _raw_ops(path: Path) -> list[dict]:
 
 
 def _holds(outer: dict, inner: dict) -> bool:
-    return (outer["tid"] == inner["tid"] and outer["ts"] <= inner["ts"]
-            and outer["ts"] + outer["dur"] >= inner["ts"] + inner["dur"] and outer is not inner)
+    return (
+        outer["tid"] == inner["tid"]
+        and outer["ts"] <= inner["ts"]
+        and outer["ts"] + outer["dur"] >= inner["ts"] + inner["dur"]
+        and outer is not inner
+    )
 
 
 def test_the_out_of_place_masked_fill_copies_the_scores_through_clone(naive_trace):
     ops = _raw_ops(naive_trace)
     # oracle: every aten::copy_ held by an aten::clone held by an aten::masked_fill
-    hidden = [c for c in ops if c["name"] == "aten::copy_" and any(
-        o["name"] == "aten::clone" and _holds(o, c) and any(m["name"] == "aten::masked_fill" and _holds(m, o) for m in ops)
-        for o in ops)]
-    steps = sum(1 for e in json.loads(naive_trace.read_text())["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X")
+    hidden = [
+        c
+        for c in ops
+        if c["name"] == "aten::copy_"
+        and any(
+            o["name"] == "aten::clone"
+            and _holds(o, c)
+            and any(m["name"] == "aten::masked_fill" and _holds(m, o) for m in ops)
+            for o in ops
+        )
+    ]
+    steps = sum(
+        1
+        for e in json.loads(naive_trace.read_text())["traceEvents"]
+        if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
+    )
     assert len(hidden) == steps == 2
     table = copies(load_trace(naive_trace))
     flagged = table.filter(pl.col("hidden"))
@@ -95,14 +117,22 @@ def test_a_cpu_only_trace_counts_the_ops_that_do_work_and_hold_no_other(naive_tr
     trace = load_trace(naive_trace)
     assert work_unit(trace) == "leaf cpu_op"
     ops = _raw_ops(naive_trace)
-    spans = sorted((e for e in json.loads(naive_trace.read_text())["traceEvents"]
-                    if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda s: s["ts"])
+    spans = sorted(
+        (
+            e
+            for e in json.loads(naive_trace.read_text())["traceEvents"]
+            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+        ),
+        key=lambda s: s["ts"],
+    )
     # Q@K^T and @V are aten::bmm under aten::matmul; `* 0.125` is aten::mul holding the scalar's
     # copy_; masked_fill is clone > copy_ then masked_fill_; softmax is aten::_softmax. Views,
     # allocations and the ops that only hold these are not work.
     expected = ["aten::bmm", "aten::copy_", "aten::copy_", "aten::masked_fill_", "aten::_softmax", "aten::bmm"]
     for span in spans:
-        in_step = [o["name"] for o in sorted(ops, key=lambda o: o["ts"]) if span["ts"] <= o["ts"] < span["ts"] + span["dur"]]
+        in_step = [
+            o["name"] for o in sorted(ops, key=lambda o: o["ts"]) if span["ts"] <= o["ts"] < span["ts"] + span["dur"]
+        ]
         for name in set(expected):
             assert in_step.count(name) >= expected.count(name)
     work = work_events(trace)

@@ -17,7 +17,6 @@ import pytest
 
 import oracle
 from dashboard.engine import TraceError, load_trace
-from dashboard.engine import load as load_module
 from dashboard.engine.load import decode as load_decode
 from dashboard.engine.kernels import per_step
 from dashboard.engine.summary import device_info
@@ -78,7 +77,8 @@ def check_salvage(trace, name: str, size: int) -> None:
         assert table["name"].to_list() == [n for n, _, _ in oracle.step_spans(doc)]
         for row in table.iter_rows(named=True):
             assert (row["kernel"], row["gpu_memcpy"], row["gpu_memset"]) == tuple(
-                want[row["name"]][c] for c in ("kernel", "gpu_memcpy", "gpu_memset")), row["name"]
+                want[row["name"]][c] for c in ("kernel", "gpu_memcpy", "gpu_memset")
+            ), row["name"]
     last_end = max(end for end, _ in scanned(name)[1] if end <= size)
     origin = min(ns(e["ts"]) for e in complete)
     assert trace.cut is not None
@@ -88,7 +88,10 @@ def check_salvage(trace, name: str, size: int) -> None:
     whole = len(kept) == len(scanned(name)[1]) and scanned(name)[0][last_end:size].strip().startswith(b"]")
     assert trace.cut.events_whole == whole
     if whole:  # cut in the metadata after the events
-        assert "cut off after its traceEvents array had ended" in trace.warnings[0] and "every event was read" in trace.warnings[0]
+        assert (
+            "cut off after its traceEvents array had ended" in trace.warnings[0]
+            and "every event was read" in trace.warnings[0]
+        )
     else:
         assert "cut off at ts " in trace.warnings[0] and "after the trace start" in trace.warnings[0]
 
@@ -148,7 +151,9 @@ def test_a_cut_anywhere_in_a_small_trace_keeps_exactly_the_whole_events(name):
 
 def test_a_cut_gpu_trace_says_no_device_event_survived_and_keeps_the_device():
     full, events = scanned("hta_a100_control.json.gz")
-    first_device = next(end for end, e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime"))
+    first_device = next(
+        end for end, e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime")
+    )
     trace = load_trace(full[: first_device // 2], name="early.json")
     assert trace.events.filter(pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"])).height == 0
     assert device_info(trace) == {"type": "cuda", "name": "NVIDIA A100-PG509-200"}
@@ -237,9 +242,29 @@ def test_steps_that_hold_only_annotations_say_why_their_work_is_0(tmp_path):
     events = []
     for step in range(3):
         start = 1000 * step
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": start, "dur": 900})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 1,
+                "tid": 1,
+                "ts": start,
+                "dur": 900,
+            }
+        )
         for k, op in enumerate(("gloo:all_reduce", "gloo:broadcast")):
-            events.append({"ph": "X", "cat": "user_annotation", "name": op, "pid": 1, "tid": 1, "ts": start + 10 + 100 * k, "dur": 50})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": op,
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": start + 10 + 100 * k,
+                    "dur": 50,
+                }
+            )
     path = tmp_path / "gloo.json"
     path.write_text(json.dumps({"traceEvents": events}))
     trace = load_trace(path)
@@ -264,17 +289,21 @@ def test_steps_with_cpu_ops_get_no_such_warning(tmp_path):
 def test_steps_that_hold_events_of_no_category_name_them(tmp_path):
     """Events without a cat are named "(no category)" in the warning, and equal counts are
     listed by name, so the warning reads the same on every run."""
-    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": 900},
-              {"ph": "X", "name": "odd", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
-              {"ph": "X", "cat": "zeta", "name": "z", "pid": 1, "tid": 1, "ts": 20, "dur": 5},
-              {"ph": "X", "cat": "alpha", "name": "a", "pid": 1, "tid": 1, "ts": 30, "dur": 5},
-              {"ph": "X", "cat": "alpha", "name": "b", "pid": 1, "tid": 1, "ts": 40, "dur": 5}]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": 900},
+        {"ph": "X", "name": "odd", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+        {"ph": "X", "cat": "zeta", "name": "z", "pid": 1, "tid": 1, "ts": 20, "dur": 5},
+        {"ph": "X", "cat": "alpha", "name": "a", "pid": 1, "tid": 1, "ts": 30, "dur": 5},
+        {"ph": "X", "cat": "alpha", "name": "b", "pid": 1, "tid": 1, "ts": 40, "dur": 5},
+    ]
     path = tmp_path / "nocat.json"
     path.write_text(json.dumps({"traceEvents": events}))
     warned = [w for w in load_trace(path).warnings if "so every step's work is 0" in w]
-    assert warned == ["nocat.json: the one step holds no cpu_op and no device event, only alpha 2, (no category) 1, zeta 1, "
-                      "so every step's work is 0 (the profiler recorded annotations without ops, as a CPU trace of gloo "
-                      "collectives can)"]
+    assert warned == [
+        "nocat.json: the one step holds no cpu_op and no device event, only alpha 2, (no category) 1, zeta 1, "
+        "so every step's work is 0 (the profiler recorded annotations without ops, as a CPU trace of gloo "
+        "collectives can)"
+    ]
 
 
 @pytest.mark.parametrize("variant", ["sdpa", "naive"])
@@ -286,9 +315,13 @@ def test_a_gpu_trace_cut_before_its_device_events_gets_no_attention_rate(variant
 
     full = gzip.decompress((oracle.DATA.parent.parent / "sample_traces" / "h200" / f"{variant}.json.gz").read_bytes())
     doc = json.loads(full)
-    assert any(e.get("cat") == "user_annotation" and e.get("name", "").startswith("attention::") for e in doc["traceEvents"])
-    first_device = min(full.find(f'"cat": "{cat}"'.encode()) % (len(full) + 1)  # absent: past the end
-                       for cat in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver"))
+    assert any(
+        e.get("cat") == "user_annotation" and e.get("name", "").startswith("attention::") for e in doc["traceEvents"]
+    )
+    first_device = min(
+        full.find(f'"cat": "{cat}"'.encode()) % (len(full) + 1)  # absent: past the end
+        for cat in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver")
+    )
     trace = load_trace(full[: full.rindex(b"},", 0, first_device) + 1], name="early.json")
     assert not trace.has_gpu and device_info(trace)["type"] == "cuda"
     block = efficiency_block(trace)
@@ -308,25 +341,55 @@ def test_a_step_still_running_at_the_cut_is_marked_partial(tmp_path):
     import subprocess
     import sys
 
-    doc = json.loads(gzip.decompress((oracle.DATA.parent.parent / "sample_traces" / "h200" / "naive.json.gz").read_bytes()))
+    doc = json.loads(
+        gzip.decompress((oracle.DATA.parent.parent / "sample_traces" / "h200" / "naive.json.gz").read_bytes())
+    )
     events = doc.pop("traceEvents")
     spans = {e["name"]: (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("ProfilerStep#")}
     start4, end4 = spans["ProfilerStep#4"]
-    k = next(i for i, e in enumerate(events) if e.get("ph") == "X" and start4 < e["ts"] < end4 and e.get("cat") == "cpu_op") + 3
+    k = (
+        next(
+            i
+            for i, e in enumerate(events)
+            if e.get("ph") == "X" and start4 < e["ts"] < end4 and e.get("cat") == "cpu_op"
+        )
+        + 3
+    )
     head = json.dumps(doc)[:-1] + ', "traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events[:k]) + ",\n"
     path = tmp_path / "killed.json"
     path.write_text(head + json.dumps(events[k])[:25])  # cut inside the next event
     last_ts = [e["ts"] for e in events[:k] if e.get("ph") == "X"][-1]
-    kept = {e["name"]: e["ts"] + e["dur"] for e in events[:k] if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")}
+    kept = {
+        e["name"]: e["ts"] + e["dur"]
+        for e in events[:k]
+        if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")
+    }
     want = {name: end > last_ts for name, end in kept.items()}
     assert want["ProfilerStep#4"] and not all(want.values())
-    run = lambda *args: subprocess.run([sys.executable, "-m", "dashboard", "summary", str(path), "--no-store", *args],  # noqa: E731
-                                       capture_output=True, text=True, timeout=300)
+    run = lambda *args: subprocess.run(
+        [sys.executable, "-m", "dashboard", "summary", str(path), "--no-store", *args],  # noqa: E731
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     (record,) = json.loads(run("--json").stdout)
     assert {s["name"]: s["past_cut"] for s in record["steps"]} == want
     text = run().stdout
     assert "ProfilerStep#4 (past the cut)" in text and "ProfilerStep#2 (past the cut)" not in text
     assert "ProfilerStep#4 was still running at the last event read before the cut" in text
-    whole = json.loads(subprocess.run([sys.executable, "-m", "dashboard", "summary", "--json", "--no-store",
-                                       str(oracle.DATA / "hta_triton_example.json.gz")], capture_output=True, text=True).stdout)
+    whole = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dashboard",
+                "summary",
+                "--json",
+                "--no-store",
+                str(oracle.DATA / "hta_triton_example.json.gz"),
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     assert all(s["past_cut"] is False for s in whole[0]["steps"])

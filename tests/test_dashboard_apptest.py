@@ -61,14 +61,17 @@ def sample_runs() -> dict[str, Path]:
     """label (as the app shows it) -> trace path for every run of the bundled CPU collection, as
     the manifest lists them."""
     return {
-        cpu(f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]): SAMPLE / r["trace"] for r in manifest()["runs"]
+        cpu(f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]): SAMPLE / r["trace"]
+        for r in manifest()["runs"]
     }
 
 
 def sample_id(label: str) -> str:
     """The run id a link uses for a run of the bundled collection (its label, with or without [cpu])."""
     label = label.removesuffix(" [cpu]")
-    entry = next(r for r in manifest()["runs"] if (f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]) == label)
+    entry = next(
+        r for r in manifest()["runs"] if (f"{r['variant']} (compiled)" if r["compiled"] else r["variant"]) == label
+    )
     return f"{manifest()['collection']}/{entry['trace'].removesuffix('.json.gz')}"
 
 
@@ -279,21 +282,36 @@ def test_cpu_and_gpu_runs_are_separate_groups_each_against_its_own_baseline(trac
     # each group against its own baseline: naive for the CPU runs, the first GPU run for the GPU ones
     assert close(cpu_rows.loc[cpu("sdpa"), "speedup"], step_time(naive).median_us / step_time(sdpa).median_us)
     # BERT and Qwen chat do different work (their SDPA ops' Input Dims differ in the JSON): no speedup between them
-    dims = [{json.dumps(e["args"]["Input Dims"][0]) for e in oracle.complete(oracle.raw(p))
-             if e.get("name") == "aten::scaled_dot_product_attention"} for p in list(gpu_runs().values())[:2]]
+    dims = [
+        {
+            json.dumps(e["args"]["Input Dims"][0])
+            for e in oracle.complete(oracle.raw(p))
+            if e.get("name") == "aten::scaled_dot_product_attention"
+        }
+        for p in list(gpu_runs().values())[:2]
+    ]
     assert dims[0] and dims[1] and not dims[0] & dims[1]
-    assert math.isnan(gpu.loc["h100-qwen-chat-flash", "speedup"]) and gpu.loc["h100-qwen-chat-flash", "relation"].startswith("different workload")
+    assert math.isnan(gpu.loc["h100-qwen-chat-flash", "speedup"]) and gpu.loc[
+        "h100-qwen-chat-flash", "relation"
+    ].startswith("different workload")
     assert step_time(bert).median_us > 0 and step_time(qwen).median_us > 0
     assert close(gpu.loc["h100-bert-flash", "speedup"], 1.0)
     notes = texts(at.get_by_key("findings").warning)
     more = [t for t in notes if "more copies" in t]
     # a 'more copies' note only ever names a baseline of the run's own group
-    assert all("'naive'" not in t for t in more if t.startswith("h100")) and all("h100" not in t.split("baseline")[-1] for t in more if t.startswith("sdpa"))
-    for tab, keys in (("Speedups", ("tbl_speed_cpu", "tbl_speed_gpu")), ("Kernels", ("chart_kernels_count_cpu", "chart_kernels_count_gpu"))):
+    assert all("'naive'" not in t for t in more if t.startswith("h100")) and all(
+        "h100" not in t.split("baseline")[-1] for t in more if t.startswith("sdpa")
+    )
+    for tab, keys in (
+        ("Speedups", ("tbl_speed_cpu", "tbl_speed_gpu")),
+        ("Kernels", ("chart_kernels_count_cpu", "chart_kernels_count_gpu")),
+    ):
         at = app(tab, params={"run": chosen, "baseline": sample_id("naive")})
         for key in keys:
             assert at.get_by_key(key) is not None
-    speed = table(at := app("Speedups", params={"run": chosen, "baseline": sample_id("naive")}), "tbl_speed_gpu").set_index("run")
+    speed = table(
+        at := app("Speedups", params={"run": chosen, "baseline": sample_id("naive")}), "tbl_speed_gpu"
+    ).set_index("run")
     assert math.isnan(speed.loc["h100-qwen-chat-flash", "speedup"])
     fig = figure(at, "chart_speedup_gpu")["data"][0]
     assert fig["x"] == list(gpu_runs())[:2] and fig["text"] == ["baseline", "different workload: no speedup"]
@@ -319,14 +337,22 @@ def test_a_link_naming_a_run_that_is_not_loaded_says_so(app):
 
 def test_a_bad_upload_shows_its_error_and_the_good_one_becomes_the_comparison(app):
     at = app()
-    send(at, [("broken.json.gz", b"\x1f\x8b this is not gzip", "application/gzip"), (H100.name, H100.read_bytes(), "application/gzip")])
+    send(
+        at,
+        [
+            ("broken.json.gz", b"\x1f\x8b this is not gzip", "application/gzip"),
+            (H100.name, H100.read_bytes(), "application/gzip"),
+        ],
+    )
     assert not at.exception
     errors = texts(at.sidebar.error)
     assert len(errors) == 1 and "broken.json.gz" in errors[0]
     runs = table(at, "tbl_overview")["run"].tolist()
     assert runs == ["tracelens_h100_bert_sdpa_flash"]  # the upload alone: the samples are not selected
     assert at.selectbox(key="baseline").value == "upload/" + H100.name
-    assert {"tracelens_h100_bert_sdpa_flash", "h100-bert-flash", cpu("naive")} <= set(at.multiselect[0].options)  # all on offer
+    assert {"tracelens_h100_bert_sdpa_flash", "h100-bert-flash", cpu("naive")} <= set(
+        at.multiselect[0].options
+    )  # all on offer
 
 
 def test_two_uploads_become_the_comparison_with_the_first_as_baseline_and_the_samples_one_click_away(trace_of, app):
@@ -361,7 +387,9 @@ def test_a_runs_json_that_is_not_an_object_is_an_error_naming_it_and_the_other_r
     assert len(errors) == 1 and str(folder / "runs.json") in errors[0] and "a list" in errors[0]
     assert table(at, "tbl_overview_cpu")["run"].tolist() == [cpu("naive")]  # a CPU-only and a GPU run: two groups
     assert table(at, "tbl_overview_gpu")["run"].tolist() == ["tracelens_h100_bert_sdpa_flash"]
-    assert len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + len(h200_ids()) + 1  # every bundled run, and the good extra file
+    assert (
+        len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + len(h200_ids()) + 1
+    )  # every bundled run, and the good extra file
 
 
 def test_an_extra_path_that_does_not_exist_is_an_error_naming_it(app, tmp_path):
@@ -378,9 +406,18 @@ def test_a_manifest_run_whose_trace_is_missing_is_an_error_and_similar_names_kee
     folder.mkdir()
     (folder / "a.json.gz").write_bytes(H100.read_bytes())
     (folder / "a.json").write_bytes(gzip.decompress(H100.read_bytes()))
-    (folder / "runs.json").write_text(json.dumps({"collection": "mine", "runs": [
-        {"variant": "gz", "trace": "a.json.gz"}, {"variant": "plain", "trace": "a.json"}, {"variant": "gone", "trace": "gone.json.gz"},
-    ]}))
+    (folder / "runs.json").write_text(
+        json.dumps(
+            {
+                "collection": "mine",
+                "runs": [
+                    {"variant": "gz", "trace": "a.json.gz"},
+                    {"variant": "plain", "trace": "a.json"},
+                    {"variant": "gone", "trace": "gone.json.gz"},
+                ],
+            }
+        )
+    )
     at = app(params={"run": ["mine/a", "mine/a.json"]}, traces=[folder])
     errors = texts(at.sidebar.error)
     assert len(errors) == 1 and errors[0].startswith("gone.json.gz") and str(folder / "runs.json") in errors[0]
@@ -398,9 +435,14 @@ def test_a_tab_the_engine_fails_on_shows_one_error_and_the_rest_of_the_app_stays
     at = app("Backends", allow_tab_errors=True)
     errors = [t for t in texts(at.main.error) if " tab could not be drawn" in t]
     assert len(errors) == 1
-    assert errors[0].startswith("The Backends tab could not be drawn") and "ValueError: no backend table today" in errors[0]
+    assert (
+        errors[0].startswith("The Backends tab could not be drawn")
+        and "ValueError: no backend table today" in errors[0]
+    )
     assert "second line" not in errors[0] and "Traceback" not in errors[0]
-    assert at.multiselect[0].value == [i for i in h200_ids() if "." not in i.removeprefix("h200/")]  # the sidebar is intact
+    assert at.multiselect[0].value == [
+        i for i in h200_ids() if "." not in i.removeprefix("h200/")
+    ]  # the sidebar is intact
     at = app()  # and the other tabs draw as before
     assert len(table(at, "tbl_overview")) == 7  # the article's path, eager (issue item 6)
 
@@ -425,20 +467,30 @@ def test_discovery_names_every_source_it_cannot_open_and_opens_a_file_named_twic
 def test_labels_default_to_the_variant_and_can_be_edited(app):
     at = app(params=cpu_link())
     row = 0  # the rename table lists every loaded run: the CPU collection's first
-    at.session_state["label_editor_0"] = {"edited_rows": {row: {"label": "masked_fill out of place"}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["label_editor_0"] = {
+        "edited_rows": {row: {"label": "masked_fill out of place"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert not at.exception
     runs = table(at, "tbl_overview")["run"].tolist()
     assert runs[0] == "masked_fill out of place"
     assert runs[1:] == list(sample_runs())[1:]
     assert at.query_params["run"][0] == sample_id("naive")  # links keep the stable id, not the label
-    assert as_list(at.query_params["label"]) == [f"{sample_id('naive')}=masked_fill out of place"]  # and carry the label
+    assert as_list(at.query_params["label"]) == [
+        f"{sample_id('naive')}=masked_fill out of place"
+    ]  # and carry the label
 
 
 def test_a_renamed_run_keeps_its_name_after_a_reload_and_in_a_shared_link(app):
     at = app(params=cpu_link())
     row = 0
-    at.session_state["label_editor_0"] = {"edited_rows": {row: {"label": "scores = q·kᵀ *clone*"}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["label_editor_0"] = {
+        "edited_rows": {row: {"label": "scores = q·kᵀ *clone*"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     link = {"run": at.query_params["run"], "baseline": at.query_params["baseline"], "label": at.query_params["label"]}
     reloaded = app(params=link)  # a new session from the same URL: a reload, or a colleague's browser
@@ -506,13 +558,19 @@ def test_kernels_tab_shows_counts_and_times_per_family_and_every_kernel(trace_of
 
 
 def test_kernels_tab_lists_the_difference_to_the_baseline_ranked_by_time(trace_of, app):
-    at = app("Kernels", params={"run": [sample_id("naive"), sample_id("naive_inplace")], "baseline": sample_id("naive")})
+    at = app(
+        "Kernels", params={"run": [sample_id("naive"), sample_id("naive_inplace")], "baseline": sample_id("naive")}
+    )
     # by default template instances fold into their base name (the toggle is on)
     assert at.toggle(key="kd_base").value is True
-    expect = kernel_diff(trace_of(sample_runs()[cpu("naive")]), trace_of(sample_runs()[cpu("naive_inplace")]), by="base")
+    expect = kernel_diff(
+        trace_of(sample_runs()[cpu("naive")]), trace_of(sample_runs()[cpu("naive_inplace")]), by="base"
+    )
     changed = expect.filter(pl.col("change") != "same")
     shown = table(at, "tbl_kernels_delta")
-    assert list(zip(shown["name"], shown["change"])) == list(zip(changed["name"], changed["change"]))  # in the engine's order
+    assert list(zip(shown["name"], shown["change"])) == list(
+        zip(changed["name"], changed["change"])
+    )  # in the engine's order
     deltas = shown["delta_us_per_step"].abs().tolist()
     assert deltas == sorted(deltas, reverse=True)  # largest effect on step time first
     assert all(close(a, b / 1000.0) for a, b in zip(shown["delta_us_per_step"], changed["delta_ns_per_step"]))
@@ -539,18 +597,29 @@ def test_the_kernel_change_summary_counts_each_kind_of_change_per_run(trace_of, 
 def _launched_in(doc: dict, step: str) -> list[dict]:
     """json oracle: the step's GPU events (kernel, memcpy, memset) whose launch call lies in its CPU span."""
     events = oracle.complete(doc)
-    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
-    (start, end), = [(a, b) for name, a, b in oracle.step_spans(doc) if name == step]
-    return [e for e in events if e.get("cat") in oracle.GPU_CATS
-            and (call := launches.get(e.get("args", {}).get("correlation"))) is not None and start <= call["ts"] < end]
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
+    ((start, end),) = [(a, b) for name, a, b in oracle.step_spans(doc) if name == step]
+    return [
+        e
+        for e in events
+        if e.get("cat") in oracle.GPU_CATS
+        and (call := launches.get(e.get("args", {}).get("correlation"))) is not None
+        and start <= call["ts"] < end
+    ]
 
 
 def _ops_in(doc: dict, step: str) -> dict[str, int]:
     """json oracle: names of CPU ops, annotations and runtime calls starting in the step's span, by count."""
-    (start, end), = [(a, b) for name, a, b in oracle.step_spans(doc) if name == step]
+    ((start, end),) = [(a, b) for name, a, b in oracle.step_spans(doc) if name == step]
     names: dict[str, int] = {}
     for e in oracle.complete(doc):
-        if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver") and not e["name"].startswith("ProfilerStep#"):
+        if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver") and not e["name"].startswith(
+            "ProfilerStep#"
+        ):
             if start <= e["ts"] < end:
                 names[e["name"]] = names.get(e["name"], 0) + 1
     return names
@@ -559,11 +628,20 @@ def _ops_in(doc: dict, step: str) -> dict[str, int]:
 def test_kernels_tab_on_the_hta_pair_explains_the_change_by_time_for_the_steps_picked(app):
     ids = ["file/" + A100.name, "file/" + V100.name]
     step = "ProfilerStep#1009"
-    at = app("Kernels", params={"run": ids, "names": "full", "kstep": [f"{ids[0]}=1009", f"{ids[1]}=1009"]}, traces=[A100, V100])
+    at = app(
+        "Kernels",
+        params={"run": ids, "names": "full", "kstep": [f"{ids[0]}=1009", f"{ids[1]}=1009"]},
+        traces=[A100, V100],
+    )
     assert at.toggle(key="kd_base").value is False  # full names, as the link asked
-    assert at.selectbox(key="kd_step").value != "all"  # one step picker for every run (issue item 7), on the linked step
-    assert any(f"step 1009, " in t and t.endswith("step 1009.") for t in texts(at.caption))
-    assert sorted(as_list(at.query_params["kstep"])) == sorted([f"{ids[0]}=1009", f"{ids[1]}=1009"]) and at.query_params["names"] == "full"
+    assert (
+        at.selectbox(key="kd_step").value != "all"
+    )  # one step picker for every run (issue item 7), on the linked step
+    assert any("step 1009, " in t and t.endswith("step 1009.") for t in texts(at.caption))
+    assert (
+        sorted(as_list(at.query_params["kstep"])) == sorted([f"{ids[0]}=1009", f"{ids[1]}=1009"])
+        and at.query_params["names"] == "full"
+    )
     cdoc, tdoc = oracle.raw(A100), oracle.raw(V100)
     before: dict[str, float] = {}
     after: dict[str, float] = {}
@@ -575,10 +653,14 @@ def test_kernels_tab_on_the_hta_pair_explains_the_change_by_time_for_the_steps_p
     assert shown["name"].head(8).tolist() == [n for _, n in want[:8]]
     assert all(close(a, d, rel=1e-6) for a, (d, _) in zip(shown["delta_us_per_step"].head(8), want))
     top3 = shown["name"].head(3).tolist()
-    assert any(n.startswith("ncclKernel_SendRecv") for n in top3) and any(n.startswith("ncclKernel_AllReduce") for n in top3)
+    assert any(n.startswith("ncclKernel_SendRecv") for n in top3) and any(
+        n.startswith("ncclKernel_AllReduce") for n in top3
+    )
     both = ("base_us_per_step", "other_us_per_step")
     for _, row in shown.head(8).iterrows():
-        assert close(row[both[0]], before.get(row["name"], 0), rel=1e-6) and close(row[both[1]], after.get(row["name"], 0), rel=1e-6)
+        assert close(row[both[0]], before.get(row["name"], 0), rel=1e-6) and close(
+            row[both[1]], after.get(row["name"], 0), rel=1e-6
+        )
     line = texts(at.get_by_key("kernels_explained").markdown)[0]
     top12, total = sum(d for d, _ in want[:12]), sum(after.values()) - sum(before.values())
     assert line.startswith("Step 1009 against the baseline's step 1009: the top 12 changed rows account for")
@@ -592,10 +674,16 @@ def test_kernels_tab_on_the_hta_pair_explains_the_change_by_time_for_the_steps_p
     # the readings, above the tables
     (readings,) = texts(at.get_by_key("kernels_readings").info)
     gone = len(set(ops_before) - set(ops_after))
-    assert f"compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); {gone} op names of the baseline are gone" in readings
+    assert (
+        f"compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); {gone} op names of the baseline are gone"
+        in readings
+    )
     launches = [sum(n for name, n in o.items() if name == "cudaLaunchKernel") for o in (ops_before, ops_after)]
     graphs = ops_after.get("cudaGraphLaunch", 0)
-    assert f"CUDA graphs: {graphs:.4g} graph launches per step replay kernels; kernel launches fell from {launches[0]:,} to {launches[1]:,} per step" in readings
+    assert (
+        f"CUDA graphs: {graphs:.4g} graph launches per step replay kernels; kernel launches fell from {launches[0]:,} to {launches[1]:,} per step"
+        in readings
+    )
 
 
 def test_kernels_tab_folds_template_instances_by_default_and_shows_full_names_one_click_away(app):
@@ -604,7 +692,9 @@ def test_kernels_tab_folds_template_instances_by_default_and_shows_full_names_on
     prefix = "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1<"
     folded = table(at, "tbl_kernels_delta")
     assert not folded["name"].str.startswith(prefix).any()  # one base-name row, not an added and a removed one
-    assert (folded["name"] == "split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1").sum() == 1
+    assert (
+        folded["name"] == "split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1"
+    ).sum() == 1
     assert "names" not in at.query_params and "kstep" not in at.query_params  # the defaults leave the link clean
     at.toggle(key="kd_base").set_value(False).run()
     full = table(at, "tbl_kernels_delta")
@@ -659,8 +749,10 @@ def test_a_long_table_drops_its_row_colours_and_says_so(trace_of, app, monkeypat
         if coloured:
             assert captions == [] and hidden_rows > 0 and styles != ""
         else:
-            assert styles == "" and captions == [f"{expect:,} rows: rows are coloured in tables of up to {cap:,} rows only "
-                                                  "(a pandas Styler takes seconds per few thousand rows); the columns still say everything."]
+            assert styles == "" and captions == [
+                f"{expect:,} rows: rows are coloured in tables of up to {cap:,} rows only "
+                "(a pandas Styler takes seconds per few thousand rows); the columns still say everything."
+            ]
 
 
 # ---------------------------------------------------------------- timeline diff
@@ -672,8 +764,13 @@ def test_timeline_tab_draws_both_steps_and_diffs_their_kernel_sequences(trace_of
     step_a, step_b = a.steps["step"][1], b.steps["step"][2]
     at = app(
         "Timeline diff",
-        params={"run": [sample_id("naive"), sample_id("sdpa")], "a": sample_id("naive"), "b": sample_id("sdpa"),
-                "step_a": str(step_a), "step_b": str(step_b)},
+        params={
+            "run": [sample_id("naive"), sample_id("sdpa")],
+            "a": sample_id("naive"),
+            "b": sample_id("sdpa"),
+            "step_a": str(step_a),
+            "step_b": str(step_b),
+        },
     )
     drawn = timeline_drawn(at)
     titles = [panel["title"] for panel in drawn["panels"]]
@@ -683,8 +780,12 @@ def test_timeline_tab_draws_both_steps_and_diffs_their_kernel_sequences(trace_of
         expect = timeline(trace, step)
         assert set(panel["lanes"]) == set(expect["lane"].to_list())
         assert len(panel["start"]) == expect.height  # every event drawn as itself
-        got = sorted(zip((panel["lanes"][i] for i in panel["lane"]), panel["start"], (panel["names"][i] for i in panel["name"])))
-        assert got == sorted(zip(expect["lane"].to_list(), expect["start_us"].round(3).to_list(), expect["name"].to_list()))
+        got = sorted(
+            zip((panel["lanes"][i] for i in panel["lane"]), panel["start"], (panel["names"][i] for i in panel["name"]))
+        )
+        assert got == sorted(
+            zip(expect["lane"].to_list(), expect["start_us"].round(3).to_list(), expect["name"].to_list())
+        )
 
     diff = sequence_diff(a, step_a, b, step_b)
     metrics = {m.label: m.value for m in at.get_by_key("timeline_counts").metric}
@@ -717,14 +818,44 @@ def test_timeline_tab_on_the_gpu_pair_has_gpu_stream_lanes(trace_of, app):
 def _busy_trace(path: Path, ops: int) -> None:
     """A GPU-style trace with one ProfilerStep holding `ops` CPU ops, each launching one kernel:
     3 x ops + 1 complete events."""
-    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": ops * 10 + 10}]
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": ops * 10 + 10,
+        }
+    ]
     for i in range(ops):
         ts = 5 + i * 10
         events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 50}", "pid": 1, "tid": 1, "ts": ts, "dur": 8})
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 1, "dur": 2,
-                       "args": {"correlation": i + 1}})
-        events.append({"ph": "X", "cat": "kernel", "name": f"elementwise_kernel_{i % 40}", "pid": 0, "tid": 7, "ts": ts + 4, "dur": 3,
-                       "args": {"correlation": i + 1, "stream": 7, "device": 0}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts + 1,
+                "dur": 2,
+                "args": {"correlation": i + 1},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"elementwise_kernel_{i % 40}",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 4,
+                "dur": 3,
+                "args": {"correlation": i + 1, "stream": 7, "device": 0},
+            }
+        )
     path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
 
 
@@ -847,7 +978,9 @@ def test_parsing_reports_progress_with_each_files_size_and_parses_once():
     assert [frac for frac, _ in seen] == sorted(frac for frac, _ in seen) and seen[-1][0] == 1.0
     assert cache.parses == 2
     seen.clear()
-    open_all([pending_file(file_source(H100), cache)], progress=lambda frac, text: seen.append((frac, text)), cache=cache)
+    open_all(
+        [pending_file(file_source(H100), cache)], progress=lambda frac, text: seen.append((frac, text)), cache=cache
+    )
     assert cache.parses == 2 and seen == []  # cached by content: no parse, no progress
 
 
@@ -857,7 +990,9 @@ def test_parsing_reports_progress_with_each_files_size_and_parses_once():
 def test_a_cut_gpu_trace_that_lost_its_device_events_is_an_alarm_and_never_reads_as_a_cpu_run(app, tmp_path):
     full = gzip.decompress(A100.read_bytes())
     doc = oracle.raw(A100)
-    first = next(e for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime"))
+    first = next(
+        e for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime")
+    )
     text = full.decode()
     cut_at = text.index(json.dumps(first["name"])) // 2  # well before the first device event or launch
     path = tmp_path / "early.json"
@@ -896,7 +1031,11 @@ def test_speedups_tab_shows_attention_efficiency_and_the_roofline(app):
     gpu = table(at, "tbl_speed_gpu").set_index("run")
     doc = oracle.raw(H100)
     kernels = [e for e in oracle.complete(doc) if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"]]
-    (b, s, h, d), = {tuple(o["args"]["Input Dims"][0]) for o in oracle.complete(doc) if o.get("name") == "aten::_flash_attention_forward"}
+    ((b, s, h, d),) = {
+        tuple(o["args"]["Input Dims"][0])
+        for o in oracle.complete(doc)
+        if o.get("name") == "aten::_flash_attention_forward"
+    }
     achieved = 4 * b * h * s * s * d * len(kernels) / (sum(k["dur"] for k in kernels) * 1e-6) / 1e12
     bert = gpu.loc["tracelens_h100_bert_sdpa_flash"]
     assert close(bert["attn_tflops"], achieved, rel=1e-6) and bert["attn_pct"] > 0 and pd.isna(bert["attn_reason"])
@@ -916,10 +1055,18 @@ def test_speedups_tab_shows_attention_efficiency_and_the_roofline(app):
 
 def test_timeline_sequence_is_in_launch_order_with_the_stream_of_each_kernel(app):
     ids = ["file/" + A100.name, "file/" + V100.name]
-    at = app("Timeline diff", params={"run": ids, "a": ids[0], "b": ids[1], "step_a": "1009", "step_b": "1009"}, traces=[A100, V100])
+    at = app(
+        "Timeline diff",
+        params={"run": ids, "a": ids[0], "b": ids[1], "step_a": "1009", "step_b": "1009"},
+        traces=[A100, V100],
+    )
     doc = oracle.raw(A100)
     found = _launched_in(doc, "ProfilerStep#1009")
-    launches = {e["args"]["correlation"]: e for e in oracle.complete(doc) if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    launches = {
+        e["args"]["correlation"]: e
+        for e in oracle.complete(doc)
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
     found.sort(key=lambda e: (launches[e["args"]["correlation"]]["ts"], e["args"]["correlation"]))
     at.toggle(key="tl_only_diff").set_value(False).run()
     shown = table(at, "tbl_sequence")
@@ -939,5 +1086,6 @@ def test_a_collectors_cuda_graphs_run_is_labelled_so(app):
     # a collection's name is on all of its labels or none (issue item 11), not on some
     assert table(at, "tbl_overview")["run"].tolist() == ["sdpa (CUDA graphs) [h200]", "sdpa (compiled) [h200]"]
     # a skip in a collection's manifest is named the same way
-    assert [_how(skip) for skip in ({"compiled": True, "cuda_graphs": True}, {"compiled": True}, {"compiled": False})] == [
-        " (CUDA graphs)", " (compiled)", ""]
+    assert [
+        _how(skip) for skip in ({"compiled": True, "cuda_graphs": True}, {"compiled": True}, {"compiled": False})
+    ] == [" (CUDA graphs)", " (compiled)", ""]

@@ -20,11 +20,20 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
-UPLOADS = [REPO / "tests" / "data" / "tracelens_h100_qwen_chat_sdpa_flash.json.gz", REPO / "tests" / "data" / "hta_a100_control.json.gz"]
+UPLOADS = [
+    REPO / "tests" / "data" / "tracelens_h100_qwen_chat_sdpa_flash.json.gz",
+    REPO / "tests" / "data" / "hta_a100_control.json.gz",
+]
 UPLOADED_LABELS = [p.name.removesuffix(".json.gz") for p in UPLOADS]
 CHROMIUM = os.environ.get("ATTNSCOPE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # The keyed element each tab draws once its content is there.
 TABS = {
     "Overview": "tbl_overview",
@@ -92,10 +101,26 @@ def _module_server(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "ATTNSCOPE_TRACES"}
     log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(REPO / "dashboard" / "app.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         *SERVER_QUIET],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(REPO / "dashboard" / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            *SERVER_QUIET,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         _wait_healthy(port, proc)
@@ -163,8 +188,12 @@ def redrawn(exc: BaseException) -> bool:
     """Did a Playwright call fail because Streamlit redrew the element it held (found, then
     replaced before it was used)?"""
     text = str(exc).lower()
-    return "not attached to the dom" in text or "element is detached" in text or "was detached" in text \
+    return (
+        "not attached to the dom" in text
+        or "element is detached" in text
+        or "was detached" in text
         or "execution context was destroyed" in text
+    )
 
 
 def again_if_redrawn(page, action, attempts: int = 5):
@@ -195,7 +224,9 @@ def _screenshot(page, path: Path) -> None:
 def _overview_runs(page) -> list[str]:
     """The run column of every overview table, read from the grids' accessible rows (once the
     grids have drawn their rows: under load they can lag the run that made them)."""
-    page.locator("[class*='st-key-tbl_overview'] [role=row] [role=gridcell]").first.wait_for(state="attached", timeout=60_000)
+    page.locator("[class*='st-key-tbl_overview'] [role=row] [role=gridcell]").first.wait_for(
+        state="attached", timeout=60_000
+    )
     cells = page.locator("[class*='st-key-tbl_overview'] [role=row] [role=gridcell]:first-child").all_inner_texts()
     return [c.strip() for c in cells if c.strip()]
 
@@ -232,14 +263,22 @@ def test_upload_two_gpu_traces_they_alone_are_compared_and_every_tab_draws(serve
             page.on("response", lambda r: answers.append(r) if "upload" in r.url else None)
             page.set_input_files("input[type=file]", [str(u) for u in UPLOADS])
             for label in UPLOADED_LABELS:
-                page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=90_000)
+                page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(
+                    state="attached", timeout=90_000
+                )
             _settle(page)
             # each file went to the dashboard's own route as one raw body, none through streamlit's uploader
-            assert [(r.request.method, urlparse(r.url).path, r.status) for r in answers] == [("PUT", "/api/upload", 200)] * len(UPLOADS)
+            assert [(r.request.method, urlparse(r.url).path, r.status) for r in answers] == [
+                ("PUT", "/api/upload", 200)
+            ] * len(UPLOADS)
             listed = [" ".join(t.split()) for t in page.locator(".files li").all_inner_texts()]
             # the uploader lists them in order, with the size the server wrote (1.8 MB: every byte arrived)
-            assert listed == [f"{u.name} {u.stat().st_size / 1e6:.1f} MB ✕" if u.stat().st_size >= 1e6 else
-                              f"{u.name} {u.stat().st_size / 1e3:.1f} kB ✕" for u in UPLOADS]
+            assert listed == [
+                f"{u.name} {u.stat().st_size / 1e6:.1f} MB ✕"
+                if u.stat().st_size >= 1e6
+                else f"{u.name} {u.stat().st_size / 1e3:.1f} kB ✕"
+                for u in UPLOADS
+            ]
             query = parse_qs(urlparse(page.url).query)
             ids = ["upload/" + u.name for u in UPLOADS]
             assert query["run"] == ids  # the uploads alone, in upload order, in the link
@@ -268,7 +307,11 @@ def test_a_renamed_run_keeps_its_label_after_a_reload_and_cpu_and_gpu_runs_stay_
     runs = ["cpu/naive", "cpu/sdpa", "gpu-public/tracelens_h100_bert_sdpa_flash", "gpu-public/hta_mi250_rocm_minitoy"]
     from urllib.parse import urlencode
 
-    url = server + "?" + urlencode([("run", r) for r in runs] + [("baseline", "cpu/naive"), ("label", f"cpu/naive={label}")])
+    url = (
+        server
+        + "?"
+        + urlencode([("run", r) for r in runs] + [("baseline", "cpu/naive"), ("label", f"cpu/naive={label}")])
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -281,7 +324,12 @@ def test_a_renamed_run_keeps_its_label_after_a_reload_and_cpu_and_gpu_runs_stay_
             page.locator(".st-key-tbl_overview_cpu").wait_for(timeout=90_000)
             _settle(page)
             assert label in _overview_runs_with(page, label)  # the label survived the reload
-            assert f"cpu/naive={label}" in __import__("urllib.parse").parse.parse_qs(__import__("urllib.parse").parse.urlparse(page.url).query)["label"]
+            assert (
+                f"cpu/naive={label}"
+                in __import__("urllib.parse").parse.parse_qs(__import__("urllib.parse").parse.urlparse(page.url).query)[
+                    "label"
+                ]
+            )
             findings = page.locator(".st-key-findings").inner_text()
             assert f"{label}: hidden copy." in findings  # shown literally, not as Markdown
             assert "aten::masked_fill > aten::clone > aten::copy_" in findings
@@ -321,10 +369,14 @@ def test_the_upload_route_refuses_a_client_without_a_session_and_a_removed_uploa
             page.on("requestfinished", lambda r: removed.append(r.url) if r.method == "DELETE" else None)
             page.set_input_files("input[type=file]", [str(u) for u in UPLOADS])
             for label in UPLOADED_LABELS:
-                page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=90_000)
+                page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(
+                    state="attached", timeout=90_000
+                )
             _settle(page)
             page.get_by_role("button", name=f"Remove {UPLOADS[0].name}").click()
-            page.locator(".st-key-tbl_overview [role=row]", has_text=UPLOADED_LABELS[0]).wait_for(state="detached", timeout=60_000)
+            page.locator(".st-key-tbl_overview [role=row]", has_text=UPLOADED_LABELS[0]).wait_for(
+                state="detached", timeout=60_000
+            )
             _settle(page)
             assert _overview_runs(page) == UPLOADED_LABELS[1:]
             assert [t.strip() for t in page.locator(".files .name").all_inner_texts()] == [UPLOADS[1].name]
@@ -344,7 +396,10 @@ def test_the_upload_route_refuses_a_client_without_a_session_and_a_removed_uploa
             label = dropped.name.removesuffix(".json.gz")
             page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(state="attached", timeout=60_000)
             _settle(page)
-            assert [t.strip() for t in page.locator(".files .name").all_inner_texts()] == [UPLOADS[1].name, dropped.name]
+            assert [t.strip() for t in page.locator(".files .name").all_inner_texts()] == [
+                UPLOADS[1].name,
+                dropped.name,
+            ]
         finally:
             browser.close()
 
@@ -407,7 +462,9 @@ def test_the_timeline_canvas_draws_each_bar_where_its_hover_names_it_and_zooms(s
                 return canvas.evaluate(
                     "(c, [x, y]) => { const r = c.getBoundingClientRect(), s = c.width / r.width;"
                     " const d = c.getContext('2d').getImageData(Math.round((x - r.left) * s), Math.round((y - r.top) * s), 1, 1).data;"
-                    " return '#' + [d[0], d[1], d[2]].map((v) => v.toString(16).padStart(2, '0')).join(''); }", [x, y])
+                    " return '#' + [d[0], d[1], d[2]].map((v) => v.toString(16).padStart(2, '0')).join(''); }",
+                    [x, y],
+                )
 
             assert pixel(x, y) == family["color"]
             tip = timeline_hover(page, x, y)
@@ -432,7 +489,9 @@ def test_the_timeline_canvas_draws_each_bar_where_its_hover_names_it_and_zooms(s
             page.get_by_text("Show only the differences").click()
             _settle(page)
             assert canvas.evaluate(DRAWN)["view"] == zoomed
-            canvas.evaluate("c => c.scrollIntoView({block: 'center'})")  # the click scrolled the page (and the header covers its top)
+            canvas.evaluate(
+                "c => c.scrollIntoView({block: 'center'})"
+            )  # the click scrolled the page (and the header covers its top)
             box = canvas.bounding_box()
             left = box["x"] + drawn["gutter"]
             x, y = timeline_point(box, drawn, 0, widest)  # (at the whole step's view, for the checks after the reset)
@@ -452,7 +511,9 @@ def test_the_timeline_canvas_draws_each_bar_where_its_hover_names_it_and_zooms(s
             legend = page.locator(".st-key-chart_timeline .legend label", has_text=family["name"]).first
             legend.click()
             painted(page)
-            assert pixel(x, y) != family["color"] and timeline_hover(page, x, y).splitlines()[:1] != [a["names"][a["name"][widest]]]
+            assert pixel(x, y) != family["color"] and timeline_hover(page, x, y).splitlines()[:1] != [
+                a["names"][a["name"][widest]]
+            ]
             legend.click()
             painted(page)
             assert pixel(x, y) == family["color"]

@@ -41,8 +41,10 @@ def test_the_ranks_tab_shows_each_ranks_step_times_and_the_straggler_of_each_ste
     headings = texts(at.subheader)
     assert headings[0].startswith("baseline") and headings[1].startswith("candidate")  # the folders, in the order named
     about = texts(at.get_by_key("ranks_about_0").markdown)
-    assert about == ["4 ranks (0–3), 5 steps. Slowest rank: **rank 2**, the straggler in 2 of 5 steps with device work; "
-                     "the other tabs show this run as rank 2."]
+    assert about == [
+        "4 ranks (0–3), 5 steps. Slowest rank: **rank 2**, the straggler in 2 of 5 steps with device work; "
+        "the other tabs show this run as rank 2."
+    ]
     for i, want in enumerate((base, cand)):
         steps = sorted(want[0])
         slow = rows(at, f"tbl_ranks_stragglers_{i}")
@@ -62,12 +64,21 @@ def test_the_ranks_tab_shows_each_ranks_step_times_and_the_straggler_of_each_ste
             assert matrix[str(rank)].tolist() == pytest.approx([float(want[rank][s]) for s in steps], rel=1e-12)
         medians = rows(at, f"tbl_ranks_medians_{i}")
         assert [(r["rank"], r["steps"]) for r in medians] == [(rank, 5) for rank in sorted(want)]
-        assert [r["median_us"] for r in medians] == pytest.approx([med(want[rank].values()) for rank in sorted(want)], rel=1e-12)
-        wins = [sum(1 for s in steps if want[rank][s] == max(want[r][s] for r in want) > med(want[r][s] for r in want)) for rank in sorted(want)]
+        assert [r["median_us"] for r in medians] == pytest.approx(
+            [med(want[rank].values()) for rank in sorted(want)], rel=1e-12
+        )
+        wins = [
+            sum(1 for s in steps if want[rank][s] == max(want[r][s] for r in want) > med(want[r][s] for r in want))
+            for rank in sorted(want)
+        ]
         assert [r["straggler_steps"] for r in medians] == wins  # no two ranks tie for the slowest here
         fig = figure(at, f"chart_ranks_{i}")
         assert [t["name"] for t in fig["data"]] == ["rank 0", "rank 1", "rank 2", "rank 3", "slowest rank"]
-        behind = [(str(s), max(float(want[r][s]) for r in want)) for s in steps if max(want[r][s] for r in want) > med(want[r][s] for r in want)]
+        behind = [
+            (str(s), max(float(want[r][s]) for r in want))
+            for s in steps
+            if max(want[r][s] for r in want) > med(want[r][s] for r in want)
+        ]
         assert fig["data"][-1]["x"] == [step for step, _ in behind]  # each step's straggler circled...
         assert fig["data"][-1]["y"] == pytest.approx([us for _, us in behind], rel=1e-12)  # ...where it is behind
     # by design of the baseline plan: a different straggler in steps 0-3, everyone at pace in step 4
@@ -88,7 +99,9 @@ def test_two_runs_of_several_ranks_compare_rank_by_rank_and_slowest_against_slow
     assert [r["measure"] for r in slowest] == ["slowest rank", "slowest of each step"]
     assert (slowest[0]["baseline_rank"], slowest[0]["candidate_rank"]) == (2, 2)  # slowest in most steps, in each run
     b, c = med(base[2].values()), med(cand[2].values())
-    assert (slowest[0]["baseline_us"], slowest[0]["candidate_us"], slowest[0]["speedup"]) == pytest.approx((b, c, b / c), rel=1e-12)
+    assert (slowest[0]["baseline_us"], slowest[0]["candidate_us"], slowest[0]["speedup"]) == pytest.approx(
+        (b, c, b / c), rel=1e-12
+    )
     steps = sorted(base[0])
     b_each = med(max(float(base[r][s]) for r in base) for s in steps)
     c_each = med(max(float(cand[r][s]) for r in cand) for s in steps)

@@ -118,7 +118,11 @@ def test_the_downloaded_summary_follows_the_kernels_tabs_names_and_steps(server,
     monkeypatch.setenv(ENV_TRACES, os.pathsep.join([str(control), str(test)]))
     ids = ["file/" + control.name, "file/" + test.name]
     at = run(params={"run": ids, "names": "full", "kstep": [f"{ids[0]}=1009", f"{ids[1]}=1010"]})
-    summary = next(call for name, call in (made[b.proto.deferred_file_id] for b in at.get("download_button")) if name.endswith(".md"))
+    summary = next(
+        call
+        for name, call in (made[b.proto.deferred_file_id] for b in at.get("download_button"))
+        if name.endswith(".md")
+    )
     text = shown(summary())
     assert "The run's step 1010 against the baseline's step 1009; kernels by full name." in text
 
@@ -146,7 +150,9 @@ def test_a_pinned_run_stays_and_the_least_recently_opened_goes_when_an_upload_pa
     keep, old, new = _renamed(H100), _renamed(QWEN), _renamed(oracle.DATA / "hta_triton_example.json.gz")
     author = AppTest.from_file(str(APP), default_timeout=120)
     author.run()
-    send(author, [("keep.json.gz", keep, "application/gzip"), ("old.json.gz", old, "application/gzip")])  # keep is stored first, then old: keep is the least recently opened
+    send(
+        author, [("keep.json.gz", keep, "application/gzip"), ("old.json.gz", old, "application/gzip")]
+    )  # keep is stored first, then old: keep is the least recently opened
     assert not author.exception
     author.checkbox(key="pin_upload/keep.json.gz").check()
     author.run()
@@ -167,8 +173,10 @@ def test_a_pinned_run_stays_and_the_least_recently_opened_goes_when_an_upload_pa
     assert sum(after.values()) <= cap
     warnings = [shown(w.value) for w in reviewer.sidebar.warning]
     gone = before[sha256_of(old)]  # another session's upload: counted, not named
-    assert warnings == [f"Trace store over its cap of {_decimal(cap)}: removed the least recently opened unpinned trace: "
-                        f"1 trace not loaded here ({_decimal(gone)}). Links to it no longer open; pinned runs stay."]
+    assert warnings == [
+        f"Trace store over its cap of {_decimal(cap)}: removed the least recently opened unpinned trace: "
+        f"1 trace not loaded here ({_decimal(gone)}). Links to it no longer open; pinned runs stay."
+    ]
     [box] = [e for e in reviewer.sidebar.expander if e.label.startswith("Trace store:")]
     assert box.label == f"Trace store: {len(after)} traces, {_decimal(sum(after.values()))} of {_decimal(cap)}"
     assert reviewer.checkbox(key="pin_upload/new.json.gz").value is False
@@ -183,7 +191,9 @@ def test_a_pinned_run_stays_and_the_least_recently_opened_goes_when_an_upload_pa
     pushed = set(after) - set(final)
     assert pushed and pushed <= set(bundled)  # only bundled traces went: keep is pinned, the uploads are newer
     [line] = [shown(w.value) for w in reviewer.sidebar.warning]
-    assert line.startswith(f"Trace store over its cap of {_decimal(cap)}: removed the least recently opened unpinned traces: ")
+    assert line.startswith(
+        f"Trace store over its cap of {_decimal(cap)}: removed the least recently opened unpinned traces: "
+    )
     named = [sha for sha in pushed if f"{bundled[sha]} ({_decimal(after[sha])})" in line]
     assert len(named) == min(5, len(pushed))  # five by name at most
     rest = len(pushed) - len(named) + 1  # beyond five, and the other session's upload
@@ -205,8 +215,10 @@ def test_the_store_box_names_this_sessions_traces_and_only_counts_other_sessions
     on_disk = _on_disk(Path(os.environ["ATTNSCOPE_STORE"]))
     assert len(listed) == len(on_disk) - 1  # every bundled trace this session loaded, and not the upload
     hidden = on_disk[sha256_of(private)]
-    assert any(c.value == f"And 1 other stored trace ({_decimal(hidden)}): other sessions' uploads and runs not loaded here."
-               for c in box.caption)
+    assert any(
+        c.value == f"And 1 other stored trace ({_decimal(hidden)}): other sessions' uploads and runs not loaded here."
+        for c in box.caption
+    )
     assert not any("private" in shown(c.value) for c in box.caption)
 
 
@@ -242,7 +254,11 @@ def test_an_uploads_analyses_are_kept_from_its_first_draw_and_read_back_after_a_
 
     author = run(uploads=[H100])
     folder = kept.Kept(Path(os.environ["ATTNSCOPE_STORE"]), sha256_of(H100)).folder
-    for key in ("dashboard.engine.health.health", "dashboard.engine.kernels.per_step", "dashboard.engine.copies.copies"):
+    for key in (
+        "dashboard.engine.health.health",
+        "dashboard.engine.kernels.per_step",
+        "dashboard.engine.copies.copies",
+    ):
         assert any(folder.glob(f"{key}.*")), key
     link = params_of(author)
     server()

@@ -66,7 +66,9 @@ def test_kernel_changes_are_ranked_by_their_effect_on_step_time(pair):
     assert got == [(pytest.approx(delta), name) for delta, name in want[:5]]
     top = changes["name"].head(3).to_list()
     # the two NCCL kernels keep their counts and gain 10 ms each: ranked by count they were 118-120th
-    assert any(n.startswith("ncclKernel_SendRecv") for n in top) and any(n.startswith("ncclKernel_AllReduce") for n in top)
+    assert any(n.startswith("ncclKernel_SendRecv") for n in top) and any(
+        n.startswith("ncclKernel_AllReduce") for n in top
+    )
     nccl = changes.filter(pl.col("name").str.starts_with("ncclKernel_"))
     assert set(nccl.head(2)["change"]) == {"slower"}
     top12, total = explained(changes, 12)
@@ -115,7 +117,10 @@ def test_the_op_diff_shows_what_torch_compile_and_cuda_graphs_changed_on_the_cpu
     assert len(set(before) - set(after)) == 72
     assert {"CompiledFunction", "CompiledFunctionBackward", "cudaGraphLaunch"} <= set(after) - set(before)
     launch = ops.filter(pl.col("name") == "cudaLaunchKernel").row(0, named=True)
-    assert (launch["base_per_step"], launch["other_per_step"]) == (before["cudaLaunchKernel"] / 6, after["cudaLaunchKernel"] / 6)
+    assert (launch["base_per_step"], launch["other_per_step"]) == (
+        before["cudaLaunchKernel"] / 6,
+        after["cudaLaunchKernel"] / 6,
+    )
     assert (launch["base_per_step"], launch["other_per_step"]) == (1428, 811)
 
 
@@ -124,8 +129,13 @@ def test_the_readings_name_torch_compile_and_cuda_graphs(pair):
     # first what differs besides the code: the pair is an A100 against a V100 (each file's deviceProperties)
     devices = [doc["deviceProperties"][0]["name"] for _, doc in (pair[CONTROL], pair[TEST])]
     assert lines[0] == f"besides the code: device cuda: {devices[0]} -> cuda: {devices[1]}"
-    assert lines[1].startswith("compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); 72 op names")
-    assert lines[2] == "CUDA graphs: 2 graph launches per step replay kernels; kernel launches fell from 1,428 to 811 per step"
+    assert lines[1].startswith(
+        "compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); 72 op names"
+    )
+    assert (
+        lines[2]
+        == "CUDA graphs: 2 graph launches per step replay kernels; kernel launches fell from 1,428 to 811 per step"
+    )
 
 
 def test_the_readings_name_a_backend_change_and_a_new_hidden_copy(trace_of):
@@ -133,8 +143,10 @@ def test_the_readings_name_a_backend_change_and_a_new_hidden_copy(trace_of):
     assert readings(inplace, naive) == ["new copy class: hidden (1 per step, none in the baseline)"]
     # and the other way: the hidden copy of the out-of-place masked_fill disappears (it said 'no copy-class change')
     assert readings(naive, inplace) == ["copy class gone: hidden (1 per step in the baseline, none in the run)"]
-    assert readings(naive, sdpa) == ["attention backend: eager -> cpu_flash",
-                                     "copy class gone: hidden (1 per step in the baseline, none in the run)"]
+    assert readings(naive, sdpa) == [
+        "attention backend: eager -> cpu_flash",
+        "copy class gone: hidden (1 per step in the baseline, none in the run)",
+    ]
     assert readings(naive, naive) == []
 
 
@@ -145,7 +157,10 @@ def test_template_instances_fold_into_their_base_name(pair):
     found = {}
     for name, doc in ((CONTROL, cdoc), (TEST, tdoc)):
         steps = {step for step, _, _ in oracle.step_spans(doc)}
-        found[name] = (Counter(e["name"] for e, _ in _gpu_in_steps(doc, steps) if e["name"].startswith(prefix)), len(steps))
+        found[name] = (
+            Counter(e["name"] for e, _ in _gpu_in_steps(doc, steps) if e["name"].startswith(prefix)),
+            len(steps),
+        )
     # one kernel, another template instance in each run (<..., 2ul> against <..., 5ul>)
     assert set(found[CONTROL][0]).isdisjoint(found[TEST][0])
     by_name = kernel_diff(control, test).filter(pl.col("name").str.starts_with(prefix))
@@ -169,7 +184,9 @@ def _launch_ordered(doc: dict, step: str) -> list[str]:
 def test_kernel_sequences_are_aligned_in_launch_order_across_streams(pair):
     (control, cdoc), (test, tdoc) = pair[CONTROL], pair[TEST]
     a, b = _launch_ordered(cdoc, "ProfilerStep#1009"), _launch_ordered(tdoc, "ProfilerStep#1009")
-    equal = sum(i2 - i1 for op, i1, i2, _, _ in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes() if op == "equal")
+    equal = sum(
+        i2 - i1 for op, i1, i2, _, _ in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes() if op == "equal"
+    )
     aligned = sequence_diff(control, 1009, test, 1009)
     assert aligned.filter(pl.col("op") == "equal").height == equal == 726
     assert aligned.filter(pl.col("a_pos").is_not_null()).sort("a_pos")["a_name"].to_list() == a
@@ -187,7 +204,11 @@ def _work_sequence_by_joins(trace, step: int) -> pl.DataFrame:
     from dashboard.engine.kernels import work_events
 
     ev = trace.events
-    work = work_events(trace).filter(pl.col("step") == step).join(ev.select("id", "launch", "correlation"), on="id", how="left")
+    work = (
+        work_events(trace)
+        .filter(pl.col("step") == step)
+        .join(ev.select("id", "launch", "correlation"), on="id", how="left")
+    )
     return (
         work.join(ev.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts")), on="launch", how="left")
         .with_columns(pl.coalesce("launch_ts", "ts_ns").alias("order_ns"))
@@ -196,8 +217,11 @@ def _work_sequence_by_joins(trace, step: int) -> pl.DataFrame:
     )
 
 
-@pytest.mark.parametrize("path", sorted(oracle.DATA.glob("*.json.gz")) + sorted((oracle.DATA.parent.parent / "sample_traces").glob("*/*.json.gz")),
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "path",
+    sorted(oracle.DATA.glob("*.json.gz")) + sorted((oracle.DATA.parent.parent / "sample_traces").glob("*/*.json.gz")),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
 def test_the_launch_ordered_sequence_is_the_one_joins_give_on_every_real_trace(trace_of, path):
     from polars.testing import assert_frame_equal
 

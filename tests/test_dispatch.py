@@ -56,7 +56,11 @@ def rows(mapped: Path) -> list[dict[str, str]]:
 
 
 def cell(rows, dtype: str, head_dim: int, mask: str, gqa: bool) -> dict[str, str]:
-    (hit,) = [r for r in rows if (r["dtype"], r["head_dim"], r["mask"], r["gqa"]) == (dtype, str(head_dim), mask, str(gqa).lower())]
+    (hit,) = [
+        r
+        for r in rows
+        if (r["dtype"], r["head_dim"], r["mask"], r["gqa"]) == (dtype, str(head_dim), mask, str(gqa).lower())
+    ]
     return hit
 
 
@@ -134,8 +138,10 @@ def test_the_backend_names_are_the_dashboards():
     from dashboard.engine.backends import attention_backend
 
     names = [
-        "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention",
-        "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
         "aten::_scaled_dot_product_attention_math",
         "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4, false, false, "
         "cutlass::bfloat16_t, Flash_kernel_traits<64, 128, 64, 4, cutlass::bfloat16_t> >, false, true>"
@@ -148,9 +154,17 @@ def test_the_backend_names_are_the_dashboards():
         assert measure.backend_ran([name], "default") == (attention_backend(name).name, name)
 
 
-@pytest.mark.parametrize("bad", [
-    ["--kv-heads", "3"], ["--mask", "sliding"], ["--head-dim", "0"], ["--gqa", "maybe"], ["--dtype", "int8"], [],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--kv-heads", "3"],
+        ["--mask", "sliding"],
+        ["--head-dim", "0"],
+        ["--gqa", "maybe"],
+        ["--dtype", "int8"],
+        [],
+    ],
+)
 def test_bad_input_exits_2_with_one_line(bad, tmp_path):
     status, out, err = run([*bad, "--out", str(tmp_path)] if bad else [])
     assert status == 2 and out == ""
@@ -158,8 +172,12 @@ def test_bad_input_exits_2_with_one_line(bad, tmp_path):
 
 
 def test_bad_input_from_the_command_line_has_no_traceback(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "collectors", "dispatch", "--heads", "4", "--kv-heads", "3",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-m", "collectors", "dispatch", "--heads", "4", "--kv-heads", "3", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent.parent,
+    )
     assert done.returncode == 2
     assert done.stderr.splitlines() == ["python -m collectors dispatch: error: --kv-heads 3 must divide --heads 4"]

@@ -48,7 +48,10 @@ def test_the_docs_build_with_no_warning(tmp_path):
     _mkdocs_or_skip()
     run = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     warnings = [line for line in run.stderr.splitlines() if line.startswith(("WARNING", "ERROR"))]
@@ -104,7 +107,9 @@ def test_the_check_fails_on_a_deliberate_mismatch(gen, flags, tmp_path):
     # A flag and a variable that nothing defines, named in a page. (The name is put together here:
     # written whole, this file would be a source that names it, and tests/ is searched for names.)
     variable = "ATTNSCOPE_" + "NO_SUCH_VARIABLE"
-    wrong = dict(docs, **{"docs/limits.md": docs["docs/limits.md"] + f"\nRun with `--no-such-flag` and {variable}=1.\n"})
+    wrong = dict(
+        docs, **{"docs/limits.md": docs["docs/limits.md"] + f"\nRun with `--no-such-flag` and {variable}=1.\n"}
+    )
     problems = gen.check_names(wrong, flags, env_code, env_known, required)
     assert any("--no-such-flag" in p and "docs/limits.md" in p for p in problems), problems
     assert any(variable in p and "no code reads" in p for p in problems), problems
@@ -115,8 +120,9 @@ def test_the_check_fails_on_a_deliberate_mismatch(gen, flags, tmp_path):
     assert any("ATTNSCOPE_STORE_MAX_BYTES" in p and "no hand-written page" in p for p in problems), problems
 
     # A flag the parsers gain (here: pretended) that no page names.
-    problems = gen.check_names(docs, {**flags, "--brand-new": "attnscope check"}, env_code, env_known,
-                               [*required, "--brand-new"])
+    problems = gen.check_names(
+        docs, {**flags, "--brand-new": "attnscope check"}, env_code, env_known, [*required, "--brand-new"]
+    )
     assert problems == ["the flag --brand-new exists but no page names it (regenerate: python docs/gen_cli.py)"]
 
     # A generated page edited by hand, or left behind by a changed parser.

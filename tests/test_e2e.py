@@ -17,13 +17,44 @@ from collectors.decoder import Core, DecoderConfig, build
 from collectors.variants import VARIANTS
 
 LAYERS, BATCH, PROMPT, DECODE = 2, 2, 16, 3
-TINY = ["--device", "cpu", "--layers", str(LAYERS), "--d-model", "32", "--heads", "2", "--prompt-len", str(PROMPT),
-        "--batch", str(BATCH), "--decode-steps", str(DECODE), "--reps", "10"]
+TINY = [
+    "--device",
+    "cpu",
+    "--layers",
+    str(LAYERS),
+    "--d-model",
+    "32",
+    "--heads",
+    "2",
+    "--prompt-len",
+    str(PROMPT),
+    "--batch",
+    str(BATCH),
+    "--decode-steps",
+    str(DECODE),
+    "--reps",
+    "10",
+]
 RAN = ["naive", "naive_inplace", "sdpa", "sdpa-math", "hub"]
-COLUMNS = ["variant", "phase", "status", "reason", "step_ms", "attention_ms", "profiled_step_ms", "attention_share",
-           "attention_speedup_vs_naive", "speedup_vs_naive", "amdahl_predicted_speedup", "tokens", "tokens_per_s",
-           "parity_max_abs", "reps", "trace"]
-FAKE_KERNEL = '''
+COLUMNS = [
+    "variant",
+    "phase",
+    "status",
+    "reason",
+    "step_ms",
+    "attention_ms",
+    "profiled_step_ms",
+    "attention_share",
+    "attention_speedup_vs_naive",
+    "speedup_vs_naive",
+    "amdahl_predicted_speedup",
+    "tokens",
+    "tokens_per_s",
+    "parity_max_abs",
+    "reps",
+    "trace",
+]
+FAKE_KERNEL = """
 import math
 import torch
 
@@ -34,7 +65,7 @@ def flash_attn_func(q, k, v, causal=False):
         n = q.shape[-2]
         s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
     return (torch.softmax(s, -1) @ v).transpose(1, 2)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +76,19 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "kernel" / "fake_flash_e2e").mkdir(parents=True)
     (root / "kernel" / "fake_flash_e2e" / "__init__.py").write_text(FAKE_KERNEL)
     out = root / "out"
-    argv = ["e2e", *TINY, "--variants", "naive_inplace", "sdpa,sdpa-math", "sdpa-efficient", "hub",
-            "--hub-kernel", str(root / "kernel"), "--out", str(out)]
+    argv = [
+        "e2e",
+        *TINY,
+        "--variants",
+        "naive_inplace",
+        "sdpa,sdpa-math",
+        "sdpa-efficient",
+        "hub",
+        "--hub-kernel",
+        str(root / "kernel"),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     return out
 
@@ -81,8 +123,9 @@ def test_every_ok_row_adds_up_by_hand(run: Path) -> None:
             assert r["status"] == "ok", r
             assert int(r["tokens"]) == tokens
             assert num(r["tokens_per_s"]) == pytest.approx(tokens / (num(r["step_ms"]) / 1000), rel=1e-9)
-            assert num(r["attention_share"]) == pytest.approx(num(r["attention_ms"]) / num(r["profiled_step_ms"]),
-                                                              rel=1e-9)
+            assert num(r["attention_share"]) == pytest.approx(
+                num(r["attention_ms"]) / num(r["profiled_step_ms"]), rel=1e-9
+            )
             assert 0 < num(r["attention_share"]) < 1
             a = num(naive["attention_ms"]) / num(r["attention_ms"])
             assert num(r["attention_speedup_vs_naive"]) == pytest.approx(a, rel=1e-9)
@@ -117,8 +160,9 @@ def test_each_step_trace_holds_the_attention_ranges_and_memory_events(run: Path)
             assert any(e.get("name") == "[memory]" for e in events)
             assert any("Input Dims" in e.get("args", {}) for e in events)  # record_shapes
             # the row's CPU times are the trace's spans (us -> ms)
-            assert num(r["attention_ms"]) == pytest.approx(sum(float(e["dur"]) for e in ranges) / 1000, rel=1e-3,
-                                                           abs=2e-3)
+            assert num(r["attention_ms"]) == pytest.approx(
+                sum(float(e["dur"]) for e in ranges) / 1000, rel=1e-3, abs=2e-3
+            )
             assert num(r["profiled_step_ms"]) == pytest.approx(float(steps[0]["dur"]) / 1000, rel=1e-3, abs=2e-3)
             meta = doc["attnscope"]
             assert (meta["variant"], meta["phase"], meta["tokens_per_step"]) == (variant, phase, int(r["tokens"]))
@@ -156,8 +200,9 @@ def test_the_decoder_gives_the_same_logits_with_every_variant() -> None:
             cache = model.new_cache(2)
             logits = model.prefill(prompt, pre, cache, all_logits=True)
             outs[name] = (logits, model.decode(new, dec, cache, 8))
-        full = model.prefill(tokens, Core(VARIANTS["naive"].bind(torch.zeros(2, 4, 9, 8)), "naive"),
-                             model.new_cache(2), all_logits=True)
+        full = model.prefill(
+            tokens, Core(VARIANTS["naive"].bind(torch.zeros(2, 4, 9, 8)), "naive"), model.new_cache(2), all_logits=True
+        )
     base_pre, base_dec = outs["naive"]
     for pre, dec in outs.values():
         assert torch.allclose(pre, base_pre, atol=1e-5) and torch.allclose(dec, base_dec, atol=1e-5)
@@ -165,14 +210,18 @@ def test_the_decoder_gives_the_same_logits_with_every_variant() -> None:
     assert torch.allclose(base_pre, full[:, :8], atol=1e-5)  # causal: later tokens change nothing before
 
 
-@pytest.mark.parametrize("bad, says", [
-    (["--d-model", "30", "--heads", "4"], "--d-model 30 is not a multiple of --heads 4"),
-    (["--reps", "5"], "--reps"),
-    (["--variants", "nope"], "unknown variant nope"),
-    (["--batch", "0"], "--batch"),
-])
-def test_bad_input_exits_2_with_one_line(bad: list[str], says: str, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (["--d-model", "30", "--heads", "4"], "--d-model 30 is not a multiple of --heads 4"),
+        (["--reps", "5"], "--reps"),
+        (["--variants", "nope"], "unknown variant nope"),
+        (["--batch", "0"], "--batch"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    bad: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["e2e", "--device", "cpu", *bad, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("python -m collectors e2e: error: ") and says in err[0]

@@ -42,9 +42,18 @@ def raw_chains(path: Path) -> int:
         for a, s, b in zip(ops, ops[1:], ops[2:]):
             if (a["name"], s["name"], b["name"]) != ("aten::matmul", "aten::softmax", "aten::matmul"):
                 continue
-            (q, k), scores, (p, v) = a["args"]["Input Dims"][:2], s["args"]["Input Dims"][0], b["args"]["Input Dims"][:2]
-            if (q[:-2] + [q[-2], k[-1]] == scores and q[-1] == k[-2] and s["args"]["Concrete Inputs"][1] == "-1"
-                    and p == scores and v[-2] == scores[-1]):
+            (q, k), scores, (p, v) = (
+                a["args"]["Input Dims"][:2],
+                s["args"]["Input Dims"][0],
+                b["args"]["Input Dims"][:2],
+            )
+            if (
+                q[:-2] + [q[-2], k[-1]] == scores
+                and q[-1] == k[-2]
+                and s["args"]["Concrete Inputs"][1] == "-1"
+                and p == scores
+                and v[-2] == scores[-1]
+            ):
                 found += 1
     return found
 
@@ -76,8 +85,9 @@ def test_the_collectors_naive_runs_are_eager_with_the_chain_as_evidence(run):
     assert evidence[-1] == f"{raw_chains(path)} matmul -> softmax -> matmul chains in all"
 
 
-@pytest.mark.parametrize("run", ["cpu/naive.compiled", "cpu/naive_inplace.compiled",
-                                 "h200/naive.compiled", "h200/naive_inplace.compiled"])
+@pytest.mark.parametrize(
+    "run", ["cpu/naive.compiled", "cpu/naive_inplace.compiled", "h200/naive.compiled", "h200/naive_inplace.compiled"]
+)
 def test_compiled_naive_runs_still_read_as_inductor(run):
     """inductor fuses scale, mask and softmax into one generated kernel between two bmm's: no
     softmax op is left for the eager chain; the inductor rule (INDUCTOR_SOFTMAX) decides, as before."""
@@ -134,7 +144,8 @@ def test_without_shapes_the_order_alone_decides_and_says_so(tmp_path):
     found = detect_backends(trace)
     assert found.backends == ["eager"]
     assert found.evidence["eager"] == [
-        "aten::bmm -> aten::softmax -> aten::bmm on one thread (order only: shapes not recorded)"]
+        "aten::bmm -> aten::softmax -> aten::bmm on one thread (order only: shapes not recorded)"
+    ]
 
 
 def test_a_softmax_over_another_dim_is_not_attention(tmp_path):

@@ -12,8 +12,17 @@ from pathlib import Path
 import pytest
 
 from dashboard.engine.efficiency import (
-    BOTTOM_RIGHT, CONCRETE_COLUMN, TOP_LEFT, AttentionShape, attention_work, causal_pairs, efficiency,
-    efficiency_block, kernel_causal, read_shape, step_efficiency,
+    BOTTOM_RIGHT,
+    CONCRETE_COLUMN,
+    TOP_LEFT,
+    AttentionShape,
+    attention_work,
+    causal_pairs,
+    efficiency,
+    efficiency_block,
+    kernel_causal,
+    read_shape,
+    step_efficiency,
 )
 from dashboard.engine.peaks import PEAK_TABLE, DevicePeak, match_device, with_override
 from oracle import DATA, complete, raw
@@ -29,6 +38,7 @@ def brute_pairs(sq: int, sk: int, align: str) -> int:
 
 
 # --- formulas against hand counts ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("align", [TOP_LEFT, BOTTOM_RIGHT])
 def test_causal_pairs_equal_a_brute_force_count_also_when_query_and_key_lengths_differ(align):
@@ -94,6 +104,7 @@ def test_the_articles_workload_is_17_2_gflop_forward():
 
 # --- reading shapes -----------------------------------------------------------------------------
 
+
 def test_efficient_attention_forward_reads_custom_mask_type_and_layout():
     dims = json.dumps([[2, 5, 4, 32], [2, 9, 1, 32], [2, 9, 1, 32], [], [], [], [], [], [], [], [], [], [], []])
     types = json.dumps(["c10::Half"] * 3 + [""] * 11)
@@ -143,8 +154,12 @@ def test_shapes_read_from_a_real_profiler_trace_with_causal_sq_ne_sk_and_gqa(tmp
     ops = [e for e in complete(doc) if e["name"] == "aten::scaled_dot_product_attention"]
     assert ops
     args = ops[0]["args"]
-    shape = read_shape(ops[0]["name"], json.dumps(args["Input Dims"]), json.dumps(args["Input type"]),
-                       json.dumps(args.get("Concrete Inputs")))
+    shape = read_shape(
+        ops[0]["name"],
+        json.dumps(args["Input Dims"]),
+        json.dumps(args["Input type"]),
+        json.dumps(args.get("Concrete Inputs")),
+    )
     assert isinstance(shape, AttentionShape)
     assert (shape.heads_q, shape.heads_kv, shape.sq, shape.sk, shape.causal) == (4, 2, 12, 7, True)
     assert shape.work().flops == 4 * 2 * 4 * 16 * brute_pairs(12, 7, TOP_LEFT)
@@ -153,19 +168,28 @@ def test_shapes_read_from_a_real_profiler_trace_with_causal_sq_ne_sk_and_gqa(tmp
 def test_is_causal_from_the_flash_kernel_template_agrees_with_concrete_inputs():
     for name in H100_TRACES:
         doc = raw(DATA / name)
-        flags = {e["args"]["Concrete Inputs"][8] == "True" for e in complete(doc) if e["name"] == "aten::_flash_attention_forward"}
+        flags = {
+            e["args"]["Concrete Inputs"][8] == "True"
+            for e in complete(doc)
+            if e["name"] == "aten::_flash_attention_forward"
+        }
         kernels = {e["name"] for e in complete(doc) if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"]}
         assert {kernel_causal(k) for k in kernels} == flags
 
 
 # --- real H100 traces: FLOPs from Input Dims, time from the kernels launched inside the op -------
 
+
 def _flash_calls_by_json(doc: dict) -> tuple[list[int], list[float]]:
     """Per aten::_flash_attention_forward call whose kernel is in the trace: FLOPs computed by hand
     from its Input Dims ([B, S, H, D]) and Concrete Inputs, and the kernel's duration (µs)."""
     events = complete(doc)
     ops = [e for e in events if e["name"] == "aten::_flash_attention_forward"]
-    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     flops, durations = [], []
     for kernel in (e for e in events if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"]):
         launch = launches.get(kernel["args"]["correlation"])
@@ -204,8 +228,16 @@ def test_nothing_runs_above_the_roofline_on_the_h100_traces(trace_of, name):
 
 def test_qwen_kernels_launched_before_the_cpu_window_are_listed_with_a_reason(trace_of):
     doc = raw(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz")
-    correlations = {e["args"]["correlation"] for e in complete(doc) if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    orphans = [e for e in complete(doc) if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"] and e["args"]["correlation"] not in correlations]
+    correlations = {
+        e["args"]["correlation"]
+        for e in complete(doc)
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    orphans = [
+        e
+        for e in complete(doc)
+        if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"] and e["args"]["correlation"] not in correlations
+    ]
     table = efficiency(trace_of(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"))
     unknown = table.filter(table["flops"].is_null())
     assert int(unknown["count"].sum()) == len(orphans) == 10
@@ -296,6 +328,7 @@ def test_an_explicit_device_peak_replaces_the_table_row():
 
 # --- CPU sample traces --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("run", ["sdpa", "sdpa-flash", "sdpa-math", "sdpa.compiled", "sdpa-flash.compiled"])
 def test_cpu_samples_report_work_and_a_reason_instead_of_a_percentage(trace_of, run):
     path = SAMPLES / f"{run}.json.gz"
@@ -337,7 +370,9 @@ def test_a_collectors_variant_per_step_has_the_work_of_its_shape_and_the_time_of
     doc = raw(path)
     shape = doc["attnscope"]["shape"]
     b, h, s, d = shape["batch"], shape["heads"], shape["seq"], shape["head_dim"]
-    spans = [e["dur"] for e in complete(doc) if e["name"].startswith("attention::") and e.get("cat") == "user_annotation"]
+    spans = [
+        e["dur"] for e in complete(doc) if e["name"].startswith("attention::") and e.get("cat") == "user_annotation"
+    ]
     row = step_efficiency(trace_of(path)).row(0, named=True)
     assert row["variant"] == doc["attnscope"]["variant"] and row["steps"] == len(spans) == 3
     assert row["flops"] == 4 * b * h * d * s * (s + 1) // 2
@@ -358,7 +393,11 @@ ATTENTION_KERNELS = {
     "tracelens_h100_bert_sdpa_flash.json.gz": ("pytorch_flash::flash_fwd_kernel",),
     "tracelens_h100_qwen_chat_sdpa_flash.json.gz": ("pytorch_flash::flash_fwd_kernel",),
     "tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz": ("FmhaBatchPrefillWithPagedKVCacheKernel",),
-    "tracelens_vllm_decode_graph_unified_attention.json.gz": ("kernel_unified_attention_2d", "kernel_unified_attention_3d", "reduce_segments"),
+    "tracelens_vllm_decode_graph_unified_attention.json.gz": (
+        "kernel_unified_attention_2d",
+        "kernel_unified_attention_3d",
+        "reduce_segments",
+    ),
     "hta_a100_control.json.gz": (),
 }
 
@@ -381,10 +420,14 @@ def test_the_attention_device_time_and_the_measured_share_agree_with_the_json(tr
         return
     # measured: the kernels of the calls with a percentage; here every such call is one kernel
     # under its SDPA op, whose correlation has a launch call in the trace (json: same args.correlation)
-    launched = {e["args"]["correlation"] for e in complete(doc) if e.get("cat") in ("cuda_runtime", "cuda_driver")
-                and "correlation" in e.get("args", {})}
-    measured_ns = sum(round(float(e["dur"]) * 1000) for e in mine
-                      if block["measured"] and e["args"].get("correlation") in launched)
+    launched = {
+        e["args"]["correlation"]
+        for e in complete(doc)
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    measured_ns = sum(
+        round(float(e["dur"]) * 1000) for e in mine if block["measured"] and e["args"].get("correlation") in launched
+    )
     assert block["measured_device_ns"] == measured_ns
     assert block["measured_share"] == pytest.approx(measured_ns / expected)
 
@@ -395,7 +438,9 @@ def test_the_qwen_share_is_71_percent_and_the_line_says_the_rest_has_no_shapes(t
     block = efficiency_block(trace_of(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"))
     line = _efficiency_line(block)
     assert "24 of 34 calls measured, 71% of attention device time; the rest has no shapes" in line
-    assert json.loads(json.dumps({k: block[k] for k in ("attention_device_ns", "measured_device_ns", "measured_share")}))
+    assert json.loads(
+        json.dumps({k: block[k] for k in ("attention_device_ns", "measured_device_ns", "measured_share")})
+    )
 
 
 def test_xformers_own_forward_op_reads_like_aten_efficient_attention():

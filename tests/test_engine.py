@@ -48,7 +48,9 @@ def test_kernels_memcpy_memset_per_step_match_the_launches_in_each_step(loaded, 
     for row in table.iter_rows(named=True):
         want = expected[row["name"]]
         assert (row["kernel"], row["gpu_memcpy"], row["gpu_memset"]) == (
-            want["kernel"], want["gpu_memcpy"], want["gpu_memset"]
+            want["kernel"],
+            want["gpu_memcpy"],
+            want["gpu_memset"],
         ), row["name"]
 
 
@@ -59,8 +61,14 @@ def test_memcpy_kinds_and_category_counts(loaded, name):
     assert summary["memcpy"] == dict(oracle.memcpy_kinds(doc))
     assert summary["events"] == len(oracle.complete(doc))
     raw_counts = oracle.category_counts(doc)
-    for raw_cat, norm in (("kernel", "kernel"), ("Kernel", "kernel"), ("cpu_op", "cpu_op"), ("Operator", "cpu_op"),
-                          ("Runtime", "cuda_runtime"), ("cuda_runtime", "cuda_runtime")):
+    for raw_cat, norm in (
+        ("kernel", "kernel"),
+        ("Kernel", "kernel"),
+        ("cpu_op", "cpu_op"),
+        ("Operator", "cpu_op"),
+        ("Runtime", "cuda_runtime"),
+        ("cuda_runtime", "cuda_runtime"),
+    ):
         if raw_counts.get(raw_cat):
             assert summary["counts"][norm] == raw_counts[raw_cat]
 
@@ -94,7 +102,10 @@ def test_h100_sdpa_trace_is_detected_as_flash_with_the_kernel_as_evidence(loaded
     raw_flash = {e["name"] for e in oracle.complete(doc) if "flash_fwd" in e["name"]}
     assert found.backends == ["flash"]
     assert raw_flash and raw_flash <= set(found.evidence["flash"])
-    assert sum(1 for e in oracle.complete(doc) if e.get("cat") == "kernel" and "pytorch_flash::flash_fwd" in e["name"]) == 4
+    assert (
+        sum(1 for e in oracle.complete(doc) if e.get("cat") == "kernel" and "pytorch_flash::flash_fwd" in e["name"])
+        == 4
+    )
     table = kernel_table(trace)
     flash = table.filter(pl.col("name").str.contains("pytorch_flash::flash_fwd"))
     assert flash["count"].sum() == 4 and set(flash["family"].to_list()) == {"fused attention"}
@@ -124,8 +135,11 @@ def test_busy_time_is_the_union_of_gpu_intervals_on_the_busiest_device(loaded):
     trace, _ = loaded("hta_v100_ns_resolution.pt.trace.json.gz")
     doc = oracle.raw(DATA / "hta_v100_ns_resolution.pt.trace.json.gz", parse_float=Decimal)
     spans = oracle.step_spans(doc)
-    launch_ts = {e["args"]["correlation"]: e["ts"] for e in oracle.complete(doc)
-                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    launch_ts = {
+        e["args"]["correlation"]: e["ts"]
+        for e in oracle.complete(doc)
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
     gpu = [e for e in oracle.complete(doc) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     table = per_step(trace)
     for (name, start, end), row in zip(spans, table.iter_rows(named=True)):
@@ -136,14 +150,21 @@ def test_busy_time_is_the_union_of_gpu_intervals_on_the_busiest_device(loaded):
 
 def test_copies_are_attributed_to_the_ops_that_launched_them(loaded):
     trace, doc = loaded("tracelens_h100_bert_sdpa_flash.json.gz")
-    runtime = {e["args"]["correlation"]: e for e in oracle.complete(doc)
-               if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    runtime = {
+        e["args"]["correlation"]: e
+        for e in oracle.complete(doc)
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     table = copies(trace)
     memcpys = [e for e in oracle.complete(doc) if e.get("cat") == "gpu_memcpy"]
     assert table.filter(pl.col("kind") != "kernel").height == len(memcpys) == 1
     launch = runtime[memcpys[0]["args"]["correlation"]]
-    chain = [e["name"] for e in oracle.enclosing_ops(doc, launch["pid"], launch["tid"], float(launch["ts"]),
-                                                      float(launch["ts"]) + float(launch["dur"]))]
+    chain = [
+        e["name"]
+        for e in oracle.enclosing_ops(
+            doc, launch["pid"], launch["tid"], float(launch["ts"]), float(launch["ts"]) + float(launch["dur"])
+        )
+    ]
     row = table.filter(pl.col("kind") == "DtoH").row(0, named=True)
     assert row["op_chain"] == chain
     assert row["bytes"] == memcpys[0]["args"]["bytes"]
@@ -174,9 +195,25 @@ def test_a_trace_without_profiler_steps_gets_one_implicit_step(tmp_path):
 
 def test_pid_and_tid_may_be_strings_and_unknown_categories_are_kept(tmp_path):
     events = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": "host", "tid": "main", "ts": 10.5, "dur": 100},
-        {"ph": "X", "cat": "CPU_OP", "name": "aten::mm", "pid": "host", "tid": "main", "ts": 11, "dur": 5,
-         "args": {"External id": 7}},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#3",
+            "pid": "host",
+            "tid": "main",
+            "ts": 10.5,
+            "dur": 100,
+        },
+        {
+            "ph": "X",
+            "cat": "CPU_OP",
+            "name": "aten::mm",
+            "pid": "host",
+            "tid": "main",
+            "ts": 11,
+            "dur": 5,
+            "args": {"External id": 7},
+        },
         {"ph": "X", "cat": "my_custom_cat", "name": "thing", "pid": "host", "tid": "main", "ts": 20, "dur": 1},
     ]
     path = tmp_path / "t.json"
@@ -251,8 +288,7 @@ def test_a_forced_math_backend_compiled_by_inductor_is_not_a_fallback():
 
 
 def test_progress_reports_the_fraction_decoded(monkeypatch):
-    from dashboard.engine import load
-    from dashboard.engine.load import decode as load_decode, frames as load_frames
+    from dashboard.engine.load import decode as load_decode
 
     monkeypatch.setattr(load_decode, "ONE_BATCH_BYTES", 0)  # decode in batches, as for files over 48 MB
     seen: list[float] = []
@@ -274,8 +310,19 @@ def test_a_two_gpu_step_takes_the_busiest_gpus_time_not_the_sum(tmp_path):
 
 
 def test_without_profiler_steps_gpu_events_without_launch_still_count(tmp_path):
-    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 5, "args": {"correlation": i}}
-              for i in range(4)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10 * i,
+            "dur": 5,
+            "args": {"correlation": i},
+        }
+        for i in range(4)
+    ]
     path = tmp_path / "kernels_only.json"
     path.write_text(json.dumps({"traceEvents": events}))
     summary = summarize(load_trace(path))
@@ -284,11 +331,20 @@ def test_without_profiler_steps_gpu_events_without_launch_still_count(tmp_path):
 
 def test_gpu_events_without_a_launch_belong_to_no_step_and_say_so(loaded):
     trace, doc = loaded("hta_v100_test.json.gz")
-    launches = {e["args"]["correlation"] for e in oracle.complete(doc)
-                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    orphans = [e for e in oracle.complete(doc) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-               and e.get("args", {}).get("correlation") not in launches]
-    assert trace.events.filter(pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"]) & pl.col("step").is_null()).height == len(orphans)
+    launches = {
+        e["args"]["correlation"]
+        for e in oracle.complete(doc)
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    orphans = [
+        e
+        for e in oracle.complete(doc)
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        and e.get("args", {}).get("correlation") not in launches
+    ]
+    assert trace.events.filter(
+        pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"]) & pl.col("step").is_null()
+    ).height == len(orphans)
     assert any(f"{len(orphans):,} GPU events have no launch" in w for w in trace.warnings)
 
 
@@ -297,8 +353,11 @@ def test_a_tiny_gpu_memcpy_is_a_copy_even_when_its_source_is_0_dim(loaded):
     memcpy = [e for e in oracle.complete(doc) if e.get("cat") == "gpu_memcpy"]
     table = copies(trace)
     assert table.filter(pl.col("kind") != "kernel").height == len(memcpy)
-    assert table.filter((pl.col("kind") == "DtoD") & (pl.col("bytes") == 4)).height == sum(
-        1 for e in memcpy if e["name"].startswith("Memcpy DtoD") and e["args"].get("bytes") == 4) > 0
+    assert (
+        table.filter((pl.col("kind") == "DtoD") & (pl.col("bytes") == 4)).height
+        == sum(1 for e in memcpy if e["name"].startswith("Memcpy DtoD") and e["args"].get("bytes") == 4)
+        > 0
+    )
 
 
 def test_a_copy_under_autograd_or_compiled_wrappers_takes_its_origin_from_the_first_real_op(loaded):
@@ -313,17 +372,44 @@ def test_a_copy_under_autograd_or_compiled_wrappers_takes_its_origin_from_the_fi
 @pytest.mark.parametrize(
     "name, family",
     [
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(c10::BFloat16, bool)#1}, at::detail::Array<char*, 3> >(int, at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(c10::BFloat16, bool)#1}, at::detail::Array<char*, 3>)", "elementwise"),
-        ("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, at::native::templates::cuda::normal_and_transform<float, float, at::native::(anonymous namespace)::normal_kernel(at::TensorBase const&, double, double, at::CUDAGeneratorImpl*)>", "elementwise"),
-        ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, float const*, float const*, float*, float*, float*)", "reduction"),
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", "elementwise"),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(c10::BFloat16, bool)#1}, at::detail::Array<char*, 3> >(int, at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(c10::BFloat16, bool)#1}, at::detail::Array<char*, 3>)",  # noqa: E501 (a real name, kept whole)
+            "elementwise",
+        ),
+        (
+            "void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, at::native::templates::cuda::normal_and_transform<float, float, at::native::(anonymous namespace)::normal_kernel(at::TensorBase const&, double, double, at::CUDAGeneratorImpl*)>",  # noqa: E501 (a real name, kept whole)
+            "elementwise",
+        ),
+        (
+            "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, float const*, float const*, float*, float*, float*)",  # noqa: E501 (a real name, kept whole)
+            "reduction",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",  # noqa: E501 (a real name, kept whole)
+            "elementwise",
+        ),
         ("Memset (Device)", "memset"),
-        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)", "fused attention"),
-        ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", "fused attention"),
-        ("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3_64x64x64_4x1x1_kernel0_0", "fused attention"),
+        (
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)",  # noqa: E501 (a real name, kept whole)
+            "fused attention",
+        ),
+        (
+            "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",  # noqa: E501 (a real name, kept whole)
+            "fused attention",
+        ),
+        (
+            "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3_64x64x64_4x1x1_kernel0_0",
+            "fused attention",
+        ),
         ("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn", "gemm"),
-        ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, false, false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, int, bool)", "softmax"),
-        ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}> >(int, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>)", "copy"),
+        (
+            "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, false, false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, int, bool)",  # noqa: E501 (a real name, kept whole)
+            "softmax",
+        ),
+        (
+            "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}> >(int, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>)",  # noqa: E501 (a real name, kept whole)
+            "copy",
+        ),
         ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "communication"),
     ],
 )
@@ -352,7 +438,9 @@ def test_long_kernel_sequences_align_window_by_window():
         i, j = i2, j2
     assert (i, j) == (len(a), len(b))
     assert sum(i2 - i1 for op, i1, i2, _, _ in ops if op == "equal") >= 0.95 * (len(a) - 3_500)
-    assert aligned_opcodes(a, a) == [("equal", 0, len(a), 0, len(a))] or all(op == "equal" for op, *_ in aligned_opcodes(a, a))
+    assert aligned_opcodes(a, a) == [("equal", 0, len(a), 0, len(a))] or all(
+        op == "equal" for op, *_ in aligned_opcodes(a, a)
+    )
 
 
 def _check_alignment(a, b, ops):
@@ -376,8 +464,11 @@ def test_long_steps_with_a_common_head_and_tail_align_in_linear_time():
     b = a[:45_000] + ["new"] + a[45_000:]
     ops = aligned_opcodes(a, b)
     _check_alignment(a, b, ops)
-    assert ops == [("equal", 0, 45_000, 0, 45_000), ("insert", 45_000, 45_000, 45_000, 45_001),
-                   ("equal", 45_000, 90_000, 45_001, 90_001)]
+    assert ops == [
+        ("equal", 0, 45_000, 0, 45_000),
+        ("insert", 45_000, 45_000, 45_000, 45_001),
+        ("equal", 45_000, 90_000, 45_001, 90_001),
+    ]
     c = list(a)
     changed = sorted(rng.sample(range(1, len(a) - 1), 20))
     for k in changed:
@@ -418,20 +509,31 @@ def test_a_cut_far_from_any_event_boundary_is_salvaged_event_by_event(tmp_path):
     assert len(trace.warnings) == 1 and f"salvaged {len(events):,} complete events" in trace.warnings[0]
 
 
-@pytest.mark.parametrize("name", ["hta_a100_control.json.gz", "hta_v100_test.json.gz", "kineto_legacy_resnet50_v100.pt.trace.json.gz"])
+@pytest.mark.parametrize(
+    "name", ["hta_a100_control.json.gz", "hta_v100_test.json.gz", "kineto_legacy_resnet50_v100.pt.trace.json.gz"]
+)
 def test_copy_chains_on_real_training_traces_match_the_ops_that_hold_each_launch(loaded, name):
     trace, doc = loaded(name)
     events = oracle.complete(doc)
-    launches = {e["args"]["correlation"]: e for e in events
-                if e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") and "correlation" in e.get("args", {})}
-    memcpy = [e for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy") and e["args"].get("correlation") in launches]
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") and "correlation" in e.get("args", {})
+    }
+    memcpy = [
+        e for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy") and e["args"].get("correlation") in launches
+    ]
     table = copies(trace)
-    assert table.filter(pl.col("kind") != "kernel").height == len([e for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy")])
+    assert table.filter(pl.col("kind") != "kernel").height == len(
+        [e for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy")]
+    )
     origin = min(float(e["ts"]) for e in events)
     by_start = {(row["ts_ns"], row["name"]): row["op_chain"] for row in table.iter_rows(named=True)}
     for e in memcpy[:: max(1, len(memcpy) // 15)]:  # a spread of the memcpys, each checked by hand
         launch = launches[e["args"]["correlation"]]
-        held = oracle.enclosing_ops(doc, launch["pid"], launch["tid"], float(launch["ts"]), float(launch["ts"]) + float(launch.get("dur", 0)))
+        held = oracle.enclosing_ops(
+            doc, launch["pid"], launch["tid"], float(launch["ts"]), float(launch["ts"]) + float(launch.get("dur", 0))
+        )
         want = [op["name"] for op in held if not op["name"].startswith("ProfilerStep#")]
         key = (round((float(e["ts"]) - origin) * 1000), e["name"])
         assert by_start[key] == want, e["name"]
@@ -458,11 +560,19 @@ def test_name_predicates_per_distinct_name_match_the_per_event_version():
     from dashboard.engine.kernels import BOOKKEEPING_OPS, METADATA_OPS
     from dashboard.engine.model import names_matching
 
-    predicates = [lambda n: n.str.contains(KV_CACHE_WRITE), lambda n: n.str.starts_with("ProfilerStep#"),
-                  lambda n: n.str.contains(GRAPH_LAUNCH), lambda n: n.str.contains(BOOKKEEPING_OPS),
-                  lambda n: n.str.contains(METADATA_OPS)]
+    predicates = [
+        lambda n: n.str.contains(KV_CACHE_WRITE),
+        lambda n: n.str.starts_with("ProfilerStep#"),
+        lambda n: n.str.contains(GRAPH_LAUNCH),
+        lambda n: n.str.contains(BOOKKEEPING_OPS),
+        lambda n: n.str.contains(METADATA_OPS),
+    ]
     frames = [load_trace(path).events.select("name") for path in sorted(DATA.glob("*.json.gz"))]
-    frames.append(pl.DataFrame({"name": pl.Series(["ProfilerStep#3", None, "Memcpy DtoD", "cudaGraphLaunch", ""], dtype=pl.Categorical)}))
+    frames.append(
+        pl.DataFrame(
+            {"name": pl.Series(["ProfilerStep#3", None, "Memcpy DtoD", "cudaGraphLaunch", ""], dtype=pl.Categorical)}
+        )
+    )
     frames.append(frames[-1].with_columns(pl.col("name").cast(pl.String)))  # a String column works too
     for frame in frames:
         for predicate in predicates:
@@ -471,7 +581,14 @@ def test_name_predicates_per_distinct_name_match_the_per_event_version():
             assert fast.to_list() == slow.to_list()
 
 
-@pytest.mark.parametrize("name", ["hta_mi250_rocm_minitoy.json.gz", "kineto_legacy_resnet50_v100.pt.trace.json.gz", "tracelens_h100_bert_sdpa_flash.json.gz"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hta_mi250_rocm_minitoy.json.gz",
+        "kineto_legacy_resnet50_v100.pt.trace.json.gz",
+        "tracelens_h100_bert_sdpa_flash.json.gz",
+    ],
+)
 def test_repeated_text_columns_are_categorical_and_hold_each_events_text(loaded, name):
     """pid, tid, the memcpy kind and the shape texts are Categorical (a 4-byte code per row, where a
     String column held a 16-byte view per row, nulls included) and read as the json module reads
@@ -482,10 +599,21 @@ def test_repeated_text_columns_are_categorical_and_hold_each_events_text(loaded,
         assert ev.schema[column] == pl.Categorical, column
     for column in ("name", "ph", "pid", "tid"):
         assert trace.flows.schema[column] == pl.Categorical, column
-    expected = Counter((str(e["pid"]), str(e["tid"]), json.dumps(e.get("args", {}).get("Input Dims"), separators=(",", ":")))
-                       for e in oracle.complete(doc) if "ts" in e)
-    got = Counter(zip(ev["pid"].cast(pl.String).to_list(), ev["tid"].cast(pl.String).to_list(),
-                      [json.dumps(json.loads(d) if d is not None else None, separators=(",", ":")) for d in ev["input_dims"].cast(pl.String).to_list()]))
+    expected = Counter(
+        (str(e["pid"]), str(e["tid"]), json.dumps(e.get("args", {}).get("Input Dims"), separators=(",", ":")))
+        for e in oracle.complete(doc)
+        if "ts" in e
+    )
+    got = Counter(
+        zip(
+            ev["pid"].cast(pl.String).to_list(),
+            ev["tid"].cast(pl.String).to_list(),
+            [
+                json.dumps(json.loads(d) if d is not None else None, separators=(",", ":"))
+                for d in ev["input_dims"].cast(pl.String).to_list()
+            ],
+        )
+    )
     assert got == expected
     threads = ev.select(pl.col("pid", "tid").cast(pl.String)).rows()
     assert threads == sorted(threads)
@@ -512,7 +640,9 @@ def test_the_distinct_names_per_category_are_what_a_filter_per_category_finds(pa
         assert by_cat[cat] == slow
     assert names_in(trace, "cpu_op", "kernel") == sorted(set(by_cat.get("cpu_op", [])) | set(by_cat.get("kernel", [])))
     if path.parent == DATA:
-        assert {n for names in by_cat.values() for n in names} == {e.get("name", "") for e in oracle.complete(oracle.raw(path))}
+        assert {n for names in by_cat.values() for n in names} == {
+            e.get("name", "") for e in oracle.complete(oracle.raw(path))
+        }
 
 
 @pytest.mark.parametrize("path", REAL_AND_BUNDLED, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -521,8 +651,7 @@ def test_a_small_tables_one_gather_sorts_as_the_column_by_column_gather_does(pat
     at a time (the memory-lean way large files take). Both give the same table on every trace."""
     from polars.testing import assert_frame_equal
 
-    import dashboard.engine.load as load
-    from dashboard.engine.load import decode as load_decode, frames as load_frames
+    from dashboard.engine.load import frames as load_frames
 
     whole = load_trace(path)
     assert whole.events.height < load_frames.NORMALIZE_WHOLE_ROWS  # the path under test
@@ -571,23 +700,35 @@ def test_tables_with_ties_sort_fully(path):
     assert table.equals(table.sort(["total_ns", "name", "family"], descending=[True, False, False], nulls_last=True))
     summary = copy_summary(copies(trace)).with_columns(pl.col("op_chain").list.join(" > ").alias("chain"))
     assert summary.select("kind", "chain", "copy_class", "hidden").is_unique().all()
-    assert summary.equals(summary.sort(["hidden", "count", "kind", "chain", "copy_class"], descending=[True, True, False, False, False],
-                                       nulls_last=True))
+    assert summary.equals(
+        summary.sort(
+            ["hidden", "count", "kind", "chain", "copy_class"],
+            descending=[True, True, False, False, False],
+            nulls_last=True,
+        )
+    )
     launches = detect_backends(trace).launches
     assert launches.select("backend", "kernel", "op", "launch").is_unique().all()
     assert launches.equals(launches.sort("backend", "kernel", "op", "launch", nulls_last=True))
     groups = copy_groups({"a": trace, "b": trace})
     assert groups.select("run", "kind", "op_chain", "origin", "hidden", "copy_class").is_unique().all()
     assert groups["run"].to_list() == sorted(groups["run"].to_list())
-    assert groups.equals(groups.sort(["run", "hidden", "us_per_step", "kind", "op_chain", "origin", "copy_class"],
-                                     descending=[False, True, True, False, False, False, False], nulls_last=True))
+    assert groups.equals(
+        groups.sort(
+            ["run", "hidden", "us_per_step", "kind", "op_chain", "origin", "copy_class"],
+            descending=[False, True, True, False, False, False, False],
+            nulls_last=True,
+        )
+    )
 
 
 def test_steps_that_start_together_come_in_number_order(tmp_path):
     """find_steps orders the ProfilerStep spans by start, then by number: two that start at the same
     microsecond (a hand-made trace) do not come in the order a unique() happened to leave them."""
-    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": 100, "dur": d}
-              for n, d in ((9, 50), (4, 40), (7, 30))]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": 100, "dur": d}
+        for n, d in ((9, 50), (4, 40), (7, 30))
+    ]
     events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 110, "dur": 5})
     path = tmp_path / "together.json"
     path.write_text(json.dumps({"traceEvents": events}))

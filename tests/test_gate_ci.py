@@ -30,7 +30,9 @@ CHECKOUT = ("dashboard", "collectors", "examples", "pyproject.toml")  # what the
 
 def ci_steps() -> str:
     text = DOC.read_text()
-    return next(block for block in re.findall(r"```bash\n(.*?)```", text, re.S) if "examples/ci/attnscope-ci-steps.sh" in block)
+    return next(
+        block for block in re.findall(r"```bash\n(.*?)```", text, re.S) if "examples/ci/attnscope-ci-steps.sh" in block
+    )
 
 
 def yaml_blocks() -> list[dict]:
@@ -50,7 +52,7 @@ STANDINS = {
     # records its arguments; the environment already holds what it would install
     "pip": 'printf "%s\\n" "$*" >> "$LOG/pip"\n',
     # `gh pr comment N --body-file F [--edit-last]`: the body posted; --edit-last fails with no comment yet
-    "gh": '''printf "%s\\n" "$*" >> "$LOG/gh"
+    "gh": """printf "%s\\n" "$*" >> "$LOG/gh"
 body=""; edit=0; prev=""
 for arg in "$@"; do
   [ "$prev" = --body-file ] && body=$arg
@@ -59,13 +61,13 @@ for arg in "$@"; do
 done
 if [ $edit = 1 ] && [ ! -f "$LOG/comment.md" ]; then echo "no comment to edit" >&2; exit 1; fi
 cp "$body" "$LOG/comment.md"
-''',
+""",
     # curl ... --data-urlencode "body@FILE" URL: the note posted and the URL
-    "curl": '''printf "%s\\n" "$*" >> "$LOG/curl"
+    "curl": """printf "%s\\n" "$*" >> "$LOG/curl"
 for arg in "$@"; do
   case "$arg" in body@*) cp "${arg#body@}" "$LOG/note.md" ;; esac
 done
-''',
+""",
 }
 
 
@@ -97,12 +99,14 @@ def base_env(tmp: Path, variant: str) -> dict[str, str]:
     log.mkdir(exist_ok=True)
     (tmp / "home").mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_")}
-    env.update({
-        "PATH": f"{standins(tmp)}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        "LOG": str(log),
-        "VARIANT": variant,  # the commit's code: which attention variant the collectors run
-        "HOME": str(tmp / "home"),  # none of the machine's own caches or stores
-    })
+    env.update(
+        {
+            "PATH": f"{standins(tmp)}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+            "LOG": str(log),
+            "VARIANT": variant,  # the commit's code: which attention variant the collectors run
+            "HOME": str(tmp / "home"),  # none of the machine's own caches or stores
+        }
+    )
     return env
 
 
@@ -118,9 +122,11 @@ def carry(paths: list[str], src: Path, dst: Path) -> None:
 
 # ---------- GitHub Actions ----------
 
+
 def github_expr(expr: str, context: dict) -> object:
     """The few GitHub expressions the workflow uses: context lookups (github.event_name, ...),
     'strings', ==, &&, || (JavaScript's: a value, not a bool) and always()."""
+
     def lookup(path: str) -> object:
         value: object = context
         for part in path.split("."):
@@ -131,8 +137,10 @@ def github_expr(expr: str, context: dict) -> object:
     assert "".join(tokens) == re.sub(r"\s+", "", expr), f"an expression this test cannot read: {expr}"
     python = []
     for tok in tokens:
-        python.append({"&&": " and ", "||": " or ", "==": " == ", "always()": " True "}.get(tok) or
-                      (repr(tok[1:-1]) if tok.startswith("'") else f"lookup({tok!r})"))
+        python.append(
+            {"&&": " and ", "||": " or ", "==": " == ", "always()": " True "}.get(tok)
+            or (repr(tok[1:-1]) if tok.startswith("'") else f"lookup({tok!r})")
+        )
     return eval("".join(python), {"lookup": lookup})  # noqa: S307 - tokens checked above
 
 
@@ -152,7 +160,9 @@ def run_github_job(workflow: dict, event: str, workspace: Path, cache: Path, env
         if condition is None:
             if failed:
                 continue
-        elif not github_expr(condition.removeprefix("${{").removesuffix("}}"), context) or (failed and "always()" not in condition):
+        elif not github_expr(condition.removeprefix("${{").removesuffix("}}"), context) or (
+            failed and "always()" not in condition
+        ):
             continue
         uses, inputs = step.get("uses", ""), step.get("with") or {}
         if uses.startswith("actions/checkout@"):
@@ -182,6 +192,7 @@ def run_github_job(workflow: dict, event: str, workspace: Path, cache: Path, env
 
 # ---------- GitLab CI ----------
 
+
 def gitlab_if(expr: str, variables: dict[str, str]) -> bool:
     """A rules:if of the form `$A == $B` or `$A == "text"`."""
     left, op, right = re.fullmatch(r"\s*(\S+)\s*(==|!=)\s*(\S+)\s*", expr).groups()
@@ -196,8 +207,11 @@ def run_gitlab_job(job: dict, predefined: dict[str, str], workspace: Path, cache
     is saved when its policy (after variable expansion) pushes."""
     rule = next((r for r in job["rules"] if gitlab_if(r["if"], predefined)), None)
     assert rule is not None, "the job would not run in this pipeline"
-    variables = {**predefined, **{k: str(v) for k, v in job.get("variables", {}).items()},
-                 **{k: str(v) for k, v in (rule.get("variables") or {}).items()}}
+    variables = {
+        **predefined,
+        **{k: str(v) for k, v in job.get("variables", {}).items()},
+        **{k: str(v) for k, v in (rule.get("variables") or {}).items()},
+    }
     expand = lambda text: re.sub(r"\$(\w+)", lambda m: variables.get(m.group(1), m.group(0)), text)  # noqa: E731
     checkout(workspace)
     spec = job["cache"]
@@ -227,6 +241,7 @@ def run_gitlab_job(job: dict, predefined: dict[str, str], workspace: Path, cache
 
 # ---------- what a pull request's job leaves ----------
 
+
 def read_back(out: Path, holds: bool) -> dict:
     """The gate's outputs, read back: the JSON verdict and rules, the JUnit file against them, the
     Markdown's verdict and op-aligned change, and the HTML report."""
@@ -236,10 +251,14 @@ def read_back(out: Path, holds: bool) -> dict:
     assert rules["hidden_copies"]["status"] == ("pass" if holds else "fail")
     assert rules["step_time"]["details"]["base_steps"] == rules["step_time"]["details"]["candidate_steps"] == 10
     cases = ET.parse(out / "check.xml").getroot().find("testsuite").findall("testcase")
-    assert {c.get("name") for c in cases if c.find("failure") is not None} == {n for n, r in rules.items() if r["status"] == "fail"}
+    assert {c.get("name") for c in cases if c.find("failure") is not None} == {
+        n for n, r in rules.items() if r["status"] == "fail"
+    }
     md = (out / "check.md").read_text()
     assert md.startswith("**attnscope check: " + ("pass" if holds else "FAIL"))
-    assert ("replaced by `aten::masked_fill_`" if holds else "`aten::masked_fill_` replaced by `aten::masked_fill`") in md
+    assert (
+        "replaced by `aten::masked_fill_`" if holds else "`aten::masked_fill_` replaced by `aten::masked_fill`"
+    ) in md
     assert (out / "report.html").read_bytes().startswith(b"<!") and (out / "report.html").stat().st_size > 10_000
     return record
 
@@ -273,7 +292,10 @@ def test_the_github_workflow_gates_a_pull_request_against_mains_stored_trace(tmp
     assert len(pip) == 2 and all(shlex.split(line)[:3] == ["install", "-e", "."] and "torch" in line for line in pip)
     # the comment: --edit-last finds none the first time, the fallback posts the Markdown as it is
     gh = (tmp_path / "log" / "gh").read_text().splitlines()
-    assert gh == ["pr comment 7 --body-file attnscope-out/check.md --edit-last", "pr comment 7 --body-file attnscope-out/check.md"]
+    assert gh == [
+        "pr comment 7 --body-file attnscope-out/check.md --edit-last",
+        "pr comment 7 --body-file attnscope-out/check.md",
+    ]
     assert (tmp_path / "log" / "comment.md").read_text() == (out / "check.md").read_text()
     assert pr["artifacts"] == [out / "report.html", out / "check.json"] and all(p.is_file() for p in pr["artifacts"])
     [junit] = pr["junit"]
@@ -285,25 +307,44 @@ def test_the_gitlab_job_fails_a_merge_request_that_brings_a_copy_back(tmp_path):
     and its note, artifacts and JUnit report still come out."""
     job = gitlab_job()
     cache = tmp_path / "cache"
-    common = {"CI_DEFAULT_BRANCH": "main", "CI_API_V4_URL": "https://gitlab.example/api/v4", "CI_PROJECT_ID": "42",
-              "ATTNSCOPE_TOKEN": "t0ken"}
-    main = run_gitlab_job(job, {**common, "CI_COMMIT_BRANCH": "main", "CI_PIPELINE_SOURCE": "push"}, tmp_path / "main", cache,
-                          base_env(tmp_path, "naive_inplace"))
+    common = {
+        "CI_DEFAULT_BRANCH": "main",
+        "CI_API_V4_URL": "https://gitlab.example/api/v4",
+        "CI_PROJECT_ID": "42",
+        "ATTNSCOPE_TOKEN": "t0ken",
+    }
+    main = run_gitlab_job(
+        job,
+        {**common, "CI_COMMIT_BRANCH": "main", "CI_PIPELINE_SOURCE": "push"},
+        tmp_path / "main",
+        cache,
+        base_env(tmp_path, "naive_inplace"),
+    )
     assert not main["failed"], said(main)
     assert (cache / "attnscope-out" / "main.json.gz").is_file() and not (tmp_path / "log" / "curl").exists()
 
-    mr = run_gitlab_job(job, {**common, "CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "5"},
-                        tmp_path / "mr", cache, base_env(tmp_path, "naive"))
+    mr = run_gitlab_job(
+        job,
+        {**common, "CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "5"},
+        tmp_path / "mr",
+        cache,
+        base_env(tmp_path, "naive"),
+    )
     assert mr["failed"], said(mr)
     gate = next(done for line, done in mr["steps"] if "attnscope-ci-steps.sh" in line)
     assert gate.returncode == 1, said(mr)
     out = tmp_path / "mr" / "attnscope-out"
     read_back(out, holds=False)
     [curl] = (tmp_path / "log" / "curl").read_text().splitlines()
-    assert curl.endswith("https://gitlab.example/api/v4/projects/42/merge_requests/5/notes") and "PRIVATE-TOKEN: t0ken" in curl
+    assert (
+        curl.endswith("https://gitlab.example/api/v4/projects/42/merge_requests/5/notes")
+        and "PRIVATE-TOKEN: t0ken" in curl
+    )
     assert (tmp_path / "log" / "note.md").read_text() == (out / "check.md").read_text()
     assert all(p.is_file() for p in mr["artifacts"])
     [junit] = mr["junit"]
     assert int(ET.parse(junit).getroot().find("testsuite").get("failures")) >= 1
     # a merge request's job does not write the cache: main's trace is still the baseline
-    assert (cache / "attnscope-out" / "main.json.gz").read_bytes() == (tmp_path / "main" / "attnscope-out" / "main.json.gz").read_bytes()
+    assert (cache / "attnscope-out" / "main.json.gz").read_bytes() == (
+        tmp_path / "main" / "attnscope-out" / "main.json.gz"
+    ).read_bytes()

@@ -49,7 +49,19 @@ def test_the_check_applies_a_config_read_through_tomli(tmp_path, monkeypatch, ca
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "check.json"
     # naive_inplace against itself holds; the config turns health off and is recorded
-    assert cli.main(["check", "--no-store", str(CPU / "naive_inplace.json.gz"), str(CPU / "naive_inplace.json.gz"), "--json", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "check",
+                "--no-store",
+                str(CPU / "naive_inplace.json.gz"),
+                str(CPU / "naive_inplace.json.gz"),
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     record = json.loads(out.read_text())
     assert record["config"] == str(tmp_path / "pyproject.toml")
     rules = {r["rule"]: r for r in record["rules"]}
@@ -63,8 +75,9 @@ def test_without_a_toml_reader_a_config_is_one_line_naming_the_file(tmp_path, mo
     path.write_text('[project]\nname = "attnscope-user"\n' + TABLE)
     with pytest.raises(ValueError) as err:
         verdict.read_config(path)
-    assert str(err.value) == (f"{path}: reading its [tool.attnscope.check] table needs Python 3.11 or the tomli package "
-                              "(pip install tomli)")
+    assert str(err.value) == (
+        f"{path}: reading its [tool.attnscope.check] table needs Python 3.11 or the tomli package (pip install tomli)"
+    )
     # the check exits 2 with that one line (found by walking up from a folder below)
     below = tmp_path / "src"
     below.mkdir()
@@ -73,8 +86,12 @@ def test_without_a_toml_reader_a_config_is_one_line_naming_the_file(tmp_path, mo
     assert cli.main(["check", "--no-store", trace, trace]) == 2
     assert capsys.readouterr().err.splitlines() == [f"attnscope: error: {err.value}"]
     # the table's other spellings are caught too
-    for text in ('[tool.attnscope]\ncheck = { max-slowdown = 5 }\n', '[tool]\nattnscope.check.max-slowdown = 5\n',
-                 'tool.attnscope.check.max-slowdown = 5\n', '[ tool . "attnscope" . check ]\nmax-slowdown = 5\n'):
+    for text in (
+        "[tool.attnscope]\ncheck = { max-slowdown = 5 }\n",
+        "[tool]\nattnscope.check.max-slowdown = 5\n",
+        "tool.attnscope.check.max-slowdown = 5\n",
+        '[ tool . "attnscope" . check ]\nmax-slowdown = 5\n',
+    ):
         path.write_text(text)
         with pytest.raises(ValueError, match="needs Python 3.11 or the tomli package"):
             verdict.read_config(path)
@@ -84,7 +101,9 @@ def test_without_a_toml_reader_a_pyproject_without_the_table_is_passed_over(tmp_
     monkeypatch.setitem(sys.modules, "tomli", None)
     path = tmp_path / "pyproject.toml"
     # the project's own name and script say attnscope, but no [tool.attnscope.check]
-    path.write_text('[project]\nname = "attnscope"\n[project.scripts]\nattnscope = "dashboard.cli:main"\n[tool.other]\nx = 1\n')
+    path.write_text(
+        '[project]\nname = "attnscope"\n[project.scripts]\nattnscope = "dashboard.cli:main"\n[tool.other]\nx = 1\n'
+    )
     assert verdict.read_config(path) is None
     monkeypatch.chdir(tmp_path)
     trace = str(CPU / "naive_inplace.json.gz")

@@ -15,7 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 H200, CPU = ROOT / "sample_traces" / "h200", ROOT / "sample_traces" / "cpu"
 DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 # the families of the H200 naive traces' device work, by name (cuBLAS's nvjet kernels are GEMMs)
-FAMILY_OF = {"nvjet": "gemm", "softmax": "softmax", "elementwise_kernel": "elementwise", "Memset": "memset", "Memcpy": "copy"}
+FAMILY_OF = {
+    "nvjet": "gemm",
+    "softmax": "softmax",
+    "elementwise_kernel": "elementwise",
+    "Memset": "memset",
+    "Memcpy": "copy",
+}
 
 
 def _events(path: Path) -> list[dict]:
@@ -31,8 +37,11 @@ def _steps(events: list[dict]) -> list[tuple[float, float]]:
 def _device_by_step(events: list[dict]) -> list[list[dict]]:
     """Each step's device events: those whose launch call (same correlation) starts in the step;
     one without a launch in the trace by its own start."""
-    launch = {e["args"]["correlation"]: e["ts"] for e in events
-              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     when = lambda e: launch.get(e["args"].get("correlation"), e["ts"])  # noqa: E731
     return [[e for e in events if e.get("cat") in DEVICE and a <= when(e) < b] for a, b in _steps(events)]
 
@@ -78,14 +87,24 @@ def test_the_h200_pair_reads_in_ms_busy_time_and_families_by_hand(tmp_path):
     assert rows["step time"][3] == f"x{statistics.median(_busy_us(s) for s in sides[1]) / busy[0]:.3f}"
 
     def family_us(side: list[list[dict]], family: str) -> float:
-        return statistics.median(sum(e["dur"] for e in step if next(f for k, f in FAMILY_OF.items() if k in e["name"]) == family)
-                                 for step in side)
+        return statistics.median(
+            sum(e["dur"] for e in step if next(f for k, f in FAMILY_OF.items() if k in e["name"]) == family)
+            for step in side
+        )
 
-    both = sorted(set.intersection(*({next(f for k, f in FAMILY_OF.items() if k in e["name"]) for step in side for e in step}
-                                     for side in sides)))
+    both = sorted(
+        set.intersection(
+            *(
+                {next(f for k, f in FAMILY_OF.items() if k in e["name"]) for step in side for e in step}
+                for side in sides
+            )
+        )
+    )
     assert [row[0] for row in times[2:]] == [f"kernel family: {family}" for family in both]
     for family in both:
-        assert rows[f"kernel family: {family}"][1:3] == [f"{family_us(side, family) / 1e3:.3f}" for side in sides], family
+        assert rows[f"kernel family: {family}"][1:3] == [f"{family_us(side, family) / 1e3:.3f}" for side in sides], (
+            family
+        )
     # the rules table's step_time cells: the same numbers, the unit beside them
     step_time = next(row for row in rules if row[0] == "step_time")
     assert step_time[2:4] == ["1.065 ms", "0.937 ms"]
@@ -99,7 +118,10 @@ def test_the_cpu_pair_reads_step_spans_in_ms(tmp_path):
     spans = [statistics.median(b - a for a, b in _steps(_events(p))) for p in (base, cand)]  # µs
     assert times[0][1:3] == ["baseline (ms)", "candidate (ms)"]
     assert times[1][:3] == ["step time", f"{spans[0] / 1e3:,.3f}", f"{spans[1] / 1e3:,.3f}"]
-    assert next(row for row in rules if row[0] == "step_time")[2:4] == [f"{spans[0] / 1e3:,.3f} ms", f"{spans[1] / 1e3:,.3f} ms"]
+    assert next(row for row in rules if row[0] == "step_time")[2:4] == [
+        f"{spans[0] / 1e3:,.3f} ms",
+        f"{spans[1] / 1e3:,.3f} ms",
+    ]
 
 
 def _cpu_trace(path: Path, spans_us: list[int], op_us: int) -> Path:
@@ -107,8 +129,20 @@ def _cpu_trace(path: Path, spans_us: list[int], op_us: int) -> Path:
     events = []
     for i, span in enumerate(spans_us):
         start = 1000 * i
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 2}", "pid": 1, "tid": 1, "ts": start, "dur": span})
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": start + 10, "dur": op_us})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{i + 2}",
+                "pid": 1,
+                "tid": 1,
+                "ts": start,
+                "dur": span,
+            }
+        )
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": start + 10, "dur": op_us}
+        )
     path.write_text(json.dumps({"traceEvents": events}))
     return path
 
@@ -120,7 +154,14 @@ def test_steps_under_a_millisecond_read_in_us_and_the_interval_by_hand(tmp_path)
     [times, rules] = _tables(md)
     assert times[0][1:3] == ["baseline (us)", "candidate (us)"]
     # three steps a run: the 95% interval is [min(c) / max(b), max(c) / min(b)]
-    assert times[1] == ["step time", "410.0", "385.0", f"x{385 / 410:.3f}", f"[{380 / 420:.3f}, {390 / 400:.3f}]", "improvement"]
+    assert times[1] == [
+        "step time",
+        "410.0",
+        "385.0",
+        f"x{385 / 410:.3f}",
+        f"[{380 / 420:.3f}, {390 / 400:.3f}]",
+        "improvement",
+    ]
     assert [row[1:3] for row in times[2:]] == [["300.0", "300.0"]]  # the one op's family, its time per step
     assert next(row for row in rules if row[0] == "step_time")[2:4] == ["410.0 us", "385.0 us"]
     assert "\n\n\n" not in md  # one blank line between blocks, also without failures or warnings

@@ -39,7 +39,11 @@ def _write(doc: dict, path: Path) -> Path:
 
 
 def _step_spans(doc: dict) -> list[tuple[float, float]]:
-    return sorted((e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"] if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    return sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
 
 
 def stretched(path: Path, out: Path, factor: float = 1.1) -> Path:
@@ -69,11 +73,13 @@ def resampled(path: Path, out: Path, seed: int) -> Path:
         c = (e.get("args") or {}).get("correlation")
         if c is not None and e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime"):
             corr[c] = e["ts"]
+
     def home(e: dict) -> int | None:
         ts = e["ts"]
         if e.get("cat") in GPU_CATS:
             ts = corr.get((e.get("args") or {}).get("correlation"), ts)
         return next((i for i, (a, b) in enumerate(spans) if a <= ts < b), None)
+
     kept = [e for e in events if not (e.get("ph") == "X" and home(e) is not None)]
     for k, src in enumerate(picks):
         shift = spans[k][0] - spans[src][0]
@@ -99,6 +105,7 @@ def _busy_per_step(path: Path) -> list[float]:
 
 # ---------- the bootstrap itself ----------
 
+
 def test_three_steps_give_the_range_of_the_ratio_as_the_95_percent_interval():
     base, cand = np.array([10.0, 11.0, 12.0]), np.array([13.0, 14.0, 16.0])
     iv = ratio_interval(base, cand)
@@ -121,6 +128,7 @@ def test_the_same_seed_gives_the_same_interval_and_another_seed_may_not():
 
 
 # ---------- pairs whose answer is known ----------
+
 
 def test_a_trace_against_its_own_resampled_steps_is_never_a_regression(tmp_path):
     for seed in range(4):
@@ -168,12 +176,15 @@ def test_cpu_naive_against_naive_inplace_judges_the_step_spans():
 
 # ---------- the other rules against hand computation ----------
 
+
 def test_each_rule_on_the_h200_naive_and_sdpa_pair():
     naive, sdpa = load_trace(H200 / "naive.json.gz"), load_trace(H200 / "sdpa.json.gz")
     results = {r.rule: r for r in evaluate(naive, sdpa)}
     assert list(results) == list(RULES)
     doc_b, doc_c = _doc(H200 / "naive.json.gz"), _doc(H200 / "sdpa.json.gz")
-    per_step = lambda doc: len([e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in GPU_CATS]) / len(_step_spans(doc))  # noqa: E731
+    per_step = lambda doc: (
+        len([e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in GPU_CATS]) / len(_step_spans(doc))
+    )  # noqa: E731
     assert results["kernel_count"].base == per_step(doc_b) and results["kernel_count"].candidate == per_step(doc_c)
     assert results["kernel_count"].status == "pass"
     assert results["hidden_copies"].base == 1 and results["hidden_copies"].candidate == 0
@@ -209,15 +220,46 @@ def test_rule_levels_turn_warnings_into_failures_and_rules_off():
 
 def test_memory_peak_compares_the_recorded_peaks(tmp_path):
     """A constructed pair with profile_memory events: 100 MB then 130 MB allocated at the peak."""
+
     def trace(peak: int) -> dict:
-        events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": 100 * i, "dur": 90}
-                  for i in range(3)]
-        events += [{"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 100 * i + 10, "dur": 5}
-                   for i in range(3)]
-        events += [{"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 100 * i + 11,
-                    "args": {"Device Type": 0, "Device Id": -1, "Addr": 1, "Bytes": peak, "Total Allocated": peak,
-                             "Total Reserved": peak}} for i in range(3)]
+        events = [
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{i}",
+                "pid": 1,
+                "tid": 1,
+                "ts": 100 * i,
+                "dur": 90,
+            }
+            for i in range(3)
+        ]
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 100 * i + 10, "dur": 5}
+            for i in range(3)
+        ]
+        events += [
+            {
+                "ph": "i",
+                "s": "t",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 1,
+                "ts": 100 * i + 11,
+                "args": {
+                    "Device Type": 0,
+                    "Device Id": -1,
+                    "Addr": 1,
+                    "Bytes": peak,
+                    "Total Allocated": peak,
+                    "Total Reserved": peak,
+                },
+            }
+            for i in range(3)
+        ]
         return {"traceEvents": events}
+
     base, cand = _write(trace(100_000_000), tmp_path / "a.json"), _write(trace(130_000_000), tmp_path / "b.json")
     [mem] = [r for r in evaluate(load_trace(base), load_trace(cand)) if r.rule == "memory_peak"]
     if mem.status == "skip":
@@ -227,6 +269,7 @@ def test_memory_peak_compares_the_recorded_peaks(tmp_path):
 
 # ---------- the op-aligned diff ----------
 
+
 def test_masked_fill_replaced_by_masked_fill_inplace_reads_as_in_the_article():
     [change, *_] = op_changes(load_trace(H200 / "naive.json.gz"), load_trace(H200 / "naive_inplace.json.gz"))
     doc = _doc(H200 / "naive.json.gz")
@@ -235,23 +278,41 @@ def test_masked_fill_replaced_by_masked_fill_inplace_reads_as_in_the_article():
     assert change.work == {"DtoD memcpy": -1.0}
     assert change.base_copies == {"clone + copy_": memcpy[0]["args"]["bytes"]}
     text = describe(change)
-    assert text.startswith("under `attention::naive_inplace`: `aten::masked_fill` (clone + copy_, 268 MB) replaced by "
-                           "`aten::masked_fill_`; -1 DtoD memcpy, -0.1")
+    assert text.startswith(
+        "under `attention::naive_inplace`: `aten::masked_fill` (clone + copy_, 268 MB) replaced by "
+        "`aten::masked_fill_`; -1 DtoD memcpy, -0.1"
+    )
 
 
 # ---------- the CI outputs ----------
 
+
 def _check(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dashboard", "check", "--no-store", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd or ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "dashboard", "check", "--no-store", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd or ROOT,
+    )
 
 
 def test_the_json_is_byte_identical_on_two_runs_and_the_junit_reads_back(tmp_path):
     base, cand = str(H200 / "sdpa.json.gz"), str(H200 / "naive.json.gz")
     outs = []
     for i in range(2):
-        out = _check(base, cand, "--max-slowdown", "5", "--json", str(tmp_path / f"{i}.json"), "--junit", str(tmp_path / f"{i}.xml"),
-                     "--markdown", str(tmp_path / f"{i}.md"))
+        out = _check(
+            base,
+            cand,
+            "--max-slowdown",
+            "5",
+            "--json",
+            str(tmp_path / f"{i}.json"),
+            "--junit",
+            str(tmp_path / f"{i}.xml"),
+            "--markdown",
+            str(tmp_path / f"{i}.md"),
+        )
         assert out.returncode == 1, out.stderr
         outs.append(out)
     assert (tmp_path / "0.json").read_bytes() == (tmp_path / "1.json").read_bytes()
@@ -274,7 +335,8 @@ def test_the_json_is_byte_identical_on_two_runs_and_the_junit_reads_back(tmp_pat
 def test_pyproject_settings_apply_and_flags_override_them(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         "[tool.attnscope.check]\nmax-slowdown = 5\nallow-new-copies = true\nmax-kernel-increase = 300\n"
-        "rules = { new_families = \"fail\" }\n")
+        'rules = { new_families = "fail" }\n'
+    )
     sub = tmp_path / "deep" / "er"
     sub.mkdir(parents=True)
     base, cand = str(H200 / "sdpa.json.gz"), str(H200 / "naive.json.gz")
@@ -283,10 +345,12 @@ def test_pyproject_settings_apply_and_flags_override_them(tmp_path):
     failed = {r["rule"] for r in record["rules"] if r["status"] == "fail"}
     assert out.returncode == 1 and failed == {"step_time", "new_families"}, out.stdout
     assert record["config"] == str(tmp_path / "pyproject.toml")
-    out = _check(base, cand, "--rule", "new_families=warn", "--max-slowdown", "2000", "--json", str(tmp_path / "b.json"), cwd=sub)
+    out = _check(
+        base, cand, "--rule", "new_families=warn", "--max-slowdown", "2000", "--json", str(tmp_path / "b.json"), cwd=sub
+    )
     assert out.returncode == 0, out.stdout
     elsewhere = tmp_path / "gate.toml"
-    elsewhere.write_text("[tool.attnscope.check]\nrules = { hidden_copies = \"off\", kernel_count = \"off\" }\n")
+    elsewhere.write_text('[tool.attnscope.check]\nrules = { hidden_copies = "off", kernel_count = "off" }\n')
     assert _check(base, cand, "--config", str(elsewhere)).returncode == 0
     elsewhere.write_text("[tool.attnscope.check]\nmax-slowdwn = 5\n")
     out = _check(base, cand, "--config", str(elsewhere))
@@ -303,8 +367,26 @@ def test_a_stored_run_is_the_baseline(tmp_path, capsys):
     store = str(tmp_path / "store")
     assert cli.main(["ingest", "--store", store, str(CPU / "naive_inplace.json.gz")]) == 0
     run_id = capsys.readouterr().out.split()[0]
-    assert cli.main(["check", "--store", store, "--baseline", f"store:{run_id}", str(CPU / "naive.json.gz"),
-                     "--max-kernel-increase", "100"]) == 1
+    assert (
+        cli.main(
+            [
+                "check",
+                "--store",
+                store,
+                "--baseline",
+                f"store:{run_id}",
+                str(CPU / "naive.json.gz"),
+                "--max-kernel-increase",
+                "100",
+            ]
+        )
+        == 1
+    )
     assert "new copies: cpu from aten::masked_fill > aten::clone > aten::copy_" in capsys.readouterr().out
-    assert cli.main(["check", "--store", store, "--baseline", "store:naive_inplace.json.gz", str(CPU / "naive_inplace.json.gz")]) == 0
+    assert (
+        cli.main(
+            ["check", "--store", store, "--baseline", "store:naive_inplace.json.gz", str(CPU / "naive_inplace.json.gz")]
+        )
+        == 0
+    )
     assert cli.main(["check", "--store", store, "--baseline", "store:nope", str(CPU / "naive.json.gz")]) == 2

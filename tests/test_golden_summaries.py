@@ -64,7 +64,9 @@ def test_the_summary_reads_as_stored(trace, capsys):
         GOLDEN.mkdir(exist_ok=True)
         stored.write_text(got)
         return
-    assert stored.exists(), f"no stored summary for {trace.name}: run ATTNSCOPE_UPDATE_GOLDEN=1 python -m pytest {Path(__file__).name}"
+    assert stored.exists(), (
+        f"no stored summary for {trace.name}: run ATTNSCOPE_UPDATE_GOLDEN=1 python -m pytest {Path(__file__).name}"
+    )
     assert got == stored.read_text(), (
         f"{trace.relative_to(REPO)}'s summary changed; if on purpose, run "
         f"ATTNSCOPE_UPDATE_GOLDEN=1 python -m pytest tests/test_golden_summaries.py and review the diff of {stored.relative_to(REPO)}"

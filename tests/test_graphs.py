@@ -18,8 +18,14 @@ GRAPH_CALLS = {"cudaGraphLaunch", "hipGraphLaunch"}
 def _replayed(name: str) -> tuple[int, Counter]:
     """(graph launches, device events per launch correlation) read with the json module."""
     events = oracle.complete(oracle.raw(oracle.DATA / name))
-    graphs = {e["args"]["correlation"] for e in events if e.get("name") in GRAPH_CALLS and "correlation" in e.get("args", {})}
-    per = Counter(e["args"]["correlation"] for e in events if e.get("cat") in oracle.GPU_CATS and e.get("args", {}).get("correlation") in graphs)
+    graphs = {
+        e["args"]["correlation"] for e in events if e.get("name") in GRAPH_CALLS and "correlation" in e.get("args", {})
+    }
+    per = Counter(
+        e["args"]["correlation"]
+        for e in events
+        if e.get("cat") in oracle.GPU_CATS and e.get("args", {}).get("correlation") in graphs
+    )
     return len(graphs), per
 
 
@@ -28,9 +34,17 @@ def test_vllm_decode_replays_its_kernels_from_one_graph_launch_under_no_op(trace
     launches, per = _replayed(name)
     trace = trace_of(oracle.DATA / name)
     summary = summarize(trace)
-    assert summary["graphs"] == {"launches": launches, "kernels": sum(per.values()), "without_op": sum(per.values()), "ops": {}}
+    assert summary["graphs"] == {
+        "launches": launches,
+        "kernels": sum(per.values()),
+        "without_op": sum(per.values()),
+        "ops": {},
+    }
     assert launches == 1 and sum(per.values()) == 421
-    assert any(f"{sum(per.values()):,} device events replayed by 1 graph launch sit under no CPU op" in w for w in summary["warnings"])
+    assert any(
+        f"{sum(per.values()):,} device events replayed by 1 graph launch sit under no CPU op" in w
+        for w in summary["warnings"]
+    )
     # the replayed kernels count in the (implicit) step with the others
     all_gpu = sum(1 for e in oracle.complete(oracle.raw(oracle.DATA / name)) if e.get("cat") in oracle.GPU_CATS)
     assert summary["steps"][0]["work"] == all_gpu
@@ -39,8 +53,12 @@ def test_vllm_decode_replays_its_kernels_from_one_graph_launch_under_no_op(trace
 def test_the_summary_line_says_1_launch_not_1_launches():
     name = "tracelens_vllm_decode_graph_unified_attention.json.gz"
     launches, per = _replayed(name)
-    result = subprocess.run([sys.executable, "-m", "dashboard.cli", "summary", "--no-store", str(oracle.DATA / name)],
-                            capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    result = subprocess.run(
+        [sys.executable, "-m", "dashboard.cli", "summary", "--no-store", str(oracle.DATA / name)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert result.returncode == 0, result.stderr
     assert launches == 1
     assert f"  graph replays: 1 launch replayed {sum(per.values()):,} device events (no op holds it)\n" in result.stdout

@@ -48,7 +48,11 @@ def _copies_by_json(path: Path) -> Counter:
     for e in events:
         if e.get("cat") == "cpu_op":
             ops[(e["pid"], e["tid"])].append(e)
-    launch = {e["args"]["correlation"]: e for e in events if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    launch = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
     found = Counter()
     for e in events:
         if e.get("cat") == "gpu_memcpy":
@@ -58,7 +62,11 @@ def _copies_by_json(path: Path) -> Counter:
         else:
             continue
         call = launch[e["args"]["correlation"]]
-        holders = [o for o in ops[(call["pid"], call["tid"])] if o["ts"] <= call["ts"] and call["ts"] + call["dur"] <= o["ts"] + o["dur"]]
+        holders = [
+            o
+            for o in ops[(call["pid"], call["tid"])]
+            if o["ts"] <= call["ts"] and call["ts"] + call["dur"] <= o["ts"] + o["dur"]
+        ]
         holders.sort(key=lambda o: (o["ts"], -o["dur"]))
         found[(kind, tuple(o["name"] for o in holders))] += 1
     return found
@@ -73,10 +81,17 @@ def test_every_copy_is_found_with_the_op_chain_the_json_gives(trace_of, run):
 
 def _per_step(run_stem: str) -> pl.DataFrame:
     table = copies(load_trace(H200 / f"{run_stem}.json.gz"))
-    return table.group_by("step").agg(
-        pl.len().alias("count"), pl.col("bytes").sum().alias("bytes"), pl.col("hidden").sum().alias("hidden"),
-        pl.col("origin").unique().sort().alias("origins"), pl.col("copy_class").unique().sort().alias("classes"),
-    ).sort("step")
+    return (
+        table.group_by("step")
+        .agg(
+            pl.len().alias("count"),
+            pl.col("bytes").sum().alias("bytes"),
+            pl.col("hidden").sum().alias("hidden"),
+            pl.col("origin").unique().sort().alias("origins"),
+            pl.col("copy_class").unique().sort().alias("classes"),
+        )
+        .sort("step")
+    )
 
 
 def test_the_out_of_place_masked_fill_copies_the_scores_once_per_step_and_masked_fill__does_not(trace_of):
@@ -98,7 +113,9 @@ def test_forced_math_sdpa_hides_its_fp32_casts_inside_the_sdpa_op():
     assert steps["origins"].to_list() == [["aten::scaled_dot_product_attention"]] * 3
 
 
-@pytest.mark.parametrize("variant", ["naive", "naive_inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"])
+@pytest.mark.parametrize(
+    "variant", ["naive", "naive_inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"]
+)
 def test_cuda_graphs_copy_the_inputs_into_static_buffers_each_call_as_requested_copies(variant):
     steps = _per_step(f"{variant}.graphs")
     assert steps.height == 3
@@ -113,8 +130,13 @@ def test_cuda_graphs_copy_the_inputs_into_static_buffers_each_call_as_requested_
 
 
 EXPECTED_BACKEND = {  # read off each trace's kernel names by a person
-    "naive": "eager", "naive_inplace": "eager", "sdpa": "cudnn", "sdpa-math": "math", "sdpa-flash": "flash",
-    "sdpa-efficient": "efficient", "sdpa-cudnn": "cudnn",
+    "naive": "eager",
+    "naive_inplace": "eager",
+    "sdpa": "cudnn",
+    "sdpa-math": "math",
+    "sdpa-flash": "flash",
+    "sdpa-efficient": "efficient",
+    "sdpa-cudnn": "cudnn",
 }
 
 
@@ -156,7 +178,9 @@ def test_fused_attention_rates_come_from_the_shape_even_when_a_cuda_graph_replay
     block = efficiency_block(trace_of(H200 / f"{variant}{kind}.json.gz"))
     assert block["measured"] == 3
     assert block["tflops"] == pytest.approx(achieved, rel=1e-6)
-    assert block["pct_of_roofline"] == pytest.approx(100 * achieved / 989.5, rel=1e-6)  # H200 SXM dense bf16, compute-bound here
+    assert block["pct_of_roofline"] == pytest.approx(
+        100 * achieved / 989.5, rel=1e-6
+    )  # H200 SXM dense bf16, compute-bound here
 
 
 def test_a_graph_replay_without_the_collectors_metadata_still_gives_no_percentage(trace_of):

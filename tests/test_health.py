@@ -81,15 +81,20 @@ def test_a_kernel_whose_launch_was_lost(doc, tmp_path):
     d = copy.deepcopy(doc)
     kernel = device_events(d)[2]
     corr = kernel["args"]["correlation"]
-    d["traceEvents"] = [e for e in d["traceEvents"]
-                        if not (e.get("cat") in LAUNCH and e.get("args", {}).get("correlation") == corr)]
+    d["traceEvents"] = [
+        e for e in d["traceEvents"] if not (e.get("cat") in LAUNCH and e.get("args", {}).get("correlation") == corr)
+    ]
     assert found(load(d, tmp_path, "nolaunch")).get("device_event_without_launch") == 1
 
 
 def test_a_kernel_that_starts_before_its_launch(doc, tmp_path):
     d = copy.deepcopy(doc)
     first = device_events(d)[0]  # nothing before it on the stream: no overlap is made
-    launch = next(e for e in oracle.complete(d) if e.get("cat") in LAUNCH and e["args"].get("correlation") == first["args"]["correlation"])
+    launch = next(
+        e
+        for e in oracle.complete(d)
+        if e.get("cat") in LAUNCH and e["args"].get("correlation") == first["args"]["correlation"]
+    )
     first["ts"] = float(launch["ts"]) - 50.0
     result = found(load(d, tmp_path, "skew"))
     assert result.get("device_before_launch") == 1 and "overlapping_kernels" not in result
@@ -98,16 +103,24 @@ def test_a_kernel_that_starts_before_its_launch(doc, tmp_path):
 def test_a_step_whose_launches_have_no_device_events(doc, tmp_path):
     d = copy.deepcopy(doc)
     name, start, end = oracle.step_spans(d)[1]
-    corr = {e["args"]["correlation"] for e in oracle.complete(d)
-            if e.get("cat") in LAUNCH and start <= float(e["ts"]) <= end and "correlation" in e.get("args", {})}
-    d["traceEvents"] = [e for e in d["traceEvents"]
-                        if not (e.get("cat") in DEVICE and e.get("args", {}).get("correlation") in corr)]
+    corr = {
+        e["args"]["correlation"]
+        for e in oracle.complete(d)
+        if e.get("cat") in LAUNCH and start <= float(e["ts"]) <= end and "correlation" in e.get("args", {})
+    }
+    d["traceEvents"] = [
+        e for e in d["traceEvents"] if not (e.get("cat") in DEVICE and e.get("args", {}).get("correlation") in corr)
+    ]
     assert found(load(d, tmp_path, "missing")).get("missing_device_events") == 1
 
 
 def test_a_step_where_the_device_idles_most_of_the_time(doc, tmp_path):
     d = copy.deepcopy(doc)
-    last = [e for e in oracle.complete(d) if e.get("name") == oracle.step_spans(d)[-1][0] and e.get("cat") != "gpu_user_annotation"]
+    last = [
+        e
+        for e in oracle.complete(d)
+        if e.get("name") == oracle.step_spans(d)[-1][0] and e.get("cat") != "gpu_user_annotation"
+    ]
     for step in last:
         step["dur"] = float(step["dur"]) * 20  # the span grows; its device work does not
     result = found(load(d, tmp_path, "idle"))
@@ -117,8 +130,11 @@ def test_a_step_where_the_device_idles_most_of_the_time(doc, tmp_path):
 def test_a_step_where_collectives_are_most_of_the_device_time(doc, tmp_path):
     d = copy.deepcopy(doc)
     name, start, end = oracle.step_spans(d)[0]
-    corr = {e["args"]["correlation"] for e in oracle.complete(d)
-            if e.get("cat") in LAUNCH and start <= float(e["ts"]) <= end and "correlation" in e.get("args", {})}
+    corr = {
+        e["args"]["correlation"]
+        for e in oracle.complete(d)
+        if e.get("cat") in LAUNCH and start <= float(e["ts"]) <= end and "correlation" in e.get("args", {})
+    }
     in_step = [e for e in device_events(d) if e["args"].get("correlation") in corr]
     total = sum(float(e["dur"]) for e in in_step)
     renamed = 0.0

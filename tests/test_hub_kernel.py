@@ -134,8 +134,26 @@ def test_the_collector_runs_the_hub_variant_from_a_folder_on_cpu(tmp_path: Path)
     folder's function, and passes parity against the fp32 reference."""
     folder = write_kernel(tmp_path / "kernel", package="fake_flash_main")
     out = tmp_path / "out"
-    argv = ["--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "16", "--head-dim", "8", "--active", "1",
-            "--variants", "hub", "--hub-kernel", str(folder), "--out", str(out)]
+    argv = [
+        "--device",
+        "cpu",
+        "--batch",
+        "1",
+        "--heads",
+        "2",
+        "--seq",
+        "16",
+        "--head-dim",
+        "8",
+        "--active",
+        "1",
+        "--variants",
+        "hub",
+        "--hub-kernel",
+        str(folder),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     manifest = read_manifest(out)
     assert [r["variant"] for r in manifest["runs"]] == ["hub"] and manifest["skipped"] == []
@@ -151,8 +169,31 @@ def test_the_collector_runs_the_hub_variant_from_a_folder_on_cpu(tmp_path: Path)
 def test_a_missing_folder_is_a_skip_with_the_path(tmp_path: Path) -> None:
     out = tmp_path / "out"
     missing = tmp_path / "no-kernel"
-    assert main(["--device", "cpu", "--batch", "1", "--heads", "1", "--seq", "8", "--head-dim", "8", "--active",
-                 "1", "--variants", "hub", "--hub-kernel", str(missing), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--device",
+                "cpu",
+                "--batch",
+                "1",
+                "--heads",
+                "1",
+                "--seq",
+                "8",
+                "--head-dim",
+                "8",
+                "--active",
+                "1",
+                "--variants",
+                "hub",
+                "--hub-kernel",
+                str(missing),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     (skip,) = read_manifest(out)["skipped"]
     assert skip["variant"] == "hub" and str(missing) in skip["reason"] and "no such folder" in skip["reason"]
 

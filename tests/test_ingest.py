@@ -39,10 +39,18 @@ def job(tmp_path):
 def _busy_us(doc: dict) -> dict[str, float]:
     """step name -> union of kernel/memcpy/memset intervals launched in it (µs), busiest device."""
     events = oracle.complete(doc)
-    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in events
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
     out = {}
     for name, start, end in oracle.step_spans(doc):
-        work = [e for e in events if e.get("cat") in oracle.GPU_CATS and start <= launch.get(e["args"].get("correlation"), -1) < end]
+        work = [
+            e
+            for e in events
+            if e.get("cat") in oracle.GPU_CATS and start <= launch.get(e["args"].get("correlation"), -1) < end
+        ]
         out[name] = max((oracle.union_us(iv) for iv in oracle.by_device(work).values()), default=0)
     return out
 
@@ -79,7 +87,9 @@ def test_ingest_on_a_two_worker_dask_cluster_matches_one_process(job, tmp_path):
     assert one.runs == two.runs
     assert [(p.rsplit("/", 1)[-1], e) for p, e in one.errors] == [(p.rsplit("/", 1)[-1], e) for p, e in two.errors]
     assert len(one.errors) == 1 and "notes.json" in one.errors[0][1] and "traceEvents" in one.errors[0][1]
-    assert [t.sha for t in serial.traces()] != [] and sorted(t.sha for t in serial.traces()) == sorted(t.sha for t in parallel.traces())
+    assert [t.sha for t in serial.traces()] != [] and sorted(t.sha for t in serial.traces()) == sorted(
+        t.sha for t in parallel.traces()
+    )
     for trace in serial.traces():
         a, b = serial.get(trace.sha), parallel.get(trace.sha)
         assert a.events.equals(b.events) and a.steps.equals(b.steps) and a.flows.equals(b.flows)
@@ -101,5 +111,6 @@ def test_ranks_of_two_jobs_in_one_folder_are_runs_of_their_own(tmp_path):
         (folder / f"rank-{rank}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     result = ingest([folder], Store(tmp_path / "store"))
     assert result.errors == [] and [(label, [r for r, _ in ranks]) for _, label, ranks in result.runs] == [
-        ("rank-0.json.gz", [0]), ("rank-1.json.gz", [1])
+        ("rank-0.json.gz", [0]),
+        ("rank-1.json.gz", [1]),
     ]

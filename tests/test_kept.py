@@ -186,12 +186,14 @@ def test_eviction_removes_the_kept_analyses_with_the_trace(tmp_path):
 def test_help_imports_neither_polars_nor_the_analyses():
     """`attnscope --help` builds its parser from light modules (engine/constants.py, errors.py):
     what it imports is checked, not timed (benchmarks/bench_cold_start.py times it)."""
-    code = ("import sys, contextlib, io\nfrom dashboard import cli\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    try:\n        cli.main(['--help'])\n    except SystemExit:\n        pass\n"
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('polars', 'numpy', 'msgspec', 'streamlit')"
-            " or m in ('dashboard.engine.load', 'dashboard.engine.summary', 'dashboard.engine.store'))\n"
-            "print(heavy)\n")
+    code = (
+        "import sys, contextlib, io\nfrom dashboard import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        cli.main(['--help'])\n    except SystemExit:\n        pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('polars', 'numpy', 'msgspec', 'streamlit')"
+        " or m in ('dashboard.engine.load', 'dashboard.engine.summary', 'dashboard.engine.store'))\n"
+        "print(heavy)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert out.strip() == "[]"
 

@@ -29,17 +29,49 @@ def gpu_trace(path: Path, kernels: dict[str, float], steps: int = 2) -> Path:
     events, corr, t = [], 1, 0.0
     for step in range(steps):
         start = t
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": start, "dur": 1000})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 1,
+                "tid": 1,
+                "ts": start,
+                "dur": 1000,
+            }
+        )
         for name, dur in kernels.items():
             t += 10
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t, "dur": 2,
-                           "args": {"correlation": corr}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": 2,
+                    "args": {"correlation": corr},
+                }
+            )
             cat = "gpu_memset" if name.startswith("Memset") else "kernel"
-            events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": t + 5, "dur": dur,
-                           "args": {"correlation": corr, "device": 0, "stream": 7}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": name,
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 5,
+                    "dur": dur,
+                    "args": {"correlation": corr, "device": 0, "stream": 7},
+                }
+            )
             corr += 1
         t = start + 1000
-    path.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}))
+    path.write_text(
+        json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]})
+    )
     return path
 
 
@@ -103,8 +135,27 @@ def test_naive_against_sdpa_the_memset_is_the_same_and_no_minus_zero_anywhere(tm
 
     md, page, data = tmp_path / "r.md", tmp_path / "r.html", tmp_path / "r.json"
     files = [str(H200 / f"{n}.json.gz") for n in ("naive", "naive_inplace", "sdpa", "sdpa-cudnn", "naive.compiled")]
-    out = subprocess.run([sys.executable, "-m", "dashboard.cli", "compare", *files, "--no-store", "--markdown", str(md),
-                          "--html", str(page), "--json", str(data)], capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dashboard.cli",
+            "compare",
+            *files,
+            "--no-store",
+            "--markdown",
+            str(md),
+            "--html",
+            str(page),
+            "--json",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     text = md.read_text()
     for run in ("naive_inplace", "sdpa"):  # both pairs where the memset moved by tens of ns
@@ -117,13 +168,22 @@ def test_naive_against_sdpa_the_memset_is_the_same_and_no_minus_zero_anywhere(tm
     found = json.loads(data.read_text())
     sdpa = next(c for c in found["changes"] if c["run"] == "sdpa")
     assert {k["name"]: k["change"] for k in sdpa["kernels"]}["Memset (Device)"] == "same"
-    shown_html = re.sub(r"<(script|style)\b.*?</\1>", "", page.read_text(), flags=re.DOTALL)  # plotly.js's own code is not ours
+    shown_html = re.sub(
+        r"<(script|style)\b.*?</\1>", "", page.read_text(), flags=re.DOTALL
+    )  # plotly.js's own code is not ours
     for written in (text, shown_html, out.stdout):
         assert not re.search(r"(?<![\w.])-0(\.0+)?(?![\d.])", written), "a '-0' or '-0.0' was written"
 
 
 def test_signed_numbers_never_read_minus_zero():
-    assert [charts.signed(v, 1) for v in (-0.04, -0.0, 0.0, 0.04, -0.06, 1234.56)] == ["+0.0", "+0.0", "+0.0", "+0.0", "-0.1", "+1,234.6"]
+    assert [charts.signed(v, 1) for v in (-0.04, -0.0, 0.0, 0.04, -0.06, 1234.56)] == [
+        "+0.0",
+        "+0.0",
+        "+0.0",
+        "+0.0",
+        "-0.1",
+        "+1,234.6",
+    ]
     assert charts.signed(-0.0004, 3) == "+0.000" and charts.signed(-12.5, 3) == "-12.500"
 
 

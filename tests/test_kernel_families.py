@@ -30,8 +30,10 @@ ROWS = table()
 def test_the_table_holds_every_kernel_name_of_the_bundled_traces_and_public_libraries():
     names = {name for name, _, _ in ROWS}
     in_traces = {
-        e["name"] for path in sorted([*oracle.DATA.glob("*.gz"), *BUNDLED.glob("*/*.json.gz")])
-        for e in oracle.complete(oracle.raw(path)) if e.get("cat") in ("kernel", "Kernel")
+        e["name"]
+        for path in sorted([*oracle.DATA.glob("*.gz"), *BUNDLED.glob("*/*.json.gz")])
+        for e in oracle.complete(oracle.raw(path))
+        if e.get("cat") in ("kernel", "Kernel")
     }
     assert in_traces <= names
     assert len(ROWS) >= 150 and len(names) == len(ROWS)
@@ -51,28 +53,48 @@ def test_family_expr_classifies_a_whole_column_like_family_of_name_by_name():
 
 
 def test_gpu_memcpy_and_memset_rows_are_copy_and_memset_whatever_their_name():
-    frame = pl.DataFrame({"name": ["Memcpy HtoD (Pinned -> Device)", "odd", "odd"], "cat": ["gpu_memcpy", "gpu_memset", "kernel"]})
+    frame = pl.DataFrame(
+        {"name": ["Memcpy HtoD (Pinned -> Device)", "odd", "odd"], "cat": ["gpu_memcpy", "gpu_memset", "kernel"]}
+    )
     assert frame.select(family_expr(pl.col("name"), pl.col("cat"))).to_series().to_list() == ["copy", "memset", "other"]
 
 
 def test_template_arguments_do_not_make_a_kernel_a_gemm():
     # the old substring rule saw 'cutlass' and 'gemm' anywhere in the name
-    assert family_of("void tensorrt_llm::kernels::finalizeMoeRoutingKernel<cutlass::bfloat16_t, float>(cutlass::bfloat16_t const*)") == "reduction"
+    assert (
+        family_of(
+            "void tensorrt_llm::kernels::finalizeMoeRoutingKernel<cutlass::bfloat16_t, float>(cutlass::bfloat16_t const*)"
+        )
+        == "reduction"
+    )
     assert family_of("fbgemm::permute_2D_sparse_data") == "embedding"
     assert family_of("void my_kernel<cutlass::gemm::GemmShape<128, 128, 32> >(float*)") == "other"
 
 
 def test_a_cutlass_launcher_is_named_by_the_kernel_it_launches():
-    gemm = parse("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8::Params)")
-    assert (gemm.qualname, gemm.launcher) == ("cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8", "cutlass::Kernel2")
-    fa3 = parse("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<int, float> > >(flash::FlashAttnFwdSm90<int, float>::Params)")
-    assert (fa3.qualname, fa3.launcher, fa3.template_args) == ("flash::FlashAttnFwdSm90", "cutlass::device_kernel", ("int", "float"))
+    gemm = parse(
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8::Params)"  # noqa: E501 (a real name, kept whole)
+    )
+    assert (gemm.qualname, gemm.launcher) == (
+        "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8",
+        "cutlass::Kernel2",
+    )
+    fa3 = parse(
+        "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<int, float> > >(flash::FlashAttnFwdSm90<int, float>::Params)"
+    )
+    assert (fa3.qualname, fa3.launcher, fa3.template_args) == (
+        "flash::FlashAttnFwdSm90",
+        "cutlass::device_kernel",
+        ("int", "float"),
+    )
 
 
 def test_signatures_lose_return_type_parameters_and_template_arguments_but_keep_namespaces():
     k = parse("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, float>(cublasGemvParams<float>)")
     assert (k.namespace, k.base, k.template_args) == ("internal::gemvx", "kernel", ("int", "float"))
-    k = parse("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 2, 128, 1>(float*, int)")
+    k = parse(
+        "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 2, 128, 1>(float*, int)"
+    )
     assert (k.namespace, k.base) == ("at::native::(anonymous namespace)", "CatArrayBatchedCopy")
     assert parse("Memcpy DtoD (Device -> Device)").qualname == "Memcpy DtoD (Device -> Device)"
     assert parse("aten::_scaled_dot_product_flash_attention").qualname == "aten::_scaled_dot_product_flash_attention"
@@ -82,19 +104,23 @@ def test_signatures_lose_return_type_parameters_and_template_arguments_but_keep_
 
 def test_mangled_composable_kernel_names_read_like_cxxfilt_prints_them():
     # expected text written from c++filt's output for the same symbols (return type and parameters dropped)
-    assert demangle("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib") == (
-        "aiter::add_rmsnorm_quant_kernel<std::bfloat16_t, std::bfloat16_t, 256, 16, false, false, true, 1>"
+    assert demangle(
+        "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib"
+    ) == ("aiter::add_rmsnorm_quant_kernel<std::bfloat16_t, std::bfloat16_t, 256, 16, false, false, true, 1>")
+    assert demangle(
+        "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
+    ) == ("at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul>>")
+    ck = parse(
+        "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsyncE"
     )
-    assert demangle("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_") == (
-        "at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul>>"
-    )
-    ck = parse("_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsyncE")
     assert (ck.qualname, ck.launcher) == ("ck_tile::FmhaBatchPrefillWithPagedKVCacheKernel", "ck_tile::kentry")
 
 
 def test_a_mangled_name_cxxfilt_rejects_still_gives_its_function_name():
     # SGLang's activation kernel: a C++20 template-param-decl (Tn) and a function address argument
-    name = "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i"
+    name = (
+        "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i"
+    )
     assert demangle(name) == "sgl_hip::activation::act_and_mul_kernel<__hip_bfloat16, &silu<__hip_bfloat16>>"
     assert demangle("_ZN5aiter24add_rms") is None and parse("_ZN5aiter24add_rms").base == "_ZN5aiter24add_rms"
 

@@ -27,8 +27,22 @@ def _forbidden(path: Path, prefixes: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize("path", sorted((DASHBOARD / "engine").glob("*.py")), ids=lambda p: p.name)
 def test_the_engine_imports_no_streamlit_plotly_or_views(path):
-    assert _forbidden(path, ("streamlit", "plotly", "dashboard.views", "dashboard.charts", "dashboard.app", "dashboard.runs",
-                             "dashboard.catalog", "dashboard.engine.catalog")) == []
+    assert (
+        _forbidden(
+            path,
+            (
+                "streamlit",
+                "plotly",
+                "dashboard.views",
+                "dashboard.charts",
+                "dashboard.app",
+                "dashboard.runs",
+                "dashboard.catalog",
+                "dashboard.engine.catalog",
+            ),
+        )
+        == []
+    )
 
 
 def test_the_run_picker_is_the_dashboards_not_the_engines():
@@ -143,10 +157,29 @@ def test_no_module_of_the_project_imports_itself_through_others():
 def test_the_circle_finder_sees_a_circle_closed_inside_a_function():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert import_circles(graph) == [["a", "b", "c"]]
-    assert "dashboard.engine.kernels" in import_graph()["dashboard.engine.backends"]  # read at module level and in functions
+    assert (
+        "dashboard.engine.kernels" in import_graph()["dashboard.engine.backends"]
+    )  # read at module level and in functions
 
 
-@pytest.mark.parametrize("path", sorted((DASHBOARD / "engine").rglob("*.py")), ids=lambda p: str(p.relative_to(DASHBOARD / "engine")))
+@pytest.mark.parametrize(
+    "path", sorted((DASHBOARD / "engine").rglob("*.py")), ids=lambda p: str(p.relative_to(DASHBOARD / "engine"))
+)
 def test_the_engine_and_its_loader_import_no_streamlit_plotly_or_views(path):
-    assert _forbidden(path, ("streamlit", "plotly", "dashboard.views", "dashboard.charts", "dashboard.app", "dashboard.runs",
-                             "dashboard.uploads", "dashboard.catalog", "dashboard.engine.catalog")) == []
+    assert (
+        _forbidden(
+            path,
+            (
+                "streamlit",
+                "plotly",
+                "dashboard.views",
+                "dashboard.charts",
+                "dashboard.app",
+                "dashboard.runs",
+                "dashboard.uploads",
+                "dashboard.catalog",
+                "dashboard.engine.catalog",
+            ),
+        )
+        == []
+    )

@@ -20,8 +20,13 @@ import pytest
 import oracle
 from test_load_sliced import _assert_same, _early_readings as spy_early
 from dashboard.engine import TraceError, load_trace
-from dashboard.engine import load as load_module
-from dashboard.engine.load import inflate as load_inflate, limits as load_limits, reading as load_reading, slices as load_slices, workers as load_workers
+from dashboard.engine.load import (
+    inflate as load_inflate,
+    limits as load_limits,
+    reading as load_reading,
+    slices as load_slices,
+    workers as load_workers,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = oracle.DATA
@@ -62,8 +67,13 @@ def cli(path: Path, tmpdir: Path, limit: str | None) -> tuple[int, str, int]:
         env[ENV] = limit
     tmpdir.mkdir(exist_ok=True)
     with open(tmpdir.parent / "stderr.txt", "w+b") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "dashboard.cli", "summary", "--no-store", str(path)],
-                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dashboard.cli", "summary", "--no-store", str(path)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
@@ -80,7 +90,9 @@ def baseline_rss(tmp_path_factory) -> int:
     return rss
 
 
-def assert_refused_while_inflating(tmp_path: Path, bomb: Path, limit: str | None, limit_text: str, baseline: int) -> None:
+def assert_refused_while_inflating(
+    tmp_path: Path, bomb: Path, limit: str | None, limit_text: str, baseline: int
+) -> None:
     status, stderr, rss = cli(bomb, tmp_path / "tmp", limit)
     assert status == 2, stderr
     assert stderr.splitlines() == [
@@ -109,9 +121,13 @@ def test_the_default_limit_is_4_gib_and_a_gzip_meets_it_while_inflating(monkeypa
     assert load_limits.MAX_JSON_BYTES == 4 * GIB and load_limits.json_limit() == 4 * GIB
     monkeypatch.setattr(load_limits, "MAX_JSON_BYTES", MIB)
     bomb = HEAD + b" " * MIB + TAIL
-    with pytest.raises(TraceError, match=r"^<upload>: inflates to more than 1\.0 MiB \(1,048,576 bytes\) of JSON \(the limit;"):
+    with pytest.raises(
+        TraceError, match=r"^<upload>: inflates to more than 1\.0 MiB \(1,048,576 bytes\) of JSON \(the limit;"
+    ):
         load_trace(gzip.compress(bomb))
-    with pytest.raises(TraceError, match=r"^<upload>: 1\.0 MiB \(1,048,595 bytes\) of JSON is more than the limit of 1\.0 MiB"):
+    with pytest.raises(
+        TraceError, match=r"^<upload>: 1\.0 MiB \(1,048,595 bytes\) of JSON is more than the limit of 1\.0 MiB"
+    ):
         load_trace(bomb)
     with pytest.raises(TraceError, match="traceEvents is empty"):  # past the limit check: parsed
         load_trace(gzip.compress(bomb), max_json_bytes=len(bomb))
@@ -125,7 +141,10 @@ def test_a_gzip_trailer_that_lies_about_its_size_changes_only_the_pieces(tmp_pat
     with open(bomb, "r+b") as fh:
         fh.seek(-4, os.SEEK_END)
         fh.write((40 * MIB).to_bytes(4, "little"))
-    assert load_inflate._gzip_pieces(bomb.stat().st_size, (40 * MIB).to_bytes(4, "little")) == (bomb.stat().st_size, 40 * MIB + 1)
+    assert load_inflate._gzip_pieces(bomb.stat().st_size, (40 * MIB).to_bytes(4, "little")) == (
+        bomb.stat().st_size,
+        40 * MIB + 1,
+    )
     assert_refused_while_inflating(tmp_path, bomb, str(256 * MIB), "256.0 MiB (268,435,456 bytes)", baseline_rss)
 
 
@@ -149,14 +168,17 @@ def _members(data: bytes, cuts: list[int]) -> bytes:
     return b"".join(gzip.compress(data[a:b], mtime=0) for a, b in zip(edges, edges[1:]))
 
 
-@pytest.mark.parametrize("layout", ["one member", "two members, the last large", "two members, the last small",
-                                    "zero padding after", "from bytes"])
+@pytest.mark.parametrize(
+    "layout",
+    ["one member", "two members, the last large", "two members, the last small", "zero padding after", "from bytes"],
+)
 def test_a_gzip_reads_the_same_whatever_its_trailer_says(tmp_path, monkeypatch, layout):
     """An 8.6 MB trace: one member is inflated in one piece (one write; it took two before, and
     a join); streams whose trailer does not give the whole size read the same, in more pieces."""
     plain = gzip.decompress((DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz").read_bytes())
     packed = {
-        "one member": _members(plain, []), "from bytes": _members(plain, []),
+        "one member": _members(plain, []),
+        "from bytes": _members(plain, []),
         "two members, the last large": _members(plain, [len(plain) // 3]),
         "two members, the last small": _members(plain, [len(plain) - 1000]),
         "zero padding after": _members(plain, []) + bytes(512),
@@ -165,7 +187,9 @@ def test_a_gzip_reads_the_same_whatever_its_trailer_says(tmp_path, monkeypatch, 
     path.write_bytes(packed)
     writes = []
     write = load_inflate._Sink.write
-    monkeypatch.setattr(load_inflate._Sink, "write", lambda self, piece: (writes.append(len(piece)), write(self, piece))[1])
+    monkeypatch.setattr(
+        load_inflate._Sink, "write", lambda self, piece: (writes.append(len(piece)), write(self, piece))[1]
+    )
     got = load_trace(packed if layout == "from bytes" else path, name="t.json.gz")
     assert sum(writes) == len(plain)
     if layout in ("one member", "from bytes"):
@@ -175,7 +199,9 @@ def test_a_gzip_reads_the_same_whatever_its_trailer_says(tmp_path, monkeypatch, 
     _assert_same(got, load_trace(plain, name="t.json.gz"))
 
 
-@pytest.mark.skipif(not os.environ.get("ATTNSCOPE_SLOW_TESTS"), reason="inflates 4 GiB (20-40 s); set ATTNSCOPE_SLOW_TESTS=1")
+@pytest.mark.skipif(
+    not os.environ.get("ATTNSCOPE_SLOW_TESTS"), reason="inflates 4 GiB (20-40 s); set ATTNSCOPE_SLOW_TESTS=1"
+)
 def test_a_gzip_bomb_past_the_default_limit_is_refused_in_bounded_memory(tmp_path, baseline_rss):
     """About 4 MB of .json.gz that inflates to 4 GiB + 1 MiB of JSON whitespace, at the default
     limit (4 GiB): before the limit, `summary` on it peaked at 8.5 GB RSS. Opt-in: it writes 4 GiB
@@ -194,13 +220,18 @@ def test_a_plain_file_over_the_limit_is_refused_before_it_is_read(tmp_path):
         fh.truncate(64 * GIB)
     with pytest.raises(TraceError) as info:
         load_trace(huge)
-    assert str(info.value) == ("huge.json: 64.0 GiB (68,719,476,736 bytes) of JSON is more than the limit of "
-                               "4.0 GiB (4,294,967,296 bytes) (set ATTNSCOPE_MAX_JSON_BYTES to raise it)")
+    assert str(info.value) == (
+        "huge.json: 64.0 GiB (68,719,476,736 bytes) of JSON is more than the limit of "
+        "4.0 GiB (4,294,967,296 bytes) (set ATTNSCOPE_MAX_JSON_BYTES to raise it)"
+    )
 
 
 def test_bytes_over_the_limit_are_refused():
     data = b'{"traceEvents": [' + b" " * 981 + b"]}"  # 1,000 bytes
-    with pytest.raises(TraceError, match=r"^<upload>: 1,000 bytes of JSON is more than the limit of 999 bytes \(set ATTNSCOPE_MAX_JSON_BYTES"):
+    with pytest.raises(
+        TraceError,
+        match=r"^<upload>: 1,000 bytes of JSON is more than the limit of 999 bytes \(set ATTNSCOPE_MAX_JSON_BYTES",
+    ):
         load_trace(data, max_json_bytes=999)
     with pytest.raises(TraceError, match=r"^up\.json\.gz: inflates to more than 999 bytes of JSON \(the limit"):
         load_trace(gzip.compress(data), name="up.json.gz", max_json_bytes=999)
@@ -212,8 +243,12 @@ def sources(name: str, tmp_path: Path) -> tuple[int, dict[str, object]]:
     plain = gzip.decompress(packed)
     (tmp_path / "t.json").write_bytes(plain)
     (tmp_path / "t.json.gz").write_bytes(packed)
-    return len(plain), {"plain path": tmp_path / "t.json", "gzip path": tmp_path / "t.json.gz",
-                        "plain bytes": plain, "gzip bytes": packed}
+    return len(plain), {
+        "plain path": tmp_path / "t.json",
+        "gzip path": tmp_path / "t.json.gz",
+        "plain bytes": plain,
+        "gzip bytes": packed,
+    }
 
 
 @pytest.mark.parametrize("name", ["hta_triton_example.json.gz", "tracelens_h100_bert_sdpa_flash.json.gz"])
@@ -241,7 +276,9 @@ def test_a_bad_limit_in_the_environment_is_one_clear_line(monkeypatch, tmp_path,
     with pytest.raises(TraceError) as info:
         load_trace(DATA / "hta_triton_example.json.gz")
     message = str(info.value)
-    assert message.startswith(f"hta_triton_example.json.gz: not read: ATTNSCOPE_MAX_JSON_BYTES={value!r} is not a whole number")
+    assert message.startswith(
+        f"hta_triton_example.json.gz: not read: ATTNSCOPE_MAX_JSON_BYTES={value!r} is not a whole number"
+    )
     assert "\n" not in message
     status, stderr, _ = cli(DATA / "hta_triton_example.json.gz", tmp_path / "tmp", value)
     assert status == 2 and stderr.splitlines() == [f"attnscope: error: {message}"]
@@ -273,7 +310,9 @@ def spy_sliced(monkeypatch) -> list[tuple[Path, int | None, bool]]:
 
 
 @pytest.mark.parametrize("cut", [None, "trailer", 0.9])
-@pytest.mark.parametrize("name", ["tracelens_h100_bert_sdpa_flash.json.gz", "tracelens_vllm_decode_graph_unified_attention.json.gz"])
+@pytest.mark.parametrize(
+    "name", ["tracelens_h100_bert_sdpa_flash.json.gz", "tracelens_vllm_decode_graph_unified_attention.json.gz"]
+)
 def test_a_gzip_inflated_into_a_temporary_file_reads_as_in_memory(tmp_path, monkeypatch, name, cut):
     """With the thresholds lowered, a real .json.gz (whole, cut in its trailer, or cut mid-stream)
     goes through the temporary file and the slices, read while it inflates (or, cut, after it:
@@ -297,13 +336,15 @@ def test_a_gzip_inflated_into_a_temporary_file_reads_as_in_memory(tmp_path, monk
         assert [c for c in calls if c[0] != path] == [] and early == [streamed]
         return
     assert all(trace is None for trace in early)  # a cut stream is read once it is all inflated
-    (inflated, gzip_cut, read), = [c for c in calls if c[0] != path]
+    ((inflated, gzip_cut, read),) = [c for c in calls if c[0] != path]
     assert inflated.parent == temp and not inflated.exists()
     assert gzip_cut == len(packed)
     assert read == (cut != 0.9)  # a JSON cut mid-event is closed by the one-process path
     if cut is not None:
-        assert f"gzip stream is cut off after {len(packed):,} bytes" in streamed.warnings[0] \
+        assert (
+            f"gzip stream is cut off after {len(packed):,} bytes" in streamed.warnings[0]
             or f"gzip stream ends after {len(packed):,} bytes" in streamed.warnings[0]
+        )
 
 
 def test_a_large_gzip_is_read_in_slices_and_gives_the_tables_of_its_plain_json(tmp_path, monkeypatch):
@@ -311,8 +352,11 @@ def test_a_large_gzip_is_read_in_slices_and_gives_the_tables_of_its_plain_json(t
     generator) loaded as .json.gz takes the temporary file and the sliced path at the default
     thresholds and gives what the plain file gives."""
     plain = tmp_path / "large.json"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_large_trace.py"), "--target-mb", "90", "--out", str(plain)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "make_large_trace.py"), "--target-mb", "90", "--out", str(plain)],
+        check=True,
+        capture_output=True,
+    )
     size = plain.stat().st_size
     assert size >= load_slices.SLICED_MIN_BYTES
     packed = tmp_path / "large.json.gz"
@@ -351,7 +395,7 @@ def test_a_large_plain_upload_is_written_to_a_temporary_file_and_read_in_slices(
     calls = spy_sliced(monkeypatch)
     spilled = load_trace(data, name="up.json")
     assert_same(spilled, in_memory)
-    (written, gzip_cut, read), = calls
+    ((written, gzip_cut, read),) = calls
     assert written.parent == temp and not written.exists() and list(temp.iterdir()) == []
     assert gzip_cut is None and read == (not cut)
     monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", len(data) + 1)  # one byte short: kept in memory
@@ -368,8 +412,10 @@ def test_a_cut_file_large_enough_for_slices_is_not_searched_for_minutes(tmp_path
     full = gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes())
     path = tmp_path / "cut.json"
     path.write_bytes(full[: full.rindex(b"}", 0, len(full) * 9 // 10) + 1])  # cut just after a brace: it may close
-    code = ("import sys; from pathlib import Path; import dashboard.engine.load.slices as load_slices; load_slices.SLICED_MIN_BYTES = 0; "
-            "print(load_slices._load_sliced(Path(sys.argv[1]), None, None))")
+    code = (
+        "import sys; from pathlib import Path; import dashboard.engine.load.slices as load_slices; load_slices.SLICED_MIN_BYTES = 0; "
+        "print(load_slices._load_sliced(Path(sys.argv[1]), None, None))"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr  # the one-process path reads it
 
@@ -388,7 +434,9 @@ def test_a_temporary_folder_without_room_is_one_line_and_leaves_no_file(tmp_path
     monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1)
     with pytest.raises(TraceError) as info:
         load_trace(DATA / "tracelens_h100_bert_sdpa_flash.json.gz")
-    assert str(info.value).startswith("tracelens_h100_bert_sdpa_flash.json.gz: cannot inflate into a temporary file in ")
+    assert str(info.value).startswith(
+        "tracelens_h100_bert_sdpa_flash.json.gz: cannot inflate into a temporary file in "
+    )
     assert str(info.value).endswith("(No space left on device; set TMPDIR to a folder with more room)")
     assert len(made) == 1 and not made[0].exists()
 
@@ -420,13 +468,23 @@ def _decays(conf: str) -> tuple[str | None, str | None]:
     return options.get("dirty_decay_ms"), options.get("muzzy_decay_ms")
 
 
-@pytest.mark.parametrize("given", [
-    None,
-    "dirty_decay_ms:500,muzzy_decay_ms:1000",  # polars' default, from a parent process that imported polars
-    "thp:always",  # another option of the user's: kept
-    "dirty_decay_ms:2000",  # the user's own decay: kept, ours not added
-])
-@pytest.mark.parametrize("first", ["import dashboard.cli", "import streamlit; from dashboard import charts, report, runs"])
+@pytest.mark.parametrize(
+    "given",
+    [
+        None,
+        "dirty_decay_ms:500,muzzy_decay_ms:1000",  # polars' default, from a parent process that imported polars
+        "thp:always",  # another option of the user's: kept
+        "dirty_decay_ms:2000",  # the user's own decay: kept, ours not added
+    ],
+)
+@pytest.mark.parametrize(
+    # the CLI imports polars when a command runs (its --help imports none of it): its summary's first import
+    "first",
+    [
+        "import dashboard.cli; import dashboard.engine.summary",
+        "import streamlit; from dashboard import charts, report, runs",
+    ],
+)
 def test_polars_returns_freed_memory_at_once_in_the_cli_and_the_dashboard(first, given):
     """The allocator setting (see dashboard/__init__.py) must be in the environment before polars
     is imported, in the CLI and in the dashboard, whose charts import polars before the engine.
@@ -529,6 +587,9 @@ def test_a_stream_isal_does_not_take_whole_is_read_by_zlib_as_before(fault, monk
     assert results[0] == results[1]
     if fault in ("crc", "length"):
         check = "data" if fault == "crc" else "length"
-        assert results[0] == f"t.json.gz: not a valid gzip file (Error -3 while decompressing data: incorrect {check} check)"
+        assert (
+            results[0]
+            == f"t.json.gz: not a valid gzip file (Error -3 while decompressing data: incorrect {check} check)"
+        )
     else:
         assert results[0] == raw

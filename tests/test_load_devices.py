@@ -24,16 +24,43 @@ from dashboard.engine.summary import device_info
 # Kineto's ActivityType names (libkineto/include/ActivityType.h, _activityTypeNames), the oracle
 # for "every category Kineto writes is known".
 KINETO_NAMES = (
-    "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset", "kernel",
-    "external_correlation", "cuda_runtime", "cuda_driver", "cpu_instant_event", "python_function",
-    "overhead", "mtia_runtime", "mtia_ccp_events", "mtia_insight", "cuda_sync", "cuda_event",
-    "mtia_counters", "glow_runtime", "cuda_profiler_range", "hpu_op", "xpu_runtime", "xpu_driver",
-    "collective_comm", "privateuse1_runtime", "privateuse1_driver", "xpu_scope_profiler", "xpu_sync",
+    "cpu_op",
+    "user_annotation",
+    "gpu_user_annotation",
+    "gpu_memcpy",
+    "gpu_memset",
+    "kernel",
+    "external_correlation",
+    "cuda_runtime",
+    "cuda_driver",
+    "cpu_instant_event",
+    "python_function",
+    "overhead",
+    "mtia_runtime",
+    "mtia_ccp_events",
+    "mtia_insight",
+    "cuda_sync",
+    "cuda_event",
+    "mtia_counters",
+    "glow_runtime",
+    "cuda_profiler_range",
+    "hpu_op",
+    "xpu_runtime",
+    "xpu_driver",
+    "collective_comm",
+    "privateuse1_runtime",
+    "privateuse1_driver",
+    "xpu_scope_profiler",
+    "xpu_sync",
 )
 REAL = [
-    "hta_a100_control.json.gz", "hta_v100_test.json.gz", "hta_v100_ns_resolution.pt.trace.json.gz",
-    "kineto_legacy_resnet50_v100.pt.trace.json.gz", "tracelens_h100_bert_sdpa_flash.json.gz",
-    "hta_mi250_rocm_minitoy.json.gz", "hta_triton_example.json.gz",
+    "hta_a100_control.json.gz",
+    "hta_v100_test.json.gz",
+    "hta_v100_ns_resolution.pt.trace.json.gz",
+    "kineto_legacy_resnet50_v100.pt.trace.json.gz",
+    "tracelens_h100_bert_sdpa_flash.json.gz",
+    "hta_mi250_rocm_minitoy.json.gz",
+    "hta_triton_example.json.gz",
 ]
 
 # ops per step: (op name, device events it launches); the device events take the op's name.
@@ -56,17 +83,50 @@ def vendor_trace(launch_cat: str, device_cat: str, extra: list[dict] | None = No
             ts = op_start + 1
             for _ in range(launches):
                 corr += 1
-                events.append({"ph": "X", "cat": launch_cat, "name": "LaunchKernel", "pid": 10, "tid": 11,
-                               "ts": ts, "dur": 2.5, "args": {"correlation": corr, "External id": corr}})
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": launch_cat,
+                        "name": "LaunchKernel",
+                        "pid": 10,
+                        "tid": 11,
+                        "ts": ts,
+                        "dur": 2.5,
+                        "args": {"correlation": corr, "External id": corr},
+                    }
+                )
                 events.append({"ph": "s", "id": corr, "pid": 10, "tid": 11, "ts": ts, "cat": "ac2g", "name": "ac2g"})
-                events.append({"ph": "X", "cat": device_cat, "name": f"{op}_device", "pid": 0, "tid": 3,
-                               "ts": ts + 20, "dur": 7.25, "args": {"correlation": corr, "device": 0, "stream": 3}})
-                events.append({"ph": "f", "id": corr, "pid": 0, "tid": 3, "ts": ts + 20, "cat": "ac2g", "name": "ac2g", "bp": "e"})
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": device_cat,
+                        "name": f"{op}_device",
+                        "pid": 0,
+                        "tid": 3,
+                        "ts": ts + 20,
+                        "dur": 7.25,
+                        "args": {"correlation": corr, "device": 0, "stream": 3},
+                    }
+                )
+                events.append(
+                    {"ph": "f", "id": corr, "pid": 0, "tid": 3, "ts": ts + 20, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+                )
                 ts += 3
-            events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 10, "tid": 11, "ts": op_start, "dur": ts - op_start})
+            events.append(
+                {"ph": "X", "cat": "cpu_op", "name": op, "pid": 10, "tid": 11, "ts": op_start, "dur": ts - op_start}
+            )
         ts += 5
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 10, "tid": 11,
-                       "ts": step_start, "dur": ts - step_start})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 10,
+                "tid": 11,
+                "ts": step_start,
+                "dur": ts - step_start,
+            }
+        )
         ts += 50
     return {"schemaVersion": 1, "traceEvents": events + (extra or [])}
 
@@ -88,7 +148,9 @@ def write(tmp_path, doc: dict, name: str = "vendor.json"):
         ("privateuse1_driver", "kernel", "privateuse1"),
     ],
 )
-def test_an_accelerator_trace_counts_its_device_work_per_step_and_names_its_device(tmp_path, launch_cat, device_cat, kind):
+def test_an_accelerator_trace_counts_its_device_work_per_step_and_names_its_device(
+    tmp_path, launch_cat, device_cat, kind
+):
     trace = load_trace(write(tmp_path, vendor_trace(launch_cat, device_cat)))
     want = [sum(n for _, n in ops) for ops in STEP_OPS]  # device events written per step: 2, 4, 3
     assert per_step(trace)["kernel"].to_list() == want == [2, 4, 3]
@@ -109,19 +171,28 @@ def test_an_mtia_trace_links_each_ccp_event_to_its_runtime_call_and_keeps_the_ca
     assert summary["device"]["type"] == "mtia"
     ev = trace.events
     device = ev.filter(pl.col("cat") == "kernel")
-    launches = ev.select(pl.col("id").alias("launch"), pl.col("cat").cast(pl.String).alias("launch_cat"),
-                         pl.col("correlation").alias("launch_correlation"))
+    launches = ev.select(
+        pl.col("id").alias("launch"),
+        pl.col("cat").cast(pl.String).alias("launch_cat"),
+        pl.col("correlation").alias("launch_correlation"),
+    )
     linked = device.join(launches, on="launch", how="left")
     assert linked["launch_cat"].to_list() == ["mtia_runtime"] * 9
     assert (linked["correlation"] == linked["launch_correlation"]).all()
     assert sorted(device["stream"].to_list()) == [3] * 9 and set(device["device"].to_list()) == {0}
     flows = trace.flows
-    assert flows.filter(pl.col("cat") == "ac2g").height == sum(1 for e in doc["traceEvents"] if e.get("cat") == "ac2g") == 18
+    assert (
+        flows.filter(pl.col("cat") == "ac2g").height
+        == sum(1 for e in doc["traceEvents"] if e.get("cat") == "ac2g")
+        == 18
+    )
 
 
 def test_an_mtia_trace_names_the_categories_it_does_not_analyse(tmp_path):
-    insight = [{"ph": "X", "cat": "mtia_insight", "name": f"insight {k}", "pid": 0, "tid": 9, "ts": 1_000 + 10 * k, "dur": 1}
-               for k in range(4)]
+    insight = [
+        {"ph": "X", "cat": "mtia_insight", "name": f"insight {k}", "pid": 0, "tid": 9, "ts": 1_000 + 10 * k, "dur": 1}
+        for k in range(4)
+    ]
     custom = [{"ph": "X", "cat": "my_vendor_thing", "name": "x", "pid": 0, "tid": 9, "ts": 1_500, "dur": 1}]
     trace = load_trace(write(tmp_path, vendor_trace("mtia_runtime", "mtia_ccp_events", insight + custom)))
     assert trace.warnings == [
@@ -146,15 +217,29 @@ def test_every_category_kineto_writes_is_in_the_one_table_and_the_roles_agree_wi
 
 def test_cuda_and_rocm_traces_still_say_cuda_and_rocm(trace_of):
     assert device_info(trace_of(oracle.DATA / "hta_mi250_rocm_minitoy.json.gz"))["type"] == "rocm"
-    assert device_info(trace_of(oracle.DATA / "hta_v100_test.json.gz")) == {"type": "cuda", "name": "Tesla V100-SXM2-16GB"}
+    assert device_info(trace_of(oracle.DATA / "hta_v100_test.json.gz")) == {
+        "type": "cuda",
+        "name": "Tesla V100-SXM2-16GB",
+    }
 
 
 def _mtia_doc() -> dict:
     """vendor_trace's MTIA shape with the ccp events of an MTIA inference named as such traces name
     them: per step, DMA transfers each way, an event record and wait, and the compute."""
     doc = vendor_trace("mtia_runtime", "mtia_ccp_events")
-    names = iter(["dma_request_h2d", "matmul", "event_record", "event_wait", "dma_request_d2h", "softmax",
-                  "dma_request", "matmul", "event_wait"])
+    names = iter(
+        [
+            "dma_request_h2d",
+            "matmul",
+            "event_record",
+            "event_wait",
+            "dma_request_d2h",
+            "softmax",
+            "dma_request",
+            "matmul",
+            "event_wait",
+        ]
+    )
     for e in doc["traceEvents"]:
         if e.get("cat") == "mtia_ccp_events":
             e["name"] = next(names)
@@ -165,12 +250,17 @@ def test_an_mtia_traces_dma_requests_are_copies_with_their_direction_and_its_eve
     doc = _mtia_doc()
     trace = load_trace(write(tmp_path, doc))
     # the oracle: the json module and the names, step by step (steps are the ProfilerStep spans)
-    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep"))
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep")
+    )
     launches = {e["args"]["correlation"]: e["ts"] for e in doc["traceEvents"] if e.get("cat") == "mtia_runtime"}
     want = []
     for start, end in steps:
-        names = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "mtia_ccp_events"
-                 and start <= launches[e["args"]["correlation"]] <= end]
+        names = [
+            e["name"]
+            for e in doc["traceEvents"]
+            if e.get("cat") == "mtia_ccp_events" and start <= launches[e["args"]["correlation"]] <= end
+        ]
         dma = [n for n in names if n.startswith("dma_request")]
         sync = [n for n in names if n in ("event_record", "event_wait")]
         want.append((len(names) - len(dma) - len(sync), len(dma)))

@@ -13,7 +13,14 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import dashboard.engine.load as load
-from dashboard.engine.load import arrival as load_arrival, frames as load_frames, inflate as load_inflate, reading as load_reading, slices as load_slices, workers as load_workers
+from dashboard.engine.load import (
+    arrival as load_arrival,
+    frames as load_frames,
+    inflate as load_inflate,
+    reading as load_reading,
+    slices as load_slices,
+    workers as load_workers,
+)
 from dashboard.engine.summary import summarize
 
 DATA = Path(__file__).parent / "data"
@@ -47,8 +54,10 @@ def _assert_same(a, b) -> None:
     assert json.dumps(summarize(a), sort_keys=True) == json.dumps(summarize(b), sort_keys=True)
 
 
-@pytest.mark.parametrize("name", ["hta_a100_control.json.gz", "hta_v100_ns_resolution.pt.trace.json.gz",
-                                  "tracelens_h100_bert_sdpa_flash.json.gz"])
+@pytest.mark.parametrize(
+    "name",
+    ["hta_a100_control.json.gz", "hta_v100_ns_resolution.pt.trace.json.gz", "tracelens_h100_bert_sdpa_flash.json.gz"],
+)
 def test_a_real_trace_read_in_slices_gives_the_same_trace(name, tmp_path, monkeypatch):
     path = tmp_path / name.removesuffix(".gz")
     path.write_bytes(gzip.decompress((DATA / name).read_bytes()))  # metadata before and after traceEvents
@@ -58,19 +67,29 @@ def test_a_real_trace_read_in_slices_gives_the_same_trace(name, tmp_path, monkey
 
 
 def _write(path: Path, events: list, before: str = '{"schemaVersion": 1, ', after: str = "}") -> Path:
-    path.write_bytes((before + '"traceEvents": [\n' + ",\n".join(events) + "\n]" + after).encode("utf-8", "surrogateescape"))
+    path.write_bytes(
+        (before + '"traceEvents": [\n' + ",\n".join(events) + "\n]" + after).encode("utf-8", "surrogateescape")
+    )
     return path
 
 
 def _events(n: int) -> list[str]:
-    out = ['{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1623143089861000.5, "dur": 9000000}']
+    out = [
+        '{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1623143089861000.5, "dur": 9000000}'
+    ]
     for i in range(n):
         ts = f"{1623143089861100 + i}.{i % 1000:03d}"
-        out.append(f'{{"ph": "X", "cat": "cpu_op", "name": "aten::op{i % 7}", "pid": 1, "tid": 1, "ts": {ts}, "dur": 1.5}}')
-        out.append(f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {ts}, "dur": 0.5, '
-                   f'"args": {{"correlation": {i + 1}, "External id": {i}}}}}')
-        out.append(f'{{"ph": "X", "cat": "kernel", "name": "k{i % 5}", "pid": 0, "tid": 7, "ts": {ts}, "dur": 2.25, '
-                   f'"args": {{"correlation": {i + 1}, "stream": 7, "device": 0}}}}')
+        out.append(
+            f'{{"ph": "X", "cat": "cpu_op", "name": "aten::op{i % 7}", "pid": 1, "tid": 1, "ts": {ts}, "dur": 1.5}}'
+        )
+        out.append(
+            f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {ts}, "dur": 0.5, '
+            f'"args": {{"correlation": {i + 1}, "External id": {i}}}}}'
+        )
+        out.append(
+            f'{{"ph": "X", "cat": "kernel", "name": "k{i % 5}", "pid": 0, "tid": 7, "ts": {ts}, "dur": 2.25, '
+            f'"args": {{"correlation": {i + 1}, "stream": 7, "device": 0}}}}'
+        )
         out.append(f'{{"ph": "s", "id": {i + 1}, "cat": "ac2g", "name": "ac2g", "pid": 1, "tid": 1, "ts": {ts}}}')
     return out
 
@@ -80,8 +99,14 @@ def test_odd_events_unreadable_bytes_and_metadata_after_the_events_warn_as_in_on
     events[100] = '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": [1], "tid": 1, "ts": 1623143089861200, "dur": 1}'
     events[2000] = '{"ph": "X", "cat": "cuda_sync", "name": "sync\udcff", "pid": 1, "tid": 1, "ts": "oops", "dur": -3}'
     events[9000] = events[100].replace("bad", "bad2")
-    events[5000] = '{"ph": "X", "cat": "cpu_op", "name": "neg", "pid": "Spans", "tid": "t 1", "ts": 1623143089861300, "dur": -3}'
-    path = _write(tmp_path / "odd.json", events, after=', "traceName": "x", "deviceProperties": [{"id": 0, "name": "NVIDIA A100"}]}')
+    events[5000] = (
+        '{"ph": "X", "cat": "cpu_op", "name": "neg", "pid": "Spans", "tid": "t 1", "ts": 1623143089861300, "dur": -3}'
+    )
+    path = _write(
+        tmp_path / "odd.json",
+        events,
+        after=', "traceName": "x", "deviceProperties": [{"id": 0, "name": "NVIDIA A100"}]}',
+    )
     sliced, serial = _both(path, monkeypatch)
     assert sliced is not None
     _assert_same(sliced, serial)
@@ -102,11 +127,14 @@ def test_a_slice_cut_inside_a_nested_list_of_objects_falls_back_to_one_process(t
     _assert_same(whole, load.load_trace(path))
 
 
-@pytest.mark.parametrize("text", [
-    '{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1},\n{"ph": "X", "name": "b", "ts": 2',  # cut off
-    '[{"ph": "X", "name": "a", "ts": 1, "dur": 1}]',  # the bare array flavour
-    '{"traceEvents": []}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1},\n{"ph": "X", "name": "b", "ts": 2',  # cut off
+        '[{"ph": "X", "name": "a", "ts": 1, "dur": 1}]',  # the bare array flavour
+        '{"traceEvents": []}',
+    ],
+)
 def test_files_the_sliced_path_does_not_read_go_to_one_process(text, tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     path.write_text(text)
@@ -180,8 +208,24 @@ def _strs_by_tries(values: list) -> list:
 
 def test_text_columns_from_mixed_values_match_the_obvious_version():
     """pid/tid/cat/name columns: _strs looks at the value types once instead of trying twice."""
-    cases = [[1, 2, None], [True, False], [True, 1], [2.0, 1], [2.5], ["a", None], ["a", 1], ["a", True],
-             [2**70, 1], [None, None], [], [1.0], [-3, "x", 2.5, None, True], [2**63 - 1], [-(2**63)], [2**63]]
+    cases = [
+        [1, 2, None],
+        [True, False],
+        [True, 1],
+        [2.0, 1],
+        [2.5],
+        ["a", None],
+        ["a", 1],
+        ["a", True],
+        [2**70, 1],
+        [None, None],
+        [],
+        [1.0],
+        [-3, "x", 2.5, None, True],
+        [2**63 - 1],
+        [-(2**63)],
+        [2**63],
+    ]
     for name in sorted(p.name for p in DATA.glob("*.json.gz")):
         events = json.loads(gzip.decompress((DATA / name).read_bytes()))
         events = events["traceEvents"] if isinstance(events, dict) else events
@@ -216,7 +260,15 @@ def _real_structs() -> list[list]:
 def test_integer_columns_match_a_parse_of_each_value():
     """_ints parses only the values that are not None or an int64 already; the obvious version
     parses each one."""
-    cases = [[1, "2560", None], ["0x10", 3], [True, "1"], [2**63, "1"], [-(2**63), "x"], [1.5, "2"], [float("nan"), "1"]]
+    cases = [
+        [1, "2560", None],
+        ["0x10", 3],
+        [True, "1"],
+        [2**63, "1"],
+        [-(2**63), "x"],
+        [1.5, "2"],
+        [float("nan"), "1"],
+    ]
     for structs in _real_structs():
         args = [e.args for e in structs if isinstance(e.args, load_reading._Args)]
         for field in ("stream", "device", "correlation", "external_id", "external_id_legacy", "bytes", "size"):
@@ -231,13 +283,20 @@ def test_raw_text_columns_match_one_decode_per_value():
     """_raw_texts joins the raw JSON snippets and splits them in polars; the obvious version
     decodes each one (bytes that are not UTF-8 as U+FFFD, an absent field as "")."""
     decode = load_reading.msgspec.json.Decoder(list[load_reading._Event]).decode
-    odd = decode(b'[{"ph": "X", "ts": 1, "args": {"Input Dims": ["caf\xe9", "\xe2\x82"]}}, {"ph": "X", "ts": "\xff"}, {"ph": "X"},'
-                 b' {"ph": "X", "ts": 2.5, "dur": 3, "args": {"Input Dims": [[1, 2],\n [3]], "Concrete Inputs": ["", "1"]}}]')
+    odd = decode(
+        b'[{"ph": "X", "ts": 1, "args": {"Input Dims": ["caf\xe9", "\xe2\x82"]}}, {"ph": "X", "ts": "\xff"}, {"ph": "X"},'
+        b' {"ph": "X", "ts": 2.5, "dur": 3, "args": {"Input Dims": [[1, 2],\n [3]], "Concrete Inputs": ["", "1"]}}]'
+    )
     batches = _real_structs() + [odd, odd[:1], []]
     for structs in batches:
         args = [e.args if isinstance(e.args, load_reading._Args) else load_reading._Args() for e in structs]
-        for items, field in [(structs, load_frames._TS), (structs, load_frames._DUR), (args, load_frames._INPUT_DIMS),
-                             (args, load_frames._INPUT_TYPES), (args, load_frames._CONCRETE_INPUTS)]:
+        for items, field in [
+            (structs, load_frames._TS),
+            (structs, load_frames._DUR),
+            (args, load_frames._INPUT_DIMS),
+            (args, load_frames._INPUT_TYPES),
+            (args, load_frames._CONCRETE_INPUTS),
+        ]:
             expected = [bytes(field(item)).decode("utf-8", errors="replace") for item in items]
             assert load_frames._raw_texts(items, field).to_list() == expected
     # a NUL inside a value would shift the split: each value is then decoded on its own
@@ -304,14 +363,18 @@ def test_idle_workers_are_closed_and_the_next_large_file_starts_them_again(tmp_p
     deadline = time.monotonic() + 20
     while load_workers._workers_started is not None and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert load_workers._workers_started is None and all(proc.poll() is not None for proc in workers.procs)  # closed, exited
+    assert load_workers._workers_started is None and all(
+        proc.poll() is not None for proc in workers.procs
+    )  # closed, exited
     again = load_slices._load_sliced(path, None, None, keep_workers=True)
     assert again is not None and load_workers._workers_started is not workers
     _assert_same(first, alone)
     _assert_same(again, alone)
 
 
-def test_the_workers_are_used_only_under_the_parse_lock_so_an_idle_timer_cannot_close_them_mid_file(tmp_path, monkeypatch):
+def test_the_workers_are_used_only_under_the_parse_lock_so_an_idle_timer_cannot_close_them_mid_file(
+    tmp_path, monkeypatch
+):
     """A direct call (as the tests make) holds the lock too: CI once saw an idle timer left by an
     earlier test close the workers in the middle of a file read outside it."""
     import threading
@@ -409,8 +472,15 @@ def test_the_workers_close_once_a_files_slices_are_read_unless_more_large_files_
 # An upload read while it arrives (load_arrival.Arrival): the bytes are written in chunks as the upload route
 # writes them, and load_trace on the file afterwards must give what the one-process path gives.
 
-def _arrive(src: Path, dst: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, stop_after: int | None = None,
-            slice_bytes: int = 200_000):
+
+def _arrive(
+    src: Path,
+    dst: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    chunk: int,
+    stop_after: int | None = None,
+    slice_bytes: int = 200_000,
+):
     """Write `src` to `dst` in chunks of `chunk` bytes with an Arrival watching (small slices and
     edges, so that a test file makes many); `stop_after`: abandon after that many bytes. The Arrival."""
     monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 0)
@@ -438,8 +508,14 @@ def _not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(load, "_load", refuse)
 
 
-@pytest.mark.parametrize("name, chunk", [("hta_a100_control.json.gz", 1 << 16), ("hta_v100_ns_resolution.pt.trace.json.gz", 100_003),
-                                         ("tracelens_h100_bert_sdpa_flash.json.gz", 4 << 20)])
+@pytest.mark.parametrize(
+    "name, chunk",
+    [
+        ("hta_a100_control.json.gz", 1 << 16),
+        ("hta_v100_ns_resolution.pt.trace.json.gz", 100_003),
+        ("tracelens_h100_bert_sdpa_flash.json.gz", 4 << 20),
+    ],
+)
 def test_a_trace_read_while_it_arrives_is_the_trace_one_process_reads(name, chunk, tmp_path, monkeypatch):
     src = tmp_path / "src.json"
     src.write_bytes(gzip.decompress((DATA / name).read_bytes()))
@@ -456,7 +532,12 @@ def test_warnings_of_a_trace_read_while_it_arrives_are_those_of_one_process(tmp_
     events = _events(3000)
     events[100] = '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": [1], "tid": 1, "ts": 1623143089861200, "dur": 1}'
     events[2000] = '{"ph": "X", "cat": "cuda_sync", "name": "sync\udcff", "pid": 1, "tid": 1, "ts": "oops", "dur": -3}'
-    src = _write(tmp_path / "src.json", events, before='\ufeff{"schemaVersion": 1, ', after=', "traceName": "x", "deviceProperties": [{"id": 0}, {"id": 1}]}')
+    src = _write(
+        tmp_path / "src.json",
+        events,
+        before='\ufeff{"schemaVersion": 1, ',
+        after=', "traceName": "x", "deviceProperties": [{"id": 0}, {"id": 1}]}',
+    )
     serial = load.load_trace(src, name="up.json")
     _arrive(src, tmp_path / "up.json", monkeypatch, 70_001, slice_bytes=50_000)
     with monkeypatch.context() as patch:
@@ -533,7 +614,9 @@ def test_a_wait_for_an_arrival_stopped_by_a_rerun_leaves_it_for_the_next_run(tmp
     serial = load.load_trace(src, name="up.json")
     go = threading.Event()
     real = load_frames._build_trace
-    monkeypatch.setattr(load_frames, "_build_trace", lambda *args: go.wait(60) and real(*args))  # not ready before the click
+    monkeypatch.setattr(
+        load_frames, "_build_trace", lambda *args: go.wait(60) and real(*args)
+    )  # not ready before the click
     early = _arrive(src, tmp_path / "up.json", monkeypatch, 1 << 16)
 
     def click(fraction: float) -> None:
@@ -553,6 +636,7 @@ def test_a_wait_for_an_arrival_stopped_by_a_rerun_leaves_it_for_the_next_run(tmp
 # a thread and writes the temporary file, which this thread hands to the workers slice by slice as
 # an Arrival. The trace must be the one-process trace; whatever stops either side leaves no file,
 # no thread and no answer behind.
+
 
 def _small_pieces(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, slice_bytes: int = 200_000) -> Path:
     """Thresholds that make a test file inflate in many pieces, spill early and cut into many
@@ -594,8 +678,10 @@ def _serial(source, name: str):
         return load.load_trace(source, name=name)
 
 
-@pytest.mark.parametrize("name", ["hta_a100_control.json.gz", "hta_v100_ns_resolution.pt.trace.json.gz",
-                                  "tracelens_h100_bert_sdpa_flash.json.gz"])
+@pytest.mark.parametrize(
+    "name",
+    ["hta_a100_control.json.gz", "hta_v100_ns_resolution.pt.trace.json.gz", "tracelens_h100_bert_sdpa_flash.json.gz"],
+)
 @pytest.mark.parametrize("given", ["path", "bytes", "members"])
 def test_a_gzip_trace_read_while_it_inflates_is_the_trace_one_process_reads(name, given, tmp_path, monkeypatch):
     """From a file, from bytes (an upload), and as three gzip members with zero padding between them."""
@@ -603,7 +689,12 @@ def test_a_gzip_trace_read_while_it_inflates_is_the_trace_one_process_reads(name
     if given == "members":
         raw = gzip.decompress(packed)
         third = len(raw) // 3
-        packed = gzip.compress(raw[:third]) + b"\0" * 7 + gzip.compress(raw[third : 2 * third]) + gzip.compress(raw[2 * third :])
+        packed = (
+            gzip.compress(raw[:third])
+            + b"\0" * 7
+            + gzip.compress(raw[third : 2 * third])
+            + gzip.compress(raw[2 * third :])
+        )
     source = packed if given == "bytes" else tmp_path / "t.json.gz"
     if given != "bytes":
         source.write_bytes(packed)

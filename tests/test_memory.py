@@ -23,7 +23,13 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import dashboard.engine.load as load
-from dashboard.engine.load import decode as load_decode, frames as load_frames, reading as load_reading, scanner as load_scanner, slices as load_slices
+from dashboard.engine.load import (
+    decode as load_decode,
+    frames as load_frames,
+    reading as load_reading,
+    scanner as load_scanner,
+    slices as load_slices,
+)
 from dashboard import charts
 from dashboard.cli import _human
 from dashboard.engine.memory import memory_block, memory_by_run, memory_peak, memory_peaks
@@ -79,7 +85,9 @@ def oracle(events: list[dict]) -> dict:
     for order, e in enumerate(complete):
         if str(e.get("cat")).lower() in CPU_OP and _ns(e.get("dur", 0)) > 0:
             start = _ns(e["ts"]) - origin
-            ops.setdefault((_text(e.get("pid")), _text(e.get("tid"))), []).append((start, -_ns(e["dur"]), order, start + _ns(e["dur"]), e["name"]))
+            ops.setdefault((_text(e.get("pid")), _text(e.get("tid"))), []).append(
+                (start, -_ns(e["dur"]), order, start + _ns(e["dur"]), e["name"])
+            )
     rows = []
     for order, e in enumerate(events):
         if e.get("ph") == "i" and e.get("name") == "[memory]":
@@ -87,18 +95,30 @@ def oracle(events: list[dict]) -> dict:
             ts = _ns(e["ts"]) - origin
             held = [number for number, start, end in steps if start <= ts < end]
             assert len(held) <= 1
-            rows.append({
-                "ts_ns": ts, "pid": _text(e.get("pid")), "tid": _text(e.get("tid")), "device_type": args.get("Device Type"),
-                "device_id": args.get("Device Id"), "bytes": args.get("Bytes"), "total_allocated": args.get("Total Allocated"),
-                "total_reserved": args.get("Total Reserved"), "addr": args.get("Addr"),
-                "step": held[0] if held else None, "op": None, "_order": order,
-            })
+            rows.append(
+                {
+                    "ts_ns": ts,
+                    "pid": _text(e.get("pid")),
+                    "tid": _text(e.get("tid")),
+                    "device_type": args.get("Device Type"),
+                    "device_id": args.get("Device Id"),
+                    "bytes": args.get("Bytes"),
+                    "total_allocated": args.get("Total Allocated"),
+                    "total_reserved": args.get("Total Reserved"),
+                    "addr": args.get("Addr"),
+                    "step": held[0] if held else None,
+                    "op": None,
+                    "_order": order,
+                }
+            )
     rows.sort(key=lambda r: (r["ts_ns"], r["_order"]))
     # the stack walk: each thread's ops and memory events in time order, an op before an event at its start
     for lane, spans in ops.items():
         points = sorted((r["ts_ns"], r["_order"], r) for r in rows if (r["pid"], r["tid"]) == lane)
-        items = sorted([(s[0], 0, s[1], s[2], s) for s in spans] + [(p[0], 1, 0, p[1], p[2]) for p in points],
-                       key=lambda item: item[:4])
+        items = sorted(
+            [(s[0], 0, s[1], s[2], s) for s in spans] + [(p[0], 1, 0, p[1], p[2]) for p in points],
+            key=lambda item: item[:4],
+        )
         stack: list = []
         for ts, kind, _, _, what in items:
             while stack and stack[-1][3] <= ts:
@@ -181,7 +201,11 @@ def test_the_trace_wide_peak_is_the_highest_total_allocated_per_device(name):
             continue
         first = max(known, key=lambda r: (r["total_allocated"], -rows.index(r)))
         assert (row["peak_allocated_bytes"], row["peak_ts_ns"], row["peak_op"], row["peak_step"]) == (
-            first["total_allocated"], first["ts_ns"], first["op"], first["step"])
+            first["total_allocated"],
+            first["ts_ns"],
+            first["op"],
+            first["step"],
+        )
 
 
 @pytest.mark.parametrize("batched", [False, True], ids=["whole", "in batches"])
@@ -244,7 +268,16 @@ def test_a_cut_file_keeps_the_memory_events_before_the_cut_on_every_path(fractio
 
 
 def _memory_event(**fields: str) -> str:
-    body = {"ph": '"i"', "cat": '"cpu_instant_event"', "s": '"t"', "name": '"[memory]"', "pid": "1", "tid": "1", "ts": "12.5", **fields}
+    body = {
+        "ph": '"i"',
+        "cat": '"cpu_instant_event"',
+        "s": '"t"',
+        "name": '"[memory]"',
+        "pid": "1",
+        "tid": "1",
+        "ts": "12.5",
+        **fields,
+    }
     return "{" + ", ".join(f'"{key}": {value}' for key, value in body.items()) + "}"
 
 
@@ -253,13 +286,32 @@ def _arg_text(**args: str) -> str:
 
 
 ODD_MEMORY = [
-    _memory_event(args=_arg_text(Bytes="4096", Total_Allocated="8192", Total_Reserved="0", Addr="94000000000", Device_Id="-1", Device_Type="0")),
-    _memory_event(ph='"I"', args=_arg_text(Bytes='"-4096"', Total_Allocated="4096.0", Device_Type="1", Device_Id='"0"', Addr='"0x7f00"')),
-    _memory_event(name=r'"\u005bmemory]"', args=_arg_text(Bytes="1e3", Total_Allocated="null", Total_Reserved="true", Addr="[1]")),
+    _memory_event(
+        args=_arg_text(
+            Bytes="4096",
+            Total_Allocated="8192",
+            Total_Reserved="0",
+            Addr="94000000000",
+            Device_Id="-1",
+            Device_Type="0",
+        )
+    ),
+    _memory_event(
+        ph='"I"',
+        args=_arg_text(Bytes='"-4096"', Total_Allocated="4096.0", Device_Type="1", Device_Id='"0"', Addr='"0x7f00"'),
+    ),
+    _memory_event(
+        name=r'"\u005bmemory]"', args=_arg_text(Bytes="1e3", Total_Allocated="null", Total_Reserved="true", Addr="[1]")
+    ),
     _memory_event(args=_arg_text(Bytes="99999999999999999999", Total_Allocated='{"a": 1}', Device_Type="-0")),
-    _memory_event(args="null"), _memory_event(args="[1, 2]"), _memory_event(),
-    _memory_event(ts='"13.25"'), _memory_event(ts="1.5e1", pid='"p"', tid="7.5"),
-    _memory_event(name='"[memory] "'), _memory_event(ph='"X"', dur="1"), '{"ph": "i", "name": "[memory]"}',
+    _memory_event(args="null"),
+    _memory_event(args="[1, 2]"),
+    _memory_event(),
+    _memory_event(ts='"13.25"'),
+    _memory_event(ts="1.5e1", pid='"p"', tid="7.5"),
+    _memory_event(name='"[memory] "'),
+    _memory_event(ph='"X"', dur="1"),
+    '{"ph": "i", "name": "[memory]"}',
 ]
 
 
@@ -273,16 +325,51 @@ def test_odd_memory_values_are_read_the_same_by_the_scanner_and_msgspec():
     assert_frame_equal(got.memory, want.memory)
     rows = want.memory.to_dicts()
     assert len(rows) == 9  # no ts, another name, a complete event: not memory events
-    assert rows[0] == {"pid": "1", "tid": "1", "ts_abs": 12500, "device_type": 0, "device_id": -1, "bytes": 4096,
-                       "total_allocated": 8192, "total_reserved": 0, "addr": 94000000000}
-    assert (rows[1]["bytes"], rows[1]["total_allocated"], rows[1]["device_id"], rows[1]["addr"]) == (-4096, 4096, 0, 0x7F00)
-    assert (rows[2]["bytes"], rows[2]["total_allocated"], rows[2]["total_reserved"], rows[2]["addr"]) == (1000, None, None, None)
+    assert rows[0] == {
+        "pid": "1",
+        "tid": "1",
+        "ts_abs": 12500,
+        "device_type": 0,
+        "device_id": -1,
+        "bytes": 4096,
+        "total_allocated": 8192,
+        "total_reserved": 0,
+        "addr": 94000000000,
+    }
+    assert (rows[1]["bytes"], rows[1]["total_allocated"], rows[1]["device_id"], rows[1]["addr"]) == (
+        -4096,
+        4096,
+        0,
+        0x7F00,
+    )
+    assert (rows[2]["bytes"], rows[2]["total_allocated"], rows[2]["total_reserved"], rows[2]["addr"]) == (
+        1000,
+        None,
+        None,
+        None,
+    )
     assert (rows[3]["bytes"], rows[3]["total_allocated"], rows[3]["device_type"]) == (None, None, 0)
     assert [r["ts_abs"] for r in rows[7:]] == [13250, 15000]
 
 
-_VALUES = ["0", "-0", "7", "-4096", "9223372036854775807", "9223372036854775808", "1.5", "1e3", "null", "true", '""',
-           '"12"', '"0x10"', '"x"', "[]", '{"k": 1}']
+_VALUES = [
+    "0",
+    "-0",
+    "7",
+    "-4096",
+    "9223372036854775807",
+    "9223372036854775808",
+    "1.5",
+    "1e3",
+    "null",
+    "true",
+    '""',
+    '"12"',
+    '"0x10"',
+    '"x"',
+    "[]",
+    '{"k": 1}',
+]
 _ARGS = ["Bytes", "Total Allocated", "Total Reserved", "Addr", "Device Id", "Device Type", "bytes", "stream"]
 
 
@@ -290,7 +377,8 @@ _ARGS = ["Bytes", "Total Allocated", "Total Reserved", "Addr", "Device Id", "Dev
 def memory_events(draw) -> str:
     args = {k: draw(st.sampled_from(_VALUES)) for k in draw(st.lists(st.sampled_from(_ARGS), unique=True))}
     return _memory_event(
-        ph=draw(st.sampled_from(['"i"', '"I"', '"X"'])), ts=draw(st.sampled_from(["1", "2.5", '"3"', "null", "1e2"])),
+        ph=draw(st.sampled_from(['"i"', '"I"', '"X"'])),
+        ts=draw(st.sampled_from(["1", "2.5", '"3"', "null", "1e2"])),
         pid=draw(st.sampled_from(["1", '"a"', "null", "2.5"])),
         args=draw(st.sampled_from(["{" + ", ".join(f'"{k}": {v}' for k, v in args.items()) + "}", "null", "[]"])),
     )
@@ -326,8 +414,11 @@ def test_a_trace_without_memory_events_says_memory_was_not_recorded(name):
     # and its window (a graph replay) allocated nothing
     flagged = _json(DATA / name).get("profile_memory") == 1
     assert block["recorded"] is flagged
-    want = ("  memory: recorded (profile_memory=True), but the trace holds no allocation or free" if flagged
-            else "  memory: not recorded (profile_memory=False)")
+    want = (
+        "  memory: recorded (profile_memory=True), but the trace holds no allocation or free"
+        if flagged
+        else "  memory: not recorded (profile_memory=False)"
+    )
     assert want in _human(summary | {"health": summary.get("health", [])}).splitlines()
 
 
@@ -340,17 +431,28 @@ def test_the_summary_memory_block_is_the_oracles_peak_and_deterministic():
     first = max(rows, key=lambda r: (r["total_allocated"], -rows.index(r)))
     assert block["recorded"] is True and block["device"] == "cpu" and block["events"] == len(rows)
     assert (block["peak_allocated_bytes"], block["peak_op"], block["peak_step"], block["peak_ts_ns"]) == (
-        first["total_allocated"], first["op"], first["step"], first["ts_ns"])
+        first["total_allocated"],
+        first["op"],
+        first["step"],
+        first["ts_ns"],
+    )
     peaks = _oracle_of(NEW)["peaks"]
     step = peaks[(first["step"], 0, -1)]
     assert block["added_bytes"] == step["peak"] - step["start"]
     assert [(s["step"], s["peak_allocated_bytes"], s["peak_op"]) for s in block["per_step"]] == [
-        (k[0], v["peak"], v["op"]) for k, v in sorted(peaks.items())]
-    for value in (block["peak_allocated_bytes"], block["added_bytes"], *(s["start_allocated_bytes"] for s in block["per_step"])):
+        (k[0], v["peak"], v["op"]) for k, v in sorted(peaks.items())
+    ]
+    for value in (
+        block["peak_allocated_bytes"],
+        block["added_bytes"],
+        *(s["start_allocated_bytes"] for s in block["per_step"]),
+    ):
         assert type(value) is int
     line = next(line for line in _human(summarize(one)).splitlines() if line.startswith("  memory:"))
-    assert line == (f"  memory: peak {first['total_allocated'] / 1e6:.1f} MB allocated on cpu, at {first['op']} "
-                    f"(step {first['step']}); {(step['peak'] - step['start']) / 1e6:+.1f} MB over the step")
+    assert line == (
+        f"  memory: peak {first['total_allocated'] / 1e6:.1f} MB allocated on cpu, at {first['op']} "
+        f"(step {first['step']}); {(step['peak'] - step['start']) / 1e6:+.1f} MB over the step"
+    )
 
 
 def test_a_gpu_trace_reports_its_device_memory_and_a_2021_trace_its_events_without_a_peak():
@@ -374,8 +476,11 @@ def test_the_store_keeps_the_memory_table(tmp_path):
 
 
 def test_the_chart_draws_each_runs_peak_per_step_with_its_op():
-    runs = {"naive": load.load_trace(DATA / NEW), "qwen": load.load_trace(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"),
-            "no memory": load.load_trace(DATA / "hta_triton_example.json.gz")}
+    runs = {
+        "naive": load.load_trace(DATA / NEW),
+        "qwen": load.load_trace(DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"),
+        "no memory": load.load_trace(DATA / "hta_triton_example.json.gz"),
+    }
     fig = charts.memory_chart(memory_by_run(runs))
     bars = {bar.name: bar for bar in fig.data}
     assert set(bars) == {"naive (cpu)", "qwen (cuda:0)"}  # a GPU run: its device memory, not the CPU allocator's
@@ -394,7 +499,9 @@ def test_the_collectors_record_memory():
     with tempfile.TemporaryDirectory() as tmp:
         fn = lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v  # noqa: E731
         qkv = tuple(torch.randn(1, 2, 32, 16) for _ in range(3))
-        written = profile_attention(fn, qkv, label="t", out_dir=Path(tmp), stem="t", active=1, metadata={"variant": "t"})
+        written = profile_attention(
+            fn, qkv, label="t", out_dir=Path(tmp), stem="t", active=1, metadata={"variant": "t"}
+        )
         assert load.load_trace(written.trace).memory.height > 0
 
 
@@ -421,12 +528,16 @@ def test_the_speedups_tab_draws_memory_when_a_selected_run_has_memory_events(mon
     (chart,) = list(at.get_by_key("chart_memory").children.values())
     bars = {bar["name"]: bar for bar in json.loads(chart.proto.spec)["data"]}
     # the app names a collectors' trace by its variant ("naive [files]")
-    assert len(bars) == 2 and "tracelens_h100_qwen_chat_sdpa_flash [files] (cuda:0)" in bars  # [files]: on every label of the group or none
+    assert (
+        len(bars) == 2 and "tracelens_h100_qwen_chat_sdpa_flash [files] (cuda:0)" in bars
+    )  # [files]: on every label of the group or none
     (naive,) = [bar for name, bar in bars.items() if name.startswith("naive") and name.endswith(" (cpu)")]
     peaks = _oracle_of(NEW)["peaks"]
     drawn = {x: y for x, y in zip(naive["x"], naive["y"]) if y is not None}  # the steps of both runs on one axis
     assert drawn == {f"step {k[0]}": pytest.approx(v["peak"] / 1e6) for k, v in peaks.items()}
-    assert any("hta_triton_example" in c.value.replace("\\", "") and "without profile_memory" in c.value for c in at.caption)
+    assert any(
+        "hta_triton_example" in c.value.replace("\\", "") and "without profile_memory" in c.value for c in at.caption
+    )
 
 
 def test_the_speedups_tab_has_no_memory_section_without_memory_events(monkeypatch):

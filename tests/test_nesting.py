@@ -62,9 +62,7 @@ def oracle_pairs(doc: dict) -> Counter:
     events = [e for e in oracle.complete(doc) if "ts" in e]
     origin = min(_ns(e["ts"]) for e in events)
     parents = stack_walk(events)
-    return Counter(
-        (_key(e, origin), None if p is None else _key(events[p], origin)) for e, p in zip(events, parents)
-    )
+    return Counter((_key(e, origin), None if p is None else _key(events[p], origin)) for e, p in zip(events, parents))
 
 
 def engine_pairs(trace) -> Counter:
@@ -107,14 +105,18 @@ def _parent_names(trace) -> dict[str, str | None]:
 
 
 def test_zero_length_events_at_one_timestamp_hold_nothing_and_do_not_lift_the_next_op():
-    trace = load_trace(_trace([
-        _op("outer", 0, 100),
-        _op("cudaEventQuery#1", 10, 0, cat="cuda_runtime"),
-        _op("cudaEventQuery#2", 10, 0, cat="cuda_runtime"),
-        _op("cudaPeekAtLastError", 10, 0, cat="cuda_runtime"),
-        _op("aten::to", 12, 20),
-        _op("aten::_to_copy", 13, 18),
-    ]))
+    trace = load_trace(
+        _trace(
+            [
+                _op("outer", 0, 100),
+                _op("cudaEventQuery#1", 10, 0, cat="cuda_runtime"),
+                _op("cudaEventQuery#2", 10, 0, cat="cuda_runtime"),
+                _op("cudaPeekAtLastError", 10, 0, cat="cuda_runtime"),
+                _op("aten::to", 12, 20),
+                _op("aten::_to_copy", 13, 18),
+            ]
+        )
+    )
     parents = _parent_names(trace)
     assert parents["cudaEventQuery#2"] == "outer"
     assert parents["cudaPeekAtLastError"] == "outer"
@@ -126,12 +128,16 @@ def test_zero_length_events_at_one_timestamp_hold_nothing_and_do_not_lift_the_ne
 
 def test_an_op_that_ended_before_the_next_one_started_is_not_its_parent():
     # aten::detach_ ends 8 µs before aten::to starts: the copy belongs to the step's op, not to detach_
-    trace = load_trace(_trace([
-        _op("step", 0, 1000),
-        _op("aten::detach_", 100, 2),
-        _op("aten::to", 110, 30),
-        _op("aten::copy_", 112, 20),
-    ]))
+    trace = load_trace(
+        _trace(
+            [
+                _op("step", 0, 1000),
+                _op("aten::detach_", 100, 2),
+                _op("aten::to", 110, 30),
+                _op("aten::copy_", 112, 20),
+            ]
+        )
+    )
     parents = _parent_names(trace)
     assert parents["aten::to"] == "step"
     assert parents["aten::copy_"] == "aten::to"
@@ -139,9 +145,15 @@ def test_an_op_that_ended_before_the_next_one_started_is_not_its_parent():
 
 def test_kernels_that_overlap_by_a_rounding_tick_do_not_nest():
     stream = dict(cat="kernel", tid=7)
-    trace = load_trace(_trace([
-        _op("k1", 0, 10, **stream), _op("k2", 9, 10, **stream), _op("k3", 18, 5, **stream),
-    ]))
+    trace = load_trace(
+        _trace(
+            [
+                _op("k1", 0, 10, **stream),
+                _op("k2", 9, 10, **stream),
+                _op("k3", 18, 5, **stream),
+            ]
+        )
+    )
     assert set(_parent_names(trace).values()) == {None}
 
 
@@ -151,9 +163,15 @@ def test_a_child_that_ends_one_tick_after_its_parent_still_nests():
 
 
 def test_python_frames_nest_on_a_lane_of_their_own():
-    trace = load_trace(_trace([
-        _op("op", 0, 100), _op("frame.py(1): f", 5, 50, cat="python_function"), _op("inner", 10, 5),
-    ]))
+    trace = load_trace(
+        _trace(
+            [
+                _op("op", 0, 100),
+                _op("frame.py(1): f", 5, 50, cat="python_function"),
+                _op("inner", 10, 5),
+            ]
+        )
+    )
     parents = _parent_names(trace)
     assert parents["inner"] == "op"
     assert parents["frame.py(1): f"] is None
@@ -162,7 +180,9 @@ def test_python_frames_nest_on_a_lane_of_their_own():
 # Generated lanes: runs of zero-length events, equal timestamps, overlaps by a tick, long and short spans.
 _ts = st.sampled_from([0, 0, 1, 2, 5, 10, 11, 50]) | st.integers(0, 200)
 _dur = st.sampled_from([0, 0, 1, 2, 10, 100]) | st.integers(0, 120)
-_event = st.tuples(st.integers(1, 3), _ts, _dur, st.sampled_from(["cpu_op", "cpu_op", "cuda_runtime", "python_function"]))
+_event = st.tuples(
+    st.integers(1, 3), _ts, _dur, st.sampled_from(["cpu_op", "cpu_op", "cuda_runtime", "python_function"])
+)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -179,8 +199,16 @@ def test_generated_lanes_nest_as_the_stack_walk_says(rows):
 
 @pytest.mark.skipif(steps._c_holders is None, reason="the C extension is not built (CI checks that it is)")
 @settings(max_examples=500, deadline=None, derandomize=True)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-5, 300), st.sampled_from([0, 0, 1, 999, 1000, 1001, 5000]) | st.integers(0, 3000)),
-                max_size=80))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.integers(-5, 300),
+            st.sampled_from([0, 0, 1, 999, 1000, 1001, 5000]) | st.integers(0, 3000),
+        ),
+        max_size=80,
+    )
+)
 def test_the_c_walk_finds_the_holders_the_numpy_version_finds(rows):
     """_scan.c's holders against innermost_holders' numpy version (in ns, so that the one-tick
     allowance and zero-length spans are met), on lanes sorted as nesting sorts them."""

@@ -39,7 +39,7 @@ def blocks(text: str) -> list[tuple[str, str | None, tuple[int, int] | None]]:
         if fence.group(1) != "python":
             continue
         after = fences[i + 1] if i + 1 < len(fences) else None
-        if after is not None and after.group(1) == "text" and not text[fence.end():after.start()].strip():
+        if after is not None and after.group(1) == "text" and not text[fence.end() : after.start()].strip():
             out.append((fence.group(2), after.group(2), after.span(2)))
         else:
             out.append((fence.group(2), None, None))
@@ -85,8 +85,10 @@ def test_the_notebook_page_prints_what_it_shows():
         if shown is None:
             assert printed == "", f"the block ending {first!r} prints but the page shows nothing after it:\n{printed}"
         else:
-            assert printed == shown, (f"the block ending {first!r} prints other than the page shows "
-                                      "(run `python tests/test_notebook.py --update`)")
+            assert printed == shown, (
+                f"the block ending {first!r} prints other than the page shows "
+                "(run `python tests/test_notebook.py --update`)"
+            )
 
 
 def test_the_notebook_page_is_in_the_site_nav():
@@ -104,10 +106,16 @@ def gpu_steps(doc: dict) -> list[tuple[int, dict]]:
     """(step number, event) for every kernel and GPU memcpy/memset whose launch call (the
     cuda_runtime or cuda_driver event with its correlation id) starts inside a ProfilerStep."""
     events = doc["traceEvents"]
-    spans = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in events
-             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
-    launch = {e["args"]["correlation"]: e["ts"] for e in events
-              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    spans = [
+        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     out = []
     for e in events:
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
@@ -140,13 +148,22 @@ def test_masked_fill_kernels_and_the_hidden_memcpy_per_step_match_the_json(facad
     assert rows["count"].sum() == sum(masked.values())
     assert rows["per_step"].sum() == pytest.approx(sum(masked.values()) / len(masked))
     hidden = ta.copies(hidden=True)
-    assert dict(zip(hidden["step"].to_list(), hidden["bytes"].to_list())) == memcpy == {2: 268435456, 3: 268435456, 4: 268435456}
+    assert (
+        dict(zip(hidden["step"].to_list(), hidden["bytes"].to_list()))
+        == memcpy
+        == {2: 268435456, 3: 268435456, 4: 268435456}
+    )
     steps = ta.steps()
-    spans = {int(e["name"].split("#")[1]): e["dur"] for e in doc["traceEvents"]
-             if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"}
+    spans = {
+        int(e["name"].split("#")[1]): e["dur"]
+        for e in doc["traceEvents"]
+        if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
+    }
     assert steps["step"].to_list() == sorted(spans)
     assert steps["dur_ns"].to_list() == [round(spans[s] * 1000) for s in sorted(spans)]
-    assert steps["kernel"].to_list() == [sum(1 for n, e in found if n == s and e["cat"] == "kernel") for s in sorted(spans)]
+    assert steps["kernel"].to_list() == [
+        sum(1 for n, e in found if n == s and e["cat"] == "kernel") for s in sorted(spans)
+    ]
 
 
 def test_copy_kernels_per_step_match_the_json(facade):
@@ -171,7 +188,9 @@ if __name__ == "__main__":
         if span is not None:
             edits.append((span, printed))
         elif printed:
-            sys.exit(f"the block ending {code.strip().splitlines()[-1]!r} prints, but no text block follows it: add one")
+            sys.exit(
+                f"the block ending {code.strip().splitlines()[-1]!r} prints, but no text block follows it: add one"
+            )
     for (start, end), printed in reversed(edits):
         text = text[:start] + printed + text[end:]
     PAGE.write_text(text)

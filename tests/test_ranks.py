@@ -27,7 +27,14 @@ import pytest
 import oracle
 from dashboard.engine import load_trace
 from dashboard.engine.ranks import (
-    compare_ranks, compare_slowest, rank_matrix, rank_medians, rank_step_times, slowest_of, slowest_rank, stragglers,
+    compare_ranks,
+    compare_slowest,
+    rank_matrix,
+    rank_medians,
+    rank_step_times,
+    slowest_of,
+    slowest_rank,
+    stragglers,
 )
 
 SOURCE = oracle.DATA / "hta_v100_ns_resolution.pt.trace.json.gz"
@@ -46,7 +53,11 @@ def _source() -> tuple[dict, dict, list[tuple[str, Decimal, Decimal]], Decimal]:
     behind the CPU, so this is mostly inside the next step's CPU span) and its first timestamp."""
     exact = json.loads(gzip.decompress(SOURCE.read_bytes()), parse_float=Decimal)
     events = oracle.complete(exact)
-    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in events
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
     gpu = [e for e in events if e.get("cat") in oracle.GPU_CATS]
     windows = []
     for name, start, end in oracle.step_spans(exact):
@@ -82,7 +93,11 @@ def rank_doc(rank: int, stretch: dict[int, str], world: int, drop_last_step: boo
     skew = origin - rank * CLOCK_SKEW_US
 
     def moved(t: Decimal) -> Decimal:
-        return (t + sum((extra * min(max(t - start, Decimal(0)), end - start) for start, end, extra in windows), Decimal(0)) - skew).quantize(NS)
+        return (
+            t
+            + sum((extra * min(max(t - start, Decimal(0)), end - start) for start, end, extra in windows), Decimal(0))
+            - skew
+        ).quantize(NS)
 
     doc = {k: v for k, v in floats.items() if k != "traceEvents"}
     doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
@@ -116,12 +131,18 @@ def busy_us(path: Path) -> dict[int, Decimal]:
     busiest device, in µs: read from the file with the json module alone."""
     doc = oracle.raw(path, parse_float=Decimal)
     events = oracle.complete(doc)
-    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in events
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
     gpu = [e for e in events if e.get("cat") in oracle.GPU_CATS]
     out = {}
     for name, start, end in oracle.step_spans(doc):
         work = [e for e in gpu if start <= launch.get(e.get("args", {}).get("correlation"), -1) < end]
-        out[int(name.split("#")[1])] = max((oracle.union_us(iv) for iv in oracle.by_device(work).values()), default=Decimal(0))
+        out[int(name.split("#")[1])] = max(
+            (oracle.union_us(iv) for iv in oracle.by_device(work).values()), default=Decimal(0)
+        )
     return out
 
 
@@ -150,12 +171,16 @@ def test_each_ranks_step_times_are_its_own_device_busy_time_per_step(jobs):
     times = rank_step_times(traces)
     assert times.columns == ["step", "rank", "step_us"]
     got = {(r["rank"], r["step"]): r["step_us"] for r in times.iter_rows(named=True)}
-    assert got == pytest.approx({(rank, step): float(us) for rank, steps in want.items() for step, us in steps.items()}, rel=1e-12)
+    assert got == pytest.approx(
+        {(rank, step): float(us) for rank, steps in want.items() for step, us in steps.items()}, rel=1e-12
+    )
     assert len(want[0]) == 5 and times["rank"].n_unique() == 4
     matrix = rank_matrix(times)  # step x rank
     assert matrix.columns == ["step", "0", "1", "2", "3"] and matrix["step"].to_list() == sorted(want[0])
     for rank in want:
-        assert matrix[str(rank)].to_list() == pytest.approx([float(want[rank][s]) for s in sorted(want[rank])], rel=1e-12)
+        assert matrix[str(rank)].to_list() == pytest.approx(
+            [float(want[rank][s]) for s in sorted(want[rank])], rel=1e-12
+        )
 
 
 def test_the_slowest_rank_of_each_step_is_the_stretched_one_and_its_lead_over_the_median_rank(jobs):
@@ -184,7 +209,11 @@ def test_the_slowest_rank_of_each_step_is_the_stretched_one_and_its_lead_over_th
         per_rank = {rank: want[rank][step] for rank in want}
         if max(per_rank.values()) > median(per_rank.values()):
             wins[min(r for r, us in per_rank.items() if us == max(per_rank.values()))] += 1
-    assert dict(rank_medians(rank_step_times(traces)).select("rank", "straggler_steps").iter_rows()) == wins == {0: 0, 1: 1, 2: 2, 3: 1}
+    assert (
+        dict(rank_medians(rank_step_times(traces)).select("rank", "straggler_steps").iter_rows())
+        == wins
+        == {0: 0, 1: 1, 2: 2, 3: 1}
+    )
 
 
 def test_a_rank_that_lost_a_step_leaves_a_gap_and_the_step_counts_the_ranks_that_recorded_it(tmp_path):
@@ -240,4 +269,6 @@ def test_two_runs_compare_slowest_rank_against_slowest_rank(jobs):
     b_each = median(max(want_base[r][s] for r in want_base) for s in steps)
     c_each = median(max(want_cand[r][s] for r in want_cand) for s in steps)
     assert (each["baseline_rank"], each["candidate_rank"]) == (None, None)
-    assert (each["baseline_us"], each["candidate_us"], each["speedup"]) == pytest.approx((b_each, c_each, b_each / c_each), rel=1e-12)
+    assert (each["baseline_us"], each["candidate_us"], each["speedup"]) == pytest.approx(
+        (b_each, c_each, b_each / c_each), rel=1e-12
+    )

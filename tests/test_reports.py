@@ -21,7 +21,9 @@ DATA = oracle.DATA
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dashboard", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "dashboard", *args], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
 
 
 def raw_sample(name: str) -> dict:
@@ -29,8 +31,11 @@ def raw_sample(name: str) -> dict:
 
 
 def raw_step_spans_us(doc: dict) -> list[float]:
-    return sorted(float(e["dur"]) for e in doc["traceEvents"]
-                  if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    return sorted(
+        float(e["dur"])
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
 
 
 def median(values: list[float]) -> float:
@@ -46,9 +51,17 @@ def hidden_clone_copies(doc: dict) -> int:
     def holds(o, i):
         return o is not i and o["tid"] == i["tid"] and o["ts"] <= i["ts"] and o["ts"] + o["dur"] >= i["ts"] + i["dur"]
 
-    return sum(1 for c in ops if c["name"] == "aten::copy_" and any(
-        o["name"] == "aten::clone" and holds(o, c) and any(m["name"] == "aten::masked_fill" and holds(m, o) for m in ops)
-        for o in ops))
+    return sum(
+        1
+        for c in ops
+        if c["name"] == "aten::copy_"
+        and any(
+            o["name"] == "aten::clone"
+            and holds(o, c)
+            and any(m["name"] == "aten::masked_fill" and holds(m, o) for m in ops)
+            for o in ops
+        )
+    )
 
 
 class _Refs(HTMLParser):
@@ -79,8 +92,16 @@ class _Refs(HTMLParser):
 def compared(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("reports")
     html, md = out / "review.html", out / "review.md"
-    result = run("compare", str(SAMPLES / "naive_inplace.json.gz"), str(SAMPLES / "naive.json.gz"),
-                 str(SAMPLES / "sdpa.json.gz"), "--html", str(html), "--markdown", str(md))
+    result = run(
+        "compare",
+        str(SAMPLES / "naive_inplace.json.gz"),
+        str(SAMPLES / "naive.json.gz"),
+        str(SAMPLES / "sdpa.json.gz"),
+        "--html",
+        str(html),
+        "--markdown",
+        str(md),
+    )
     assert result.returncode == 0, result.stderr
     return {"html": html.read_text(), "md": md.read_text()}
 
@@ -94,11 +115,11 @@ def _md_rows(markdown: str, heading: str) -> list[dict[str, str]]:
     """The rows of the first Markdown table after `heading`, as {header: cell as a reader sees it}.
     Cells are split on unescaped pipes only."""
     lines = markdown.splitlines()
-    lines = lines[next(i for i, line in enumerate(lines) if literal(line).startswith(heading)):]
+    lines = lines[next(i for i, line in enumerate(lines) if literal(line).startswith(heading)) :]
     start = next(i for i, line in enumerate(lines) if line.startswith("| "))
     header = [c.strip() for c in lines[start].strip("|").split("|")]
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = re.split(r"(?<!\\)\|", line.strip()[1:-1])
@@ -118,7 +139,11 @@ class _Figures(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
-        if tag == "script" and attrs.get("type") == "application/json" and "attnscope-figure" in (attrs.get("class") or ""):
+        if (
+            tag == "script"
+            and attrs.get("type") == "application/json"
+            and "attnscope-figure" in (attrs.get("class") or "")
+        ):
             self._name, self._text = attrs.get("data-name"), ""
 
     def handle_data(self, data):
@@ -140,7 +165,7 @@ def figures(page: str) -> dict[str, dict]:
 def test_the_markdown_puts_the_hidden_copy_alarm_first(compared):
     md = compared["md"]
     assert md.index("### Findings") < md.index("### Overview")
-    findings = literal(md[md.index("### Findings"):md.index("### Overview")])
+    findings = literal(md[md.index("### Findings") : md.index("### Overview")])
     assert "**ALARM** **naive** hidden copy" in findings
     assert "aten::masked_fill > aten::clone > aten::copy_" in findings
     alarms = [line for line in findings.splitlines() if line.startswith("- **ALARM**")]
@@ -168,7 +193,9 @@ def test_the_markdown_copies_table_names_the_op_chain(compared):
     rows = _md_rows(compared["md"], "### Copies")
     hidden = [r for r in rows if r["hidden"] == "yes"]
     assert [(r["run"], r["op chain"]) for r in hidden] == [("naive", "aten::masked_fill > aten::clone > aten::copy_")]
-    dims = [e for e in raw_sample("naive.json.gz")["traceEvents"] if e.get("name") == "aten::clone"][0]["args"]["Input Dims"][0]
+    dims = [e for e in raw_sample("naive.json.gz")["traceEvents"] if e.get("name") == "aten::clone"][0]["args"][
+        "Input Dims"
+    ][0]
     assert float(hidden[0]["bytes per step"].replace(",", "")) == 4 * dims[0] * dims[1] * dims[2] * dims[3]
     assert hidden[0]["share of step"].endswith("%")
 
@@ -192,14 +219,20 @@ def test_the_html_is_self_contained_and_embeds_the_same_numbers(compared):
     # one step's timeline of each compared run against the baseline's: two timeline figures here,
     # read as data (plotly may write µ as \\u00b5 in its JSON: the text of the page is no oracle)
     drawn = figures(page)
-    timelines = [f for f in drawn.values() if f["layout"].get("xaxis2", {}).get("title", {}).get("text") == "µs since the start of the step"]
+    timelines = [
+        f
+        for f in drawn.values()
+        if f["layout"].get("xaxis2", {}).get("title", {}).get("text") == "µs since the start of the step"
+    ]
     assert len(timelines) == 2
     assert any(name.startswith("step-time") for name in drawn) and any(name.startswith("speedup") for name in drawn)
 
 
 def test_compare_on_gpu_traces_reports_their_memcpy_and_kernels(tmp_path):
     md = tmp_path / "gpu.md"
-    result = run("compare", str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--markdown", str(md))
+    result = run(
+        "compare", str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--markdown", str(md)
+    )
     assert result.returncode == 0, result.stderr
     rows = {r["run"]: r for r in _md_rows(md.read_text(), "### Overview")}
     for name in ("hta_a100_control.json.gz", "hta_v100_test.json.gz"):
@@ -218,12 +251,15 @@ def test_compare_with_a_bad_file_exits_2_naming_it(tmp_path):
 
 # ---------- the gate ----------
 
+
 def check(*args: str) -> subprocess.CompletedProcess:
     return run("check", *args)
 
 
 def test_an_honest_pair_holds():
-    out = check(str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive.json.gz"), "--require-parity", "--min-speedup", "1")
+    out = check(
+        str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive.json.gz"), "--require-parity", "--min-speedup", "1"
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     out = check(str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_a100_control.json.gz"), "--min-speedup", "1")
     assert out.returncode == 0, out.stdout
@@ -232,34 +268,77 @@ def test_an_honest_pair_holds():
 def test_a_new_copy_fails_by_default():
     out = check(str(SAMPLES / "naive_inplace.json.gz"), str(SAMPLES / "naive.json.gz"), "--max-kernel-increase", "100")
     assert out.returncode == 1
-    assert out.stdout.strip().splitlines() == ["naive.json.gz: new copies: cpu from aten::masked_fill > aten::clone > aten::copy_"]
-    assert check(str(SAMPLES / "naive_inplace.json.gz"), str(SAMPLES / "naive.json.gz"), "--max-kernel-increase", "100",
-                 "--allow-new-copies").returncode == 0
+    assert out.stdout.strip().splitlines() == [
+        "naive.json.gz: new copies: cpu from aten::masked_fill > aten::clone > aten::copy_"
+    ]
+    assert (
+        check(
+            str(SAMPLES / "naive_inplace.json.gz"),
+            str(SAMPLES / "naive.json.gz"),
+            "--max-kernel-increase",
+            "100",
+            "--allow-new-copies",
+        ).returncode
+        == 0
+    )
 
 
 def test_more_kernels_per_step_fails_by_default_and_the_threshold_is_a_percentage():
     out = check(str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--allow-new-copies")
     assert out.returncode == 1
-    base = median([sum(c.values()) for c in oracle.gpu_per_step(oracle.raw(DATA / "hta_a100_control.json.gz")).values()])
+    base = median(
+        [sum(c.values()) for c in oracle.gpu_per_step(oracle.raw(DATA / "hta_a100_control.json.gz")).values()]
+    )
     cand = median([sum(c.values()) for c in oracle.gpu_per_step(oracle.raw(DATA / "hta_v100_test.json.gz")).values()])
-    assert out.stdout.count("\n") == 1 and f"{cand:g} kernels, memcpys and memsets per step against {base:g}" in out.stdout
+    assert (
+        out.stdout.count("\n") == 1 and f"{cand:g} kernels, memcpys and memsets per step against {base:g}" in out.stdout
+    )
     growth = (cand / base - 1) * 100
-    assert check(str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--allow-new-copies",
-                 "--max-kernel-increase", f"{growth + 0.1:.2f}").returncode == 0
+    assert (
+        check(
+            str(DATA / "hta_a100_control.json.gz"),
+            str(DATA / "hta_v100_test.json.gz"),
+            "--allow-new-copies",
+            "--max-kernel-increase",
+            f"{growth + 0.1:.2f}",
+        ).returncode
+        == 0
+    )
 
 
 def test_sdpa_on_the_math_path_fails_by_default():
-    out = check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa-math.json.gz"), "--max-kernel-increase", "10000",
-                "--allow-new-copies")
+    out = check(
+        str(SAMPLES / "sdpa.json.gz"),
+        str(SAMPLES / "sdpa-math.json.gz"),
+        "--max-kernel-increase",
+        "10000",
+        "--allow-new-copies",
+    )
     assert out.returncode == 1 and "math path" in out.stdout
-    assert check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa-math.json.gz"), "--max-kernel-increase", "10000",
-                 "--allow-new-copies", "--allow-math").returncode == 0
+    assert (
+        check(
+            str(SAMPLES / "sdpa.json.gz"),
+            str(SAMPLES / "sdpa-math.json.gz"),
+            "--max-kernel-increase",
+            "10000",
+            "--allow-new-copies",
+            "--allow-math",
+        ).returncode
+        == 0
+    )
 
 
 def test_require_backend_and_min_speedup():
-    out = check(str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive_inplace.json.gz"), "--require-backend", "cpu_flash")
+    out = check(
+        str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive_inplace.json.gz"), "--require-backend", "cpu_flash"
+    )
     assert out.returncode == 1 and "'cpu_flash' required" in out.stdout
-    assert check(str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--require-backend", "cpu_flash").returncode == 0
+    assert (
+        check(
+            str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--require-backend", "cpu_flash"
+        ).returncode
+        == 0
+    )
     # sdpa against itself has speedup exactly 1: a minimum of 1.01 must fail, 1.0 must hold
     assert check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--min-speedup", "1.01").returncode == 1
     assert check(str(SAMPLES / "sdpa.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--min-speedup", "1.0").returncode == 0
@@ -287,7 +366,10 @@ def test_unusable_input_exits_2():
     # two files of one name: which is which (it said 'naive.json.gz counts kernels and naive.json.gz counts leaf cpu_ops')
     out = check(str(ROOT / "sample_traces" / "h200" / "naive.json.gz"), str(SAMPLES / "naive.json.gz"))
     assert out.returncode == 2
-    assert "the baseline, naive.json.gz, counts kernels and the candidate, naive.json.gz, counts leaf cpu_ops" in out.stderr
+    assert (
+        "the baseline, naive.json.gz, counts kernels and the candidate, naive.json.gz, counts leaf cpu_ops"
+        in out.stderr
+    )
     out = check(str(SAMPLES / "sdpa.json.gz"), str(ROOT / "missing.json"))
     assert out.returncode == 2 and "missing.json: no such file" in out.stderr
 
@@ -299,7 +381,9 @@ def test_a_backend_fallback_fails_the_gate(tmp_path):
     lied.write_text(json.dumps(doc))
     out = check(str(SAMPLES / "sdpa-math.json.gz"), str(lied))
     assert out.returncode == 1
-    assert out.stdout.strip().splitlines() == ["sdpa_flash_fell_back.json: backend fallback: 'flash' was requested, the trace shows math"]
+    assert out.stdout.strip().splitlines() == [
+        "sdpa_flash_fell_back.json: backend fallback: 'flash' was requested, the trace shows math"
+    ]
 
 
 def test_more_copies_of_a_known_chain_fail_the_gate(tmp_path):
@@ -307,19 +391,29 @@ def test_more_copies_of_a_known_chain_fail_the_gate(tmp_path):
     # trace) has the same chain, no new one, but three times as many copies per step
     doc = raw_sample("naive.json.gz")
     events = doc["traceEvents"]
-    spans = sorted((e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    spans = sorted(
+        (e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")),
+        key=lambda e: e["ts"],
+    )
     clones = [e for e in events if e.get("ph") == "X" and e.get("name") == "aten::clone"]
     later = [s for s in spans[1:]]
-    drop = {id(c) for c in events if c.get("ph") == "X" and c.get("name") == "aten::copy_" and any(
-        k["ts"] <= c["ts"] and c["ts"] + c["dur"] <= k["ts"] + k["dur"] for k in clones) and any(
-        s["ts"] <= c["ts"] < s["ts"] + s["dur"] for s in later)}
+    drop = {
+        id(c)
+        for c in events
+        if c.get("ph") == "X"
+        and c.get("name") == "aten::copy_"
+        and any(k["ts"] <= c["ts"] and c["ts"] + c["dur"] <= k["ts"] + k["dur"] for k in clones)
+        and any(s["ts"] <= c["ts"] < s["ts"] + s["dur"] for s in later)
+    }
     assert len(drop) == len(later) == 2
     doc["traceEvents"] = [e for e in events if id(e) not in drop]
     base = tmp_path / "naive_one_copy.json"
     base.write_text(json.dumps(doc))
     out = check(str(base), str(SAMPLES / "naive.json.gz"), "--max-kernel-increase", "1000")
     assert out.returncode == 1
-    assert out.stdout.strip().splitlines() == ["naive.json.gz: more copies: 1 hidden per step against 0.333333 in the baseline"]
+    assert out.stdout.strip().splitlines() == [
+        "naive.json.gz: more copies: 1 hidden per step against 0.333333 in the baseline"
+    ]
 
 
 def test_check_flags_are_validated():
@@ -330,7 +424,13 @@ def test_check_flags_are_validated():
 
 
 def test_compare_that_cannot_write_its_report_exits_2(tmp_path):
-    out = run("compare", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--markdown", str(tmp_path / "no" / "such" / "dir.md"))
+    out = run(
+        "compare",
+        str(SAMPLES / "naive.json.gz"),
+        str(SAMPLES / "sdpa.json.gz"),
+        "--markdown",
+        str(tmp_path / "no" / "such" / "dir.md"),
+    )
     assert out.returncode == 2 and "cannot write" in out.stderr
 
 
@@ -346,28 +446,48 @@ def test_compare_and_check_both_refuse_a_cpu_and_gpu_pair_unless_grouping_is_ask
     assert check(*pair).returncode == 2
     md = tmp_path / "grouped.md"
     html = tmp_path / "grouped.html"
-    out = run("compare", *pair, str(SAMPLES / "sdpa.json.gz"), str(DATA / "hta_mi250_rocm_minitoy.json.gz"),
-              "--group-by-device", "--markdown", str(md), "--html", str(html))
+    out = run(
+        "compare",
+        *pair,
+        str(SAMPLES / "sdpa.json.gz"),
+        str(DATA / "hta_mi250_rocm_minitoy.json.gz"),
+        "--group-by-device",
+        "--markdown",
+        str(md),
+        "--html",
+        str(html),
+    )
     assert out.returncode == 0, out.stderr
     text = md.read_text()
     assert "measured differently" in literal(text)
     cpu = {r["run"]: r for r in _md_rows(text, "#### CPU-only runs, against naive")}
     gpu = {r["run"]: r for r in _md_rows(text, "#### GPU runs, against tracelens_h100_bert_sdpa_flash.json.gz")}
-    assert set(cpu) == {"naive", "sdpa"} and set(gpu) == {"tracelens_h100_bert_sdpa_flash.json.gz", "hta_mi250_rocm_minitoy.json.gz"}
+    assert set(cpu) == {"naive", "sdpa"} and set(gpu) == {
+        "tracelens_h100_bert_sdpa_flash.json.gz",
+        "hta_mi250_rocm_minitoy.json.gz",
+    }
     naive = median(raw_step_spans_us(raw_sample("naive.json.gz")))
     sdpa = median(raw_step_spans_us(raw_sample("sdpa.json.gz")))
-    assert float(cpu["sdpa"]["speedup vs baseline"]) == pytest.approx(naive / sdpa, rel=1e-3)  # against naive, never the GPU run
+    assert float(cpu["sdpa"]["speedup vs baseline"]) == pytest.approx(
+        naive / sdpa, rel=1e-3
+    )  # against naive, never the GPU run
     assert float(gpu["tracelens_h100_bert_sdpa_flash.json.gz"]["speedup vs baseline"]) == 1.0
-    findings = literal(text[text.index("### Findings"):text.index("### Overview")])
+    findings = literal(text[text.index("### Findings") : text.index("### Overview")])
     for line in findings.splitlines():
         if "more copies" in line:  # a note only ever against the run's own group's baseline
             gpu_run = "minitoy" in line or "h100" in line.split("more copies")[0]
             assert ("naive" in line.split("baseline")[-1]) != gpu_run
     data = json.loads(_data_block(html.read_text()))
-    assert [(g["name"], g["baseline"]) for g in data["groups"]] == [("CPU-only", "naive"), ("GPU", "tracelens_h100_bert_sdpa_flash.json.gz")]
+    assert [(g["name"], g["baseline"]) for g in data["groups"]] == [
+        ("CPU-only", "naive"),
+        ("GPU", "tracelens_h100_bert_sdpa_flash.json.gz"),
+    ]
     drawn = figures(html.read_text())
     assert {"speedup-CPU-only", "speedup-GPU"} <= set(drawn)
-    assert drawn["speedup-GPU"]["data"][0]["x"] == ["tracelens_h100_bert_sdpa_flash.json.gz", "hta_mi250_rocm_minitoy.json.gz"]
+    assert drawn["speedup-GPU"]["data"][0]["x"] == [
+        "tracelens_h100_bert_sdpa_flash.json.gz",
+        "hta_mi250_rocm_minitoy.json.gz",
+    ]
 
 
 def _data_block(page: str) -> str:
@@ -378,7 +498,15 @@ def _data_block(page: str) -> str:
 
 def test_reports_show_the_device_of_cpu_runs_and_the_cost_the_app_shows(tmp_path):
     md = tmp_path / "cpu.md"
-    out = run("compare", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--markdown", str(md), "--usd-per-cpu-hour", "0.5")
+    out = run(
+        "compare",
+        str(SAMPLES / "naive.json.gz"),
+        str(SAMPLES / "sdpa.json.gz"),
+        "--markdown",
+        str(md),
+        "--usd-per-cpu-hour",
+        "0.5",
+    )
     assert out.returncode == 0, out.stderr
     text = md.read_text()
     rows = {r["run"]: r for r in _md_rows(text, "### Overview")}
@@ -433,14 +561,23 @@ def test_runs_replayed_from_cuda_graphs_are_named_so_and_their_generated_math_pa
     assert list(rows) == ["sdpa-math", "sdpa-math (compiled)", "sdpa-math (CUDA graphs)"]
     graphs = oracle.raw(h200 / "sdpa-math.graphs.json.gz")
     assert graphs["attnscope"]["cuda_graphs"] is True and graphs["attnscope"]["backend_requested"] == "math"
-    assert not any(e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::bmm") for e in graphs["traceEvents"])  # replayed: no matmul op
-    assert rows["sdpa-math (CUDA graphs)"]["check"] == rows["sdpa-math (compiled)"]["check"] == "compiled: inductor replaced the math path"
+    assert not any(
+        e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::bmm") for e in graphs["traceEvents"]
+    )  # replayed: no matmul op
+    assert (
+        rows["sdpa-math (CUDA graphs)"]["check"]
+        == rows["sdpa-math (compiled)"]["check"]
+        == "compiled: inductor replaced the math path"
+    )
 
 
 def test_one_copy_is_one_copy_not_one_copies():
     from dashboard.engine import load_trace, review
 
-    runs = {"naive_inplace": load_trace(SAMPLES / "naive_inplace.json.gz"), "naive": load_trace(SAMPLES / "naive.json.gz")}
+    runs = {
+        "naive_inplace": load_trace(SAMPLES / "naive_inplace.json.gz"),
+        "naive": load_trace(SAMPLES / "naive.json.gz"),
+    }
     doc = raw_sample("naive.json.gz")
     per_step = hidden_clone_copies(doc) / len(raw_step_spans_us(doc))
     assert per_step == 1
@@ -456,11 +593,19 @@ def test_dense_timeline_lanes_never_overlap_their_labels():
     from dashboard import charts
 
     lanes = [f"CPU {t} depth {d}" for t in range(100) for d in range(4)]  # 400 lanes: many threads
-    tl = pl.DataFrame({
-        "lane": lanes, "lane_kind": ["cpu"] * len(lanes), "start_us": [0.0] * len(lanes), "end_us": [1.0] * len(lanes),
-        "dur_us": [1.0] * len(lanes), "name": ["op"] * len(lanes), "family": ["other"] * len(lanes), "cat": ["cpu_op"] * len(lanes),
-        "id": list(range(len(lanes))),
-    })
+    tl = pl.DataFrame(
+        {
+            "lane": lanes,
+            "lane_kind": ["cpu"] * len(lanes),
+            "start_us": [0.0] * len(lanes),
+            "end_us": [1.0] * len(lanes),
+            "dur_us": [1.0] * len(lanes),
+            "name": ["op"] * len(lanes),
+            "family": ["other"] * len(lanes),
+            "cat": ["cpu_op"] * len(lanes),
+            "id": list(range(len(lanes))),
+        }
+    )
     fig = charts.timeline_pair(tl, tl.head(4), "A", "B").to_plotly_json()
     height = fig["layout"]["height"]
     top = fig["layout"]["yaxis"]
@@ -472,10 +617,15 @@ def test_dense_timeline_lanes_never_overlap_their_labels():
 
 # ---------- the diff that explains, and attention efficiency ----------
 
+
 def _gpu_time_per_step(doc: dict) -> dict[str, float]:
     """json oracle: kernel/memcpy/memset name -> µs per step over every ProfilerStep (by its launch)."""
     events = oracle.complete(doc)
-    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})}
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in oracle.LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
     spans = oracle.step_spans(doc)
     total: dict[str, float] = {}
     for e in events:
@@ -488,23 +638,37 @@ def _gpu_time_per_step(doc: dict) -> dict[str, float]:
 def _ops_over_steps(doc: dict) -> set[str]:
     """json oracle: names of CPU ops, annotations and runtime calls that start inside a ProfilerStep."""
     spans = oracle.step_spans(doc)
-    return {e["name"] for e in oracle.complete(doc)
-            if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver") and not e["name"].startswith("ProfilerStep#")
-            and any(start <= e["ts"] < end for _, start, end in spans)}
+    return {
+        e["name"]
+        for e in oracle.complete(doc)
+        if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+        and not e["name"].startswith("ProfilerStep#")
+        and any(start <= e["ts"] < end for _, start, end in spans)
+    }
 
 
 @pytest.fixture(scope="module")
 def hta_pair(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("hta")
     md, page = out / "hta.md", out / "hta.html"
-    result = run("compare", str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--markdown", str(md), "--html", str(page))
+    result = run(
+        "compare",
+        str(DATA / "hta_a100_control.json.gz"),
+        str(DATA / "hta_v100_test.json.gz"),
+        "--markdown",
+        str(md),
+        "--html",
+        str(page),
+    )
     assert result.returncode == 0, result.stderr
     return {"md": md.read_text(), "html": page.read_text()}
 
 
 def test_the_markdown_ranks_kernel_changes_by_time_with_nccl_near_the_top(hta_pair):
     text = hta_pair["md"]
-    before, after = (_gpu_time_per_step(oracle.raw(DATA / n)) for n in ("hta_a100_control.json.gz", "hta_v100_test.json.gz"))
+    before, after = (
+        _gpu_time_per_step(oracle.raw(DATA / n)) for n in ("hta_a100_control.json.gz", "hta_v100_test.json.gz")
+    )
     rows = _md_rows(text, "#### What changed: hta_v100_test.json.gz against hta_a100_control.json.gz")
     assert len(rows) == 12
     deltas = [float(r["Δ µs per step"]) for r in rows]
@@ -512,14 +676,18 @@ def test_the_markdown_ranks_kernel_changes_by_time_with_nccl_near_the_top(hta_pa
     names = [r["kernel"] for r in rows]
     for family in ("ncclKernel_SendRecv", "ncclKernel_AllReduce"):
         (row,) = [r for r in rows if r["kernel"].startswith(family)]  # both in the top 12
-        (full,) = [n for n in set(before) | set(after) if n.startswith(family)]  # one instance: its base row is its numbers
+        (full,) = [
+            n for n in set(before) | set(after) if n.startswith(family)
+        ]  # one instance: its base row is its numbers
         assert float(row["baseline µs per step"]) == pytest.approx(before[full], abs=0.001)
         assert float(row["run µs per step"]) == pytest.approx(after[full], abs=0.001)
         assert row["what changed"] == "slower" and float(row["Δ count per step"]) == 0
     assert names[1].startswith("ncclKernel_AllReduce")
     # the line that says how much the top rows explain: the whole change is summed kernel time, whatever the grouping
     total = sum(after.values()) - sum(before.values())
-    line = next(literal(l) for l in text.splitlines() if literal(l).startswith("The 12 changed kernels below account for"))
+    line = next(
+        literal(l) for l in text.splitlines() if literal(l).startswith("The 12 changed kernels below account for")
+    )
     assert f"of the {total:+,.1f} µs change in summed kernel time per step" in line
     assert f"account for {sum(deltas):+,.1f} µs" in line
 
@@ -529,14 +697,22 @@ def test_the_markdown_gives_the_readings_and_the_op_names_only_one_run_has(hta_p
     cdoc, tdoc = oracle.raw(DATA / "hta_a100_control.json.gz"), oracle.raw(DATA / "hta_v100_test.json.gz")
     before, after = _ops_over_steps(cdoc), _ops_over_steps(tdoc)
     steps = len(oracle.step_spans(tdoc))
-    graphs = sum(1 for e in oracle.complete(tdoc) if e["name"] == "cudaGraphLaunch" and any(
-        a <= e["ts"] < b for _, a, b in oracle.step_spans(tdoc)))
-    assert f"- compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); {len(before - after)} op names of the baseline are gone" in text
+    graphs = sum(
+        1
+        for e in oracle.complete(tdoc)
+        if e["name"] == "cudaGraphLaunch" and any(a <= e["ts"] < b for _, a, b in oracle.step_spans(tdoc))
+    )
+    assert (
+        f"- compiled: CompiledFunction, CompiledFunctionBackward appear (torch.compile); {len(before - after)} op names of the baseline are gone"
+        in text
+    )
     assert f"- CUDA graphs: {graphs / steps:.4g} graph launches per step replay kernels" in text
     assert text.index("Readings:") < text.index("The 12 changed kernels below account for")  # readings above the tables
     added = text.split(f"{len(after - before)} op names only in the run</summary>")[1].split("</details>")[0].strip()
     assert added.split(", ") == sorted(after - before)
-    removed = text.split(f"{len(before - after)} op names only in the baseline</summary>")[1].split("</details>")[0].strip()
+    removed = (
+        text.split(f"{len(before - after)} op names only in the baseline</summary>")[1].split("</details>")[0].strip()
+    )
     listed = removed.split(", and ")[0].split(", ")
     assert set(listed) <= before - after and len(listed) == min(60, len(before - after))
 
@@ -548,7 +724,10 @@ def test_the_html_report_shows_the_same_diff_and_embeds_it(hta_pair):
     assert change["run"] == "hta_v100_test.json.gz" and change["baseline"] == "hta_a100_control.json.gz"
     # HTA's control/test pair is an A100 against a V100 (deviceProperties of each file): the first
     # reading says so, before any code change is read into it
-    names = [oracle.raw(DATA / f)["deviceProperties"][0]["name"] for f in ("hta_a100_control.json.gz", "hta_v100_test.json.gz")]
+    names = [
+        oracle.raw(DATA / f)["deviceProperties"][0]["name"]
+        for f in ("hta_a100_control.json.gz", "hta_v100_test.json.gz")
+    ]
     assert change["readings"][0] == f"besides the code: device cuda: {names[0]} -> cuda: {names[1]}"
     assert change["readings"][1].startswith("compiled: CompiledFunction, CompiledFunctionBackward appear")
     assert "What changed: hta_v100_test.json.gz against hta_a100_control.json.gz" in page
@@ -565,7 +744,7 @@ def test_attention_efficiency_in_both_reports_with_the_roofline_in_html(tmp_path
     doc = oracle.raw(H100)
     kernels = [e for e in oracle.complete(doc) if e.get("cat") == "kernel" and "flash_fwd_kernel" in e["name"]]
     ops = [e for e in oracle.complete(doc) if e.get("name") == "aten::_flash_attention_forward"]
-    (b, s, h, d), = {tuple(o["args"]["Input Dims"][0]) for o in ops}
+    ((b, s, h, d),) = {tuple(o["args"]["Input Dims"][0]) for o in ops}
     flops = 4 * b * h * s * s * d
     achieved = flops * len(kernels) / (sum(k["dur"] for k in kernels) * 1e-6) / 1e12
     bert = rows[H100.name]
@@ -588,9 +767,13 @@ def test_a_cpu_run_gives_its_reason_never_a_percentage(compared):
     for row in rows:
         assert row["% of roofline"] == "" and row["why no number"].startswith("CPU trace")
     whole = {r["run"]: r for r in rows if r["measured over"] == "whole step"}
-    assert set(whole) == {"naive_inplace", "naive", "sdpa"} and all(float(r["achieved TFLOP/s"]) > 0 for r in whole.values())
+    assert set(whole) == {"naive_inplace", "naive", "sdpa"} and all(
+        float(r["achieved TFLOP/s"]) > 0 for r in whole.values()
+    )
     # only sdpa has attention calls of its own (aten::scaled_dot_product_attention): its second row
-    assert [(r["run"], r["measured over"]) for r in rows if r["measured over"] != "whole step"] == [("sdpa", "attention ops")]
+    assert [(r["run"], r["measured over"]) for r in rows if r["measured over"] != "whole step"] == [
+        ("sdpa", "attention ops")
+    ]
 
 
 H200 = ROOT / "sample_traces" / "h200"
@@ -615,12 +798,24 @@ def test_every_command_gives_a_collectors_trace_the_same_attention_efficiency(tm
     md = tmp_path / "eff.md"
     assert run("compare", str(graphs), str(naive), "--markdown", str(md), "--no-store").returncode == 0
     rows = {(r["run"], r["measured over"]): r for r in _md_rows(md.read_text(), "### Attention efficiency")}
-    assert set(rows) == {("sdpa (CUDA graphs)", "whole step"), ("sdpa (CUDA graphs)", "attention ops"), ("naive", "whole step")}
+    assert set(rows) == {
+        ("sdpa (CUDA graphs)", "whole step"),
+        ("sdpa (CUDA graphs)", "attention ops"),
+        ("naive", "whole step"),
+    }
     assert float(rows["sdpa (CUDA graphs)", "attention ops"]["% of roofline"]) == pytest.approx(ops, abs=0.05)
     assert float(rows["sdpa (CUDA graphs)", "whole step"]["% of roofline"]) == pytest.approx(step, abs=0.05)
     assert float(rows["naive", "whole step"]["% of roofline"]) == pytest.approx(naive_step, abs=0.05)
-    gate = run("check", str(naive), str(graphs), "--min-attention-efficiency", f"{ops + 0.1:.1f}", "--max-kernel-increase", "100",
-               "--no-store")
+    gate = run(
+        "check",
+        str(naive),
+        str(graphs),
+        "--min-attention-efficiency",
+        f"{ops + 0.1:.1f}",
+        "--max-kernel-increase",
+        "100",
+        "--no-store",
+    )
     assert gate.returncode == 1 and f"attention reaches {ops:.1f}% of the roofline" in gate.stdout + gate.stderr
 
 
@@ -633,9 +828,23 @@ def test_the_html_report_is_the_same_bytes_on_every_run_and_dated_only_by_source
         env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
         if epoch:
             env["SOURCE_DATE_EPOCH"] = epoch
-        result = subprocess.run([sys.executable, "-m", "dashboard.cli", "compare", str(SAMPLES / "naive_inplace.json.gz"),
-                                 str(SAMPLES / "naive.json.gz"), "--no-store", "--html", str(out)],
-                                capture_output=True, text=True, env=env, cwd=ROOT)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dashboard.cli",
+                "compare",
+                str(SAMPLES / "naive_inplace.json.gz"),
+                str(SAMPLES / "naive.json.gz"),
+                "--no-store",
+                "--html",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
         assert result.returncode == 0, result.stderr
         pages.append(out.read_bytes())
     assert pages[0] == pages[1]
@@ -650,10 +859,12 @@ def test_the_explained_line_sums_the_kernel_rows_the_report_lists(run_name, tmp_
     against sdpa-math said 12 kernels and +1,552.6 µs under 12 rows that add to +1,555.6 (softmax,
     -3.7 µs and 'same', counted but not listed), and naive against naive_inplace said 7 over 2 rows."""
     md = tmp_path / "r.md"
-    out = run("compare", str(H200 / "naive.json.gz"), str(H200 / f"{run_name}.json.gz"), "--markdown", str(md), "--no-store")
+    out = run(
+        "compare", str(H200 / "naive.json.gz"), str(H200 / f"{run_name}.json.gz"), "--markdown", str(md), "--no-store"
+    )
     assert out.returncode == 0, out.stderr
     text = md.read_text()
-    section = text[text.index("#### What changed"):]
+    section = text[text.index("#### What changed") :]
     rows = _md_rows(section, "#### What changed")
     line = next(ln for ln in section.splitlines() if "account" in ln)
     found = re.search(r"The (\d+) changed kernels? below accounts? for ([+-][\d,.]+) µs", line.replace("\\", ""))

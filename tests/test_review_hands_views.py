@@ -64,7 +64,9 @@ def test_the_report_and_the_tab_say_the_sentence_review_builds(runs):
     for change in changes:
         sentence = review.explained_sentence(change)
         assert sentence.startswith(("The ", "No kernel")) and report.md_text(sentence) in text
-        assert kernels_view.explained_line(change, False) == review.explained_sentence(change, "tab", lead="Over all steps: ")
+        assert kernels_view.explained_line(change, False) == review.explained_sentence(
+            change, "tab", lead="Over all steps: "
+        )
         assert kernels_view.explained_line(change, True).endswith(review.explained_sentence(change, "tab", lead=": "))
     big = dataclasses.replace(changes[0], explained=(12_345_678.0, 23_456_789.0))
     assert "**+12.35 ms** of the **+23.46 ms** change" in review.explained_sentence(big, "tab", lead="x: ")
@@ -72,11 +74,13 @@ def test_the_report_and_the_tab_say_the_sentence_review_builds(runs):
 
 
 def test_a_straggler_is_a_step_whose_slowest_rank_passes_the_threshold():
-    times = pl.DataFrame({
-        "step": [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4],
-        "rank": [0, 1, 2] * 4,
-        "step_us": [100.0, 100.0, 101.0, 100.0, 100.0, 110.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0],
-    })
+    times = pl.DataFrame(
+        {
+            "step": [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4],
+            "rank": [0, 1, 2] * 4,
+            "step_us": [100.0, 100.0, 101.0, 100.0, 100.0, 110.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0],
+        }
+    )
     table = stragglers(times)
     # 1.01 keeps pace; 1.10 is a straggler; no work (0 / 0 = NaN) is none; work beside none (x / 0) is one
     assert table["straggler"].to_list() == [False, True, False, True]
@@ -109,7 +113,7 @@ def test_the_cli_prints_the_engines_straggler_column(job, capsys):
     assert f"spread {STRAGGLER_SPREAD:g} or more" in lines[head]
     assert lines[head + 1].split() == ["step", "slowest", "rank", "its", "ms", "median", "ms", "spread", "straggler"]
     rows = []
-    for line in lines[head + 2:]:
+    for line in lines[head + 2 :]:
         if not line.startswith("  "):
             break
         rows.append(line.split())

@@ -6,7 +6,6 @@ links, number formats, the toolbar, the favicon)."""
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import tomllib
 from pathlib import Path
@@ -85,7 +84,15 @@ def test_the_overview_shows_the_story_columns_first_and_the_rest_on_demand(app):
     at = app()
     grid = at.get_by_key("tbl_overview").dataframe[0]
     order = list(grid.proto.column_order)
-    assert order[:7] == ["run", "device_label", "median_step_us", "speedup", "work_per_step", "memsets_per_step", "hidden_copies_per_step"]
+    assert order[:7] == [
+        "run",
+        "device_label",
+        "median_step_us",
+        "speedup",
+        "work_per_step",
+        "memsets_per_step",
+        "hidden_copies_per_step",
+    ]
     assert "backends" in order and "backend_requested" not in order and "parity_passed" not in order
     assert {"backend_requested", "parity_passed", "steps"} <= set(grid.value.columns)  # hidden, not dropped
     at.get_by_key("overview_more").set_value(["backend_requested", "parity_passed"]).run()
@@ -133,17 +140,34 @@ def test_bar_charts_stay_readable_at_2_8_and_21_runs(h200, count):
 
 def test_the_family_legend_never_scrolls_and_fused_attention_is_in_it(h200):
     labels = list(h200)
-    fig = charts.work_by_family_stacked(review.families({k: v[1] for k, v in h200.items()}), labels, "kernels",
-                                        {k: mode(v[0]) for k, v in h200.items()})
+    fig = charts.work_by_family_stacked(
+        review.families({k: v[1] for k, v in h200.items()}), labels, "kernels", {k: mode(v[0]) for k, v in h200.items()}
+    )
     assert fig.layout.legend.orientation == "h"
     assert "fused attention" in {t.name for t in fig.data if t.showlegend is not False}
 
 
 def test_the_roofline_labels_powers_of_ten_and_costs_read_as_dollars():
-    points = pl.DataFrame({"run": ["a", "b"], "measure": ["whole step"] * 2, "name": ["a", "b"], "shape": [None, None],
-                           "backend": [None, None], "device": ["H200"] * 2, "dtype": ["bf16"] * 2, "count": [3, 3],
-                           "mean_us": [10.0, 20.0], "intensity": [30.0, 300.0], "tflops": [5.0, 500.0], "tbps": [1.0, 1.0],
-                           "peak_tflops": [989.0] * 2, "peak_tbps": [4.8] * 2, "pct_of_roofline": [1.0, 50.0], "bound": ["memory"] * 2})
+    points = pl.DataFrame(
+        {
+            "run": ["a", "b"],
+            "measure": ["whole step"] * 2,
+            "name": ["a", "b"],
+            "shape": [None, None],
+            "backend": [None, None],
+            "device": ["H200"] * 2,
+            "dtype": ["bf16"] * 2,
+            "count": [3, 3],
+            "mean_us": [10.0, 20.0],
+            "intensity": [30.0, 300.0],
+            "tflops": [5.0, 500.0],
+            "tbps": [1.0, 1.0],
+            "peak_tflops": [989.0] * 2,
+            "peak_tbps": [4.8] * 2,
+            "pct_of_roofline": [1.0, 50.0],
+            "bound": ["memory"] * 2,
+        }
+    )
     fig = charts.roofline(points)
     assert fig.layout.xaxis.dtick == 1 and fig.layout.yaxis.dtick == 1  # 1, 10, 100: never "1000, 5, 2, 100"
     assert [charts.format_usd(v) for v in (7.226e-05, 0.0721, 2.5, 0.0)] == ["$0.0000723", "$0.0721", "$2.50", "$0.00"]
@@ -223,7 +247,7 @@ def test_streamlit_is_configured_for_a_review_tool_from_the_repository_root():
     config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
     assert config["client"]["toolbarMode"] == "minimal"  # no Deploy button
     source = APP.read_text()
-    assert 'page_icon=favicon()' in source and ":material/bolt:" not in source  # drawn here, not fetched from a CDN
+    assert "page_icon=favicon()" in source and ":material/bolt:" not in source  # drawn here, not fetched from a CDN
 
 
 def test_the_favicon_is_an_image_of_its_own():

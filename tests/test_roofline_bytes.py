@@ -50,9 +50,32 @@ def tiny(tmp_path_factory) -> Path:
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("tiny")
     done = subprocess.run(
-        [sys.executable, "-m", "collectors", "--device", "cpu", "--dtype", "fp32", "--batch", "1", "--heads", "2", "--seq", "128",
-         "--head-dim", "64", "--variants", "naive,naive_inplace,sdpa,sdpa-math", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "collectors",
+            "--device",
+            "cpu",
+            "--dtype",
+            "fp32",
+            "--batch",
+            "1",
+            "--heads",
+            "2",
+            "--seq",
+            "128",
+            "--head-dim",
+            "64",
+            "--variants",
+            "naive,naive_inplace,sdpa,sdpa-math",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return out
@@ -72,7 +95,9 @@ def test_naive_at_b1_h2_s128_d64_fp32_moves_the_scores_matrix_ten_times(tiny):
     # the CPU flash kernel reads Q, K, V, writes O and its log-sum-exp
     sdpa = roofline_rows(load_trace(tiny / "sdpa.json.gz"))
     assert {r["measure"]: r["bytes"] for r in sdpa.iter_rows(named=True)} == {
-        "attention ops": fused_bytes(1, 2, 128, 64, 4, lse=True), "whole step": fused_bytes(1, 2, 128, 64, 4, lse=True)}
+        "attention ops": fused_bytes(1, 2, 128, 64, 4, lse=True),
+        "whole step": fused_bytes(1, 2, 128, 64, 4, lse=True),
+    }
     flops = 2 * 2 * (128 * 129 // 2) * (64 + 64)  # 2 FLOP x H x causal pairs x (D + Dv), B = 1
     assert naive["intensity"] == pytest.approx(flops / naive["bytes"])
 
@@ -113,13 +138,20 @@ def test_a_fused_kernel_sits_at_q_k_v_read_once_and_o_written_once(trace_of):
     flash = roofline_rows(trace_of(H200 / "sdpa-flash.json.gz"))
     assert set(flash["bytes"].to_list()) == {fused_bytes(8, 16, 1024, 64, 2, lse=True)}  # flash writes its lse
     cudnn = roofline_rows(trace_of(H200 / "sdpa-cudnn.json.gz"))
-    memset = sum(e["args"]["bytes"] for e in complete(raw(H200 / "sdpa-cudnn.json.gz")) if e.get("cat") == "gpu_memset") / 3
-    assert set(cudnn["bytes"].to_list()) == {fused_bytes(8, 16, 1024, 64, 2) + memset}  # its kernel, and the memset it launches
+    memset = (
+        sum(e["args"]["bytes"] for e in complete(raw(H200 / "sdpa-cudnn.json.gz")) if e.get("cat") == "gpu_memset") / 3
+    )
+    assert set(cudnn["bytes"].to_list()) == {
+        fused_bytes(8, 16, 1024, 64, 2) + memset
+    }  # its kernel, and the memset it launches
 
 
 def test_a_point_whose_bytes_cannot_be_told_is_left_out_with_its_reason(trace_of):
-    runs = {"naive": trace_of(H200 / "naive.json.gz"), "compiled": trace_of(H200 / "naive.compiled.json.gz"),
-            "graphs": trace_of(H200 / "sdpa.graphs.json.gz")}
+    runs = {
+        "naive": trace_of(H200 / "naive.json.gz"),
+        "compiled": trace_of(H200 / "naive.compiled.json.gz"),
+        "graphs": trace_of(H200 / "sdpa.graphs.json.gz"),
+    }
     points = review.roofline_points(runs)
     left = {(r["run"], r["measure"]): r["reason"] for r in review.roofline_left_out(runs).iter_rows(named=True)}
     assert set(zip(points["run"], points["measure"])) == {("naive", "whole step"), ("graphs", "attention ops")}
@@ -129,9 +161,13 @@ def test_a_point_whose_bytes_cannot_be_told_is_left_out_with_its_reason(trace_of
 
 def test_op_rules_by_hand():
     bf16 = "c10::BFloat16"
-    assert op_bytes("aten::bmm", "[[128, 1024, 64], [128, 64, 1024]]", json.dumps([bf16, bf16])) == 2 * (2 * 128 * 1024 * 64 + 128 * 1024 * 1024)
+    assert op_bytes("aten::bmm", "[[128, 1024, 64], [128, 64, 1024]]", json.dumps([bf16, bf16])) == 2 * (
+        2 * 128 * 1024 * 64 + 128 * 1024 * 1024
+    )
     # out= variant (torch.compile): the third tensor is the product, written
-    assert op_bytes("aten::bmm", "[[2, 3, 4], [2, 4, 5], [2, 3, 5]]", '["float", "float", "float"]') == 4 * (24 + 40 + 30)
+    assert op_bytes("aten::bmm", "[[2, 3, 4], [2, 4, 5], [2, 3, 5]]", '["float", "float", "float"]') == 4 * (
+        24 + 40 + 30
+    )
     assert op_bytes("aten::mul", "[[2, 3], []]", '["float", "double"]') == 4 * 12  # a Python scale: read and write
     assert op_bytes("aten::masked_fill_", "[[2, 4, 4], [4, 4], []]", '["float", "bool", "Scalar"]') == 4 * 64 + 16
     assert op_bytes("aten::copy_", "[[5, 6], [5, 6], []]", '["float", "c10::BFloat16", "Scalar"]') == 2 * 30 + 4 * 30
@@ -139,7 +175,10 @@ def test_op_rules_by_hand():
     assert op_bytes("aten::where", "[[8, 8], [], []]", '["bool", "float", "float"]') == 64 + 4 * 64  # writes float
     assert op_bytes("aten::isneginf", "[[3, 3]]", '["float"]') == 4 * 9 + 9
     assert op_bytes("aten::all", "[[2, 3, 4], [], []]", '["bool", "Scalar", "Scalar"]', '["", "-1", "True"]') == 24 + 6
-    assert op_bytes("aten::_softmax", "[[2, 8], [], []]", '["c10::Half", "Scalar", "Scalar"]', '["", "-1", "True"]') == 2 * 16 + 4 * 16
+    assert (
+        op_bytes("aten::_softmax", "[[2, 8], [], []]", '["c10::Half", "Scalar", "Scalar"]', '["", "-1", "True"]')
+        == 2 * 16 + 4 * 16
+    )
     assert op_bytes("aten::view", "[[2, 8], []]", '["float", "ScalarList"]') == 0
     assert "inductor" in op_bytes("triton_poi_fused_mul_0", "[[4], [4]]", '["float", "float"]')
     assert "no rule" in op_bytes("aten::cumsum", "[[4], []]", '["float", "Scalar"]')
@@ -164,20 +203,43 @@ def test_the_chart_says_what_the_bytes_are_and_keeps_its_legend_short(trace_of):
     assert {"naive", "naive_inplace", "sdpa-math"} <= set(named)  # far apart on the chart: each labelled alone
     few = charts.roofline(review.roofline_points({k: many[k] for k in ("naive", "sdpa")}))
     assert [t.name for t in few.data if t.showlegend is not False] == [
-        "H200 SXM bf16 roof", "naive (whole step)", "sdpa (attention ops)", "sdpa (whole step)"]
+        "H200 SXM bf16 roof",
+        "naive (whole step)",
+        "sdpa (attention ops)",
+        "sdpa (whole step)",
+    ]
 
 
 def test_the_html_report_and_compare_json_carry_the_points_and_what_was_left_out(tmp_path):
     page, data = tmp_path / "r.html", tmp_path / "r.json"
-    out = subprocess.run([sys.executable, "-m", "dashboard.cli", "compare", str(H200 / "naive.json.gz"),
-                          str(H200 / "naive.compiled.json.gz"), "--no-store", "--html", str(page), "--json", str(data)],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dashboard.cli",
+            "compare",
+            str(H200 / "naive.json.gz"),
+            str(H200 / "naive.compiled.json.gz"),
+            "--no-store",
+            "--html",
+            str(page),
+            "--json",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     text = page.read_text()
     assert report.ROOFLINE_WHY.split("(")[0].strip() in text and "Not on the roofline" in text
     found = json.loads(data.read_text())
     naive, compiled = found["runs"]  # labels in the order given
-    assert [(p["run"], p["bytes"]) for p in found["roofline"]["points"]] == [(naive, naive_bytes(8, 16, 1024, 64, 2) + 4)]
+    assert [(p["run"], p["bytes"]) for p in found["roofline"]["points"]] == [
+        (naive, naive_bytes(8, 16, 1024, 64, 2) + 4)
+    ]
     assert [r["run"] for r in found["roofline"]["left_out"]] == [compiled]
 
 

@@ -57,7 +57,9 @@ def test_every_row_of_every_table_says_why_and_where_its_names_come_from():
 def test_one_table_feeds_another_instead_of_a_copy_of_its_patterns():
     communication = [r for r in FAMILY_RULES if r.family == "communication"]
     assert [r.name for r in communication] == [rules.COLLECTIVE_KERNELS]
-    assert [r.name for r in FAMILY_RULES if r.family == "copy" and "KV_CACHE_WRITES" in r.reason] == [rules.KV_CACHE_WRITE_KERNELS]
+    assert [r.name for r in FAMILY_RULES if r.family == "copy" and "KV_CACHE_WRITES" in r.reason] == [
+        rules.KV_CACHE_WRITE_KERNELS
+    ]
     from dashboard.engine import copies, diff, graphs
 
     assert graphs.GRAPH_LAUNCH == diff.GRAPH_LAUNCHES == rules.GRAPH_LAUNCH
@@ -102,7 +104,9 @@ def test_no_name_is_in_two_exclusive_categories(names):
     graph, kernel = re.compile(rules.GRAPH_LAUNCH), re.compile(rules.KERNEL_LAUNCH)
     assert [n for n in names if graph.search(n) and kernel.search(n)] == []
     for call in rules.LAUNCH_CALLS:
-        assert bool(graph.search(call.name)) == (call.kind == "graph") and bool(kernel.search(call.name)) == (call.kind == "kernel")
+        assert bool(graph.search(call.name)) == (call.kind == "graph") and bool(kernel.search(call.name)) == (
+            call.kind == "kernel"
+        )
     assert {"cudaGraphLaunch", "hipGraphLaunch"} <= {n for n in names if graph.search(n)}  # the traces' own calls
     # the host side is neither device work nor a launch call
     assert not set(rules.HOST_SPANS) & (set(GPU_CATEGORIES) | set(LAUNCH_CATEGORIES))
@@ -135,15 +139,26 @@ def test_a_rules_file_gives_rows_in_order_with_their_defaults(tmp_path):
     toml = tmp_path / "rules.toml"
     toml.write_text(GOOD_TOML)
     more = tmp_path / "more.json"
-    more.write_text(json.dumps({"family": [{"family": "gemm", "name": "^our_mm", "template": "half", "reason": "ours"}]}))
+    more.write_text(
+        json.dumps({"family": [{"family": "gemm", "name": "^our_mm", "template": "half", "reason": "ours"}]})
+    )
     got = rules.read_rules([str(toml), str(more)])
     assert got.files == (str(toml), str(more))
     assert [(f.family, f.name, f.template, f.source) for f in got.families] == [
-        ("elementwise", "^ampere_sgemm", "", str(toml)), ("gemm", "^our_mm", "half", str(more))]
+        ("elementwise", "^ampere_sgemm", "", str(toml)),
+        ("gemm", "^our_mm", "half", str(more)),
+    ]
     (backend,) = got.backends
     flash = next(b for b in rules.BACKEND_TABLE if b.name == "flash-attn")
-    assert (backend.name, backend.kernel, backend.op, backend.fused, backend.library, backend.source, backend.reason) == (
-        "flash-attn", "^our_flash_fwd$", "", flash.fused, flash.library, "our repo", "our fork")
+    assert (
+        backend.name,
+        backend.kernel,
+        backend.op,
+        backend.fused,
+        backend.library,
+        backend.source,
+        backend.reason,
+    ) == ("flash-attn", "^our_flash_fwd$", "", flash.fused, flash.library, "our repo", "our fork")
     (collective,) = got.collectives
     assert (collective.kernel, collective.op) == (False, True)
     assert rules.read_rules([]) == rules.UserRules()
@@ -157,19 +172,38 @@ BAD = {
     "list.json": ("[]", "must hold sections of rows"),
     "section.toml": ("[[families]]\nname = 'x'", "unknown section 'families' (known: backend, family, collective)"),
     "notalist.json": ('{"family": {"name": "x"}}', "'family' must be a list of rows"),
-    "key.toml": ("[[family]]\nfamily = 'gemm'\nname = 'x'\nreason = 'r'\ncolour = 'red'", "family row 1: unknown key 'colour'"),
+    "key.toml": (
+        "[[family]]\nfamily = 'gemm'\nname = 'x'\nreason = 'r'\ncolour = 'red'",
+        "family row 1: unknown key 'colour'",
+    ),
     "absent.toml": ("[[family]]\nfamily = 'gemm'\nreason = 'r'", "family row 1: 'name' is missing"),
-    "regex.toml": ("[[family]]\nfamily = 'gemm'\nname = '(unclosed'\nreason = 'r'",
-                   "family row 1: 'name' is not a regular expression (missing ), unterminated subpattern at position 0)"),
-    "family.toml": ("[[family]]\nfamily = 'matmul'\nname = 'x'\nreason = 'r'", "family row 1: 'matmul' is not a family"),
-    "fused.toml": ("[[family]]\nfamily = 'fused attention'\nname = 'x'\nreason = 'r'", "attention kernels take a [[backend]] row"),
-    "backend.json": ('{"backend": [{"backend": "fa9", "kernel": "x", "reason": "r"}]}', "backend row 1: 'fa9' is not a backend"),
+    "regex.toml": (
+        "[[family]]\nfamily = 'gemm'\nname = '(unclosed'\nreason = 'r'",
+        "family row 1: 'name' is not a regular expression (missing ), unterminated subpattern at position 0)",
+    ),
+    "family.toml": (
+        "[[family]]\nfamily = 'matmul'\nname = 'x'\nreason = 'r'",
+        "family row 1: 'matmul' is not a family",
+    ),
+    "fused.toml": (
+        "[[family]]\nfamily = 'fused attention'\nname = 'x'\nreason = 'r'",
+        "attention kernels take a [[backend]] row",
+    ),
+    "backend.json": (
+        '{"backend": [{"backend": "fa9", "kernel": "x", "reason": "r"}]}',
+        "backend row 1: 'fa9' is not a backend",
+    ),
     "nopattern.toml": ("[[backend]]\nbackend = 'flash'\nreason = 'r'", "backend row 1: give 'op' or 'kernel'"),
     "neither.toml": ("[[collective]]\npattern = 'x'\nkernel = false\nop = false\nreason = 'r'", "would match nothing"),
-    "flag.json": ('{"collective": [{"pattern": "x", "op": "yes", "reason": "r"}]}', "collective row 1: 'op' must be true or false"),
+    "flag.json": (
+        '{"collective": [{"pattern": "x", "op": "yes", "reason": "r"}]}',
+        "collective row 1: 'op' must be true or false",
+    ),
     "reason.toml": ("[[collective]]\npattern = 'x'\nreason = ' '", "collective row 1: 'reason' is empty"),
-    "second.toml": ("[[family]]\nfamily = 'gemm'\nname = 'x'\nreason = 'r'\n[[family]]\nfamily = 'gemm'\nname = 7\nreason = 'r'",
-                    "family row 2: 'name' must be text"),
+    "second.toml": (
+        "[[family]]\nfamily = 'gemm'\nname = 'x'\nreason = 'r'\n[[family]]\nfamily = 'gemm'\nname = 7\nreason = 'r'",
+        "family row 2: 'name' must be text",
+    ),
 }
 
 
@@ -225,34 +259,54 @@ def test_a_users_rows_change_the_classification_and_only_where_they_match(tmp_pa
         "family_of('fbgemm::permute_sparse_features'), family_of('ampere_hgemm_64x64_nn'))\n"
     )
     assert _python(code, None).split() == ["gemm", "other", "None", "False", "requested", "embedding", "gemm"]
-    assert _python(code, str(path)).split() == ["elementwise", "fused", "attention", "flash-attn", "True", "communication",
-                                                "embedding", "gemm"]
+    assert _python(code, str(path)).split() == [
+        "elementwise",
+        "fused",
+        "attention",
+        "flash-attn",
+        "True",
+        "communication",
+        "embedding",
+        "gemm",
+    ]
 
 
 def _summary(env_rules: str | None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != settings.RULES.name}
     if env_rules is not None:
         env[settings.RULES.name] = env_rules
-    return subprocess.run([sys.executable, "-m", "dashboard", "summary", "--json", "--no-store", str(A100)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "dashboard", "summary", "--json", "--no-store", str(A100)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_summary_reads_a_users_rows(tmp_path):
     path = tmp_path / "rules.json"
-    path.write_text(json.dumps({
-        "family": [{"family": "elementwise", "name": "^ampere_sgemm", "reason": "a test"}],
-        "collective": [{"pattern": "^fbgemm::permute_sparse_features$", "kernel": False, "reason": "a test"}],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "family": [{"family": "elementwise", "name": "^ampere_sgemm", "reason": "a test"}],
+                "collective": [{"pattern": "^fbgemm::permute_sparse_features$", "kernel": False, "reason": "a test"}],
+            }
+        )
+    )
     plain, mine = _summary(None), _summary(str(path))
     assert plain.returncode == mine.returncode == 0, mine.stderr
     before, after = json.loads(plain.stdout)[0], json.loads(mine.stdout)[0]
     assert before["steps"] != after["steps"]  # the sgemm time moved from gemm to elementwise
     classes = lambda s: {tuple(c["op_chain"]): c["class"] for c in s["copies"]}  # noqa: E731
     moved = {chain for chain, cls in classes(after).items() if classes(before)[chain] != cls}
-    assert moved and all(chain[0] == "fbgemm::permute_sparse_features" and classes(after)[chain] == COMMUNICATION
-                         for chain in moved)
-    assert {k: v for k, v in before.items() if k not in ("steps", "copies")} == \
-        {k: v for k, v in after.items() if k not in ("steps", "copies")}
+    assert moved and all(
+        chain[0] == "fbgemm::permute_sparse_features" and classes(after)[chain] == COMMUNICATION for chain in moved
+    )
+    assert {k: v for k, v in before.items() if k not in ("steps", "copies")} == {
+        k: v for k, v in after.items() if k not in ("steps", "copies")
+    }
 
 
 def test_the_cli_refuses_a_bad_rules_file_in_one_line(tmp_path):
@@ -262,7 +316,8 @@ def test_the_cli_refuses_a_bad_rules_file_in_one_line(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"attnscope: error: {settings.RULES.name}: {path}: family row 1: 'name' is not a regular expression "
-        "(missing ), unterminated subpattern at position 0)"]
+        "(missing ), unterminated subpattern at position 0)"
+    ]
 
 
 def test_the_dashboard_shows_a_bad_rules_file_in_one_line_and_draws_nothing(tmp_path, monkeypatch):

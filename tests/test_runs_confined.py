@@ -73,7 +73,9 @@ def test_a_symbolic_link_out_of_a_folder_of_traces_is_refused(layout, tmp_path):
     (served / "leak.json.gz").symlink_to(layout["secret"])
     _, loose, failures = discover(root=tmp_path / "no-bundled", extra=[served])
     assert [s.name for s in loose] == ["good.json.gz"]
-    assert [f.message for f in failures] == [f"{served / 'leak.json.gz'}: outside its folder (a symbolic link out of it)"]
+    assert [f.message for f in failures] == [
+        f"{served / 'leak.json.gz'}: outside its folder (a symbolic link out of it)"
+    ]
 
 
 def test_the_dashboard_shows_the_refused_entry_and_opens_the_other_runs(layout, tmp_path, monkeypatch):

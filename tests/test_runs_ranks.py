@@ -154,4 +154,6 @@ def test_a_link_to_a_stored_run_of_ranks_opens_it_from_the_store_without_parsing
     assert list(shown.index) == ["job (3 ranks)"]
     assert shown.loc["job (3 ranks)", "median_step_us"] == pytest.approx(median_us)
     gone = run_app({"run": ["store/000000000000"]})
-    assert any("store/000000000000: the link's run is not in the trace store" in as_read(e.value) for e in gone.sidebar.error)
+    assert any(
+        "store/000000000000: the link's run is not in the trace store" in as_read(e.value) for e in gone.sidebar.error
+    )

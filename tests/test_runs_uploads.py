@@ -42,7 +42,9 @@ def kb(size: int) -> str:
 
 
 def test_without_a_setting_the_limit_is_streamlits_max_upload_size():
-    mib = int(re.search(r"^maxUploadSize\s*=\s*(\d+)", (REPO / ".streamlit" / "config.toml").read_text(), re.M).group(1))
+    mib = int(
+        re.search(r"^maxUploadSize\s*=\s*(\d+)", (REPO / ".streamlit" / "config.toml").read_text(), re.M).group(1)
+    )
     assert upload_limit({}) == (mib * 1024 * 1024, None)  # streamlit counts megabytes of 1024 * 1024 bytes
     assert upload_limit({ENV_MAX_UPLOAD: "5000"}) == (5000, None)
     limit, problem = upload_limit({ENV_MAX_UPLOAD: "lots"})
@@ -127,7 +129,9 @@ def test_expired_sessions_are_let_go_so_their_uploads_can_be_freed():
         def __init__(self, ident: str) -> None:
             self.id = ident
 
-    manager = WebsocketSessionManager(MemorySessionStorage(ttl_seconds=0.05), MemoryUploadedFileManager("/u"), ScriptCache(), None)
+    manager = WebsocketSessionManager(
+        MemorySessionStorage(ttl_seconds=0.05), MemoryUploadedFileManager("/u"), ScriptCache(), None
+    )
     closed = Session("closed")
     manager._session_storage.save(SessionInfo(client=None, session=closed, script_run_count=1))
     alive = weakref.ref(closed)
@@ -150,10 +154,13 @@ def test_parse_progress_is_drawn_at_most_four_times_a_second_but_each_new_file_a
     drawn: list[tuple[float, str]] = []
     progress = runs.Throttled(lambda fraction, text: drawn.append((fraction, text)))
     for at, fraction, text in [
-        (0.00, 0.0, "a"), (0.10, 0.1, "a"), (0.20, 0.2, "a"),  # the first drawn, the next two within 0.25 s
+        (0.00, 0.0, "a"),
+        (0.10, 0.1, "a"),
+        (0.20, 0.2, "a"),  # the first drawn, the next two within 0.25 s
         (0.26, 0.3, "a"),  # 0.26 s after the last drawing
         (0.30, 0.5, "b"),  # the next file: at once
-        (0.31, 0.6, "b"), (0.32, 1.0, "b"),  # the full bar: at once
+        (0.31, 0.6, "b"),
+        (0.32, 1.0, "b"),  # the full bar: at once
     ]:
         clock[0] = 100.0 + at
         progress(fraction, text)

@@ -18,14 +18,21 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import dashboard.engine.load as load
-from dashboard.engine.load import decode as load_decode, frames as load_frames, reading as load_reading, scanner as load_scanner
+from dashboard.engine.load import (
+    decode as load_decode,
+    frames as load_frames,
+    reading as load_reading,
+    scanner as load_scanner,
+)
 from dashboard.engine.summary import summarize
 
 DATA = Path(__file__).parent / "data"
 TRACES = sorted(p.name for p in DATA.glob("*.json.gz"))
 _top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 
-needs_scanner = pytest.mark.skipif(load_scanner._scan is None, reason="the C scanner is not built here (no C compiler?)")
+needs_scanner = pytest.mark.skipif(
+    load_scanner._scan is None, reason="the C scanner is not built here (no C compiler?)"
+)
 
 
 def test_the_scanner_is_built_in_ci():
@@ -95,29 +102,58 @@ def _x(**fields: str) -> str:
 
 # Each is read by the scanner (nothing in it fails msgspec's validation) and must equal msgspec's reading.
 ACCEPTED = {
-    "numeric strings in int fields (ROCm)": [_x(args='{"size": "2560", "stream": "0x7", "device": " 3 ", "correlation": "x"}')],
-    "floats and big ints in int fields": [_x(args='{"stream": 7.0, "device": 2.5, "correlation": 99999999999999999999, '
-                                                '"External id": -9223372036854775808, "bytes": 1e3}')],
-    "external id: the legacy key when the new one is null": [_x(args='{"External id": null, "external id": 12}'),
-                                                            _x(args='{"External id": "n", "external id": 12}')],
+    "numeric strings in int fields (ROCm)": [
+        _x(args='{"size": "2560", "stream": "0x7", "device": " 3 ", "correlation": "x"}')
+    ],
+    "floats and big ints in int fields": [
+        _x(
+            args='{"stream": 7.0, "device": 2.5, "correlation": 99999999999999999999, '
+            '"External id": -9223372036854775808, "bytes": 1e3}'
+        )
+    ],
+    "external id: the legacy key when the new one is null": [
+        _x(args='{"External id": null, "external id": 12}'),
+        _x(args='{"External id": "n", "external id": 12}'),
+    ],
     "bytes over size": [_x(args='{"bytes": 8, "size": 9}'), _x(args='{"bytes": null, "size": 9}')],
-    "text fields given numbers": [_x(name="7", pid="-0", tid="1.5", args='{"kind": 3}'), _x(name="1e2", pid="123456789012345678901234"),
-                                  '{"ph": "s", "id": 4.0, "pid": 1, "tid": 1, "ts": 1, "name": null, "cat": "ac2g"}',
-                                  '{"ph": "f", "id": "e", "pid": "p", "tid": 1, "ts": 2, "bp": "e"}'],
+    "text fields given numbers": [
+        _x(name="7", pid="-0", tid="1.5", args='{"kind": 3}'),
+        _x(name="1e2", pid="123456789012345678901234"),
+        '{"ph": "s", "id": 4.0, "pid": 1, "tid": 1, "ts": 1, "name": null, "cat": "ac2g"}',
+        '{"ph": "f", "id": "e", "pid": "p", "tid": 1, "ts": 2, "bp": "e"}',
+    ],
     "timestamps: fractions, signs, quotes, exponents, 16 to 20 digits": [
-        _x(ts="1623143089861123.456", dur="0.5"), _x(ts="-0.25", dur="-3"), _x(ts='"12.5"', dur='" 7 "'),
-        _x(ts="1.5e3", dur="2E-1"), _x(ts="9223372036854775.807"), _x(ts="9223372036854776"),
-        _x(ts="12345678901234567890"), _x(ts="null", dur="[1]"), _x(ts="1.123456789")],
+        _x(ts="1623143089861123.456", dur="0.5"),
+        _x(ts="-0.25", dur="-3"),
+        _x(ts='"12.5"', dur='" 7 "'),
+        _x(ts="1.5e3", dur="2E-1"),
+        _x(ts="9223372036854775.807"),
+        _x(ts="9223372036854776"),
+        _x(ts="12345678901234567890"),
+        _x(ts="null", dur="[1]"),
+        _x(ts="1.123456789"),
+    ],
     "no ts or dur": ['{"ph": "X", "name": "a", "pid": 1, "tid": 1}', _x(ts="1"), '{"ph": "X", "ts": 3}'],
-    "escapes and unicode": [_x(name=r'"a\"b\\c\/d\n\t\u00e9\ud83d\ude00"', cat=r'"Ker\u006eel"', pid='"é"'),
-                            r'{"ph": "\u0058", "name": "x", "ts": 1}', _x(name='"日本"', args='{"Input Dims": ["é", "\\n"]}')],
-    "raw argument texts kept as written": [_x(args='{"Input Dims": [[1, 2], [ ]], "Input type": ["float", ""], '
-                                                  '"Concrete Inputs": ["", "0.1", null]}'),
-                                           _x(args='{"Input Dims": null, "Input type": {"a": [1, {"b": 2}]}}')],
-    "args as a list or null; unknown keys of every kind": [_x(args="[1, 2]"), _x(args="null"),
-                                                           _x(other='{"a": [true, false, null, -1.5e-3, "s"]}', more="true")],
-    "other phases, cat null, empty objects": ['{"ph": "i", "name": "m", "s": "g", "ts": 1}', _x(cat="null"), "{}",
-                                              '{"ph": "M", "name": "process_name", "args": {"name": "x"}}'],
+    "escapes and unicode": [
+        _x(name=r'"a\"b\\c\/d\n\t\u00e9\ud83d\ude00"', cat=r'"Ker\u006eel"', pid='"é"'),
+        r'{"ph": "\u0058", "name": "x", "ts": 1}',
+        _x(name='"日本"', args='{"Input Dims": ["é", "\\n"]}'),
+    ],
+    "raw argument texts kept as written": [
+        _x(args='{"Input Dims": [[1, 2], [ ]], "Input type": ["float", ""], "Concrete Inputs": ["", "0.1", null]}'),
+        _x(args='{"Input Dims": null, "Input type": {"a": [1, {"b": 2}]}}'),
+    ],
+    "args as a list or null; unknown keys of every kind": [
+        _x(args="[1, 2]"),
+        _x(args="null"),
+        _x(other='{"a": [true, false, null, -1.5e-3, "s"]}', more="true"),
+    ],
+    "other phases, cat null, empty objects": [
+        '{"ph": "i", "name": "m", "s": "g", "ts": 1}',
+        _x(cat="null"),
+        "{}",
+        '{"ph": "M", "name": "process_name", "args": {"name": "x"}}',
+    ],
     "whitespace between everything": [' \n{ "ph" :"X" ,\t"name":"a","ts" : 1 , "args" : { "stream" : 7 } } \r\n'],
 }
 
@@ -134,7 +170,11 @@ def test_odd_values_are_read_as_the_msgspec_path_reads_them(case):
 @needs_scanner
 def test_timestamps_are_exact_nanoseconds():
     """By hand: µs text -> ns, the first three fraction digits kept (as the loader always read them)."""
-    raw = ("[" + ", ".join([_x(ts="1623143089861123.456", dur="0.5"), _x(ts="-0.25", dur="7"), _x(ts="3.1239", dur="1e1")]) + "]").encode()
+    raw = (
+        "["
+        + ", ".join([_x(ts="1623143089861123.456", dur="0.5"), _x(ts="-0.25", dur="7"), _x(ts="3.1239", dur="1e1")])
+        + "]"
+    ).encode()
     events = load_scanner._scanned_part(raw).events
     assert events["ts_abs"].to_list() == [1623143089861123456, -250, 3123]
     assert events["dur_ns"].to_list() == [500, 7000, 10000]
@@ -152,7 +192,7 @@ REFUSED = {
     "a key twice": ['{"ph": "X", "ts": 1, "ts": 2}'],
     "an escaped key": ['{"ph": "X", "t\\u0073": 1}'],
     "a lone surrogate": [_x(name=r'"\ud800"')],
-    "an element that is not an object": ['[1, 2]', _x()],
+    "an element that is not an object": ["[1, 2]", _x()],
     "a trailing comma": [_x() + ","],
     "a leading zero": [_x(ts="01")],
     "a control character in a string": [_x(name='"a\tb"')],
@@ -176,14 +216,51 @@ def test_text_that_is_not_utf8_is_left_to_msgspec_which_repairs_it():
 
 # Generated events: each field a JSON text drawn from values that are read, odd and refused.
 VALUE_TEXTS = [
-    "0", "-0", "7", "-12", "2560", "9223372036854775807", "9223372036854775808", "-9223372036854775809", "1.5", "-0.001",
-    "1623143089861123.456", "1e3", "2.5E-2", "null", "true", '""', '"a"', '"2560"', '"0x10"', '" 9 "', '"1.5"', '"-3"',
-    r'"\u00e9\n"', '"é"', "[]", "[1, [2]]", "{}", '{"k": "v"}',
+    "0",
+    "-0",
+    "7",
+    "-12",
+    "2560",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "1.5",
+    "-0.001",
+    "1623143089861123.456",
+    "1e3",
+    "2.5E-2",
+    "null",
+    "true",
+    '""',
+    '"a"',
+    '"2560"',
+    '"0x10"',
+    '" 9 "',
+    '"1.5"',
+    '"-3"',
+    r'"\u00e9\n"',
+    '"é"',
+    "[]",
+    "[1, [2]]",
+    "{}",
+    '{"k": "v"}',
 ]
 _TEXTS = st.sampled_from(VALUE_TEXTS)
 _EVENT_KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args", "s", "bp"]
-_ARG_KEYS = ["correlation", "External id", "external id", "stream", "device", "bytes", "size", "kind", "Input Dims",
-             "Input type", "Concrete Inputs", "Sequence number"]
+_ARG_KEYS = [
+    "correlation",
+    "External id",
+    "external id",
+    "stream",
+    "device",
+    "bytes",
+    "size",
+    "kind",
+    "Input Dims",
+    "Input type",
+    "Concrete Inputs",
+    "Sequence number",
+]
 
 
 @st.composite
@@ -192,7 +269,9 @@ def events(draw) -> str:
     for key in draw(st.lists(st.sampled_from(_EVENT_KEYS[1:]), unique=True)):
         if key == "args":
             members = {k: draw(_TEXTS) for k in draw(st.lists(st.sampled_from(_ARG_KEYS), unique=True))}
-            fields[key] = draw(st.sampled_from(["{" + ", ".join(f'"{k}": {v}' for k, v in members.items()) + "}", "[]", "null"]))
+            fields[key] = draw(
+                st.sampled_from(["{" + ", ".join(f'"{k}": {v}' for k, v in members.items()) + "}", "[]", "null"])
+            )
         else:
             fields[key] = draw(_TEXTS)
     items = list(fields.items())
@@ -226,11 +305,14 @@ def decoded(data: bytes, monkeypatch, scanner: bool) -> tuple[dict, list[load_fr
 
 
 DOCUMENTS = {
-    "metadata before and after, a key twice (the last value, in the first's place)":
-        '{"a": [1, {"x": 2}], "traceEvents": [' + _x() + '], "b": "\\u00e9", "a": 3, "deviceProperties": [{"id": 0}]}',
+    "metadata before and after, a key twice (the last value, in the first's place)": '{"a": [1, {"x": 2}], "traceEvents": ['
+    + _x()
+    + '], "b": "\\u00e9", "a": 3, "deviceProperties": [{"id": 0}]}',
     "whitespace around everything": ' \n { "traceEvents" : [ ' + _x() + " , " + _x(ts="11") + ' ] , "c" : null } \n',
     "events only": '{"traceEvents": [' + _x(name='"only"') + "]}",
-    "metadata not UTF-8 (repaired and counted, as msgspec's path does)": '{"m": "caf\xe9", "traceEvents": [' + _x() + "]}",
+    "metadata not UTF-8 (repaired and counted, as msgspec's path does)": '{"m": "caf\xe9", "traceEvents": ['
+    + _x()
+    + "]}",
 }
 
 
@@ -257,15 +339,18 @@ def test_metadata_keeps_the_json_modules_reading():
 
 
 @needs_scanner
-@pytest.mark.parametrize("text", [
-    '{"displayTimeUnit": "ns"}',  # no traceEvents: the msgspec path says so
-    '{"traceEvents": [], "traceEvents": [{}]}',  # twice: msgspec keeps the last
-    '{"traceEvents": {}}',
-    '{"traceEvents": []} trailing',
-    '{"trace\\u0045vents": []}',
-    '[{"ph": "X", "ts": 1}]',  # the bare array flavour is read by its own path
-    '{"traceEvents": [{"ph": "X", "ts": 1}]',  # cut off: salvaged by the msgspec path
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"displayTimeUnit": "ns"}',  # no traceEvents: the msgspec path says so
+        '{"traceEvents": [], "traceEvents": [{}]}',  # twice: msgspec keeps the last
+        '{"traceEvents": {}}',
+        '{"traceEvents": []} trailing',
+        '{"trace\\u0045vents": []}',
+        '[{"ph": "X", "ts": 1}]',  # the bare array flavour is read by its own path
+        '{"traceEvents": [{"ph": "X", "ts": 1}]',  # cut off: salvaged by the msgspec path
+    ],
+)
 def test_documents_the_scanner_leaves_to_msgspec(text):
     assert load_scanner._scanned_document(text.encode()) is None
 
@@ -361,25 +446,57 @@ def test_the_scanner_is_clean_under_address_and_undefined_behaviour_sanitizers(t
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("no gcc")
-    libs = [subprocess.run([gcc, f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
-            for lib in ("libasan.so", "libubsan.so")]
+    libs = [
+        subprocess.run([gcc, f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
+        for lib in ("libasan.so", "libubsan.so")
+    ]
     if not all(Path(lib).is_file() for lib in libs):
         pytest.skip("gcc has no sanitizer runtimes here")
     built = tmp_path / "_scan.so"
     source = Path(load.__file__).parent.with_name("_scan.c")
-    subprocess.run([gcc, "-O1", "-g", "-std=c99", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-                    "-fno-omit-frame-pointer", "-fPIC", "-shared", f"-I{sysconfig.get_paths()['include']}", str(source),
-                    "-o", str(built)], check=True)
+    subprocess.run(
+        [
+            gcc,
+            "-O1",
+            "-g",
+            "-std=c99",
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=undefined",
+            "-fno-omit-frame-pointer",
+            "-fPIC",
+            "-shared",
+            f"-I{sysconfig.get_paths()['include']}",
+            str(source),
+            "-o",
+            str(built),
+        ],
+        check=True,
+    )
     texts = [c for group in (ACCEPTED, REFUSED) for case in group.values() for c in case] + list(DOCUMENTS.values())
-    texts += [_x(**{field: value, "args": f'{{"{key}": {value}}}'}) for value in VALUE_TEXTS
-              for field, key in (("name", "kind"), ("ts", "Input Dims"), ("pid", "stream"))]
+    texts += [
+        _x(**{field: value, "args": f'{{"{key}": {value}}}'})
+        for value in VALUE_TEXTS
+        for field, key in (("name", "kind"), ("ts", "Input Dims"), ("pid", "stream"))
+    ]
     env = {**os.environ, "LD_PRELOAD": ":".join(libs), "ASAN_OPTIONS": "detect_leaks=0"}
-    done = subprocess.run([sys.executable, "-c", SANITIZED, str(built)], input=json.dumps(
-        {"traces": [str(DATA / name) for name in TRACES], "texts": texts}), capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", SANITIZED, str(built)],
+        input=json.dumps({"traces": [str(DATA / name) for name in TRACES], "texts": texts}),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0 and "runtime error" not in done.stderr, done.stderr[-3000:]
     assert done.stdout.strip() == "clean"
     # the same build inside the engine: polars takes its Arrow columns and releases them, from any thread
-    done = subprocess.run([sys.executable, "-c", SANITIZED_LOADS, str(built), *(str(DATA / name) for name in TRACES)],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-c", SANITIZED_LOADS, str(built), *(str(DATA / name) for name in TRACES)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert done.returncode == 0 and "runtime error" not in done.stderr, done.stderr[-3000:]
     assert done.stdout.strip() == "clean"

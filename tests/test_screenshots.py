@@ -29,8 +29,14 @@ from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, REPO, _browser_or_re
 WIDTH = 1500
 # tab -> its PNG under docs/img/, shown on docs/tabs/<stem>.md
 SHOTS = {
-    "Overview": "overview.png", "Kernels": "kernels.png", "Copies": "copies.png", "Timeline diff": "timeline.png",
-    "Speedups": "speedups.png", "Backends": "backends.png", "Ranks": "ranks.png", "Sweep": "sweep.png",
+    "Overview": "overview.png",
+    "Kernels": "kernels.png",
+    "Copies": "copies.png",
+    "Timeline diff": "timeline.png",
+    "Speedups": "speedups.png",
+    "Backends": "backends.png",
+    "Ranks": "ranks.png",
+    "Sweep": "sweep.png",
 }
 RANKED = ("Ranks",)  # tabs shot on the server opened on the rank jobs
 OUT = REPO / "docs" / "img"
@@ -39,22 +45,55 @@ PLOT = " .main-svg"  # a plotly chart once plotly laid out its SVG
 # What each tab shows, every selector of which must match inside the main column before its shot:
 # the tab's tables and charts down to the last one it draws.
 DRAWN = {
-    "Overview": [".st-key-tbl_overview" + CELLS, "[class*=st-key-chart_overview_work]" + PLOT,
-                 "[class*=st-key-chart_overview_time]" + PLOT],
-    "Kernels": ["[class*=st-key-chart_kernels_time]" + PLOT, ".st-key-tbl_kernels" + CELLS, ".st-key-kernels_readings",
-                "[class*=st-key-tbl_kernels_delta]" + CELLS, "[class*=st-key-tbl_ops_delta]" + CELLS],
-    "Copies": [".st-key-copies_alarms", ".st-key-chart_copies" + PLOT, ".st-key-tbl_copy_groups" + CELLS,
-               ".st-key-tbl_copies" + CELLS],
-    "Timeline diff": [".st-key-chart_timeline", ".st-key-tbl_sequence" + CELLS,
-                      ".st-key-chart_timeline_family" + PLOT, ".st-key-tbl_family_diff" + CELLS],
-    "Speedups": [".st-key-tbl_speed" + CELLS, ".st-key-chart_roofline" + PLOT, ".st-key-tbl_attention_efficiency" + CELLS,
-                 "[class*=st-key-chart_speedup]" + PLOT, ".st-key-chart_throughput" + PLOT],
+    "Overview": [
+        ".st-key-tbl_overview" + CELLS,
+        "[class*=st-key-chart_overview_work]" + PLOT,
+        "[class*=st-key-chart_overview_time]" + PLOT,
+    ],
+    "Kernels": [
+        "[class*=st-key-chart_kernels_time]" + PLOT,
+        ".st-key-tbl_kernels" + CELLS,
+        ".st-key-kernels_readings",
+        "[class*=st-key-tbl_kernels_delta]" + CELLS,
+        "[class*=st-key-tbl_ops_delta]" + CELLS,
+    ],
+    "Copies": [
+        ".st-key-copies_alarms",
+        ".st-key-chart_copies" + PLOT,
+        ".st-key-tbl_copy_groups" + CELLS,
+        ".st-key-tbl_copies" + CELLS,
+    ],
+    "Timeline diff": [
+        ".st-key-chart_timeline",
+        ".st-key-tbl_sequence" + CELLS,
+        ".st-key-chart_timeline_family" + PLOT,
+        ".st-key-tbl_family_diff" + CELLS,
+    ],
+    "Speedups": [
+        ".st-key-tbl_speed" + CELLS,
+        ".st-key-chart_roofline" + PLOT,
+        ".st-key-tbl_attention_efficiency" + CELLS,
+        "[class*=st-key-chart_speedup]" + PLOT,
+        ".st-key-chart_throughput" + PLOT,
+    ],
     "Backends": [".st-key-tbl_backends" + CELLS, ".st-key-tbl_attention_kernels" + CELLS],
-    "Ranks": [".st-key-ranks_about_0", ".st-key-chart_ranks_0" + PLOT, ".st-key-tbl_ranks_steps_0" + CELLS,
-              ".st-key-chart_ranks_1" + PLOT, ".st-key-tbl_ranks_steps_1" + CELLS, ".st-key-tbl_ranks_slowest" + CELLS,
-              ".st-key-tbl_ranks_by_rank" + CELLS],
-    "Sweep": [".st-key-sweep_crossovers", ".st-key-chart_sweep_time" + PLOT, ".st-key-chart_sweep_memory" + PLOT,
-              ".st-key-tbl_dispatch_map" + CELLS, ".st-key-chart_e2e" + PLOT, ".st-key-tbl_serve" + CELLS],
+    "Ranks": [
+        ".st-key-ranks_about_0",
+        ".st-key-chart_ranks_0" + PLOT,
+        ".st-key-tbl_ranks_steps_0" + CELLS,
+        ".st-key-chart_ranks_1" + PLOT,
+        ".st-key-tbl_ranks_steps_1" + CELLS,
+        ".st-key-tbl_ranks_slowest" + CELLS,
+        ".st-key-tbl_ranks_by_rank" + CELLS,
+    ],
+    "Sweep": [
+        ".st-key-sweep_crossovers",
+        ".st-key-chart_sweep_time" + PLOT,
+        ".st-key-chart_sweep_memory" + PLOT,
+        ".st-key-tbl_dispatch_map" + CELLS,
+        ".st-key-chart_e2e" + PLOT,
+        ".st-key-tbl_serve" + CELLS,
+    ],
 }
 # Drawn: each selector matches, every plotly chart of the page has its SVG, the timeline's canvas
 # was painted (it sets __attnscope once it drew), no spinner or skeleton is left.
@@ -95,15 +134,19 @@ def small_png(data: bytes) -> bytes:
 
     from PIL import Image
 
-    image = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
-                                                                 dither=Image.Dither.NONE)
+    image = (
+        Image.open(io.BytesIO(data))
+        .convert("RGB")
+        .quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    )
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", optimize=True)
     return buffer.getvalue()
 
 
-def shoot(url: str, out: Path, query: str = "", shots: dict[str, str] = SHOTS, width: int = WIDTH,
-          bound_s: float = 180) -> list[Path]:
+def shoot(
+    url: str, out: Path, query: str = "", shots: dict[str, str] = SHOTS, width: int = WIDTH, bound_s: float = 180
+) -> list[Path]:
     """Open each tab of the dashboard at `url` (with `query`, the link's parameters) and save the
     whole page, once the tab is drawn, as a PNG under `out`; the paths written."""
     from playwright.sync_api import sync_playwright
@@ -119,8 +162,10 @@ def shoot(url: str, out: Path, query: str = "", shots: dict[str, str] = SHOTS, w
                 page.goto(f"{url}?{query}{sep}tab={tab.replace(' ', '+')}", wait_until="domcontentloaded")
                 _drawn(page, tab, bound_s)
                 # as tall as the page, so every row of a table and every chart is drawn (the grids draw only what is in view)
-                height = page.evaluate("() => Math.max(document.querySelector('[data-testid=stMainBlockContainer]').scrollHeight,"
-                                       " document.querySelector('[data-testid=stSidebarContent]')?.scrollHeight || 0)")
+                height = page.evaluate(
+                    "() => Math.max(document.querySelector('[data-testid=stMainBlockContainer]').scrollHeight,"
+                    " document.querySelector('[data-testid=stSidebarContent]')?.scrollHeight || 0)"
+                )
                 page.set_viewport_size({"width": width, "height": min(max(int(height) + 80, 900), 12000)})
                 _drawn(page, tab, bound_s)
                 broken = page.locator(BROKEN)
@@ -180,7 +225,9 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", default=str(OUT))
-    parser.add_argument("--query", default="", help="link parameters for the tabs but Ranks, e.g. 'run=h200/naive&run=h200/sdpa'")
+    parser.add_argument(
+        "--query", default="", help="link parameters for the tabs but Ranks, e.g. 'run=h200/naive&run=h200/sdpa'"
+    )
     parser.add_argument("--tabs", default=",".join(SHOTS), help="comma-separated tab names")
     args = parser.parse_args()
     unknown = [t for t in args.tabs.split(",") if t not in SHOTS]

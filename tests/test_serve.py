@@ -18,8 +18,22 @@ from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
 LENGTHS = [5, 3, 8, 2, 7]  # batches of 2: [5, 3] [8, 2] [7]
 PADDED = 2 * 5 + 2 * 8 + 1 * 7  # 33 positions computed when each batch is padded to its longest
 TOKENS = 25
-COLUMNS = ["variant", "status", "reason", "requests", "batches", "tokens", "computed_tokens", "padding_waste",
-           "time_s", "tokens_per_s", "usd_per_gpu_hour", "usd_per_1m_tokens", "parity_max_abs", "reps"]
+COLUMNS = [
+    "variant",
+    "status",
+    "reason",
+    "requests",
+    "batches",
+    "tokens",
+    "computed_tokens",
+    "padding_waste",
+    "time_s",
+    "tokens_per_s",
+    "usd_per_gpu_hour",
+    "usd_per_1m_tokens",
+    "parity_max_abs",
+    "reps",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +43,28 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lengths = root / "lengths.csv"
     lengths.write_text("request,length\n" + "".join(f"r{i},{n}\n" for i, n in enumerate(LENGTHS)))
     out = root / "out"
-    assert main(["serve", "--device", "cpu", "--lengths-csv", str(lengths), "--batch", "2", "--heads", "2",
-                 "--head-dim", "8", "--reps", "3", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "serve",
+                "--device",
+                "cpu",
+                "--lengths-csv",
+                str(lengths),
+                "--batch",
+                "2",
+                "--heads",
+                "2",
+                "--head-dim",
+                "8",
+                "--reps",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -82,8 +116,11 @@ def test_provenance_lists_the_lengths(run: Path) -> None:
     info = json.loads((run / "serve.json").read_text())
     assert info["lengths"] == LENGTHS and info["lengths_source"]["kind"] == "csv"
     assert info["lengths_summary"]["tokens"] == TOKENS and info["lengths_summary"]["max"] == 8
-    assert info["device"] == "cpu" and info["usd_per_gpu_hour"] == 2.0 and info["command"].startswith(
-        "python -m collectors serve ")
+    assert (
+        info["device"] == "cpu"
+        and info["usd_per_gpu_hour"] == 2.0
+        and info["command"].startswith("python -m collectors serve ")
+    )
 
 
 def test_padded_outputs_are_each_requests_own_attention() -> None:
@@ -122,17 +159,21 @@ def test_lengths_files_and_the_lognormal_draw(tmp_path: Path) -> None:
     assert math.isclose(serve.summary([1, 2, 3, 10])["p90"], 3 + 0.7 * 7)
 
 
-@pytest.mark.parametrize("content, extra, says", [
-    ("length\n5\nabc\n", [], "row 3: not an integer length: 'abc'"),
-    ("size\n5\n", [], "no `length` column"),
-    ("5\n0\n", [], "at least 1"),
-    ("5\n", ["--requests", "3"], "drop --requests"),
-    (None, ["--min-len", "50", "--max-len", "10"], "--min-len 50 is above --max-len 10"),
-    (None, ["--reps", "2"], "--reps"),
-    (None, ["--usd-per-gpu-hour", "-1"], "--usd-per-gpu-hour"),
-])
-def test_bad_input_exits_2_with_one_line(content: str | None, extra: list[str], says: str, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "content, extra, says",
+    [
+        ("length\n5\nabc\n", [], "row 3: not an integer length: 'abc'"),
+        ("size\n5\n", [], "no `length` column"),
+        ("5\n0\n", [], "at least 1"),
+        ("5\n", ["--requests", "3"], "drop --requests"),
+        (None, ["--min-len", "50", "--max-len", "10"], "--min-len 50 is above --max-len 10"),
+        (None, ["--reps", "2"], "--reps"),
+        (None, ["--usd-per-gpu-hour", "-1"], "--usd-per-gpu-hour"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    content: str | None, extra: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = ["serve", "--device", "cpu", *extra, "--out", str(tmp_path / "out")]
     if content is not None:
         (tmp_path / "l.csv").write_text(content)

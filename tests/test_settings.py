@@ -22,8 +22,12 @@ def test_every_attnscope_variable_in_the_code_is_in_the_table_and_every_row_is_u
             named |= set(re.findall(r"_?ATTNSCOPE_[A-Z_]+[A-Z]", path.read_text()))
     table = {s.name for s in settings.SETTINGS}
     assert named - table == set()
-    unused = {s.name for s in settings.SETTINGS if s.name not in named and
-              not any(s is getattr(settings, attr) for attr in dir(settings) if attr.isupper() and attr != "SETTINGS")}
+    unused = {
+        s.name
+        for s in settings.SETTINGS
+        if s.name not in named
+        and not any(s is getattr(settings, attr) for attr in dir(settings) if attr.isupper() and attr != "SETTINGS")
+    }
     assert unused == set()
 
 

@@ -31,8 +31,17 @@ def test_the_readme_table_is_the_file_the_benchmark_wrote_and_the_docs_include_i
 
 def test_the_table_states_each_ratio_from_its_measurements():
     bench = _bench()
-    row = {"trace": "t.json", "mb": 200.0, "no_store": 2.0, "first": 2.1, "second": 0.05, "json_load": 5.0,
-           "identical": True, "peak_ratio": 0.8, "mb_s": 100.0}
+    row = {
+        "trace": "t.json",
+        "mb": 200.0,
+        "no_store": 2.0,
+        "first": 2.1,
+        "second": 0.05,
+        "json_load": 5.0,
+        "identical": True,
+        "peak_ratio": 0.8,
+        "mb_s": 100.0,
+    }
     text = bench.table([row], {"help": 0.061, "small": 0.349}, "a day")
     line = next(x for x in text.splitlines() if x.startswith("| t.json"))
     cells = [c.strip() for c in line.strip("|").split("|")]

@@ -34,7 +34,12 @@ def test_a_stored_trace_reopens_with_the_same_tables_and_summary(tmp_path, name)
     fresh = load_trace(path)
     for table in ("events", "flows", "steps"):
         assert getattr(again, table).equals(getattr(fresh, table)), table
-    assert (again.source, again.meta, again.warnings, again.size_bytes) == (fresh.source, fresh.meta, fresh.warnings, fresh.size_bytes)
+    assert (again.source, again.meta, again.warnings, again.size_bytes) == (
+        fresh.source,
+        fresh.meta,
+        fresh.warnings,
+        fresh.size_bytes,
+    )
     assert _summary(again) == _summary(fresh)
 
 
@@ -77,7 +82,10 @@ def test_half_written_and_other_schema_entries_are_never_read(tmp_path):
     old.mkdir(parents=True)
     (old / "trace.json").write_text("{}")
     with store._connect() as db:
-        db.execute("INSERT INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,0)", (sha, SCHEMA_VERSION - 1, "old", 1, None, None, 1, 1, 0, 0))
+        db.execute(
+            "INSERT INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,0)",
+            (sha, SCHEMA_VERSION - 1, "old", 1, None, None, 1, 1, 0, 0),
+        )
     assert store.get(sha) is None
     trace, got = store.open_bytes(data, "naive.json.gz")
     assert got == sha and trace.events.height == len(oracle.complete(oracle.raw(SAMPLES / "naive.json.gz")))
@@ -109,7 +117,11 @@ def test_runs_and_saved_views_keep_labels_and_ids(tmp_path):
     assert store.add_run([(0, sha)], "again", "upload") == run_id  # the same files make the same run
     store.set_label(run_id, "naive (out-of-place masked_fill)")
     reopened = Store(tmp_path).run(run_id)
-    assert (reopened.label, reopened.added_by, reopened.ranks) == ("naive (out-of-place masked_fill)", "cli", ((0, sha),))
+    assert (reopened.label, reopened.added_by, reopened.ranks) == (
+        "naive (out-of-place masked_fill)",
+        "cli",
+        ((0, sha),),
+    )
     view = {"runs": [run_id], "labels": {run_id: "naive"}, "baseline": run_id, "tab": "Copies", "note": "PR 12"}
     view_id = store.save_view(view)
     assert len(view_id) == 10 and Store(tmp_path).view(view_id) == view

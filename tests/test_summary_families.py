@@ -33,14 +33,20 @@ def hand_family(name: str, cat: str) -> str:
 @pytest.mark.skipif(not NAIVE.is_file(), reason="the bundled H200 collection is missing")
 def test_each_step_names_its_top_three_families_with_their_share_of_device_time(capsys):
     doc = oracle.raw(NAIVE)
-    launches = {e["args"]["correlation"]: float(e["ts"]) for e in oracle.complete(doc)
-                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    launches = {
+        e["args"]["correlation"]: float(e["ts"])
+        for e in oracle.complete(doc)
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     steps = oracle.step_spans(doc)
     expected = []
     for name, start, end in steps:
         time = defaultdict(float)
         for e in oracle.complete(doc):
-            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and start <= launches[e["args"]["correlation"]] <= end:
+            if (
+                e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                and start <= launches[e["args"]["correlation"]] <= end
+            ):
                 time[hand_family(e["name"], e["cat"])] += float(e["dur"])
         total = sum(time.values())
         top = sorted(time.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
@@ -54,4 +60,6 @@ def test_each_step_names_its_top_three_families_with_their_share_of_device_time(
     assert cli(["summary", "--no-store", str(NAIVE)]) == 0
     text = capsys.readouterr().out
     first = expected[0]
-    assert (f"{steps[0][0]}: " + ", ".join(f"{f} {s:.1%}" for f, s in first) + " of the device time; device busy") in text
+    assert (
+        f"{steps[0][0]}: " + ", ".join(f"{f} {s:.1%}" for f, s in first) + " of the device time; device busy"
+    ) in text

@@ -25,13 +25,48 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from collectors.sweep import main
 
 VARIANTS = ["naive", "naive_inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "hub"]
-ARGS = ["--device", "cpu", "--seq", "64", "256", "--head-dim", "64", "--dtype", "fp32", "--batch", "1",
-        "--heads", "4", "--variants", ",".join(VARIANTS), "--warmup", "1"]
+ARGS = [
+    "--device",
+    "cpu",
+    "--seq",
+    "64",
+    "256",
+    "--head-dim",
+    "64",
+    "--dtype",
+    "fp32",
+    "--batch",
+    "1",
+    "--heads",
+    "4",
+    "--variants",
+    ",".join(VARIANTS),
+    "--warmup",
+    "1",
+]
 B, H, D = 1, 4, 64
 EXPECTED_COLUMNS = [
-    "variant", "backend_ran", "device", "dtype", "batch", "heads", "seq", "head_dim", "causal", "status", "reason",
-    "time_ms", "time_ms_p10", "time_ms_p90", "reps", "flops", "tflops", "peak_mem_bytes", "scores_bytes",
-    "parity_max_abs", "evidence",
+    "variant",
+    "backend_ran",
+    "device",
+    "dtype",
+    "batch",
+    "heads",
+    "seq",
+    "head_dim",
+    "causal",
+    "status",
+    "reason",
+    "time_ms",
+    "time_ms_p10",
+    "time_ms_p90",
+    "reps",
+    "flops",
+    "tflops",
+    "peak_mem_bytes",
+    "scores_bytes",
+    "parity_max_abs",
+    "evidence",
 ]
 TIMING = {"time_ms", "time_ms_p10", "time_ms_p90", "tflops"}
 
@@ -64,7 +99,9 @@ def rows(swept: tuple[Path, str]) -> list[dict[str, str]]:
 
 
 def cell(rows: list[dict[str, str]], variant: str, seq: int, causal: bool) -> dict[str, str]:
-    (hit,) = [r for r in rows if r["variant"] == variant and r["seq"] == str(seq) and r["causal"] == str(causal).lower()]
+    (hit,) = [
+        r for r in rows if r["variant"] == variant and r["seq"] == str(seq) and r["causal"] == str(causal).lower()
+    ]
     return hit
 
 
@@ -73,7 +110,9 @@ def test_csv_has_the_columns_in_order_and_one_row_per_point_and_variant_sorted(s
     assert header == EXPECTED_COLUMNS
     expected_order = [(c, s, v) for c in ("false", "true") for s in ("64", "256") for v in VARIANTS]
     assert [(r["causal"], r["seq"], r["variant"]) for r in rows] == expected_order
-    assert {(r["device"], r["dtype"], r["batch"], r["heads"], r["head_dim"]) for r in rows} == {("cpu", "fp32", "1", "4", "64")}
+    assert {(r["device"], r["dtype"], r["batch"], r["heads"], r["head_dim"]) for r in rows} == {
+        ("cpu", "fp32", "1", "4", "64")
+    }
 
 
 def test_flops_and_scores_bytes_match_hand_computation(rows):
@@ -102,15 +141,25 @@ def test_naive_peak_memory_holds_the_scores_twice_and_grows_like_seq_squared_sdp
             naive = cell(rows, "naive", s, causal)
             # `scores * scale` allocates a second [B, H, S, S] tensor while the first is alive
             assert int(naive["peak_mem_bytes"]) >= 2 * B * H * s * s * 4
-        naive_growth = int(cell(rows, "naive", 256, causal)["peak_mem_bytes"]) / int(cell(rows, "naive", 64, causal)["peak_mem_bytes"])
-        sdpa_growth = int(cell(rows, "sdpa", 256, causal)["peak_mem_bytes"]) / int(cell(rows, "sdpa", 64, causal)["peak_mem_bytes"])
+        naive_growth = int(cell(rows, "naive", 256, causal)["peak_mem_bytes"]) / int(
+            cell(rows, "naive", 64, causal)["peak_mem_bytes"]
+        )
+        sdpa_growth = int(cell(rows, "sdpa", 256, causal)["peak_mem_bytes"]) / int(
+            cell(rows, "sdpa", 64, causal)["peak_mem_bytes"]
+        )
         assert naive_growth >= 8  # (256/64)^2 = 16 for the scores, diluted by the S-linear output
         assert sdpa_growth < naive_growth / 2
         assert int(cell(rows, "sdpa", 256, causal)["peak_mem_bytes"]) < B * H * 256 * 256 * 4  # never the scores
 
 
 def test_backend_ran_is_what_the_profiler_saw(rows):
-    expected = {"naive": "eager", "naive_inplace": "eager", "sdpa": "cpu_flash", "sdpa-math": "math", "sdpa-flash": "cpu_flash"}
+    expected = {
+        "naive": "eager",
+        "naive_inplace": "eager",
+        "sdpa": "cpu_flash",
+        "sdpa-math": "math",
+        "sdpa-flash": "cpu_flash",
+    }
     for r in rows:
         if r["variant"] in expected:
             assert r["backend_ran"] == expected[r["variant"]], r
@@ -185,10 +234,39 @@ def test_out_of_memory_under_a_cap_is_a_row_and_the_sweep_goes_on(tmp_path):
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "collectors", "sweep", "--device", "cpu", "--seq", "64", "1024", "--head-dim", "64",
-         "--dtype", "fp32", "--batch", "1", "--heads", "4", "--variants", "naive", "sdpa", "--warmup", "1",
-         "--memory-cap", str(cap), "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parent.parent)
+        [
+            sys.executable,
+            "-m",
+            "collectors",
+            "sweep",
+            "--device",
+            "cpu",
+            "--seq",
+            "64",
+            "1024",
+            "--head-dim",
+            "64",
+            "--dtype",
+            "fp32",
+            "--batch",
+            "1",
+            "--heads",
+            "4",
+            "--variants",
+            "naive",
+            "sdpa",
+            "--warmup",
+            "1",
+            "--memory-cap",
+            str(cap),
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert resource.getrlimit(resource.RLIMIT_AS) == limit_before
     _, got = read_csv(tmp_path / "sweep.csv")
@@ -204,8 +282,23 @@ def test_out_of_memory_under_a_cap_is_a_row_and_the_sweep_goes_on(tmp_path):
 
 
 def test_default_batch_and_heads_follow_flashattentions_convention(tmp_path):
-    status, _, _ = run(["--device", "cpu", "--seq", "128", "--head-dim", "64", "--dtype", "fp32", "--variants", "sdpa",
-                        "--causal", "--out", str(tmp_path)])
+    status, _, _ = run(
+        [
+            "--device",
+            "cpu",
+            "--seq",
+            "128",
+            "--head-dim",
+            "64",
+            "--dtype",
+            "fp32",
+            "--variants",
+            "sdpa",
+            "--causal",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     (row,) = read_csv(tmp_path / "sweep.csv")[1]
     assert (row["batch"], row["heads"], row["causal"]) == (str(1024 // 128), str(256 // 64), "true")
@@ -219,10 +312,18 @@ def test_help_states_the_batch_heads_convention():
     assert "max(1, T // seq)" in out and "--memory-cap" in out and "--no-causal" in out
 
 
-@pytest.mark.parametrize("bad", [
-    ["--seq", "0"], ["--dtype", "fp8"], ["--variants", "bogus"], ["--reps", "9"], ["--memory-cap", "-1"],
-    ["--device", "cuda"] if not torch.cuda.is_available() else ["--head-dim", "x"], [],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--seq", "0"],
+        ["--dtype", "fp8"],
+        ["--variants", "bogus"],
+        ["--reps", "9"],
+        ["--memory-cap", "-1"],
+        ["--device", "cuda"] if not torch.cuda.is_available() else ["--head-dim", "x"],
+        [],
+    ],
+)
 def test_bad_input_exits_2_with_one_line(bad, tmp_path):
     argv = [*bad, "--out", str(tmp_path)] if bad else []
     status, out, err = run(argv)
@@ -231,16 +332,42 @@ def test_bad_input_exits_2_with_one_line(bad, tmp_path):
 
 
 def test_bad_input_from_the_command_line_has_no_traceback(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "collectors", "sweep", "--reps", "5", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-m", "collectors", "sweep", "--reps", "5", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent.parent,
+    )
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if not line.startswith(("USDT:", "STAGE:"))]
     assert lines == ["python -m collectors sweep: error: argument --reps: must be at least 10: 5"]
 
 
 def test_flex_runs_one_tiny_point(tmp_path):
-    status, _, _ = run(["--device", "cpu", "--seq", "32", "--head-dim", "16", "--dtype", "fp32", "--batch", "1",
-                        "--heads", "1", "--variants", "flex", "--causal", "--warmup", "1", "--out", str(tmp_path)])
+    status, _, _ = run(
+        [
+            "--device",
+            "cpu",
+            "--seq",
+            "32",
+            "--head-dim",
+            "16",
+            "--dtype",
+            "fp32",
+            "--batch",
+            "1",
+            "--heads",
+            "1",
+            "--variants",
+            "flex",
+            "--causal",
+            "--warmup",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status == 0
     (row,) = read_csv(tmp_path / "sweep.csv")[1]
     if row["status"] == "unavailable":  # no C++ compiler for inductor on this machine

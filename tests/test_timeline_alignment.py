@@ -61,7 +61,9 @@ def check_outputs(base: Path, candidate: Path, tmp_path: Path) -> tuple[list[str
     md, js = tmp_path / "check.md", tmp_path / "check.json"
     cli.main(["check", "--no-store", str(base), str(candidate), "--markdown", str(md), "--json", str(js)])
     listed = re.findall(r"^\d+\. (.*)$", md.read_text(), re.M)
-    return [line for line in listed if not line.startswith("step time")], [c["text"] for c in json.loads(js.read_text())["changes"]]
+    return [line for line in listed if not line.startswith("step time")], [
+        c["text"] for c in json.loads(js.read_text())["changes"]
+    ]
 
 
 def _events(path: Path) -> list[dict]:
@@ -73,13 +75,25 @@ def _op_device(path: Path, op: str) -> list[list[dict]]:
     """Per step (in order), the device events launched inside the step's one `op` call: their
     launch call (same correlation) on the op's thread, within the op's span."""
     ev = _events(path)
-    launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    launch = {
+        e["args"]["correlation"]: e
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("ProfilerStep#"))
     out = []
     for start, end in steps:
         [call] = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] == op and start <= e["ts"] < end]
-        out.append([d for d in ev if d.get("cat") in DEVICE and (lc := launch.get(d["args"].get("correlation"))) is not None
-                    and lc["tid"] == call["tid"] and call["ts"] <= lc["ts"] <= call["ts"] + call["dur"]])
+        out.append(
+            [
+                d
+                for d in ev
+                if d.get("cat") in DEVICE
+                and (lc := launch.get(d["args"].get("correlation"))) is not None
+                and lc["tid"] == call["tid"]
+                and call["ts"] <= lc["ts"] <= call["ts"] + call["dur"]
+            ]
+        )
     return out
 
 
@@ -95,8 +109,10 @@ def test_the_h200_masked_fill_change_reads_as_check_writes_it_and_as_the_json_sa
     assert [len(m) for m in memcpys] == [1, 1, 1] and not any(d["cat"] == "gpu_memcpy" for step in after for d in step)
     size = memcpys[0][0]["args"]["bytes"]
     delta_ms = statistics.mean(sum(d["dur"] for d in b) - sum(d["dur"] for d in a) for a, b in zip(before, after)) / 1e3
-    assert shown[0] == (f"under `attention::naive_inplace`: `aten::masked_fill` (clone + copy_, {size / 1e6:.0f} MB) replaced by "
-                        f"`aten::masked_fill_`; -1 DtoD memcpy, {delta_ms:+.3g} ms a step")
+    assert shown[0] == (
+        f"under `attention::naive_inplace`: `aten::masked_fill` (clone + copy_, {size / 1e6:.0f} MB) replaced by "
+        f"`aten::masked_fill_`; -1 DtoD memcpy, {delta_ms:+.3g} ms a step"
+    )
     assert shown[0].endswith("-0.128 ms a step")
 
 
@@ -110,8 +126,10 @@ def test_the_cpu_naive_against_sdpa_lines_and_the_two_steps_alone(app, trace_of,
     at.radio(key="tl_ops_scope").set_value("the two steps shown").run()
     a, b = trace_of(base), trace_of(cand)
     assert tab_lines(at) == [describe(c) for c in op_changes(a, b, [(3, 4)])]
-    assert any("A's step 3 against B's step 4 alone (`attnscope check` matches A's step 3 with B's step 3)" in c.value
-               for c in at.caption)
+    assert any(
+        "A's step 3 against B's step 4 alone (`attnscope check` matches A's step 3 with B's step 3)" in c.value
+        for c in at.caption
+    )
 
 
 def test_b_opens_on_the_step_check_matches_with_as(app, trace_of):
@@ -120,8 +138,10 @@ def test_b_opens_on_the_step_check_matches_with_as(app, trace_of):
 
     a_path, b_path = H200 / "naive.json.gz", H200 / "sdpa.json.gz"
     at = app({"run": ["h200/naive", "h200/sdpa"], "a": "h200/naive", "b": "h200/sdpa"})
-    numbers = [sorted((e["ts"], int(e["name"].split("#")[1])) for e in _events(p) if e["name"].startswith("ProfilerStep#"))
-               for p in (a_path, b_path)]
+    numbers = [
+        sorted((e["ts"], int(e["name"].split("#")[1])) for e in _events(p) if e["name"].startswith("ProfilerStep#"))
+        for p in (a_path, b_path)
+    ]
     step_a = representative_step(trace_of(a_path))  # A's default: the step closest to the median
     index = [n for _, n in numbers[0]].index(step_a)
     assert at.selectbox(key="tl_step_a").value == step_a

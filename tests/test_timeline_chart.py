@@ -23,7 +23,8 @@ def _bars(panel: dict) -> list[tuple]:
     return [
         (panel["lanes"][lane], start, dur, family, panel["names"][name], merged)
         for lane, start, dur, family, name, merged in zip(
-            panel["lane"], panel["start"], panel["dur"], panel["family"], panel["name"], panel["merged"])
+            panel["lane"], panel["start"], panel["dur"], panel["family"], panel["name"], panel["merged"]
+        )
     ]
 
 
@@ -36,7 +37,9 @@ def test_every_event_of_the_step_is_one_bar_in_its_lane_sorted_for_the_hit_test(
     data = charts.timeline_data(tl, other, "A", "B")
     assert json.dumps(data) == json.dumps(charts.timeline_data(tl, other, "A", "B"))  # deterministic
     families = [f["name"] for f in data["families"]]
-    assert families == sorted(families, key=lambda f: (charts.FAMILY_ORDER.index(f) if f in charts.FAMILY_ORDER else 99, f))
+    assert families == sorted(
+        families, key=lambda f: (charts.FAMILY_ORDER.index(f) if f in charts.FAMILY_ORDER else 99, f)
+    )
     assert all(f["color"] == charts.family_color(f["name"]) for f in data["families"])
     for panel, frame, label in zip(data["panels"], (tl, other), "AB"):
         assert panel["title"] == f"{label}: {frame.height:,} events"
@@ -46,12 +49,23 @@ def test_every_event_of_the_step_is_one_bar_in_its_lane_sorted_for_the_hit_test(
         # the same events, bar for bar (times to the ns)
         got = sorted((lane, start, dur, families[f], name) for lane, start, dur, f, name, merged in _bars(panel))
         expect = sorted(
-            (row["lane"], round(row["start_us"], 3), round(max(row["end_us"] - row["start_us"], 0.0), 3), row["family"], row["name"])
+            (
+                row["lane"],
+                round(row["start_us"], 3),
+                round(max(row["end_us"] - row["start_us"], 0.0), 3),
+                row["family"],
+                row["name"],
+            )
             for row in frame.iter_rows(named=True)
         )
         assert len(got) == len(expect)
         for g, e in zip(got, expect):
-            assert g[0] == e[0] and g[3:] == e[3:] and abs(g[1] - e[1]) <= 1e-9 * max(1, abs(e[1])) and abs(g[2] - e[2]) <= 2e-3
+            assert (
+                g[0] == e[0]
+                and g[3:] == e[3:]
+                and abs(g[1] - e[1]) <= 1e-9 * max(1, abs(e[1]))
+                and abs(g[2] - e[2]) <= 2e-3
+            )
         # the browser's binary search: lane indices ascend, starts ascend within a lane
         keys = list(zip(panel["lane"], panel["start"]))
         assert keys == sorted(keys)

@@ -28,9 +28,20 @@ class Client:
     def call(self, method: str, query: str, chunks: list[bytes] = (), length: int | None = None, cut: bool = False):
         chunks = list(chunks)
         headers = [] if length is None else [(b"content-length", str(length).encode())]
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-                 "path": uploads.ROUTE, "raw_path": uploads.ROUTE.encode(), "query_string": query.encode(), "root_path": "",
-                 "headers": headers, "server": ("test", 80), "client": ("test", 1)}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": uploads.ROUTE,
+            "raw_path": uploads.ROUTE.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": headers,
+            "server": ("test", 80),
+            "client": ("test", 1),
+        }
         sent: list[dict] = []
 
         async def receive():
@@ -92,7 +103,9 @@ def test_a_declared_length_over_the_limit_is_refused_before_the_body_is_read(reg
 def test_a_body_longer_than_the_limit_without_a_length_stops_and_leaves_nothing(registry, monkeypatch):
     monkeypatch.setattr(uploads, "BUFFER", 10)
     ticket = registry.session_ticket("s1", None)
-    status, body = Client(registry, limit=100).call("PUT", f"ticket={ticket}&name=big.json", [b"x" * 60, b"x" * 60, b"x" * 60])
+    status, body = Client(registry, limit=100).call(
+        "PUT", f"ticket={ticket}&name=big.json", [b"x" * 60, b"x" * 60, b"x" * 60]
+    )
     assert (status, body["error"]) == (413, "big.json: more than 100 bytes, the upload limit; not kept")
     assert files_in(registry) == [] and registry.files == {}
 
@@ -105,8 +118,15 @@ def test_a_client_that_goes_away_mid_upload_leaves_nothing(registry, monkeypatch
     assert files_in(registry) == [] and registry.files == {}
 
 
-@pytest.mark.parametrize(("raw", "kept"), [("../../etc/run.json", "run.json"), ("C:\\Users\\me\\t.json.gz", "t.json.gz"),
-                                           ("a\x00b\n.json", "ab.json"), ("x" * 300 + ".json", ("x" * 300)[:255])])
+@pytest.mark.parametrize(
+    ("raw", "kept"),
+    [
+        ("../../etc/run.json", "run.json"),
+        ("C:\\Users\\me\\t.json.gz", "t.json.gz"),
+        ("a\x00b\n.json", "ab.json"),
+        ("x" * 300 + ".json", ("x" * 300)[:255]),
+    ],
+)
 def test_names_lose_folders_and_control_characters(raw, kept):
     if kept.endswith((".json", ".gz")):
         assert uploads.clean_name(raw) == kept
@@ -118,8 +138,14 @@ def test_names_lose_folders_and_control_characters(raw, kept):
 def test_a_file_that_is_not_json_or_gzip_or_has_no_name_is_refused(registry):
     ticket = registry.session_ticket("s1", None)
     client = Client(registry)
-    assert client.call("PUT", f"ticket={ticket}&name=notes.txt", [b"hi"], 2) == (415, {"error": "notes.txt: not a .json or .json.gz file"})
-    assert client.call("PUT", f"ticket={ticket}&name=%2F", [b"hi"], 2) == (400, {"error": "the upload has no file name"})
+    assert client.call("PUT", f"ticket={ticket}&name=notes.txt", [b"hi"], 2) == (
+        415,
+        {"error": "notes.txt: not a .json or .json.gz file"},
+    )
+    assert client.call("PUT", f"ticket={ticket}&name=%2F", [b"hi"], 2) == (
+        400,
+        {"error": "the upload has no file name"},
+    )
     assert files_in(registry) == []
 
 
@@ -146,7 +172,9 @@ def test_the_sweep_deletes_the_files_and_tickets_of_ended_sessions_only(registry
     ids = {}
     for session, size in (("gone", 300), ("gone", 20), ("open", 7)):
         ticket = registry.session_ticket(session, None)
-        ids.setdefault(session, []).append(client.call("PUT", f"ticket={ticket}&name=a.json", [b"x" * size], size)[1]["id"])
+        ids.setdefault(session, []).append(
+            client.call("PUT", f"ticket={ticket}&name=a.json", [b"x" * size], size)[1]["id"]
+        )
     assert registry.sweep(lambda session: session == "open") == 320
     assert files_in(registry) == ids["open"]
     assert set(registry.tickets.values()) == {"open"}
@@ -213,22 +241,28 @@ def test_an_upload_that_would_fill_the_disk_is_refused_unread(registry, monkeypa
     from collections import namedtuple
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(uploads.shutil, "disk_usage", lambda path: usage(10**12, 10**12 - (uploads.DISK_RESERVE + 1000), uploads.DISK_RESERVE + 1000))
+    monkeypatch.setattr(
+        uploads.shutil,
+        "disk_usage",
+        lambda path: usage(10**12, 10**12 - (uploads.DISK_RESERVE + 1000), uploads.DISK_RESERVE + 1000),
+    )
     ticket = registry.session_ticket("s1", None)
     client = Client(registry, limit=10**9)
     assert client.call("PUT", f"ticket={ticket}&name=fits.json", [b"x" * 1000], 1000)[0] == 200
     status, body = client.call("PUT", f"ticket={ticket}&name=big.json", [b"x" * 1001], 1001)
     free = uploads.DISK_RESERVE + 1000
-    assert (status, body["error"]) == (507, f"big.json: 1,001 bytes would leave the server's disk with less than 256 MiB free "
-                                            f"({free:,} bytes free); not read")
+    assert (status, body["error"]) == (
+        507,
+        f"big.json: 1,001 bytes would leave the server's disk with less than 256 MiB free "
+        f"({free:,} bytes free); not read",
+    )
     assert client.received == 1  # only the first upload's body was read
 
 
 def _big_enough_to_read_while_arriving(monkeypatch) -> bytes:
     import gzip
 
-    from dashboard.engine import load
-    from dashboard.engine.load import arrival as load_arrival, slices as load_slices
+    from dashboard.engine.load import slices as load_slices
 
     monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 20)
     monkeypatch.setattr(load_slices, "SLICE_BYTES", 1 << 20)
@@ -263,8 +297,7 @@ def test_a_large_upload_is_parsed_as_it_arrives_and_load_trace_takes_that_trace(
 
 
 def test_an_upload_removed_or_cut_off_lets_go_of_its_early_parse(registry, monkeypatch):
-    from dashboard.engine import load
-    from dashboard.engine.load import arrival as load_arrival, slices as load_slices
+    from dashboard.engine.load import arrival as load_arrival
 
     data = _big_enough_to_read_while_arriving(monkeypatch)
     ticket = registry.session_ticket("s1", None)
@@ -273,6 +306,10 @@ def test_an_upload_removed_or_cut_off_lets_go_of_its_early_parse(registry, monke
     upload = registry.get(body["id"], "s1")
     early = load_arrival._ARRIVALS[str(upload.path)]
     assert registry.remove(upload.id, "s1")
-    assert str(upload.path) not in load_arrival._ARRIVALS and early.result() is None  # nothing kept for a file that is gone
-    status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks[:50], len(data), cut=True)
+    assert (
+        str(upload.path) not in load_arrival._ARRIVALS and early.result() is None
+    )  # nothing kept for a file that is gone
+    status, body = Client(registry, limit=len(data)).call(
+        "PUT", f"ticket={ticket}&name=run.json", chunks[:50], len(data), cut=True
+    )
     assert status == 400 and load_arrival._ARRIVALS == {} and files_in(registry) == []

@@ -46,8 +46,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
-    from dashboard.engine.analysis import TraceAnalysis
-    from dashboard.engine.load import TraceError, load_trace
-    from dashboard.engine.memory import memory_peak, memory_peaks
-    from dashboard.engine.model import Trace
-    from dashboard.engine.summary import summarize
+    from dashboard.engine.analysis import TraceAnalysis  # noqa: F401
+    from dashboard.engine.load import TraceError, load_trace  # noqa: F401
+    from dashboard.engine.memory import memory_peak, memory_peaks  # noqa: F401
+    from dashboard.engine.model import Trace  # noqa: F401
+    from dashboard.engine.summary import summarize  # noqa: F401

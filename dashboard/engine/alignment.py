@@ -97,8 +97,14 @@ def top_ops(trace: Trace) -> pl.DataFrame:
         scope[found] = names[safe[found]]
         todo = live & ~found
         cur = np.where(todo, parent[safe], -1)
-    base = ops.select("step", "id", pl.col("name").cast(pl.String).alias("op"), pl.Series("scope", scope.tolist(), dtype=pl.String),
-                      "ts_ns", "dur_ns")
+    base = ops.select(
+        "step",
+        "id",
+        pl.col("name").cast(pl.String).alias("op"),
+        pl.Series("scope", scope.tolist(), dtype=pl.String),
+        "ts_ns",
+        "dur_ns",
+    )
     work = work_events(trace).filter(pl.col("step").is_not_null())
     holder_of = ev["launch"].gather(work["id"]).fill_null(-1).to_numpy() if trace.has_gpu else work["id"].to_numpy()
     held = np.where(holder_of >= 0, outermost_op(np.clip(holder_of, 0, n - 1)), -1)
@@ -107,24 +113,38 @@ def top_ops(trace: Trace) -> pl.DataFrame:
     work = work.with_columns(pl.Series("order", np.where(holder_of >= 0, launch_ts, work["ts_ns"].to_numpy())))
     units = (
         work.sort("order", "ts_ns")
-        .with_columns(pl.struct("name", "cat").map_elements(lambda r: _unit(r["name"], str(r["cat"])), return_dtype=pl.String).alias("unit"))
+        .with_columns(
+            pl.struct("name", "cat")
+            .map_elements(lambda r: _unit(r["name"], str(r["cat"])), return_dtype=pl.String)
+            .alias("unit")
+        )
         .group_by("top", maintain_order=True)
         .agg(pl.col("name").alias("units"), pl.col("unit").alias("kinds"), pl.col("dur_ns").sum().alias("work_ns"))
     )
     copies = copies_in_steps(trace)
     if copies.height:
-        holder = ev["launch"].gather(copies["id"]).fill_null(-1).to_numpy() if trace.has_gpu else copies["id"].to_numpy()
+        holder = (
+            ev["launch"].gather(copies["id"]).fill_null(-1).to_numpy() if trace.has_gpu else copies["id"].to_numpy()
+        )
         holder = np.where(holder >= 0, holder, copies["id"].to_numpy())
         copies = copies.with_columns(
             pl.Series("top", outermost_op(holder)),
-            pl.col("op_chain").list.slice(1).list.eval(pl.element().str.replace("^aten::", "")).list.join(" + ").alias("line"),
+            pl.col("op_chain")
+            .list.slice(1)
+            .list.eval(pl.element().str.replace("^aten::", ""))
+            .list.join(" + ")
+            .alias("line"),
         ).with_columns(pl.when(pl.col("line") == "").then(pl.col("kind")).otherwise(pl.col("line")).alias("line"))
         # group_by without maintain_order hands its groups back in any order: lines in a fixed order
         # (first copy's position) keep the answer byte-identical from run to run
         copy_rows = copies.group_by("top", "line", maintain_order=True).agg(pl.col("bytes").sum().alias("bytes"))
-        copy_lines = copy_rows.group_by("top", maintain_order=True).agg(pl.col("line").alias("copy_lines"), pl.col("bytes").alias("copy_bytes"))
+        copy_lines = copy_rows.group_by("top", maintain_order=True).agg(
+            pl.col("line").alias("copy_lines"), pl.col("bytes").alias("copy_bytes")
+        )
     else:
-        copy_lines = pl.DataFrame(schema={"top": pl.Int64, "copy_lines": pl.List(pl.String), "copy_bytes": pl.List(pl.Int64)})
+        copy_lines = pl.DataFrame(
+            schema={"top": pl.Int64, "copy_lines": pl.List(pl.String), "copy_bytes": pl.List(pl.Int64)}
+        )
     return (
         base.join(units, left_on="id", right_on="top", how="left", maintain_order="left")
         .join(copy_lines, left_on="id", right_on="top", how="left", maintain_order="left")
@@ -223,7 +243,15 @@ def _op_changes(base: Trace, candidate: Trace, pairs: list[tuple[int, int]]) -> 
 
 
 def _bytes(n: float) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB" if n >= 1e3 else f"{n:.0f} B"
+    return (
+        f"{n / 1e9:.2f} GB"
+        if n >= 1e9
+        else f"{n / 1e6:.0f} MB"
+        if n >= 1e6
+        else f"{n / 1e3:.0f} kB"
+        if n >= 1e3
+        else f"{n:.0f} B"
+    )
 
 
 def _plain(text: str) -> str:
@@ -234,11 +262,20 @@ def _code(text: str) -> str:
     return f"`{text}`"
 
 
-def _ops(ops: tuple[str, ...], copies: dict[str, float], code: Callable[[str], str], plain: Callable[[str], str],
-         limit: int = 4) -> str:
-    shown = plain(", ").join(code(op) for op in ops[:limit]) + (plain(f" and {len(ops) - limit} more") if len(ops) > limit else "")
+def _ops(
+    ops: tuple[str, ...],
+    copies: dict[str, float],
+    code: Callable[[str], str],
+    plain: Callable[[str], str],
+    limit: int = 4,
+) -> str:
+    shown = plain(", ").join(code(op) for op in ops[:limit]) + (
+        plain(f" and {len(ops) - limit} more") if len(ops) > limit else ""
+    )
     if copies:
-        shown += plain(" (" + "; ".join(f"{line}, {_bytes(size)}" if size else line for line, size in copies.items()) + ")")
+        shown += plain(
+            " (" + "; ".join(f"{line}, {_bytes(size)}" if size else line for line, size in copies.items()) + ")"
+        )
     return shown
 
 

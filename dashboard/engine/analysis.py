@@ -47,8 +47,9 @@ class TraceAnalysis:
         else 4 GiB); a larger one raises TraceError, as does a file that is not a trace.
     """
 
-    def __init__(self, trace: str | os.PathLike | bytes | Trace, name: str | None = None,
-                 max_json_bytes: int | None = None) -> None:
+    def __init__(
+        self, trace: str | os.PathLike | bytes | Trace, name: str | None = None, max_json_bytes: int | None = None
+    ) -> None:
         from dashboard.engine.model import Trace
 
         if isinstance(trace, Trace):
@@ -59,7 +60,9 @@ class TraceAnalysis:
             self.trace = load_trace(trace, name=name, max_json_bytes=max_json_bytes)
 
     def __repr__(self) -> str:
-        return f"TraceAnalysis({self.trace.source!r}: {self.trace.steps.height} steps, {self.trace.events.height} events)"
+        return (
+            f"TraceAnalysis({self.trace.source!r}: {self.trace.steps.height} steps, {self.trace.events.height} events)"
+        )
 
     @property
     def has_gpu(self) -> bool:
@@ -135,8 +138,9 @@ class TraceAnalysis:
 
         return fallback(requested_backend(self.trace), self.backends().backends)
 
-    def efficiency(self, per: Literal["call", "step"] = "call",
-                   peak: DevicePeak | Mapping[str, float] | None = None) -> pl.DataFrame:
+    def efficiency(
+        self, per: Literal["call", "step"] = "call", peak: DevicePeak | Mapping[str, float] | None = None
+    ) -> pl.DataFrame:
         """Attention against the device's roofline.
         per='call': one row per (op, kernel, shape, device) group of attention calls: count,
             mean_us, flops, bytes, tflops, tbps, intensity, peak_tflops, roofline_tflops,

@@ -38,19 +38,47 @@ BASELINE = "naive"
 # Columns each file must have to be read; more are kept.
 REQUIRED: dict[str, tuple[str, ...]] = {
     "sweep.csv": (
-        "variant", "backend_ran", "device", "dtype", "batch", "heads", "seq", "head_dim", "causal", "status",
-        "reason", "time_ms", "time_ms_p10", "time_ms_p90", "tflops", "peak_mem_bytes",
+        "variant",
+        "backend_ran",
+        "device",
+        "dtype",
+        "batch",
+        "heads",
+        "seq",
+        "head_dim",
+        "causal",
+        "status",
+        "reason",
+        "time_ms",
+        "time_ms_p10",
+        "time_ms_p90",
+        "tflops",
+        "peak_mem_bytes",
     ),
     "dispatch.csv": ("dtype", "head_dim", "mask", "gqa", "backend_ran", "kernel", "refusals"),
     "e2e.csv": (
-        "variant", "phase", "step_ms", "attention_ms", "attention_share", "speedup_vs_naive",
+        "variant",
+        "phase",
+        "step_ms",
+        "attention_ms",
+        "attention_share",
+        "speedup_vs_naive",
         "amdahl_predicted_speedup",
     ),
     "serve.csv": ("variant", "tokens", "padding_waste", "tokens_per_s", "usd_per_1m_tokens"),
 }
 _NUMERIC = {
-    "sweep.csv": ("batch", "heads", "seq", "head_dim", "time_ms", "time_ms_p10", "time_ms_p90", "tflops",
-                  "peak_mem_bytes"),
+    "sweep.csv": (
+        "batch",
+        "heads",
+        "seq",
+        "head_dim",
+        "time_ms",
+        "time_ms_p10",
+        "time_ms_p90",
+        "tflops",
+        "peak_mem_bytes",
+    ),
     "dispatch.csv": ("head_dim",),
     "e2e.csv": ("step_ms", "attention_ms", "attention_share", "speedup_vs_naive", "amdahl_predicted_speedup"),
     "serve.csv": ("tokens", "padding_waste", "tokens_per_s", "usd_per_1m_tokens"),
@@ -203,19 +231,29 @@ def crossovers(sweep: pl.DataFrame) -> pl.DataFrame:
         seqs = part["seq"].to_list()
         speed = part["speedup"].to_list()
         faster_from, crossing = _crossing(seqs, speed)
-        rows.append({
-            **dict(zip([*GROUP, "variant"], key)),
-            "points": len(seqs),
-            "faster_from_seq": faster_from,
-            "crossover_seq": crossing,
-            "speedup_at_min_seq": speed[0],
-            "speedup_at_max_seq": speed[-1],
-            "max_seq": seqs[-1],
-        })
+        rows.append(
+            {
+                **dict(zip([*GROUP, "variant"], key)),
+                "points": len(seqs),
+                "faster_from_seq": faster_from,
+                "crossover_seq": crossing,
+                "speedup_at_min_seq": speed[0],
+                "speedup_at_max_seq": speed[-1],
+                "max_seq": seqs[-1],
+            }
+        )
     schema = {
-        "device": pl.String, "dtype": pl.String, "head_dim": pl.Int64, "causal": pl.Boolean, "variant": pl.String,
-        "points": pl.Int64, "faster_from_seq": pl.Int64, "crossover_seq": pl.Float64,
-        "speedup_at_min_seq": pl.Float64, "speedup_at_max_seq": pl.Float64, "max_seq": pl.Int64,
+        "device": pl.String,
+        "dtype": pl.String,
+        "head_dim": pl.Int64,
+        "causal": pl.Boolean,
+        "variant": pl.String,
+        "points": pl.Int64,
+        "faster_from_seq": pl.Int64,
+        "crossover_seq": pl.Float64,
+        "speedup_at_min_seq": pl.Float64,
+        "speedup_at_max_seq": pl.Float64,
+        "max_seq": pl.Int64,
     }
     if not rows:
         return pl.DataFrame(schema=schema)
@@ -250,9 +288,17 @@ def memory_growth(sweep: pl.DataFrame) -> pl.DataFrame:
     the variant ran out of memory (null when it never did).
     """
     schema = {
-        "device": pl.String, "dtype": pl.String, "head_dim": pl.Int64, "causal": pl.Boolean, "variant": pl.String,
-        "points": pl.Int64, "exponent": pl.Float64, "max_seq": pl.Int64, "peak_at_max_seq": pl.Float64,
-        "naive_ratio": pl.Float64, "oom_from_seq": pl.Int64,
+        "device": pl.String,
+        "dtype": pl.String,
+        "head_dim": pl.Int64,
+        "causal": pl.Boolean,
+        "variant": pl.String,
+        "points": pl.Int64,
+        "exponent": pl.Float64,
+        "max_seq": pl.Int64,
+        "peak_at_max_seq": pl.Float64,
+        "naive_ratio": pl.Float64,
+        "oom_from_seq": pl.Int64,
     }
     ok = sweep.filter(pl.col("status") == STATUS_OK, pl.col("peak_mem_bytes").is_not_null())
     base = {
@@ -275,19 +321,23 @@ def memory_growth(sweep: pl.DataFrame) -> pl.DataFrame:
             at = max(common)
             mine = peaks[seqs.index(at)]
             ratio = naive[at] / mine if mine else None
-        rows.append({
-            **dict(zip([*GROUP, "variant"], key)),
-            "points": len(seqs),
-            "exponent": _slope(seqs, per_sequence),
-            "max_seq": seqs[-1],
-            "peak_at_max_seq": float(peaks[-1]),
-            "naive_ratio": ratio,
-            "oom_from_seq": ooms.get(tuple(key)),
-        })
+        rows.append(
+            {
+                **dict(zip([*GROUP, "variant"], key)),
+                "points": len(seqs),
+                "exponent": _slope(seqs, per_sequence),
+                "max_seq": seqs[-1],
+                "peak_at_max_seq": float(peaks[-1]),
+                "naive_ratio": ratio,
+                "oom_from_seq": ooms.get(tuple(key)),
+            }
+        )
     if not rows:
         return pl.DataFrame(schema=schema)
-    return pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None).select(list(schema)).sort(
-        [*GROUP, "variant"]
+    return (
+        pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
+        .select(list(schema))
+        .sort([*GROUP, "variant"])
     )
 
 

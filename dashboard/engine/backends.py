@@ -6,7 +6,6 @@ only the names in the trace tell. One trace can hold several backends.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -17,14 +16,19 @@ import polars as pl
 from dashboard.engine.columns import series
 from dashboard.engine.model import Trace, names_in, per_trace
 from dashboard.engine.kernels import family_of
-from dashboard.engine.names import parse
+
 # The attention-backend table lives in rules.py (kernels reads it too); re-exported here.
 from dashboard.engine.rules import (  # noqa: F401
-    BACKEND_NAMES, BACKEND_TABLE, AttentionBackend, attention_backend, is_fused_attention,
+    BACKEND_NAMES,
+    BACKEND_TABLE,
+    AttentionBackend,
+    attention_backend,
+    is_fused_attention,
 )
 
 
 from dashboard.engine.constants import BACKENDS  # noqa: E402,F401  (re-exported; defined light for the CLI's --help)
+
 # What the collectors write as backend_requested when no one backend was forced.
 NOT_FORCED = ("default", "eager", "none")
 SDPA_OP = r"^aten::(scaled_dot_product_attention|_scaled_dot_product_)"
@@ -36,7 +40,11 @@ INDUCTOR_SOFTMAX = r"(cpp|triton)_\w*fused\w*softmax"
 
 
 LAUNCH_SCHEMA: dict[str, pl.DataType] = {
-    "backend": pl.String, "kernel": pl.String, "op": pl.String, "launch": pl.String, "count": pl.Int64,
+    "backend": pl.String,
+    "kernel": pl.String,
+    "op": pl.String,
+    "launch": pl.String,
+    "count": pl.Int64,
 }
 
 
@@ -189,14 +197,22 @@ def _eager_evidence(trace: Trace) -> list[str]:
     ops = (
         trace.events.lazy()
         .filter((pl.col("cat") == "cpu_op") & pl.col("name").cast(pl.String).str.contains(pattern))
-        .select("id", "parent", pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String),
-                pl.col("name").cast(pl.String), pl.col("input_dims").cast(pl.String),
-                pl.col("concrete_inputs").cast(pl.String))
+        .select(
+            "id",
+            "parent",
+            pl.col("pid").cast(pl.String),
+            pl.col("tid").cast(pl.String),
+            pl.col("name").cast(pl.String),
+            pl.col("input_dims").cast(pl.String),
+            pl.col("concrete_inputs").cast(pl.String),
+        )
         .collect()
     )
     parent = trace.events["parent"].fill_null(-1).to_numpy()
-    kinds = {i: ("sdpa" if re.search(SDPA_OP, n) else "softmax" if re.search(EAGER_SOFTMAX, n) else "matmul")
-             for i, n in zip(ops["id"].to_list(), ops["name"].to_list())}
+    kinds = {
+        i: ("sdpa" if re.search(SDPA_OP, n) else "softmax" if re.search(EAGER_SOFTMAX, n) else "matmul")
+        for i, n in zip(ops["id"].to_list(), ops["name"].to_list())
+    }
 
     def ancestors(node: int):
         node = int(parent[node])
@@ -208,8 +224,12 @@ def _eager_evidence(trace: Trace) -> list[str]:
     found = 0
     for _, lane in ops.group_by("pid", "tid", maintain_order=True):
         steps = []  # (kind, id, name, dims, concrete) in time order, outside SDPA, outermost softmax only
-        for i, name, dims, concrete in zip(lane["id"].to_list(), lane["name"].to_list(),
-                                           lane["input_dims"].to_list(), lane["concrete_inputs"].to_list()):
+        for i, name, dims, concrete in zip(
+            lane["id"].to_list(),
+            lane["name"].to_list(),
+            lane["input_dims"].to_list(),
+            lane["concrete_inputs"].to_list(),
+        ):
             kind = kinds[i]
             if kind == "sdpa":
                 continue
@@ -233,8 +253,9 @@ def _eager_evidence(trace: Trace) -> list[str]:
                     continue  # inside the softmax
                 after.append(steps[k])
             # a matmul-like op and the one it calls (aten::matmul > aten::bmm): the outer one is named
-            before = [op for op in before if not any(o[1] in set(ancestors(op[1])) for o in before)] + \
-                [op for op in before if any(o[1] in set(ancestors(op[1])) for o in before)]
+            before = [op for op in before if not any(o[1] in set(ancestors(op[1])) for o in before)] + [
+                op for op in before if any(o[1] in set(ancestors(op[1])) for o in before)
+            ]
             chain = _chain(sname, sdims, sconcrete, before, after)
             if chain:
                 found += 1
@@ -286,7 +307,7 @@ def _operands(name: str, dims: list | None, concrete: list | None) -> tuple[list
         pair = [_shape(d) for d in flat[:2]]
     else:
         start = 1 if name == "aten::baddbmm" else 0
-        pair = [_shape(d) for d in dims[start:start + 2]]
+        pair = [_shape(d) for d in dims[start : start + 2]]
     if len(pair) != 2 or pair[0] is None or pair[1] is None:
         return None
     return pair[0], pair[1]
@@ -332,8 +353,13 @@ def _applies(name: str, dims: list | None, concrete: list | None, scores: list[i
     a, b = pair
     if name == "aten::einsum":
         eq = _einsum_equation(concrete)
-        return (eq is not None and len(eq[0]) == len(a) and _same_matrix(a, scores)
-                and eq[0][-1] in eq[1] and eq[0][-1] not in eq[2])
+        return (
+            eq is not None
+            and len(eq[0]) == len(a)
+            and _same_matrix(a, scores)
+            and eq[0][-1] in eq[1]
+            and eq[0][-1] not in eq[2]
+        )
     return _same_matrix(a, scores) and len(b) >= 2 and b[-2] == scores[-1]
 
 
@@ -341,8 +367,9 @@ def _text(dims: list[int] | None) -> str:
     return str(list(dims)) if dims is not None else "?"
 
 
-def _chain(softmax: str, sdims: list | None, sconcrete: list | None,
-           before: list[tuple], after: list[tuple]) -> list[str]:
+def _chain(
+    softmax: str, sdims: list | None, sconcrete: list | None, before: list[tuple], after: list[tuple]
+) -> list[str]:
     """The evidence of one matmul -> softmax -> matmul chain around a softmax, or [] when none.
     before: the matmul-like ops since the previous softmax, nearest first; after: those up to the
     next softmax, in order (tuples: kind, id, name, dims, concrete)."""
@@ -355,8 +382,10 @@ def _chain(softmax: str, sdims: list | None, sconcrete: list | None,
     dim = sconcrete[1] if sconcrete and len(sconcrete) > 1 else ""
     if len(scores) < 2 or (dim not in ("", None) and str(dim) not in ("-1", str(len(scores) - 1))):
         return []
-    first = next((op for op in before if (out := _product_shape(op[2], op[3], op[4])) is not None
-                  and _same_matrix(out, scores)), None)
+    first = next(
+        (op for op in before if (out := _product_shape(op[2], op[3], op[4])) is not None and _same_matrix(out, scores)),
+        None,
+    )
     second = next((op for op in after if _applies(op[2], op[3], op[4], scores)), None)
     if first is None or second is None:
         return []
@@ -383,7 +412,9 @@ def fallback(requested: str | None, detected: list[str]) -> bool:
     # the math path, compiled, not a fallback.
     # The hub's kernels are FlashAttention's own: a hub run whose op names were lost still shows them.
     aliases = {
-        "flash": {"flash", "cpu_flash"}, "cpu_flash": {"cpu_flash", "flash"}, "math": {"math", "inductor"},
+        "flash": {"flash", "cpu_flash"},
+        "cpu_flash": {"cpu_flash", "flash"},
+        "math": {"math", "inductor"},
         "hub": {"hub", "flash-attn"},
     }
     wanted = aliases.get(requested, {requested})

@@ -58,13 +58,22 @@ class TimeVerdict:
     why: str
 
 
-def ratio_interval(base: np.ndarray, candidate: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED,
-                   confidence: float = CONFIDENCE) -> RatioInterval:
+def ratio_interval(
+    base: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> RatioInterval:
     """Percentile bootstrap interval of median(candidate) / median(base) over per-step times (any
     one unit). Each run's steps are resampled on their own; the same seed gives the same interval."""
     base = np.asarray(base, dtype=np.float64)
     candidate = np.asarray(candidate, dtype=np.float64)
-    b_med, c_med = float(np.median(base)) if base.size else math.nan, float(np.median(candidate)) if candidate.size else math.nan
+    b_med, c_med = (
+        float(np.median(base)) if base.size else math.nan,
+        float(np.median(candidate)) if candidate.size else math.nan,
+    )
     ratio = c_med / b_med if b_med > 0 else math.nan
     if base.size == 0 or candidate.size == 0 or not b_med > 0:
         return RatioInterval(ratio, math.nan, math.nan, b_med, c_med, int(base.size), int(candidate.size))
@@ -88,7 +97,9 @@ def _relative_spread(values: np.ndarray) -> float:
     return 1.4826 * float(np.median(np.abs(values - med))) / med if med > 0 else 0.0
 
 
-def steps_needed(base: np.ndarray, candidate: np.ndarray, threshold: float, confidence: float = CONFIDENCE) -> int | None:
+def steps_needed(
+    base: np.ndarray, candidate: np.ndarray, threshold: float, confidence: float = CONFIDENCE
+) -> int | None:
     """About how many steps of each run would put the interval on one side of `threshold` at the
     runs' present spread: n >= (z x 1.2533)^2 (cv_b^2 + cv_c^2) / log(ratio / threshold)^2, at
     least MIN_STEPS. None when the median ratio equals the threshold (no number of steps settles it)."""
@@ -107,23 +118,56 @@ def steps_needed(base: np.ndarray, candidate: np.ndarray, threshold: float, conf
 
 def _normal_quantile(p: float) -> float:
     """The standard normal's p-quantile (Acklam's rational approximation, |error| < 1.2e-9)."""
-    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
-    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01, -1.328068155288572e01)
-    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
+    a = (
+        -3.969683028665376e01,
+        2.209460984245205e02,
+        -2.759285104469687e02,
+        1.383577518672690e02,
+        -3.066479806614716e01,
+        2.506628277459239e00,
+    )
+    b = (
+        -5.447609879822406e01,
+        1.615858368580409e02,
+        -1.556989798598866e02,
+        6.680131188771972e01,
+        -1.328068155288572e01,
+    )
+    c = (
+        -7.784894002430293e-03,
+        -3.223964580411365e-01,
+        -2.400758277161838e00,
+        -2.549732539343734e00,
+        4.374664141464968e00,
+        2.938163982698783e00,
+    )
     d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
     lo = 0.02425
     if p < lo:
         q = math.sqrt(-2 * math.log(p))
-        return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+        return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / (
+            (((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1
+        )
     if p > 1 - lo:
         return -_normal_quantile(1 - p)
     q = p - 0.5
     r = q * q
-    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+    return (
+        (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5])
+        * q
+        / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+    )
 
 
-def time_verdict(base: np.ndarray, candidate: np.ndarray, max_slowdown_pct: float = 0.0, *, resamples: int = RESAMPLES,
-                 seed: int = SEED, confidence: float = CONFIDENCE) -> TimeVerdict:
+def time_verdict(
+    base: np.ndarray,
+    candidate: np.ndarray,
+    max_slowdown_pct: float = 0.0,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> TimeVerdict:
     """The verdict on per-step times of two runs against an allowed slowdown in percent (see
     TimeVerdict for the four outcomes)."""
     iv = ratio_interval(base, candidate, resamples=resamples, seed=seed, confidence=confidence)
@@ -132,11 +176,18 @@ def time_verdict(base: np.ndarray, candidate: np.ndarray, max_slowdown_pct: floa
     pct = f"{confidence:.0%}"
     if fewest < MIN_STEPS:
         need = steps_needed(base, candidate, threshold, confidence) if fewest else None
-        return TimeVerdict(iv, threshold, "inconclusive", max(need or MIN_STEPS, MIN_STEPS),
-                           f"{fewest} step{'s' if fewest != 1 else ''} in a run: a verdict needs at least {MIN_STEPS} of each")
+        return TimeVerdict(
+            iv,
+            threshold,
+            "inconclusive",
+            max(need or MIN_STEPS, MIN_STEPS),
+            f"{fewest} step{'s' if fewest != 1 else ''} in a run: a verdict needs at least {MIN_STEPS} of each",
+        )
     if not math.isfinite(iv.low) or not math.isfinite(iv.high):
         return TimeVerdict(iv, threshold, "inconclusive", None, "the baseline's median step time is zero")
-    span = f"{pct} interval of the ratio [{iv.low:.3f}, {iv.high:.3f}] over {iv.base_steps} + {iv.candidate_steps} steps"
+    span = (
+        f"{pct} interval of the ratio [{iv.low:.3f}, {iv.high:.3f}] over {iv.base_steps} + {iv.candidate_steps} steps"
+    )
     if iv.low > threshold:
         return TimeVerdict(iv, threshold, "regression", None, f"{span} lies past {threshold:.3f}")
     if iv.high < 1.0:

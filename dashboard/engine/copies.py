@@ -25,21 +25,63 @@ from dashboard.engine.rules import KV_CACHE_WRITE_KERNELS, is_collective_op, is_
 # copy is the call's own work, not one an op made behind the user's back. docs/design.md lists them.
 REQUESTED_COPY_OPS = frozenset(
     {
-        "aten::copy_", "aten::copy", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::to",
-        "aten::_to_copy", "aten::clone", "aten::contiguous", "aten::_local_scalar_dense", "aten::item",
-        "aten::cpu", "aten::cuda", "aten::lift_fresh", "aten::lift_fresh_copy", "aten::cat", "aten::_cat",
-        "aten::concat", "aten::concatenate", "aten::stack", "aten::hstack", "aten::vstack", "aten::index_copy",
-        "aten::index_copy_", "aten::pin_memory", "aten::_pin_memory", "aten::to_dense", "aten::repeat",
-        "aten::tile", "aten::tensor", "aten::scalar_tensor", "aten::new_tensor", "aten::detach_copy",
-        "aten::_foreach_copy_", "aten::_foreach_copy",
+        "aten::copy_",
+        "aten::copy",
+        "aten::_copy_from",
+        "aten::_copy_from_and_resize",
+        "aten::to",
+        "aten::_to_copy",
+        "aten::clone",
+        "aten::contiguous",
+        "aten::_local_scalar_dense",
+        "aten::item",
+        "aten::cpu",
+        "aten::cuda",
+        "aten::lift_fresh",
+        "aten::lift_fresh_copy",
+        "aten::cat",
+        "aten::_cat",
+        "aten::concat",
+        "aten::concatenate",
+        "aten::stack",
+        "aten::hstack",
+        "aten::vstack",
+        "aten::index_copy",
+        "aten::index_copy_",
+        "aten::pin_memory",
+        "aten::_pin_memory",
+        "aten::to_dense",
+        "aten::repeat",
+        "aten::tile",
+        "aten::tensor",
+        "aten::scalar_tensor",
+        "aten::new_tensor",
+        "aten::detach_copy",
+        "aten::_foreach_copy_",
+        "aten::_foreach_copy",
         # explicit conversions and paddings the model's code calls (their copy is the call's whole job)
-        "aten::type_as", "aten::double", "aten::float", "aten::half", "aten::bfloat16", "aten::int", "aten::long",
-        "aten::pad", "aten::_pad_enum", "aten::constant_pad_nd", "aten::_pad_circular",
-        "aten::reflection_pad1d", "aten::reflection_pad2d", "aten::reflection_pad3d",
-        "aten::replication_pad1d", "aten::replication_pad2d", "aten::replication_pad3d",
-        "aten::repeat_interleave", "aten::narrow_copy",
+        "aten::type_as",
+        "aten::double",
+        "aten::float",
+        "aten::half",
+        "aten::bfloat16",
+        "aten::int",
+        "aten::long",
+        "aten::pad",
+        "aten::_pad_enum",
+        "aten::constant_pad_nd",
+        "aten::_pad_circular",
+        "aten::reflection_pad1d",
+        "aten::reflection_pad2d",
+        "aten::reflection_pad3d",
+        "aten::replication_pad1d",
+        "aten::replication_pad2d",
+        "aten::replication_pad3d",
+        "aten::repeat_interleave",
+        "aten::narrow_copy",
         # DDP's bucketing: flattening gradients into one buffer is the op's whole job
-        "aten::flatten_dense_tensors", "aten::unflatten_dense_tensors",
+        "aten::flatten_dense_tensors",
+        "aten::unflatten_dense_tensors",
     }
 )
 # Functionalization's *_copy ops (aten::view_copy, aten::permute_copy, ...) copy by name.
@@ -64,13 +106,34 @@ ANNOTATION = re.compile(r"^[^:]*[.#( ][^:]*$")
 # op rows (rules.is_collective_op, a user's rows first).
 
 # The classes, in the order they are decided (the first that applies wins), with the reason.
-HIDDEN, REQUESTED, AUTOGRAD, COMMUNICATION, UNATTRIBUTED = "hidden", "requested", "autograd", "communication", "unattributed"
+HIDDEN, REQUESTED, AUTOGRAD, COMMUNICATION, UNATTRIBUTED = (
+    "hidden",
+    "requested",
+    "autograd",
+    "communication",
+    "unattributed",
+)
 COPY_CLASSES: tuple[tuple[str, str], ...] = (
-    (COMMUNICATION, "an op of the chain is a collective or its staging (c10d::, nccl:, DDP's reducer): the copy is part of communication"),
-    (AUTOGRAD, "the chain runs inside the autograd engine (a *Backward node, AccumulateGrad): gradient work the user's code did not call"),
-    (REQUESTED, "the origin's job is to move data (to, copy_, clone, contiguous, cat, stack, ...) or the chain reads a value back (item)"),
-    (HIDDEN, "the origin is an op that does not ask for a copy (masked_fill > clone > copy_, layer_norm > contiguous > clone)"),
-    (UNATTRIBUTED, "no op holds the launch, or only wrappers do (a compiled region's own kernel, a copy outside any op)"),
+    (
+        COMMUNICATION,
+        "an op of the chain is a collective or its staging (c10d::, nccl:, DDP's reducer): the copy is part of communication",
+    ),
+    (
+        AUTOGRAD,
+        "the chain runs inside the autograd engine (a *Backward node, AccumulateGrad): gradient work the user's code did not call",
+    ),
+    (
+        REQUESTED,
+        "the origin's job is to move data (to, copy_, clone, contiguous, cat, stack, ...) or the chain reads a value back (item)",
+    ),
+    (
+        HIDDEN,
+        "the origin is an op that does not ask for a copy (masked_fill > clone > copy_, layer_norm > contiguous > clone)",
+    ),
+    (
+        UNATTRIBUTED,
+        "no op holds the launch, or only wrappers do (a compiled region's own kernel, a copy outside any op)",
+    ),
 )
 # A kernel is a copy when its family is 'copy' (kernels.FAMILY_RULES: the one rule for what a kernel
 # is): PyTorch's elementwise launcher running a copy functor, torch._foreach_copy_'s Copy functor
@@ -82,15 +145,37 @@ CHAIN_SEP = "\x1f"
 
 # Element sizes for Input type strings as torch.profiler writes them.
 DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
-    "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
-    "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "int": 4,
+    "short int": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
 }
 
 COPY_COLUMNS = {
-    "id": pl.Int64, "step": pl.Int64, "kind": pl.String, "name": pl.String, "ts_ns": pl.Int64,
-    "dur_ns": pl.Int64, "bytes": pl.Int64, "gbps": pl.Float64, "device": pl.Int64, "stream": pl.Int64,
-    "op_chain": pl.List(pl.String), "origin": pl.String, "copy_class": pl.String, "hidden": pl.Boolean,
+    "id": pl.Int64,
+    "step": pl.Int64,
+    "kind": pl.String,
+    "name": pl.String,
+    "ts_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "bytes": pl.Int64,
+    "gbps": pl.Float64,
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "op_chain": pl.List(pl.String),
+    "origin": pl.String,
+    "copy_class": pl.String,
+    "hidden": pl.Boolean,
 }
 
 
@@ -108,7 +193,11 @@ def classify_chain(chain: list[str]) -> tuple[str | None, str]:
         return origin, AUTOGRAD
     if origin is None:
         return None, UNATTRIBUTED
-    if origin in REQUESTED_COPY_OPS or REQUESTED_COPY_SUFFIX.search(origin) or any(name in SCALAR_READS for name in chain):
+    if (
+        origin in REQUESTED_COPY_OPS
+        or REQUESTED_COPY_SUFFIX.search(origin)
+        or any(name in SCALAR_READS for name in chain)
+    ):
         return origin, REQUESTED
     return origin, HIDDEN
 
@@ -122,10 +211,12 @@ def copies(trace: Trace) -> pl.DataFrame:
     ev = trace.events
     if trace.has_gpu:
         found = ev.filter(
-            (pl.col("cat") == "gpu_memcpy")
-            | ((pl.col("cat") == "kernel") & (family_expr(pl.col("name")) == "copy"))
+            (pl.col("cat") == "gpu_memcpy") | ((pl.col("cat") == "kernel") & (family_expr(pl.col("name")) == "copy"))
         ).with_columns(
-            pl.when(pl.col("cat") == "gpu_memcpy").then(pl.col("kind").cast(pl.String)).otherwise(pl.lit("kernel")).alias("kind"),
+            pl.when(pl.col("cat") == "gpu_memcpy")
+            .then(pl.col("kind").cast(pl.String))
+            .otherwise(pl.lit("kernel"))
+            .alias("kind"),
             pl.col("launch").alias("anchor"),
         )
     else:
@@ -141,12 +232,18 @@ def copies(trace: Trace) -> pl.DataFrame:
     verdicts = {chain: classify_chain(chain.split(CHAIN_SEP) if chain else []) for chain in set(joined)}
     cache_write = [name is not None and is_kv_cache_write(name) for name in found["name"].cast(pl.String).to_list()]
     found = found.with_columns(
-        pl.Series("op_chain", joined, dtype=pl.String).str.split(CHAIN_SEP).list.eval(pl.element().filter(pl.element() != "")),
+        pl.Series("op_chain", joined, dtype=pl.String)
+        .str.split(CHAIN_SEP)
+        .list.eval(pl.element().filter(pl.element() != "")),
         pl.Series("origin", [verdicts[chain][0] for chain in joined], dtype=pl.String),
-        pl.Series("copy_class", [
-            REQUESTED if kv and verdicts[chain][1] in (HIDDEN, UNATTRIBUTED) else verdicts[chain][1]
-            for chain, kv in zip(joined, cache_write)
-        ], dtype=pl.String),
+        pl.Series(
+            "copy_class",
+            [
+                REQUESTED if kv and verdicts[chain][1] in (HIDDEN, UNATTRIBUTED) else verdicts[chain][1]
+                for chain, kv in zip(joined, cache_write)
+            ],
+            dtype=pl.String,
+        ),
     )
     found = _fill_bytes_from_shapes(trace, found, paths, names)
     # Only a 0-dim source converted by aten::to/_to_copy (`scores * 0.125`) is a scalar conversion;
@@ -154,9 +251,19 @@ def copies(trace: Trace) -> pl.DataFrame:
     converts = pl.col("op_chain").list.eval(pl.element().is_in(["aten::to", "aten::_to_copy"])).list.any()
     found = found.filter(~(pl.col("scalar") & converts & (pl.col("cat") != "gpu_memcpy")))
     return found.select(
-        "id", "step", "kind", pl.col("name").cast(pl.String), "ts_ns", "dur_ns", "bytes",
+        "id",
+        "step",
+        "kind",
+        pl.col("name").cast(pl.String),
+        "ts_ns",
+        "dur_ns",
+        "bytes",
         pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None).alias("gbps"),
-        "device", "stream", "op_chain", "origin", "copy_class",
+        "device",
+        "stream",
+        "op_chain",
+        "origin",
+        "copy_class",
         (pl.col("copy_class") == HIDDEN).alias("hidden"),
     )
 
@@ -193,7 +300,9 @@ def _names_of(trace: Trace, ids: set[int]) -> dict[int, str]:
     return dict(zip(order, trace.events["name"].gather(order).cast(pl.String).to_list()))
 
 
-def _fill_bytes_from_shapes(trace: Trace, found: pl.DataFrame, paths: list[list[int]], names: dict[int, str]) -> pl.DataFrame:
+def _fill_bytes_from_shapes(
+    trace: Trace, found: pl.DataFrame, paths: list[list[int]], names: dict[int, str]
+) -> pl.DataFrame:
     """Bytes for copies that carry none (copy kernels, CPU copies), from the innermost
     aten::copy_'s Input Dims and Input type when shapes were recorded; and mark scalar copies."""
     inner = [next((node for node in reversed(path) if names[node] == "aten::copy_"), None) for path in paths]
@@ -251,7 +360,17 @@ def copy_summary(table: pl.DataFrame) -> pl.DataFrame:
     """Copies grouped by kind and op chain: kind, op_chain, copy_class, hidden, count, bytes
     (summed), dur_ns. Hidden first, then by count; ties in a fixed order (kind, chain)."""
     if table.height == 0:
-        return pl.DataFrame(schema={"kind": pl.String, "op_chain": pl.List(pl.String), "copy_class": pl.String, "hidden": pl.Boolean, "count": pl.UInt32, "bytes": pl.Int64, "dur_ns": pl.Int64})
+        return pl.DataFrame(
+            schema={
+                "kind": pl.String,
+                "op_chain": pl.List(pl.String),
+                "copy_class": pl.String,
+                "hidden": pl.Boolean,
+                "count": pl.UInt32,
+                "bytes": pl.Int64,
+                "dur_ns": pl.Int64,
+            }
+        )
     return (
         table.group_by("kind", "op_chain", "copy_class", "hidden")
         .agg(
@@ -261,9 +380,14 @@ def copy_summary(table: pl.DataFrame) -> pl.DataFrame:
             pl.col("dur_ns").sum().alias("dur_ns"),
         )
         .sort(
-            [pl.col("hidden"), pl.col("count"), pl.col("kind"), pl.col("op_chain").list.join(CHAIN_SEP), pl.col("copy_class")],
+            [
+                pl.col("hidden"),
+                pl.col("count"),
+                pl.col("kind"),
+                pl.col("op_chain").list.join(CHAIN_SEP),
+                pl.col("copy_class"),
+            ],
             descending=[True, True, False, False, False],
             nulls_last=True,
         )
     )
-

@@ -36,20 +36,17 @@ def timeline(trace: Trace, step: int) -> pl.DataFrame:
         .then(pl.format("GPU {} stream {}", pl.col("device").fill_null(0), pl.col("stream").fill_null(0)))
         .otherwise(pl.format("CPU {} depth {}", pl.col("tid"), pl.col("depth")))
     )
-    return (
-        in_step.select(
-            lane.alias("lane"),
-            pl.when(gpu).then(pl.lit("gpu")).otherwise(pl.lit("cpu")).alias("lane_kind"),
-            pl.col("name").cast(pl.String),
-            family_expr(pl.col("name"), pl.col("cat")).alias("family"),
-            ((pl.col("ts_ns") - start) / 1000.0).alias("start_us"),
-            ((pl.col("ts_ns") + pl.col("dur_ns") - start) / 1000.0).alias("end_us"),
-            (pl.col("dur_ns") / 1000.0).alias("dur_us"),
-            pl.col("cat").cast(pl.String),
-            "id",
-        )
-        .sort("lane_kind", "lane", "start_us", descending=[True, False, False])
-    )
+    return in_step.select(
+        lane.alias("lane"),
+        pl.when(gpu).then(pl.lit("gpu")).otherwise(pl.lit("cpu")).alias("lane_kind"),
+        pl.col("name").cast(pl.String),
+        family_expr(pl.col("name"), pl.col("cat")).alias("family"),
+        ((pl.col("ts_ns") - start) / 1000.0).alias("start_us"),
+        ((pl.col("ts_ns") + pl.col("dur_ns") - start) / 1000.0).alias("end_us"),
+        (pl.col("dur_ns") / 1000.0).alias("dur_us"),
+        pl.col("cat").cast(pl.String),
+        "id",
+    ).sort("lane_kind", "lane", "start_us", descending=[True, False, False])
 
 
 def work_sequence(trace: Trace, step: int) -> pl.DataFrame:
@@ -64,7 +61,8 @@ def work_sequence(trace: Trace, step: int) -> pl.DataFrame:
     # against every event (two joins over the 910 MB trace's 2.2 million events took 0.16 s a step)
     launch = ev["launch"].gather(work["id"])
     work = work.with_columns(
-        launch.alias("launch"), ev["correlation"].gather(work["id"]).alias("correlation"),
+        launch.alias("launch"),
+        ev["correlation"].gather(work["id"]).alias("correlation"),
         ev["ts_ns"].gather(launch).alias("launch_ts"),
     )
     return (
@@ -85,12 +83,44 @@ def sequence_diff(a: Trace, step_a: int, b: Trace, step_b: int) -> pl.DataFrame:
         for k in range(max(i2 - i1, j2 - j1)):
             i, j = i1 + k, j1 + k
             in_a, in_b = i < i2, j < j2
-            rows.append({"op": op if in_a and in_b else ("delete" if in_a else "insert"), "a_pos": i if in_a else None, "b_pos": j if in_b else None})
+            rows.append(
+                {
+                    "op": op if in_a and in_b else ("delete" if in_a else "insert"),
+                    "a_pos": i if in_a else None,
+                    "b_pos": j if in_b else None,
+                }
+            )
     aligned = pl.DataFrame(rows, schema={"op": pl.String, "a_pos": pl.Int64, "b_pos": pl.Int64})
     return (
-        aligned.join(sa.rename({"pos": "a_pos", "name": "a_name", "family": "a_family", "dur_ns": "a_dur_ns", "stream": "a_stream"}), on="a_pos", how="left", maintain_order="left")
-        .join(sb.rename({"pos": "b_pos", "name": "b_name", "family": "b_family", "dur_ns": "b_dur_ns", "stream": "b_stream"}), on="b_pos", how="left", maintain_order="left")
-        .select("op", "a_pos", "a_name", "a_family", "a_dur_ns", "a_stream", "b_pos", "b_name", "b_family", "b_dur_ns", "b_stream")
+        aligned.join(
+            sa.rename(
+                {"pos": "a_pos", "name": "a_name", "family": "a_family", "dur_ns": "a_dur_ns", "stream": "a_stream"}
+            ),
+            on="a_pos",
+            how="left",
+            maintain_order="left",
+        )
+        .join(
+            sb.rename(
+                {"pos": "b_pos", "name": "b_name", "family": "b_family", "dur_ns": "b_dur_ns", "stream": "b_stream"}
+            ),
+            on="b_pos",
+            how="left",
+            maintain_order="left",
+        )
+        .select(
+            "op",
+            "a_pos",
+            "a_name",
+            "a_family",
+            "a_dur_ns",
+            "a_stream",
+            "b_pos",
+            "b_name",
+            "b_family",
+            "b_dur_ns",
+            "b_stream",
+        )
     )
 
 
@@ -113,7 +143,7 @@ def aligned_opcodes(a: list[str], b: list[str], window: int = DIFF_WINDOW) -> li
     while tail < short - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
         tail += 1
     out: list[tuple[str, int, int, int, int]] = [("equal", 0, head, 0, head)] if head else []
-    for op, i1, i2, j1, j2 in _windowed_opcodes(a[head:len(a) - tail], b[head:len(b) - tail], window):
+    for op, i1, i2, j1, j2 in _windowed_opcodes(a[head : len(a) - tail], b[head : len(b) - tail], window):
         if op == "equal" and out and out[-1][0] == "equal" and (out[-1][2], out[-1][4]) == (head + i1, head + j1):
             out[-1] = ("equal", out[-1][1], head + i2, out[-1][3], head + j2)
         else:
@@ -147,9 +177,13 @@ def _windowed_opcodes(a: list[str], b: list[str], window: int) -> list[tuple[str
         keep = None
         probe = min(PROBE, window)
         if probe < window:  # a small window first; the full one when it does not get back in step
-            ops = SequenceMatcher(a=a[i:i + probe], b=b[j:j + probe], autojunk=False).get_opcodes()
+            ops = SequenceMatcher(a=a[i : i + probe], b=b[j : j + probe], autojunk=False).get_opcodes()
             op, _, i2, _, j2 = ops[-1]
-            if op == "equal" and i2 - ops[-1][1] >= RESYNC and (i + i2 == min(i + probe, len(a)) or j + j2 == min(j + probe, len(b))):
+            if (
+                op == "equal"
+                and i2 - ops[-1][1] >= RESYNC
+                and (i + i2 == min(i + probe, len(a)) or j + j2 == min(j + probe, len(b)))
+            ):
                 keep = ops
         if keep is None:
             a_end, b_end = min(i + window, len(a)), min(j + window, len(b))
@@ -170,9 +204,12 @@ def _windowed_opcodes(a: list[str], b: list[str], window: int) -> list[tuple[str
 
 def family_time_diff(a: Trace, step_a: int, b: Trace, step_b: int) -> pl.DataFrame:
     """Time by kernel family in the two steps: family, a_count, a_ns, b_count, b_ns, delta_ns."""
+
     def by_family(t: Trace, step: int, side: str) -> pl.DataFrame:
-        return work_sequence(t, step).group_by("family").agg(
-            pl.len().alias(f"{side}_count"), pl.col("dur_ns").sum().alias(f"{side}_ns")
+        return (
+            work_sequence(t, step)
+            .group_by("family")
+            .agg(pl.len().alias(f"{side}_count"), pl.col("dur_ns").sum().alias(f"{side}_ns"))
         )
 
     return (
@@ -233,12 +270,18 @@ def _changes(base: pl.DataFrame, other: pl.DataFrame, keys: list[str]) -> pl.Dat
     ratio = pl.col("other_mean_ns") / pl.col("base_mean_ns")
     moved = (pl.col("other_ns_per_step") - pl.col("base_ns_per_step")).abs() >= NOISE_NS
     change = (
-        pl.when(pl.col("base_per_step") == 0).then(pl.lit("added"))
-        .when(pl.col("other_per_step") == 0).then(pl.lit("removed"))
-        .when(pl.col("other_per_step") > pl.col("base_per_step")).then(pl.lit("more"))
-        .when(pl.col("other_per_step") < pl.col("base_per_step")).then(pl.lit("fewer"))
-        .when((ratio > SLOWER) & moved).then(pl.lit("slower"))
-        .when((ratio < FASTER) & moved).then(pl.lit("faster"))
+        pl.when(pl.col("base_per_step") == 0)
+        .then(pl.lit("added"))
+        .when(pl.col("other_per_step") == 0)
+        .then(pl.lit("removed"))
+        .when(pl.col("other_per_step") > pl.col("base_per_step"))
+        .then(pl.lit("more"))
+        .when(pl.col("other_per_step") < pl.col("base_per_step"))
+        .then(pl.lit("fewer"))
+        .when((ratio > SLOWER) & moved)
+        .then(pl.lit("slower"))
+        .when((ratio < FASTER) & moved)
+        .then(pl.lit("faster"))
         .otherwise(pl.lit("same"))
     )
     return (
@@ -252,8 +295,16 @@ def _changes(base: pl.DataFrame, other: pl.DataFrame, keys: list[str]) -> pl.Dat
             descending=[True, True] + [False] * len(keys),
         )
         .select(
-            *keys, "change", "base_per_step", "other_per_step", "delta_per_step",
-            "base_ns_per_step", "other_ns_per_step", "delta_ns_per_step", "base_mean_ns", "other_mean_ns",
+            *keys,
+            "change",
+            "base_per_step",
+            "other_per_step",
+            "delta_per_step",
+            "base_ns_per_step",
+            "other_ns_per_step",
+            "delta_ns_per_step",
+            "base_mean_ns",
+            "other_mean_ns",
         )
     )
 
@@ -268,7 +319,9 @@ def _base_names(names: pl.Series) -> pl.Series:
     return names.replace_strict(mapping, default=None, return_dtype=pl.String)
 
 
-def kernel_diff(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None, by: str = "name") -> pl.DataFrame:
+def kernel_diff(
+    base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None, by: str = "name"
+) -> pl.DataFrame:
     """Units of device work of `other` against `base`, ranked by their effect on step time:
     name, family, change (see CHANGES: 'slower' / 'faster' need the mean off by more than 5% and
     the time per step by at least NOISE_NS; the views, reports and `compare` read this column), base_per_step, other_per_step, delta_per_step,
@@ -336,8 +389,10 @@ def readings(base: Trace, other: Trace, step_base: int | None = None, step_other
     kind, why = relation(base, other)
     besides = differences(base, other)
     if kind == DIFFERENT:
-        lines.append(f"different workload ({why}): these are not one code change, and no speedup is set"
-                     + (f"; besides the code: {'; '.join(besides)}" if besides else ""))
+        lines.append(
+            f"different workload ({why}): these are not one code change, and no speedup is set"
+            + (f"; besides the code: {'; '.join(besides)}" if besides else "")
+        )
     elif besides:
         lines.append(f"besides the code: {'; '.join(besides)}")
 
@@ -371,9 +426,19 @@ def readings(base: Trace, other: Trace, step_base: int | None = None, step_other
         for side, t in (("base", base), ("other", other))
     }
     for copy_class in sorted(classes["other"] - classes["base"]):
-        count = copies(other).filter(pl.col("step").is_in(list(steps["other"])) & (pl.col("copy_class") == copy_class)).height
-        lines.append(f"new copy class: {copy_class} ({count / max(len(steps['other']), 1):.4g} per step, none in the baseline)")
+        count = (
+            copies(other)
+            .filter(pl.col("step").is_in(list(steps["other"])) & (pl.col("copy_class") == copy_class))
+            .height
+        )
+        lines.append(
+            f"new copy class: {copy_class} ({count / max(len(steps['other']), 1):.4g} per step, none in the baseline)"
+        )
     for copy_class in sorted(classes["base"] - classes["other"]):
-        count = copies(base).filter(pl.col("step").is_in(list(steps["base"])) & (pl.col("copy_class") == copy_class)).height
-        lines.append(f"copy class gone: {copy_class} ({count / max(len(steps['base']), 1):.4g} per step in the baseline, none in the run)")
+        count = (
+            copies(base).filter(pl.col("step").is_in(list(steps["base"])) & (pl.col("copy_class") == copy_class)).height
+        )
+        lines.append(
+            f"copy class gone: {copy_class} ({count / max(len(steps['base']), 1):.4g} per step in the baseline, none in the run)"
+        )
     return lines

@@ -45,8 +45,13 @@ LSE_BYTES = 4  # the log-sum-exp is fp32 in every backend that writes it
 
 # Input type as torch.profiler writes it -> (peak column of peaks.PEAK_TABLE, bytes per element).
 DTYPES: dict[str, tuple[str, int]] = {
-    "float": ("fp32", 4), "c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "double": ("fp64", 8),
-    "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1), "c10::Float8_e4m3fnuz": ("fp8", 1),
+    "float": ("fp32", 4),
+    "c10::BFloat16": ("bf16", 2),
+    "c10::Half": ("fp16", 2),
+    "double": ("fp64", 8),
+    "c10::Float8_e4m3fn": ("fp8", 1),
+    "c10::Float8_e5m2": ("fp8", 1),
+    "c10::Float8_e4m3fnuz": ("fp8", 1),
     "c10::Float8_e5m2fnuz": ("fp8", 1),
 }
 # Collector dtype strings (collectors write torch dtype names without the prefix).
@@ -54,6 +59,7 @@ COLLECTOR_DTYPES = {"float32": "float", "bfloat16": "c10::BFloat16", "float16": 
 
 
 # --- the formulas -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Work:
@@ -80,9 +86,18 @@ def score_pairs(sq: int, sk: int, causal: bool, align: str = TOP_LEFT) -> int:
 
 
 def attention_work(
-    seqs: Sequence[tuple[int, int]], heads_q: int, heads_kv: int, head_dim: int, head_dim_v: int | None = None,
-    *, causal: bool = False, align: str = TOP_LEFT, elem_bytes: int = 2, lse: bool = False,
-    backward: bool = False, extra_bytes: int = 0,
+    seqs: Sequence[tuple[int, int]],
+    heads_q: int,
+    heads_kv: int,
+    head_dim: int,
+    head_dim_v: int | None = None,
+    *,
+    causal: bool = False,
+    align: str = TOP_LEFT,
+    elem_bytes: int = 2,
+    lse: bool = False,
+    backward: bool = False,
+    extra_bytes: int = 0,
 ) -> Work:
     """FLOPs and minimum bytes of one attention call over sequences given as (query length, key
     length) pairs (a batch of B equal sequences is B equal pairs; a varlen batch its own lengths).
@@ -103,6 +118,7 @@ def attention_work(
 
 
 # --- reading shapes from ops --------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class OpReader:
@@ -147,29 +163,112 @@ OP_READERS: tuple[OpReader, ...] = (
     OpReader(r"^aten::_scaled_dot_product_efficient_attention$", "BHSD", 0, causal=6, lse=4, mask=3),
     OpReader(r"^aten::_scaled_dot_product_cudnn_attention$", "BHSD", 0, causal=6, lse=4, mask=3),
     OpReader(r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", "BHSD", 0, causal=5, mask=3),
-    OpReader(r"^aten::_flash_attention_forward$", "BSHD", 0, causal=8, lse=True, cu_q=3, max_q=5, max_k=6, window=(11, 12)),
-    OpReader(r"^aten::_efficient_attention_forward$", "BSHD", 0, causal=None, mask_type=9, lse=10, mask=3, cu_q=4, max_q=6, max_k=7),
+    OpReader(
+        r"^aten::_flash_attention_forward$", "BSHD", 0, causal=8, lse=True, cu_q=3, max_q=5, max_k=6, window=(11, 12)
+    ),
+    OpReader(
+        r"^aten::_efficient_attention_forward$",
+        "BSHD",
+        0,
+        causal=None,
+        mask_type=9,
+        lse=10,
+        mask=3,
+        cu_q=4,
+        max_q=6,
+        max_k=7,
+    ),
     OpReader(r"^aten::_scaled_dot_product_flash_attention_backward$", "BHSD", 1, causal=11, backward=True),
     OpReader(r"^aten::_scaled_dot_product_flash_attention_for_cpu_backward$", "BHSD", 1, causal=7, backward=True),
     OpReader(r"^aten::_scaled_dot_product_efficient_attention_backward$", "BHSD", 1, causal=11, mask=4, backward=True),
     OpReader(r"^aten::_scaled_dot_product_cudnn_attention_backward$", "BHSD", 1, causal=14, mask=8, backward=True),
-    OpReader(r"^aten::_flash_attention_backward$", "BSHD", 1, causal=11, cu_q=6, max_q=8, max_k=9, window=(15, 16), backward=True),
-    OpReader(r"^aten::_efficient_attention_backward$", "BSHD", 1, causal=None, mask_type=14, mask=4, cu_q=6, max_q=8, max_k=9, backward=True),
-    OpReader(r"^flash_attn(_3)?::_flash_attn_forward$", "BSHD", 0, causal=5, align=BOTTOM_RIGHT, lse=True, window=(6, 7)),
-    OpReader(r"^flash_attn(_3)?::_flash_attn_varlen_forward$", "BSHD", 0, causal=9, align=BOTTOM_RIGHT, lse=True,
-             cu_q=3, max_q=5, max_k=6, window=(10, 11)),
-    OpReader(r"^flash_attn(_3)?::_flash_attn_backward$", "BSHD", 1, causal=11, align=BOTTOM_RIGHT, window=(12, 13), backward=True),
-    OpReader(r"^flash_attn(_3)?::_flash_attn_varlen_backward$", "BSHD", 1, causal=15, align=BOTTOM_RIGHT,
-             cu_q=9, max_q=11, max_k=12, window=(16, 17), backward=True),
+    OpReader(
+        r"^aten::_flash_attention_backward$",
+        "BSHD",
+        1,
+        causal=11,
+        cu_q=6,
+        max_q=8,
+        max_k=9,
+        window=(15, 16),
+        backward=True,
+    ),
+    OpReader(
+        r"^aten::_efficient_attention_backward$",
+        "BSHD",
+        1,
+        causal=None,
+        mask_type=14,
+        mask=4,
+        cu_q=6,
+        max_q=8,
+        max_k=9,
+        backward=True,
+    ),
+    OpReader(
+        r"^flash_attn(_3)?::_flash_attn_forward$", "BSHD", 0, causal=5, align=BOTTOM_RIGHT, lse=True, window=(6, 7)
+    ),
+    OpReader(
+        r"^flash_attn(_3)?::_flash_attn_varlen_forward$",
+        "BSHD",
+        0,
+        causal=9,
+        align=BOTTOM_RIGHT,
+        lse=True,
+        cu_q=3,
+        max_q=5,
+        max_k=6,
+        window=(10, 11),
+    ),
+    OpReader(
+        r"^flash_attn(_3)?::_flash_attn_backward$",
+        "BSHD",
+        1,
+        causal=11,
+        align=BOTTOM_RIGHT,
+        window=(12, 13),
+        backward=True,
+    ),
+    OpReader(
+        r"^flash_attn(_3)?::_flash_attn_varlen_backward$",
+        "BSHD",
+        1,
+        causal=15,
+        align=BOTTOM_RIGHT,
+        cu_q=9,
+        max_q=11,
+        max_k=12,
+        window=(16, 17),
+        backward=True,
+    ),
     OpReader(r"^_flash_attn\w*::fwd$", "BSHD", 0, causal=7, align=BOTTOM_RIGHT, lse=True, window=(8, 9)),
-    OpReader(r"^_flash_attn\w*::varlen_fwd$", "BSHD", 0, causal=15, align=BOTTOM_RIGHT, lse=True, cu_q=4, max_q=10, max_k=11,
-             window=(16, 17)),
+    OpReader(
+        r"^_flash_attn\w*::varlen_fwd$",
+        "BSHD",
+        0,
+        causal=15,
+        align=BOTTOM_RIGHT,
+        lse=True,
+        cu_q=4,
+        max_q=10,
+        max_k=11,
+        window=(16, 17),
+    ),
     OpReader(r"^_flash_attn\w*::bwd$", "BSHD", 1, causal=12, align=BOTTOM_RIGHT, window=(13, 14), backward=True),
     # xFormers' own ops (xformers/csrc/attention/attention.cpp): query, key, value, attn_bias,
     # seqstart_q, seqstart_k, max_seqlen_q, dropout_p, compute_logsumexp, custom_mask_type, ...;
     # [batch, seq, heads, dim] like aten::_efficient_attention_forward, whose kernels they share.
-    OpReader(r"^xformers::efficient_attention_forward_(cutlass|ck)$", "BSHD", 0, causal=None, mask_type=9, lse=8, mask=3,
-             cu_q=4, max_q=6),
+    OpReader(
+        r"^xformers::efficient_attention_forward_(cutlass|ck)$",
+        "BSHD",
+        0,
+        causal=None,
+        mask_type=9,
+        lse=8,
+        mask=3,
+        cu_q=4,
+        max_q=6,
+    ),
     # Serving frameworks' attention-layer ops (see OpReader.serving): vLLM's
     # unified_attention(query, key, value, layer_name) and unified_attention_with_output(query, key,
     # value, output, layer_name, ...) take [tokens, heads, head_dim] (vllm/attention/layer.py views
@@ -258,13 +357,23 @@ class AttentionShape:
     def work(self) -> Work:
         if self.pairs is not None:  # a serving step: read Q, each request's K and V once, write O
             flops = 2 * self.heads_q * self.pairs * (self.head_dim + self.head_dim_v)
-            moved = self.elem_bytes * (self.sq * self.heads_q * (self.head_dim + self.head_dim_v)
-                                       + self.sk * self.heads_kv * (self.head_dim + self.head_dim_v))
+            moved = self.elem_bytes * (
+                self.sq * self.heads_q * (self.head_dim + self.head_dim_v)
+                + self.sk * self.heads_kv * (self.head_dim + self.head_dim_v)
+            )
             return Work(flops, moved)
         # one sequence's work times the batch: the same sums, without a list of `batch` pairs
         one = attention_work(
-            [(self.sq, self.sk)], self.heads_q, self.heads_kv, self.head_dim, self.head_dim_v,
-            causal=self.causal, align=self.align, elem_bytes=self.elem_bytes, lse=self.lse, backward=self.backward,
+            [(self.sq, self.sk)],
+            self.heads_q,
+            self.heads_kv,
+            self.head_dim,
+            self.head_dim_v,
+            causal=self.causal,
+            align=self.align,
+            elem_bytes=self.elem_bytes,
+            lse=self.lse,
+            backward=self.backward,
         )
         return Work(one.flops * self.batch, one.bytes * self.batch + self.mask_bytes)
 
@@ -274,8 +383,10 @@ class AttentionShape:
         heads = f"H={self.heads_q}" if self.heads_q == self.heads_kv else f"Hq={self.heads_q} Hkv={self.heads_kv}"
         dims = f"D={self.head_dim}" if self.head_dim == self.head_dim_v else f"D={self.head_dim} Dv={self.head_dim_v}"
         if self.pairs is not None:
-            return (f"{self.requests} requests: {self.sq} query tokens over {self.sk} keys, {self.pairs} causal pairs "
-                    f"(step annotation) {heads} {dims} {dt}")
+            return (
+                f"{self.requests} requests: {self.sq} query tokens over {self.sk} keys, {self.pairs} causal pairs "
+                f"(step annotation) {heads} {dims} {dt}"
+            )
         return f"B={self.batch} {heads} Sq={self.sq} Sk={self.sk} {dims} {dt} {mask}"
 
 
@@ -325,8 +436,12 @@ def _sizes(value: Any) -> list[int] | None:
 
 
 def read_shape(
-    name: str, dims_json: str | None, types_json: str | None, concrete_json: str | None = None,
-    causal_hint: bool | None = None, step: ServingBatch | None = None,
+    name: str,
+    dims_json: str | None,
+    types_json: str | None,
+    concrete_json: str | None = None,
+    causal_hint: bool | None = None,
+    step: ServingBatch | None = None,
 ) -> AttentionShape | str:
     """The AttentionShape of one op from its Input Dims / Input type / Concrete Inputs (raw JSON
     text), or a reason string when they do not determine it. causal_hint: is_causal learnt
@@ -350,7 +465,11 @@ def read_shape(
     if reader.serving:
         return _serving_shape(name, q, k, v, dtype, step)
     mask_dims, mask_type = _sizes(_nth(dims, reader.mask)), _nth(types, reader.mask)
-    mask_bytes = math.prod(mask_dims) * DTYPES.get(mask_type if isinstance(mask_type, str) else "", ("", 1))[1] if mask_dims else 0
+    mask_bytes = (
+        math.prod(mask_dims) * DTYPES.get(mask_type if isinstance(mask_type, str) else "", ("", 1))[1]
+        if mask_dims
+        else 0
+    )
     causal, align = _causal(reader, concrete, causal_hint)
     if mask_bytes:
         causal = False
@@ -365,16 +484,18 @@ def read_shape(
     if isinstance(geometry, str):
         return geometry
     batch, sq, sk, hq, hkv, d, dv = geometry
-    shape = AttentionShape(batch, sq, sk, hq, hkv, d, dv, dtype, causal, align, lse and not reader.backward,
-                           reader.backward, mask_bytes)
+    shape = AttentionShape(
+        batch, sq, sk, hq, hkv, d, dv, dtype, causal, align, lse and not reader.backward, reader.backward, mask_bytes
+    )
     work = shape.work()
     if work.flops > INT64_MAX or work.bytes > INT64_MAX:
         return f"{name}: shapes {q}, {k}, {v} give more work than an int64 counts: not a real call"
     return shape
 
 
-def _serving_shape(name: str, q: list[int], k: list[int], v: list[int], dtype: str, step: ServingBatch | None
-                   ) -> AttentionShape | str:
+def _serving_shape(
+    name: str, q: list[int], k: list[int], v: list[int], dtype: str, step: ServingBatch | None
+) -> AttentionShape | str:
     """A serving op's shape (OpReader.serving): heads and head dims from [tokens, heads, head_dim]
     key and value (the query [tokens, heads, head_dim] or [tokens, heads * head_dim]); query tokens,
     keys and pairs from the step annotation."""
@@ -388,14 +509,19 @@ def _serving_shape(name: str, q: list[int], k: list[int], v: list[int], dtype: s
     if not (hq and hkv and d and dv) or dq != d or hq % hkv:
         return f"{name}: query {q}, key {k}, value {v} do not read as [tokens, heads, head_dim]"
     tokens = q[0]
-    where = (f"{name}: {tokens} query tokens, Hq={hq} Hkv={hkv} D={d} read as [tokens, heads, head_dim]; how many keys "
-             "each query sees lives in the framework's KV cache, not in the op's inputs")
+    where = (
+        f"{name}: {tokens} query tokens, Hq={hq} Hkv={hkv} D={d} read as [tokens, heads, head_dim]; how many keys "
+        "each query sees lives in the framework's KV cache, not in the op's inputs"
+    )
     if step is None:
-        return where + ", and no step annotation (execute_..._context_N(sq..sk..sqsq..sqsk..)_generation_N(...)) gives it"
+        return (
+            where + ", and no step annotation (execute_..._context_N(sq..sk..sqsq..sqsk..)_generation_N(...)) gives it"
+        )
     if step.sq > tokens:
         return where + f", and the step annotation's {step.sq} query tokens are more than the op's {tokens}"
-    return AttentionShape(1, step.sq, step.sk, hq, hkv, d, dv, dtype, True, BOTTOM_RIGHT, pairs=step.pairs,
-                          requests=step.requests)
+    return AttentionShape(
+        1, step.sq, step.sk, hq, hkv, d, dv, dtype, True, BOTTOM_RIGHT, pairs=step.pairs, requests=step.requests
+    )
 
 
 def _causal(reader: OpReader, concrete: list[str] | None, hint: bool | None) -> tuple[bool | None, str]:
@@ -409,8 +535,9 @@ def _causal(reader: OpReader, concrete: list[str] | None, hint: bool | None) -> 
     return (flag if flag is not None else hint), reader.align
 
 
-def _geometry(reader: OpReader, name: str, dims: list, q: list, k: list, v: list, concrete: list[str] | None
-              ) -> tuple[int, int, int, int, int, int, int] | str:
+def _geometry(
+    reader: OpReader, name: str, dims: list, q: list, k: list, v: list, concrete: list[str] | None
+) -> tuple[int, int, int, int, int, int, int] | str:
     """(batch, sq, sk, heads_q, heads_kv, head_dim, head_dim_v) from the tensors' dims."""
     cu = _sizes(_nth(dims, reader.cu_q))
     if cu:
@@ -425,8 +552,10 @@ def _geometry(reader: OpReader, name: str, dims: list, q: list, k: list, v: list
         elif max_q and max_k and total_q == batch * max_q and total_k == batch * max_k:
             sq, sk = max_q, max_k
         else:
-            return (f"{name}: varlen batch of {batch} sequences ({total_q} query, {total_k} key tokens): "
-                    "per-sequence lengths are not in the trace, only the total and the maximum")
+            return (
+                f"{name}: varlen batch of {batch} sequences ({total_q} query, {total_k} key tokens): "
+                "per-sequence lengths are not in the trace, only the total and the maximum"
+            )
         return batch, sq, sk, q[1], k[1], q[2], v[2]
     if reader.layout == "BSHD":
         if len(q) != 4 or len(k) != 4 or len(v) != 4:
@@ -460,16 +589,45 @@ NOT_ATTENTION = ("eager", "inductor")
 NOT_FUSED = ("math",) + NOT_ATTENTION
 
 CALL_SCHEMA: dict[str, pl.DataType] = {
-    "call": pl.Int64, "op": pl.String, "called": pl.String, "kernel": pl.String, "backend": pl.String,
-    "device": pl.Int64, "time_ns": pl.Int64, "kernels": pl.Int64, "pass": pl.String, "shape": pl.String,
-    "dtype": pl.String, "flops": pl.Int64, "bytes": pl.Int64, "reason": pl.String,
+    "call": pl.Int64,
+    "op": pl.String,
+    "called": pl.String,
+    "kernel": pl.String,
+    "backend": pl.String,
+    "device": pl.Int64,
+    "time_ns": pl.Int64,
+    "kernels": pl.Int64,
+    "pass": pl.String,
+    "shape": pl.String,
+    "dtype": pl.String,
+    "flops": pl.Int64,
+    "bytes": pl.Int64,
+    "reason": pl.String,
 }
 EFFICIENCY_SCHEMA: dict[str, pl.DataType] = {
-    "op": pl.String, "called": pl.String, "kernel": pl.String, "backend": pl.String, "pass": pl.String,
-    "shape": pl.String, "dtype": pl.String, "device": pl.String, "count": pl.Int64, "kernels_per_call": pl.Float64,
-    "mean_us": pl.Float64, "total_us": pl.Float64, "flops": pl.Int64, "bytes": pl.Int64, "tflops": pl.Float64,
-    "tbps": pl.Float64, "intensity": pl.Float64, "peak_tflops": pl.Float64, "peak_tbps": pl.Float64,
-    "roofline_tflops": pl.Float64, "pct_of_roofline": pl.Float64, "bound": pl.String, "reason": pl.String,
+    "op": pl.String,
+    "called": pl.String,
+    "kernel": pl.String,
+    "backend": pl.String,
+    "pass": pl.String,
+    "shape": pl.String,
+    "dtype": pl.String,
+    "device": pl.String,
+    "count": pl.Int64,
+    "kernels_per_call": pl.Float64,
+    "mean_us": pl.Float64,
+    "total_us": pl.Float64,
+    "flops": pl.Int64,
+    "bytes": pl.Int64,
+    "tflops": pl.Float64,
+    "tbps": pl.Float64,
+    "intensity": pl.Float64,
+    "peak_tflops": pl.Float64,
+    "peak_tbps": pl.Float64,
+    "roofline_tflops": pl.Float64,
+    "pct_of_roofline": pl.Float64,
+    "bound": pl.String,
+    "reason": pl.String,
 }
 
 
@@ -554,25 +712,37 @@ def attention_device_ns(trace: Trace) -> int:
 def _device_work(trace: Trace, parent: np.ndarray, is_call: np.ndarray, kernel_names: set[str]) -> pl.DataFrame:
     """Device events with the call that launched them: id, name, device, dur_ns, launch, owner
     (call id or -1), attention (a fused attention kernel)."""
-    gpu = trace.events.lazy().filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
-        "id", pl.col("name").cast(pl.String), "device", "dur_ns", pl.col("launch").fill_null(-1)).collect()
+    gpu = (
+        trace.events.lazy()
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES))
+        .select("id", pl.col("name").cast(pl.String), "device", "dur_ns", pl.col("launch").fill_null(-1))
+        .collect()
+    )
     owner = nearest_marked(parent, gpu["launch"].to_numpy(), is_call)
     return gpu.with_columns(series("owner", owner), pl.col("name").is_in(list(kernel_names)).alias("attention"))
 
 
-def _call_rows(trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: pl.DataFrame,
-               backend: dict[str, str]) -> pl.DataFrame:
+def _call_rows(
+    trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: pl.DataFrame, backend: dict[str, str]
+) -> pl.DataFrame:
     """CALL_SCHEMA rows of the attention op calls (see attention_calls)."""
     per_call = (
         work.filter(pl.col("owner") >= 0)
         .sort(["attention", "dur_ns"], descending=True, maintain_order=True)  # equal times: the first launched
         .group_by("owner", maintain_order=True)
-        .agg(pl.col("name").first().alias("kernel"), pl.col("device").first(), pl.col("dur_ns").sum().alias("time_ns"),
-             pl.len().cast(pl.Int64).alias("kernels"), pl.col("name").filter(pl.col("attention")).first().alias("att_kernel"))
+        .agg(
+            pl.col("name").first().alias("kernel"),
+            pl.col("device").first(),
+            pl.col("dur_ns").sum().alias("time_ns"),
+            pl.len().cast(pl.Int64).alias("kernels"),
+            pl.col("name").filter(pl.col("attention")).first().alias("att_kernel"),
+        )
     )
     by_owner = {row["owner"]: row for row in per_call.iter_rows(named=True)}
     ev = trace.events
-    columns = ["name", "dur_ns", "input_dims", "input_types"] + ([CONCRETE_COLUMN] if CONCRETE_COLUMN in ev.columns else [])
+    columns = ["name", "dur_ns", "input_dims", "input_types"] + (
+        [CONCRETE_COLUMN] if CONCRETE_COLUMN in ev.columns else []
+    )
     info = ev.select(pl.col("name").cast(pl.String), *columns[1:])
     hint_default = _collector_causal(trace)
     steps = _serving_steps(trace, call_ids, info)
@@ -587,14 +757,30 @@ def _call_rows(trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: 
         shape = _first_shape(info, chain, hint if hint is not None else hint_default, cache, steps.get(call))
         op = info["name"][call]
         if trace.has_gpu:
-            time_ns, device, kernel, kernels = (found["time_ns"], found["device"], found["kernel"], found["kernels"]) if found else (None, None, None, 0)
+            time_ns, device, kernel, kernels = (
+                (found["time_ns"], found["device"], found["kernel"], found["kernels"])
+                if found
+                else (None, None, None, 0)
+            )
         else:
             time_ns, device, kernel, kernels = info["dur_ns"][call], None, None, 0
         reason = shape if isinstance(shape, str) else None
         if time_ns is None and reason is None:
             reason = f"{op}: no device work found under the op"
-        rows.append(_row(call, op, info["name"][chain[-1]], kernel, backend.get(op) or backend.get(kernel or ""),
-                         device, time_ns, kernels, shape, reason))
+        rows.append(
+            _row(
+                call,
+                op,
+                info["name"][chain[-1]],
+                kernel,
+                backend.get(op) or backend.get(kernel or ""),
+                device,
+                time_ns,
+                kernels,
+                shape,
+                reason,
+            )
+        )
     return pl.DataFrame(rows, schema=CALL_SCHEMA, orient="row")
 
 
@@ -606,7 +792,9 @@ def _serving_steps(trace: Trace, call_ids: np.ndarray, info: pl.DataFrame) -> di
         return {}
     ev = trace.events
     names = info["name"]
-    is_step = ((ev["cat"] == "user_annotation") & names.str.contains(STEP_ANNOTATION.pattern).fill_null(False)).to_numpy()
+    is_step = (
+        (ev["cat"] == "user_annotation") & names.str.contains(STEP_ANNOTATION.pattern).fill_null(False)
+    ).to_numpy()
     if not is_step.any():
         return {}
     parent = ev["parent"].fill_null(-1).to_numpy()
@@ -615,8 +803,9 @@ def _serving_steps(trace: Trace, call_ids: np.ndarray, info: pl.DataFrame) -> di
     return {c: b for c, h in zip(serving, held.tolist()) if h >= 0 and (b := ServingBatch.parse(names[h])) is not None}
 
 
-def _first_shape(info: pl.DataFrame, chain: list[int], hint: bool | None, cache: dict,
-                 step: ServingBatch | None = None) -> AttentionShape | str:
+def _first_shape(
+    info: pl.DataFrame, chain: list[int], hint: bool | None, cache: dict, step: ServingBatch | None = None
+) -> AttentionShape | str:
     """The shape read from the innermost op of the chain that yields one; else the innermost's reason."""
     readings = []
     for node in chain:
@@ -638,8 +827,18 @@ def _collector_causal(trace: Trace) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def _row(call: int, op: str | None, called: str | None, kernel: str | None, backend: str | None, device: int | None,
-         time_ns: int | None, kernels: int, shape: AttentionShape | str, reason: str | None) -> tuple:
+def _row(
+    call: int,
+    op: str | None,
+    called: str | None,
+    kernel: str | None,
+    backend: str | None,
+    device: int | None,
+    time_ns: int | None,
+    kernels: int,
+    shape: AttentionShape | str,
+    reason: str | None,
+) -> tuple:
     if isinstance(shape, AttentionShape):
         w = shape.work()
         described = (BACKWARD if shape.backward else FORWARD, shape.describe(), shape.dtype, w.flops, w.bytes)
@@ -658,18 +857,33 @@ def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str], lone
         return pl.DataFrame(schema=CALL_SCHEMA)
     shape = _one_per_step_shape(trace, lone["id"]) if lone_steps else None
     if shape is not None:
-        rows = [_row(k, None, None, name, backend.get(name), device, dur, 1, shape, None)
-                for k, name, device, dur in lone.select("id", "name", "device", "dur_ns").iter_rows()]
+        rows = [
+            _row(k, None, None, name, backend.get(name), device, dur, 1, shape, None)
+            for k, name, device, dur in lone.select("id", "name", "device", "dur_ns").iter_rows()
+        ]
         return pl.DataFrame(rows, schema=CALL_SCHEMA, orient="row")
     reason = (
         pl.when(pl.col("launch") < 0)
-        .then(pl.lit("kernel without its launch call in the trace (launched before the profiler's CPU window, or replayed from a graph): no op, no shapes"))
-        .otherwise(pl.lit("no shapes: no attention op around the kernel's launch, as in a graph replay or a library that records no op"))
+        .then(
+            pl.lit(
+                "kernel without its launch call in the trace (launched before the profiler's CPU window, or replayed from a graph): no op, no shapes"
+            )
+        )
+        .otherwise(
+            pl.lit(
+                "no shapes: no attention op around the kernel's launch, as in a graph replay or a library that records no op"
+            )
+        )
     )
     return lone.select(
-        pl.col("id").alias("call"), pl.lit(None, pl.String).alias("op"), pl.lit(None, pl.String).alias("called"),
-        pl.col("name").alias("kernel"), pl.col("name").replace_strict(backend, default=None, return_dtype=pl.String).alias("backend"),
-        "device", pl.col("dur_ns").alias("time_ns"), pl.lit(1, pl.Int64).alias("kernels"),
+        pl.col("id").alias("call"),
+        pl.lit(None, pl.String).alias("op"),
+        pl.lit(None, pl.String).alias("called"),
+        pl.col("name").alias("kernel"),
+        pl.col("name").replace_strict(backend, default=None, return_dtype=pl.String).alias("backend"),
+        "device",
+        pl.col("dur_ns").alias("time_ns"),
+        pl.lit(1, pl.Int64).alias("kernels"),
         *(pl.lit(None, CALL_SCHEMA[c]).alias(c) for c in ("pass", "shape", "dtype", "flops", "bytes")),
         reason.alias("reason"),
     )
@@ -685,19 +899,26 @@ def _one_per_step_shape(trace: Trace, kernel_ids: pl.Series) -> AttentionShape |
 
 
 CPU_REASON = "CPU trace: the peaks table holds GPUs only"
-LOST_REASON = ("the file is cut before its device events, which Kineto writes after the host ops: the CPU spans "
-               "left time the launches, not the attention")
+LOST_REASON = (
+    "the file is cut before its device events, which Kineto writes after the host ops: the CPU spans "
+    "left time the launches, not the attention"
+)
 
 
 def device_lost(trace: Trace) -> bool:
     """A trace of an accelerator, cut off before any of its device events was written: its CPU
     spans time the launches, so no rate is read from them (the cut warning says the same)."""
-    return (trace.cut is not None and not trace.cut.events_whole and not trace.has_gpu
-            and (accelerator(trace.raw_categories) or gpu_vendor(trace.meta)) is not None)
+    return (
+        trace.cut is not None
+        and not trace.cut.events_whole
+        and not trace.has_gpu
+        and (accelerator(trace.raw_categories) or gpu_vendor(trace.meta)) is not None
+    )
 
 
-def device_matches(trace: Trace, devices: Sequence[int | None], peak: DevicePeak | Mapping[str, float] | None = None
-                   ) -> dict[int | None, DeviceMatch]:
+def device_matches(
+    trace: Trace, devices: Sequence[int | None], peak: DevicePeak | Mapping[str, float] | None = None
+) -> dict[int | None, DeviceMatch]:
     """The peak of each device id (None: the CPU of a CPU-only trace), user's peak laid over it."""
     out = {}
     for device in devices:
@@ -722,14 +943,21 @@ def efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = Non
         return pl.DataFrame(schema=EFFICIENCY_SCHEMA)
     keys = ["op", "called", "kernel", "backend", "pass", "shape", "dtype", "device", "flops", "bytes", "reason"]
     groups = calls.group_by(keys, maintain_order=True).agg(
-        pl.len().cast(pl.Int64).alias("count"), pl.col("kernels").mean().alias("kernels_per_call"),
-        pl.col("time_ns").sum().alias("total_ns"), pl.col("time_ns").count().alias("timed"),
+        pl.len().cast(pl.Int64).alias("count"),
+        pl.col("kernels").mean().alias("kernels_per_call"),
+        pl.col("time_ns").sum().alias("total_ns"),
+        pl.col("time_ns").count().alias("timed"),
     )
     if device_lost(trace):  # the op spans left time launches: no rate
-        groups = groups.with_columns(pl.lit(None, pl.Int64).alias("total_ns"), pl.lit(0, pl.UInt32).alias("timed"),
-                                     pl.coalesce("reason", pl.lit(LOST_REASON)).alias("reason"))
+        groups = groups.with_columns(
+            pl.lit(None, pl.Int64).alias("total_ns"),
+            pl.lit(0, pl.UInt32).alias("timed"),
+            pl.coalesce("reason", pl.lit(LOST_REASON)).alias("reason"),
+        )
     table = _rates(groups, _peak_frame(trace, groups, peak))
-    return table.sort("total_us", descending=True, nulls_last=True, maintain_order=True).select(list(EFFICIENCY_SCHEMA))  # ties: call order
+    return table.sort("total_us", descending=True, nulls_last=True, maintain_order=True).select(
+        list(EFFICIENCY_SCHEMA)
+    )  # ties: call order
 
 
 def _join_null_safe(left: pl.DataFrame, right: pl.DataFrame, on: list[str]) -> pl.DataFrame:
@@ -754,19 +982,34 @@ def _rates(groups: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
     rated = per_ns > 0
     intensity = pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes"))
     memory_roof = intensity * pl.col("peak_tbps")
-    roof = pl.when(pl.col("peak_tflops").is_not_null() & memory_roof.is_not_null()).then(pl.min_horizontal("peak_tflops", memory_roof))
+    roof = pl.when(pl.col("peak_tflops").is_not_null() & memory_roof.is_not_null()).then(
+        pl.min_horizontal("peak_tflops", memory_roof)
+    )
     return (
         _join_null_safe(groups, peaks, ["device", "dtype"])
         .with_columns(
-            (per_ns / 1e3).alias("mean_us"), pl.when(timed).then(pl.col("total_ns") / 1e3).alias("total_us"),
+            (per_ns / 1e3).alias("mean_us"),
+            pl.when(timed).then(pl.col("total_ns") / 1e3).alias("total_us"),
             pl.when(rated).then(pl.col("flops") / per_ns / 1e3).alias("tflops"),
             pl.when(rated).then(pl.col("bytes") / per_ns / 1e3).alias("tbps"),
-            intensity.alias("intensity"), roof.alias("roofline_tflops"),
-            pl.when(roof.is_not_null()).then(pl.when(pl.col("peak_tflops") <= memory_roof).then(pl.lit("compute")).otherwise(pl.lit("memory"))).alias("bound"),
+            intensity.alias("intensity"),
+            roof.alias("roofline_tflops"),
+            pl.when(roof.is_not_null())
+            .then(pl.when(pl.col("peak_tflops") <= memory_roof).then(pl.lit("compute")).otherwise(pl.lit("memory")))
+            .alias("bound"),
         )
-        .with_columns(pl.when(pl.col("roofline_tflops") > 0).then(100 * pl.col("tflops") / pl.col("roofline_tflops")).alias("pct_of_roofline"))
         .with_columns(
-            pl.coalesce("reason", pl.when(pl.col("flops").is_not_null() & pl.col("roofline_tflops").is_null()).then(pl.col("peak_reason"))).alias("reason"),
+            pl.when(pl.col("roofline_tflops") > 0)
+            .then(100 * pl.col("tflops") / pl.col("roofline_tflops"))
+            .alias("pct_of_roofline")
+        )
+        .with_columns(
+            pl.coalesce(
+                "reason",
+                pl.when(pl.col("flops").is_not_null() & pl.col("roofline_tflops").is_null()).then(
+                    pl.col("peak_reason")
+                ),
+            ).alias("reason"),
             pl.col("device_name").alias("device"),
         )
     )
@@ -782,7 +1025,11 @@ def _peak_frame(trace: Trace, groups: pl.DataFrame, peak: DevicePeak | Mapping[s
         kind = DTYPES.get(dtype or "", (None, 0))[0]
         tflops = match.peak.tflops(kind) if match.peak and kind else None
         tbps = match.peak.bandwidth_tbps if match.peak else None
-        label = match.peak.name if match.peak else (str(match.device.get("name") or "") or ("cpu" if device is None else f"device {device}"))
+        label = (
+            match.peak.name
+            if match.peak
+            else (str(match.device.get("name") or "") or ("cpu" if device is None else f"device {device}"))
+        )
         if match.peak is None:
             why = match.reason
         elif tflops is None or tbps is None:
@@ -790,16 +1037,35 @@ def _peak_frame(trace: Trace, groups: pl.DataFrame, peak: DevicePeak | Mapping[s
         else:
             why = None
         rows.append((device, dtype, label, tflops, tbps, why))
-    schema = {"device": pl.Int64, "dtype": pl.String, "device_name": pl.String, "peak_tflops": pl.Float64,
-              "peak_tbps": pl.Float64, "peak_reason": pl.String}
+    schema = {
+        "device": pl.Int64,
+        "dtype": pl.String,
+        "device_name": pl.String,
+        "peak_tflops": pl.Float64,
+        "peak_tbps": pl.Float64,
+        "peak_reason": pl.String,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 STEP_SCHEMA: dict[str, pl.DataType] = {
-    "variant": pl.String, "shape": pl.String, "dtype": pl.String, "device": pl.String, "steps": pl.Int64,
-    "mean_us": pl.Float64, "flops": pl.Int64, "bytes": pl.Int64, "tflops": pl.Float64, "tbps": pl.Float64,
-    "intensity": pl.Float64, "peak_tflops": pl.Float64, "peak_tbps": pl.Float64, "roofline_tflops": pl.Float64,
-    "pct_of_roofline": pl.Float64, "bound": pl.String, "reason": pl.String,
+    "variant": pl.String,
+    "shape": pl.String,
+    "dtype": pl.String,
+    "device": pl.String,
+    "steps": pl.Int64,
+    "mean_us": pl.Float64,
+    "flops": pl.Int64,
+    "bytes": pl.Int64,
+    "tflops": pl.Float64,
+    "tbps": pl.Float64,
+    "intensity": pl.Float64,
+    "peak_tflops": pl.Float64,
+    "peak_tbps": pl.Float64,
+    "roofline_tflops": pl.Float64,
+    "pct_of_roofline": pl.Float64,
+    "bound": pl.String,
+    "reason": pl.String,
 }
 
 
@@ -849,20 +1115,36 @@ def step_groups(trace: Trace) -> tuple[pl.DataFrame, AttentionShape] | None:
     ev = trace.events.lazy().filter(pl.col("step").is_not_null())  # lazy: only the columns used are filtered
     if trace.has_gpu:
         work = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select("step", "device", "dur_ns").collect()
-        device = work["device"].drop_nulls().mode().sort().first() if work["device"].null_count() < work.height else None
+        device = (
+            work["device"].drop_nulls().mode().sort().first() if work["device"].null_count() < work.height else None
+        )
     else:
-        work = ev.filter((pl.col("cat") == "user_annotation") & pl.col("name").cast(pl.String).str.starts_with("attention::")).select(
-            "step", "dur_ns").collect()
+        work = (
+            ev.filter(
+                (pl.col("cat") == "user_annotation") & pl.col("name").cast(pl.String).str.starts_with("attention::")
+            )
+            .select("step", "dur_ns")
+            .collect()
+        )
         device = None
     per_step = work.group_by("step").agg(pl.col("dur_ns").sum())
     w = shape.work()
     lost = device_lost(trace)  # the attention:: spans left time launches: no rate
-    groups = pl.DataFrame({
-        "variant": [trace.collector.get("variant")], "shape": [shape.describe()], "dtype": [shape.dtype],
-        "device": [device], "steps": [per_step.height], "flops": [w.flops], "bytes": [w.bytes],
-        "total_ns": [per_step["dur_ns"].sum() if per_step.height and not lost else None], "timed": [0 if lost else per_step.height],
-        "reason": [LOST_REASON if lost else None if per_step.height else "no attention work inside any step"],
-    }, schema_overrides={"device": pl.Int64, "reason": pl.String, "total_ns": pl.Int64, "variant": pl.String})
+    groups = pl.DataFrame(
+        {
+            "variant": [trace.collector.get("variant")],
+            "shape": [shape.describe()],
+            "dtype": [shape.dtype],
+            "device": [device],
+            "steps": [per_step.height],
+            "flops": [w.flops],
+            "bytes": [w.bytes],
+            "total_ns": [per_step["dur_ns"].sum() if per_step.height and not lost else None],
+            "timed": [0 if lost else per_step.height],
+            "reason": [LOST_REASON if lost else None if per_step.height else "no attention work inside any step"],
+        },
+        schema_overrides={"device": pl.Int64, "reason": pl.String, "total_ns": pl.Int64, "variant": pl.String},
+    )
     return groups, shape
 
 
@@ -884,10 +1166,22 @@ def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None
     attention_ns = attention_device_ns(trace)
     measured_ns = int(round(time_us * 1e3))
     unmeasured = table.filter(pl.col("pct_of_roofline").is_null() & (pl.col("total_us").fill_null(0) > 0))
-    ideal_us = float((measured["flops"] * measured["count"] / measured["roofline_tflops"] / 1e6).sum()) if measured.height else 0.0
+    ideal_us = (
+        float((measured["flops"] * measured["count"] / measured["roofline_tflops"] / 1e6).sum())
+        if measured.height
+        else 0.0
+    )
     flops = float((measured["flops"] * measured["count"]).sum()) if measured.height else 0.0
-    device_ids = (trace.events.lazy().filter(pl.col("cat") == "kernel").select(pl.col("device").drop_nulls().unique().sort())
-                  .collect().to_series().to_list() if trace.has_gpu else [])
+    device_ids = (
+        trace.events.lazy()
+        .filter(pl.col("cat") == "kernel")
+        .select(pl.col("device").drop_nulls().unique().sort())
+        .collect()
+        .to_series()
+        .to_list()
+        if trace.has_gpu
+        else []
+    )
     match = device_matches(trace, [device_ids[0] if device_ids else None], peak)
     first = next(iter(match.values()))
     return {

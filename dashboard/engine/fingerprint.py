@@ -29,8 +29,12 @@ shares nearly every op name (HTA's A100/V100 pair: 0.84); a vLLM and an SGLang s
 NOT_MODEL_OPS = r"^(autograd::|torch::autograd::|\w+Backward\d*$|CompiledFunction|Torch-Compiled Region)"
 """Ops that are the engine's or the compiler's, not the model's: left out of the op signature."""
 VERSION_KEYS = (
-    ("torch", None), ("cuda runtime", "cuda_runtime_version"), ("cuda driver", "cuda_driver_version"),
-    ("cupti", "cupti_version"), ("hip runtime", "hip_runtime_version"), ("roctracer", "roctracer_version"),
+    ("torch", None),
+    ("cuda runtime", "cuda_runtime_version"),
+    ("cuda driver", "cuda_driver_version"),
+    ("cupti", "cupti_version"),
+    ("hip runtime", "hip_runtime_version"),
+    ("roctracer", "roctracer_version"),
 )
 
 
@@ -52,7 +56,10 @@ class Fingerprint:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (ops as a count and a sorted sample: the full set is long)."""
         return {
-            "device": self.device, "peak": self.peak, "dtype": self.dtype, "shapes": list(self.shapes),
+            "device": self.device,
+            "peak": self.peak,
+            "dtype": self.dtype,
+            "shapes": list(self.shapes),
             "op_signature": {"ops": len(self.ops), "sample": sorted(self.ops)[:8]},
             "versions": dict(self.versions),
         }

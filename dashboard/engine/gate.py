@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.backends import detect_backends
-from dashboard.engine.bootstrap import MIN_STEPS, TimeVerdict, time_verdict
+from dashboard.engine.bootstrap import TimeVerdict, time_verdict
 from dashboard.engine.copies import copies_in_steps
 from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.health import health
@@ -116,8 +116,16 @@ class RuleResult:
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "level": self.level, "status": self.status, "message": self.message,
-                "base": self.base, "candidate": self.candidate, "threshold": self.threshold, "details": self.details}
+        return {
+            "rule": self.rule,
+            "level": self.level,
+            "status": self.status,
+            "message": self.message,
+            "base": self.base,
+            "candidate": self.candidate,
+            "threshold": self.threshold,
+            "details": self.details,
+        }
 
 
 class IncomparableError(ValueError):
@@ -136,8 +144,6 @@ def _hidden_copy_chains(trace: Trace) -> tuple[float, set[tuple[str, str]]]:
     steps = step_count(trace)
     chains = {(kind, " > ".join(chain)) for kind, chain in zip(table["kind"].to_list(), table["op_chain"].to_list())}
     return table.height / steps, chains
-
-
 
 
 def _result(rules: Rules, rule: str, failed: bool, message: str, **kw: Any) -> RuleResult:
@@ -169,26 +175,54 @@ def family_times_ns(trace: Trace) -> dict[str, np.ndarray]:
 def _verdict_dict(v: TimeVerdict) -> dict[str, Any]:
     iv = v.interval
     clean = lambda x: None if x is None or not math.isfinite(x) else round(float(x), 6)  # noqa: E731
-    return {"outcome": v.outcome, "ratio": clean(iv.ratio), "low": clean(iv.low), "high": clean(iv.high),
-            "threshold": round(v.threshold, 6), "base_steps": iv.base_steps, "candidate_steps": iv.candidate_steps,
-            "base_median_ns": clean(iv.base_median), "candidate_median_ns": clean(iv.candidate_median),
-            "steps_needed": v.steps_needed, "why": v.why}
+    return {
+        "outcome": v.outcome,
+        "ratio": clean(iv.ratio),
+        "low": clean(iv.low),
+        "high": clean(iv.high),
+        "threshold": round(v.threshold, 6),
+        "base_steps": iv.base_steps,
+        "candidate_steps": iv.candidate_steps,
+        "base_median_ns": clean(iv.base_median),
+        "candidate_median_ns": clean(iv.candidate_median),
+        "steps_needed": v.steps_needed,
+        "why": v.why,
+    }
 
 
 def _time_rule(rules: Rules, base: Trace, candidate: Trace) -> RuleResult:
     gated = rules.max_slowdown_pct is not None
-    v = time_verdict(step_times_ns(base), step_times_ns(candidate), rules.max_slowdown_pct or 0.0,
-                     resamples=rules.resamples, seed=rules.seed, confidence=rules.confidence)
+    v = time_verdict(
+        step_times_ns(base),
+        step_times_ns(candidate),
+        rules.max_slowdown_pct or 0.0,
+        resamples=rules.resamples,
+        seed=rules.seed,
+        confidence=rules.confidence,
+    )
     iv = v.interval
     what = "device busy time" if candidate.has_gpu else "step span"
-    head = (f"step time ({what}) {_pct(iv.ratio)}: median {iv.candidate_median / 1e3:,.1f} us against "
-            f"{iv.base_median / 1e3:,.1f} us, {v.outcome}: {v.why}")
+    head = (
+        f"step time ({what}) {_pct(iv.ratio)}: median {iv.candidate_median / 1e3:,.1f} us against "
+        f"{iv.base_median / 1e3:,.1f} us, {v.outcome}: {v.why}"
+    )
     if v.outcome == "inconclusive":
-        head += f"; about {v.steps_needed} steps of each run would settle it" if v.steps_needed else "; the ratio sits on the threshold"
+        head += (
+            f"; about {v.steps_needed} steps of each run would settle it"
+            if v.steps_needed
+            else "; the ratio sits on the threshold"
+        )
     failed = gated and (v.outcome == "regression" or (v.outcome == "inconclusive" and rules.inconclusive == "fail"))
-    result = _result(rules, "step_time", failed, head if gated else head + " (not gated: no max slowdown)",
-                     base=_verdict_dict(v)["base_median_ns"], candidate=_verdict_dict(v)["candidate_median_ns"],
-                     threshold=rules.max_slowdown_pct, details=_verdict_dict(v))
+    result = _result(
+        rules,
+        "step_time",
+        failed,
+        head if gated else head + " (not gated: no max slowdown)",
+        base=_verdict_dict(v)["base_median_ns"],
+        candidate=_verdict_dict(v)["candidate_median_ns"],
+        threshold=rules.max_slowdown_pct,
+        details=_verdict_dict(v),
+    )
     if gated and v.outcome == "inconclusive" and rules.inconclusive == "pass" and result.status == "pass":
         result.status = "warn" if result.level != "off" else "pass"
     return result
@@ -203,15 +237,30 @@ def _family_rule(rules: Rules, base: Trace, candidate: Trace) -> RuleResult:
     gated = rules.max_family_slowdown_pct is not None
     rows, bad = {}, []
     for family in sorted(set(a) & set(b)):
-        v = time_verdict(a[family], b[family], rules.max_family_slowdown_pct or 0.0,
-                         resamples=rules.resamples, seed=rules.seed, confidence=rules.confidence)
+        v = time_verdict(
+            a[family],
+            b[family],
+            rules.max_family_slowdown_pct or 0.0,
+            resamples=rules.resamples,
+            seed=rules.seed,
+            confidence=rules.confidence,
+        )
         rows[family] = _verdict_dict(v)
         if v.outcome == "regression" or (v.outcome == "inconclusive" and rules.inconclusive == "fail"):
             bad.append(f"{family} {_pct(v.interval.ratio)} ({v.outcome})")
-    message = (f"kernel families slower past +{rules.max_family_slowdown_pct:g}%: " + ", ".join(bad)) if gated and bad else (
-        f"{len(rows)} kernel families in both runs" + ("" if gated else " (not gated: no max family slowdown)"))
-    return _result(rules, "family_time", gated and bool(bad), message, threshold=rules.max_family_slowdown_pct,
-                   details={"families": rows})
+    message = (
+        (f"kernel families slower past +{rules.max_family_slowdown_pct:g}%: " + ", ".join(bad))
+        if gated and bad
+        else (f"{len(rows)} kernel families in both runs" + ("" if gated else " (not gated: no max family slowdown)"))
+    )
+    return _result(
+        rules,
+        "family_time",
+        gated and bool(bad),
+        message,
+        threshold=rules.max_family_slowdown_pct,
+        details={"families": rows},
+    )
 
 
 def _memory_peak(trace: Trace) -> int | None:
@@ -270,11 +319,17 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
         growth = (cand_work / base_work - 1) * 100 if base_work else (0.0 if not cand_work else float("inf"))
         failed = cand_work > allowed + 1e-9
         out["kernel_count"] = _result(
-            rules, "kernel_count", failed,
+            rules,
+            "kernel_count",
+            failed,
             f"more device work: {cand_work:g} {unit} per step against {base_work:g} in the baseline "
-            f"(+{growth:.1f}%, allowed +{rules.max_kernel_increase_pct:g}%)" if failed else
-            f"{cand_work:g} {unit} per step against {base_work:g} in the baseline",
-            base=base_work, candidate=cand_work, threshold=rules.max_kernel_increase_pct)
+            f"(+{growth:.1f}%, allowed +{rules.max_kernel_increase_pct:g}%)"
+            if failed
+            else f"{cand_work:g} {unit} per step against {base_work:g} in the baseline",
+            base=base_work,
+            candidate=cand_work,
+            threshold=rules.max_kernel_increase_pct,
+        )
     if want("hidden_copies"):
         base_rate, base_chains = _hidden_copy_chains(base)
         cand_rate, cand_chains = _hidden_copy_chains(candidate)
@@ -287,32 +342,55 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
             message, failed = f"more copies: {cand_rate:g} hidden per step against {base_rate:g} in the baseline", True
         else:
             message, failed = f"{cand_rate:g} hidden copies per step against {base_rate:g} in the baseline", False
-        out["hidden_copies"] = _result(rules, "hidden_copies", failed, message, base=base_rate, candidate=cand_rate,
-                                       details={"new_chains": [f"{k} from {c}" for k, c in new]})
+        out["hidden_copies"] = _result(
+            rules,
+            "hidden_copies",
+            failed,
+            message,
+            base=base_rate,
+            candidate=cand_rate,
+            details={"new_chains": [f"{k} from {c}" for k, c in new]},
+        )
     base_backends, detected = detect_backends(base).backends, detect_backends(candidate).backends
     if want("math_fallback"):
         failed = "math" in detected and "math" not in base_backends
         out["math_fallback"] = _result(
-            rules, "math_fallback", failed,
-            "SDPA runs on the unfused math path in the candidate (not in the baseline)" if failed else
-            "SDPA's math path is not new in the candidate", base=base_backends, candidate=detected)
+            rules,
+            "math_fallback",
+            failed,
+            "SDPA runs on the unfused math path in the candidate (not in the baseline)"
+            if failed
+            else "SDPA's math path is not new in the candidate",
+            base=base_backends,
+            candidate=detected,
+        )
     if want("backend_fallback"):
         verdict = backend_check(candidate)
         failed = verdict["verdict"] == "FALLBACK"
         out["backend_fallback"] = _result(
-            rules, "backend_fallback", failed,
+            rules,
+            "backend_fallback",
+            failed,
             f"backend fallback: '{verdict['requested']}' was requested, the trace shows {', '.join(verdict['detected'])}"
-            if failed else f"backend: {verdict['verdict']}", candidate=verdict["verdict"])
+            if failed
+            else f"backend: {verdict['verdict']}",
+            candidate=verdict["verdict"],
+        )
     if want("required_backend"):
         if not rules.require_backend:
             out["required_backend"] = _skip(rules, "required_backend", "no backend required")
         else:
             failed = rules.require_backend not in detected
             out["required_backend"] = _result(
-                rules, "required_backend", failed,
+                rules,
+                "required_backend",
+                failed,
                 f"attention backend '{rules.require_backend}' required, the candidate shows {', '.join(detected) or 'none'}"
-                if failed else f"attention backend '{rules.require_backend}' present", candidate=detected,
-                threshold=rules.require_backend)
+                if failed
+                else f"attention backend '{rules.require_backend}' present",
+                candidate=detected,
+                threshold=rules.require_backend,
+            )
     if want("speedup"):
         if rules.min_speedup is None:
             out["speedup"] = _skip(rules, "speedup", "no minimum speedup")
@@ -321,10 +399,17 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
             speedup = b / c if c > 0 else float("nan")
             failed = not speedup >= rules.min_speedup
             out["speedup"] = _result(
-                rules, "speedup", failed,
+                rules,
+                "speedup",
+                failed,
                 f"speedup {speedup:.3f}x is below the required {rules.min_speedup:g}x ({c:.1f} us against {b:.1f} us per step)"
-                if failed else f"speedup {speedup:.3f}x (required {rules.min_speedup:g}x)",
-                base=b, candidate=c, threshold=rules.min_speedup, details={"speedup": speedup if math.isfinite(speedup) else None})
+                if failed
+                else f"speedup {speedup:.3f}x (required {rules.min_speedup:g}x)",
+                base=b,
+                candidate=c,
+                threshold=rules.min_speedup,
+                details={"speedup": speedup if math.isfinite(speedup) else None},
+            )
     need_eff = want("attention_efficiency") and rules.min_attention_efficiency is not None or want("efficiency_drop")
     cand_block = efficiency_block(candidate) if need_eff else None
     if want("attention_efficiency"):
@@ -335,42 +420,82 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
             pct = block["pct_of_roofline"]
             if pct is None:
                 why = "; ".join(block["reasons"][:2]) or block["device"]["reason"] or "no attention op with shapes"
-                message, failed = f"attention efficiency required, but it cannot be measured on the candidate: {why}", True
+                message, failed = (
+                    f"attention efficiency required, but it cannot be measured on the candidate: {why}",
+                    True,
+                )
             elif pct < rules.min_attention_efficiency:
-                message, failed = (f"attention reaches {pct:.1f}% of the roofline ({block['tflops']:.1f} TFLOP/s), "
-                                   f"below the required {rules.min_attention_efficiency:g}%"), True
+                message, failed = (
+                    (
+                        f"attention reaches {pct:.1f}% of the roofline ({block['tflops']:.1f} TFLOP/s), "
+                        f"below the required {rules.min_attention_efficiency:g}%"
+                    ),
+                    True,
+                )
             else:
                 message, failed = f"attention reaches {pct:.1f}% of the roofline", False
-            out["attention_efficiency"] = _result(rules, "attention_efficiency", failed, message, candidate=pct,
-                                                  threshold=rules.min_attention_efficiency)
+            out["attention_efficiency"] = _result(
+                rules, "attention_efficiency", failed, message, candidate=pct, threshold=rules.min_attention_efficiency
+            )
     if want("parity"):
         record = parity(candidate)
         if record is not None and record.get("passed") is False:
             message, failed = f"parity failure: max abs error {record.get('max_abs')} against the fp32 reference", True
         elif rules.require_parity and record is None:
-            message, failed = "parity required, but the candidate trace carries no parity record (not written by the collectors)", True
+            message, failed = (
+                "parity required, but the candidate trace carries no parity record (not written by the collectors)",
+                True,
+            )
         else:
-            message, failed = ("parity record passes" if record is not None else "no parity record (not required)"), False
-        out["parity"] = _result(rules, "parity", failed, message, candidate=None if record is None else record.get("passed"))
+            message, failed = (
+                ("parity record passes" if record is not None else "no parity record (not required)"),
+                False,
+            )
+        out["parity"] = _result(
+            rules, "parity", failed, message, candidate=None if record is None else record.get("passed")
+        )
     if want("backend_change"):
         gone, new = sorted(set(base_backends) - set(detected)), sorted(set(detected) - set(base_backends))
         failed = bool(gone or new)
         out["backend_change"] = _result(
-            rules, "backend_change", failed,
-            f"attention backend changed: {', '.join(base_backends) or 'none'} -> {', '.join(detected) or 'none'}" if failed
-            else f"attention backend unchanged ({', '.join(detected) or 'none'})", base=base_backends, candidate=detected)
+            rules,
+            "backend_change",
+            failed,
+            f"attention backend changed: {', '.join(base_backends) or 'none'} -> {', '.join(detected) or 'none'}"
+            if failed
+            else f"attention backend unchanged ({', '.join(detected) or 'none'})",
+            base=base_backends,
+            candidate=detected,
+        )
     if want("efficiency_drop"):
         b_pct, c_pct = efficiency_block(base)["pct_of_roofline"], cand_block["pct_of_roofline"]
         if b_pct is None or c_pct is None:
-            out["efficiency_drop"] = _skip(rules, "efficiency_drop", "attention efficiency not measurable on "
-                                           + ("either run" if b_pct is None and c_pct is None else "the baseline" if b_pct is None else "the candidate"),
-                                           base=b_pct, candidate=c_pct)
+            out["efficiency_drop"] = _skip(
+                rules,
+                "efficiency_drop",
+                "attention efficiency not measurable on "
+                + (
+                    "either run"
+                    if b_pct is None and c_pct is None
+                    else "the baseline"
+                    if b_pct is None
+                    else "the candidate"
+                ),
+                base=b_pct,
+                candidate=c_pct,
+            )
         else:
             failed = b_pct - c_pct > rules.max_efficiency_drop
             out["efficiency_drop"] = _result(
-                rules, "efficiency_drop", failed,
+                rules,
+                "efficiency_drop",
+                failed,
                 f"attention efficiency {c_pct:.1f}% of the roofline against {b_pct:.1f}% ({c_pct - b_pct:+.1f} points, "
-                f"allowed -{rules.max_efficiency_drop:g})", base=b_pct, candidate=c_pct, threshold=rules.max_efficiency_drop)
+                f"allowed -{rules.max_efficiency_drop:g})",
+                base=b_pct,
+                candidate=c_pct,
+                threshold=rules.max_efficiency_drop,
+            )
     if want("idle_share"):
         b_idle, c_idle = _idle_share(base), _idle_share(candidate)
         if b_idle is None or c_idle is None:
@@ -378,43 +503,94 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
         else:
             grow = (c_idle - b_idle) * 100
             out["idle_share"] = _result(
-                rules, "idle_share", grow > rules.max_idle_increase,
+                rules,
+                "idle_share",
+                grow > rules.max_idle_increase,
                 f"device idle {c_idle:.0%} of a step (median) against {b_idle:.0%} ({grow:+.1f} points, allowed "
-                f"+{rules.max_idle_increase:g})", base=b_idle, candidate=c_idle, threshold=rules.max_idle_increase)
+                f"+{rules.max_idle_increase:g})",
+                base=b_idle,
+                candidate=c_idle,
+                threshold=rules.max_idle_increase,
+            )
     if want("new_families"):
         a_fam, b_fam = set(family_times_ns(base)), set(family_times_ns(candidate))
         new = sorted(b_fam - a_fam)
-        out["new_families"] = _result(rules, "new_families", bool(new),
-                                      f"new kernel families: {', '.join(new)}" if new else "no new kernel family",
-                                      base=sorted(a_fam), candidate=sorted(b_fam), details={"new": new, "gone": sorted(a_fam - b_fam)})
+        out["new_families"] = _result(
+            rules,
+            "new_families",
+            bool(new),
+            f"new kernel families: {', '.join(new)}" if new else "no new kernel family",
+            base=sorted(a_fam),
+            candidate=sorted(b_fam),
+            details={"new": new, "gone": sorted(a_fam - b_fam)},
+        )
     if want("copy_growth"):
         a_cls, b_cls = _copy_classes(base), _copy_classes(candidate)
-        grown = [cls for cls, v in b_cls.items()
-                 if v["count"] > a_cls.get(cls, {}).get("count", 0) + 1e-9 or v["bytes"] > a_cls.get(cls, {}).get("bytes", 0) + 0.5]
+        grown = [
+            cls
+            for cls, v in b_cls.items()
+            if v["count"] > a_cls.get(cls, {}).get("count", 0) + 1e-9
+            or v["bytes"] > a_cls.get(cls, {}).get("bytes", 0) + 0.5
+        ]
         out["copy_growth"] = _result(
-            rules, "copy_growth", bool(grown),
-            ("copy classes grew: " + ", ".join(
-                f"{cls} {a_cls.get(cls, {}).get('count', 0):g} -> {b_cls[cls]['count']:g} per step" for cls in grown))
-            if grown else "no copy class grew", base=a_cls, candidate=b_cls)
+            rules,
+            "copy_growth",
+            bool(grown),
+            (
+                "copy classes grew: "
+                + ", ".join(
+                    f"{cls} {a_cls.get(cls, {}).get('count', 0):g} -> {b_cls[cls]['count']:g} per step" for cls in grown
+                )
+            )
+            if grown
+            else "no copy class grew",
+            base=a_cls,
+            candidate=b_cls,
+        )
     if want("memory_peak"):
         b_mem, c_mem = _memory_peak(base), _memory_peak(candidate)
         if b_mem is None or c_mem is None:
-            out["memory_peak"] = _skip(rules, "memory_peak", "peak memory not recorded in "
-                                       + ("either run" if b_mem is None and c_mem is None else "the baseline" if b_mem is None else "the candidate")
-                                       + " (profile_memory=False)", base=b_mem, candidate=c_mem)
+            out["memory_peak"] = _skip(
+                rules,
+                "memory_peak",
+                "peak memory not recorded in "
+                + (
+                    "either run"
+                    if b_mem is None and c_mem is None
+                    else "the baseline"
+                    if b_mem is None
+                    else "the candidate"
+                )
+                + " (profile_memory=False)",
+                base=b_mem,
+                candidate=c_mem,
+            )
         else:
             growth = (c_mem / b_mem - 1) * 100 if b_mem else (0.0 if not c_mem else float("inf"))
             out["memory_peak"] = _result(
-                rules, "memory_peak", growth > rules.max_memory_increase_pct,
+                rules,
+                "memory_peak",
+                growth > rules.max_memory_increase_pct,
                 f"peak memory {c_mem / 1e6:,.1f} MB against {b_mem / 1e6:,.1f} MB ({growth:+.1f}%, allowed "
-                f"+{rules.max_memory_increase_pct:g}%)", base=b_mem, candidate=c_mem, threshold=rules.max_memory_increase_pct)
+                f"+{rules.max_memory_increase_pct:g}%)",
+                base=b_mem,
+                candidate=c_mem,
+                threshold=rules.max_memory_increase_pct,
+            )
     if want("health"):
         a_h = {f["check"]: f for f in health(base)}
         b_h = {f["check"]: f for f in health(candidate)}
         new = [b_h[c] for c in b_h if c not in a_h]
-        out["health"] = _result(rules, "health", bool(new),
-                                ("new health findings: " + "; ".join(f"{f['check']} {f['count']:,} ({f['example']})" for f in new))
-                                if new else "no new health finding", base=sorted(a_h), candidate=sorted(b_h))
+        out["health"] = _result(
+            rules,
+            "health",
+            bool(new),
+            ("new health findings: " + "; ".join(f"{f['check']} {f['count']:,} ({f['example']})" for f in new))
+            if new
+            else "no new health finding",
+            base=sorted(a_h),
+            candidate=sorted(b_h),
+        )
     return [out[rule] for rule in RULES]
 
 

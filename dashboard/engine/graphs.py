@@ -20,15 +20,24 @@ def graph_replays(trace: Trace) -> pl.DataFrame:
     the launch, None when no op does), kernels (device events it replayed), device_ns (their
     summed duration). Sorted by the launch's time."""
     ev = trace.events
-    schema = {"launch": pl.Int64, "step": pl.Int64, "name": pl.String, "op": pl.String, "kernels": pl.UInt32, "device_ns": pl.Int64}
+    schema = {
+        "launch": pl.Int64,
+        "step": pl.Int64,
+        "name": pl.String,
+        "op": pl.String,
+        "kernels": pl.UInt32,
+        "device_ns": pl.Int64,
+    }
     names = pl.Series(names_in(trace, *LAUNCH_CATEGORIES), dtype=pl.String)
     graph_names = names.filter(names.str.contains(GRAPH_LAUNCH)).to_list()
     if not graph_names:
         return pl.DataFrame(schema=schema)
     launches = ev.select("id", "step", "cat", "name", "ts_ns").filter(
-        pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("name").is_in(graph_names))
+        pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("name").is_in(graph_names)
+    )
     replayed = (
-        ev.select("cat", "launch", "dur_ns").filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_in(launches["id"].to_list()))
+        ev.select("cat", "launch", "dur_ns")
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_in(launches["id"].to_list()))
         .group_by("launch")
         .agg(pl.len().alias("kernels"), pl.col("dur_ns").sum().alias("device_ns"))
     )

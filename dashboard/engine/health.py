@@ -32,17 +32,25 @@ from dashboard.engine.kernels import work_events
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
 
 HEALTH_CHECKS: tuple[str, ...] = (
-    "overlapping_kernels", "duration_overflow", "device_event_without_launch", "device_before_launch",
-    "missing_device_events", "idle_gap", "comm_dominated",
+    "overlapping_kernels",
+    "duration_overflow",
+    "device_event_without_launch",
+    "device_before_launch",
+    "missing_device_events",
+    "idle_gap",
+    "comm_dominated",
 )
 from dashboard.engine.constants import WAITING_CHECKS  # noqa: E402,F401  (light, for the CLI's text; re-exported)
+
 IDLE_GAP_SHARE = 0.5
 """An idle stretch of the device longer than this share of the step's span is a finding."""
 COMM_SHARE = 0.5
 """Collectives over this share of a step's device busy time make the step communication-bound."""
 OVERLAP_TOLERANCE_NS = 1_000
 """Integer-µs traces round start and duration apart: overlaps within one µs are rounding."""
-_LOADER_DURATION = re.compile(r"([\d,]+) events with a (negative duration|duration over 36 years) were read as zero-length")
+_LOADER_DURATION = re.compile(
+    r"([\d,]+) events with a (negative duration|duration over 36 years) were read as zero-length"
+)
 
 
 def _us(ns: int | float) -> str:
@@ -55,7 +63,16 @@ def _finding(check: str, count: int, example: str) -> dict[str, Any]:
 
 def _device_events(trace: Trace) -> pl.DataFrame:
     return trace.events.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
-        "id", "cat", pl.col("name").cast(pl.String), "ts_ns", "dur_ns", "device", "stream", "correlation", "launch", "step"
+        "id",
+        "cat",
+        pl.col("name").cast(pl.String),
+        "ts_ns",
+        "dur_ns",
+        "device",
+        "stream",
+        "correlation",
+        "launch",
+        "step",
     )
 
 
@@ -75,9 +92,12 @@ def overlapping_kernels(trace: Trace) -> dict[str, Any] | None:
     if hits.height == 0:
         return None
     row = hits.row(0, named=True)
-    return _finding("overlapping_kernels", hits.height,
-                    f"{row['name'][:80]} starts {_us(row['prev_end'] - row['ts_ns'])} before the previous event on "
-                    f"device {row['device']} stream {row['stream']} ends ({row['prev_name'][:60]})")
+    return _finding(
+        "overlapping_kernels",
+        hits.height,
+        f"{row['name'][:80]} starts {_us(row['prev_end'] - row['ts_ns'])} before the previous event on "
+        f"device {row['device']} stream {row['stream']} ends ({row['prev_name'][:60]})",
+    )
 
 
 def duration_overflow(trace: Trace) -> dict[str, Any] | None:
@@ -90,10 +110,17 @@ def duration_overflow(trace: Trace) -> dict[str, Any] | None:
         return None
     span = int(ev.select(pl.col("ts_ns").max() - pl.col("ts_ns").min()).item() or 0)
     # annotations and steps may rightly span a wait with nothing recorded in it (a sleep, a compile)
-    timed = ev.filter(~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
-                      ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"))
+    timed = ev.filter(
+        ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
+        ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"),
+    )
     longer = timed.filter(pl.col("dur_ns") > 2 * span)
-    loader = [(int(m.group(1).replace(",", "")), m.group(2)) for w in trace.warnings for m in [_LOADER_DURATION.search(w)] if m]
+    loader = [
+        (int(m.group(1).replace(",", "")), m.group(2))
+        for w in trace.warnings
+        for m in [_LOADER_DURATION.search(w)]
+        if m
+    ]
     count = longer.height + sum(n for n, _ in loader)
     if count == 0:
         return None
@@ -113,8 +140,11 @@ def device_event_without_launch(trace: Trace) -> dict[str, Any] | None:
     if lost.height == 0:
         return None
     row = lost.row(0, named=True)
-    return _finding("device_event_without_launch", lost.height,
-                    f"{row['name'][:80]} (correlation {row['correlation']}) has no launch call in the trace")
+    return _finding(
+        "device_event_without_launch",
+        lost.height,
+        f"{row['name'][:80]} (correlation {row['correlation']}) has no launch call in the trace",
+    )
 
 
 def device_before_launch(trace: Trace) -> dict[str, Any] | None:
@@ -122,14 +152,24 @@ def device_before_launch(trace: Trace) -> dict[str, Any] | None:
     dev = _device_events(trace).filter(pl.col("launch").is_not_null())
     if dev.height == 0:
         return None
-    launches = trace.events.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts"),
-                                   pl.col("name").cast(pl.String).alias("launch_name"))
+    launches = trace.events.select(
+        pl.col("id").alias("launch"),
+        pl.col("ts_ns").alias("launch_ts"),
+        pl.col("name").cast(pl.String).alias("launch_name"),
+    )
     early = dev.join(launches, on="launch", how="inner").filter(pl.col("ts_ns") < pl.col("launch_ts"))
     if early.height == 0:
         return None
-    worst = early.with_columns((pl.col("launch_ts") - pl.col("ts_ns")).alias("skew")).sort(["skew", "id"], descending=[True, False]).row(0, named=True)
-    return _finding("device_before_launch", early.height,
-                    f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {worst['launch_name']}")
+    worst = (
+        early.with_columns((pl.col("launch_ts") - pl.col("ts_ns")).alias("skew"))
+        .sort(["skew", "id"], descending=[True, False])
+        .row(0, named=True)
+    )
+    return _finding(
+        "device_before_launch",
+        early.height,
+        f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {worst['launch_name']}",
+    )
 
 
 def missing_device_events(trace: Trace) -> dict[str, Any] | None:
@@ -137,14 +177,23 @@ def missing_device_events(trace: Trace) -> dict[str, Any] | None:
     if not trace.has_gpu or trace.steps.height == 0:
         return None
     ev = trace.events
-    launched = ev.filter(pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("correlation").is_not_null()).group_by("step").len()
+    launched = (
+        ev.filter(pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("correlation").is_not_null()).group_by("step").len()
+    )
     done = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES)).group_by("step").len().rename({"len": "device"})
-    empty = launched.join(done, on="step", how="left").filter(pl.col("device").is_null() & pl.col("step").is_not_null()).sort("step")
+    empty = (
+        launched.join(done, on="step", how="left")
+        .filter(pl.col("device").is_null() & pl.col("step").is_not_null())
+        .sort("step")
+    )
     if empty.height == 0:
         return None
     row = empty.row(0, named=True)
-    return _finding("missing_device_events", empty.height,
-                    f"step {row['step']} launched {row['len']:,} calls and has no kernel, memcpy or memset")
+    return _finding(
+        "missing_device_events",
+        empty.height,
+        f"step {row['step']} launched {row['len']:,} calls and has no kernel, memcpy or memset",
+    )
 
 
 @per_trace
@@ -152,8 +201,14 @@ def _step_device_times(trace: Trace) -> pl.DataFrame:
     """Per step and device: the longest idle stretch of the device within the step's CPU span
     (between the span's edges and the merged busy intervals of the step's device work), busy_ns,
     comm_ns (collectives' busy time) and the span dur_ns."""
-    schema = {"step": pl.Int64, "device": pl.Int64, "idle_ns": pl.Int64, "busy_ns": pl.Int64, "comm_ns": pl.Int64,
-              "dur_ns": pl.Int64}
+    schema = {
+        "step": pl.Int64,
+        "device": pl.Int64,
+        "idle_ns": pl.Int64,
+        "busy_ns": pl.Int64,
+        "comm_ns": pl.Int64,
+        "dur_ns": pl.Int64,
+    }
     if not trace.has_gpu or trace.steps.height == 0:
         return pl.DataFrame(schema=schema)
     work = work_events(trace).filter(pl.col("step").is_not_null())
@@ -164,12 +219,28 @@ def _step_device_times(trace: Trace) -> pl.DataFrame:
         if span.height == 0:
             continue
         _, start, end, dur = span.row(0)
-        busy = _merge([(max(s, start), min(s + d, end)) for s, d in zip(part["ts_ns"], part["dur_ns"]) if s + d > start and s < end])
-        comm = _merge([(s, s + d) for s, d, f in zip(part["ts_ns"], part["dur_ns"], part["family"]) if f == "communication"])
+        busy = _merge(
+            [
+                (max(s, start), min(s + d, end))
+                for s, d in zip(part["ts_ns"], part["dur_ns"])
+                if s + d > start and s < end
+            ]
+        )
+        comm = _merge(
+            [(s, s + d) for s, d, f in zip(part["ts_ns"], part["dur_ns"], part["family"]) if f == "communication"]
+        )
         edges = [start] + [x for iv in busy for x in iv] + [end]
         idle = max((edges[i + 1] - edges[i] for i in range(0, len(edges) - 1, 2)), default=dur)
-        rows.append({"step": step, "device": device, "idle_ns": max(int(idle), 0),
-                     "busy_ns": sum(b - a for a, b in busy), "comm_ns": sum(b - a for a, b in comm), "dur_ns": int(dur)})
+        rows.append(
+            {
+                "step": step,
+                "device": device,
+                "idle_ns": max(int(idle), 0),
+                "busy_ns": sum(b - a for a, b in busy),
+                "comm_ns": sum(b - a for a, b in comm),
+                "dur_ns": int(dur),
+            }
+        )
     return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
 
 
@@ -193,9 +264,12 @@ def idle_gap(trace: Trace) -> dict[str, Any] | None:
         return None
     worst = idle.sort([pl.col("idle_ns") / pl.col("dur_ns"), "step"], descending=[True, False]).row(0, named=True)
     steps = idle["step"].n_unique()
-    return _finding("idle_gap", steps,
-                    f"step {worst['step']}: device {worst['device']} idle for {_us(worst['idle_ns'])} of a "
-                    f"{_us(worst['dur_ns'])} step ({worst['idle_ns'] / worst['dur_ns']:.0%})")
+    return _finding(
+        "idle_gap",
+        steps,
+        f"step {worst['step']}: device {worst['device']} idle for {_us(worst['idle_ns'])} of a "
+        f"{_us(worst['dur_ns'])} step ({worst['idle_ns'] / worst['dur_ns']:.0%})",
+    )
 
 
 def comm_dominated(trace: Trace) -> dict[str, Any] | None:
@@ -205,13 +279,23 @@ def comm_dominated(trace: Trace) -> dict[str, Any] | None:
     if heavy.height == 0:
         return None
     worst = heavy.sort([pl.col("comm_ns") / pl.col("busy_ns"), "step"], descending=[True, False]).row(0, named=True)
-    return _finding("comm_dominated", heavy["step"].n_unique(),
-                    f"step {worst['step']}: collectives are {worst['comm_ns'] / worst['busy_ns']:.0%} of device "
-                    f"{worst['device']}'s busy time ({_us(worst['comm_ns'])} of {_us(worst['busy_ns'])})")
+    return _finding(
+        "comm_dominated",
+        heavy["step"].n_unique(),
+        f"step {worst['step']}: collectives are {worst['comm_ns'] / worst['busy_ns']:.0%} of device "
+        f"{worst['device']}'s busy time ({_us(worst['comm_ns'])} of {_us(worst['busy_ns'])})",
+    )
 
 
-_CHECKS = (overlapping_kernels, duration_overflow, device_event_without_launch, device_before_launch,
-           missing_device_events, idle_gap, comm_dominated)
+_CHECKS = (
+    overlapping_kernels,
+    duration_overflow,
+    device_event_without_launch,
+    device_before_launch,
+    missing_device_events,
+    idle_gap,
+    comm_dominated,
+)
 
 
 @per_trace

@@ -94,7 +94,9 @@ def discover(
     return groups
 
 
-def parse_into(root: str, path: str, keep_workers: bool = False) -> tuple[str, str | None, int | None, str | None, int | None]:
+def parse_into(
+    root: str, path: str, keep_workers: bool = False
+) -> tuple[str, str | None, int | None, str | None, int | None]:
     """Parse one file into the store at `root` (a worker's task): (path, sha, rank, error, world size).
     `keep_workers`: as load_trace's (more files follow in this process)."""
     try:
@@ -137,7 +139,9 @@ def ingest(
     return out
 
 
-def _add(store: Store, ranks: list[tuple[int, str]], label: str, added_by: str) -> tuple[str, str, tuple[tuple[int, str], ...]]:
+def _add(
+    store: Store, ranks: list[tuple[int, str]], label: str, added_by: str
+) -> tuple[str, str, tuple[tuple[int, str], ...]]:
     run_id = store.add_run(ranks, label, added_by)
     return run_id, label, tuple(sorted(ranks))
 
@@ -151,5 +155,8 @@ def _map_on_dask(root: str, files: list[str], workers: int, scheduler: str | Non
     if scheduler:
         with Client(scheduler) as client:
             return client.gather(client.map(parse_into, [root] * len(files), files, pure=False))
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         return client.gather(client.map(parse_into, [root] * len(files), files, pure=False))

@@ -72,7 +72,13 @@ def family_expr(name: pl.Expr, cat: pl.Expr | None = None) -> pl.Expr:
     by_name = name.map_batches(_families, return_dtype=pl.String, is_elementwise=True)
     if cat is None:
         return by_name
-    return pl.when(cat == "gpu_memcpy").then(pl.lit("copy")).when(cat == "gpu_memset").then(pl.lit("memset")).otherwise(by_name)
+    return (
+        pl.when(cat == "gpu_memcpy")
+        .then(pl.lit("copy"))
+        .when(cat == "gpu_memset")
+        .then(pl.lit("memset"))
+        .otherwise(by_name)
+    )
 
 
 def step_count(trace: Trace) -> int:
@@ -95,15 +101,23 @@ def work_events(trace: Trace) -> pl.DataFrame:
     else:
         work = leaf_work_ops(trace).lazy()
     return work.select(
-        "id", "step", "cat", "name", family_expr(pl.col("name"), pl.col("cat")).alias("family"),
-        "ts_ns", "dur_ns", "device", "stream",
+        "id",
+        "step",
+        "cat",
+        "name",
+        family_expr(pl.col("name"), pl.col("cat")).alias("family"),
+        "ts_ns",
+        "dur_ns",
+        "device",
+        "stream",
     ).collect()
 
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:
     """All cpu_ops except profiler and torch.compile bookkeeping."""
     return trace.events.filter(
-        (pl.col("cat") == "cpu_op") & ~names_matching(trace.events["name"], lambda name: name.str.contains(BOOKKEEPING_OPS))
+        (pl.col("cat") == "cpu_op")
+        & ~names_matching(trace.events["name"], lambda name: name.str.contains(BOOKKEEPING_OPS))
     )
 
 
@@ -119,7 +133,9 @@ def leaf_work_ops(trace: Trace) -> pl.DataFrame:
     frontier = parent[ops["id"].to_numpy()]
     while True:
         frontier = frontier[frontier >= 0]
-        frontier = frontier[~holds_work[frontier]]  # (np.unique would import numpy.ma: setting a flag twice is harmless)
+        frontier = frontier[
+            ~holds_work[frontier]
+        ]  # (np.unique would import numpy.ma: setting a flag twice is harmless)
         if frontier.size == 0:
             break
         holds_work[frontier] = True
@@ -161,7 +177,9 @@ def busy_time(work: pl.DataFrame) -> pl.DataFrame:
         .sort("step", "dev", "ts_ns")
         .with_columns(pl.col("end_ns").cum_max().shift(1).over("step", "dev").alias("covered"))
         .with_columns(
-            (pl.col("end_ns") - pl.max_horizontal("ts_ns", pl.col("covered").fill_null(0))).clip(lower_bound=0).alias("new_ns")
+            (pl.col("end_ns") - pl.max_horizontal("ts_ns", pl.col("covered").fill_null(0)))
+            .clip(lower_bound=0)
+            .alias("new_ns")
         )
         .group_by("step", "dev")
         .agg(pl.col("new_ns").sum())

@@ -19,15 +19,41 @@ from dashboard.engine.steps import innermost_holders
 # c10's DeviceType numbers as the profiler writes them in "Device Type" (c10/core/DeviceType.h).
 # ROCm builds report their GPUs as CUDA (1).
 DEVICE_TYPES: dict[int, str] = {
-    0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 7: "fpga", 8: "maia", 9: "xla",
-    10: "vulkan", 11: "metal", 12: "xpu", 13: "mps", 14: "meta", 15: "hpu", 16: "ve", 17: "lazy", 18: "ipu", 19: "mtia",
+    0: "cpu",
+    1: "cuda",
+    2: "mkldnn",
+    3: "opengl",
+    4: "opencl",
+    5: "ideep",
+    6: "hip",
+    7: "fpga",
+    8: "maia",
+    9: "xla",
+    10: "vulkan",
+    11: "metal",
+    12: "xpu",
+    13: "mps",
+    14: "meta",
+    15: "hpu",
+    16: "ve",
+    17: "lazy",
+    18: "ipu",
+    19: "mtia",
     20: "privateuse1",
 }
 
 _PEAK_SCHEMA: dict[str, pl.DataType | type] = {
-    "step": pl.Int64, "device_type": pl.Int32, "device_id": pl.Int32, "device": pl.String,
-    "peak_allocated_bytes": pl.Int64, "start_allocated_bytes": pl.Int64, "added_bytes": pl.Int64,
-    "peak_ts_ns": pl.Int64, "peak_op": pl.String, "peak_reserved_bytes": pl.Int64, "allocations": pl.Int64,
+    "step": pl.Int64,
+    "device_type": pl.Int32,
+    "device_id": pl.Int32,
+    "device": pl.String,
+    "peak_allocated_bytes": pl.Int64,
+    "start_allocated_bytes": pl.Int64,
+    "added_bytes": pl.Int64,
+    "peak_ts_ns": pl.Int64,
+    "peak_op": pl.String,
+    "peak_reserved_bytes": pl.Int64,
+    "allocations": pl.Int64,
     "events": pl.Int64,
 }
 
@@ -80,7 +106,10 @@ def _ops_of(frame: pl.DataFrame, events: pl.DataFrame) -> pl.Series:
     thread = [pl.col(c).cast(pl.String).fill_null("\0") for c in ("pid", "tid")]
     lanes = frame.select(thread).unique(maintain_order=True).with_row_index("lane")
     points = frame.select(
-        pl.int_range(0, pl.len(), dtype=pl.Int64).alias("row"), *thread, "ts_ns", pl.lit(0, dtype=pl.Int64).alias("dur"),
+        pl.int_range(0, pl.len(), dtype=pl.Int64).alias("row"),
+        *thread,
+        "ts_ns",
+        pl.lit(0, dtype=pl.Int64).alias("dur"),
     ).join(lanes, on=["pid", "tid"], how="left", maintain_order="left")
     ops = (
         events.lazy()
@@ -98,9 +127,13 @@ def _ops_of(frame: pl.DataFrame, events: pl.DataFrame) -> pl.Series:
     order = np.lexsort((row, kind, -dur, ts, lane))
     holder = innermost_holders(lane[order], ts[order], (ts + dur)[order])
     at = np.full(len(order), -1, dtype=np.int64)
-    at[order] = np.where(holder >= 0, order[np.maximum(holder, 0)], -1)  # each row's holder, as an index before the sort
+    at[order] = np.where(
+        holder >= 0, order[np.maximum(holder, 0)], -1
+    )  # each row's holder, as an index before the sort
     held = at[n_ops:]  # the memory events', in the frame's row order; an index < n_ops is an op
-    names = events["name"].gather(series("id", ops["row"].to_numpy()[np.maximum(held, 0)] if n_ops else np.zeros(len(held), dtype=np.int64)))
+    names = events["name"].gather(
+        series("id", ops["row"].to_numpy()[np.maximum(held, 0)] if n_ops else np.zeros(len(held), dtype=np.int64))
+    )
     return names.alias("op").to_frame().select(pl.when(series("held", held >= 0)).then(pl.col("op"))).to_series()
 
 
@@ -121,7 +154,9 @@ def _with_peaks(frame: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
 
 def _with_device(frame: pl.DataFrame) -> pl.DataFrame:
     """`device` (device_label) added to a frame of a few rows (one per step and device)."""
-    labels = [device_label(kind, ident) for kind, ident in zip(frame["device_type"].to_list(), frame["device_id"].to_list())]
+    labels = [
+        device_label(kind, ident) for kind, ident in zip(frame["device_type"].to_list(), frame["device_id"].to_list())
+    ]
     return frame.with_columns(pl.Series("device", labels, dtype=pl.String))
 
 
@@ -152,9 +187,18 @@ def memory_peak(trace: Trace) -> pl.DataFrame:
     per (device_type, device_id), the highest peak first: device, peak_allocated_bytes (bytes),
     peak_ts_ns (ns from the trace start), peak_op, peak_step (the step that holds the peak event,
     null outside any), peak_reserved_bytes, allocations and events. No rows without memory events."""
-    schema = {"device_type": pl.Int32, "device_id": pl.Int32, "device": pl.String, "peak_allocated_bytes": pl.Int64,
-              "peak_ts_ns": pl.Int64, "peak_op": pl.String, "peak_step": pl.Int64, "peak_reserved_bytes": pl.Int64,
-              "allocations": pl.Int64, "events": pl.Int64}
+    schema = {
+        "device_type": pl.Int32,
+        "device_id": pl.Int32,
+        "device": pl.String,
+        "peak_allocated_bytes": pl.Int64,
+        "peak_ts_ns": pl.Int64,
+        "peak_op": pl.String,
+        "peak_step": pl.Int64,
+        "peak_reserved_bytes": pl.Int64,
+        "allocations": pl.Int64,
+        "events": pl.Int64,
+    }
     mem = trace.memory
     if mem.height == 0:
         return pl.DataFrame(schema=schema)
@@ -192,9 +236,16 @@ def memory_block(trace: Trace) -> dict[str, object]:
     mem = trace.memory
     flag = trace.meta.get("profile_memory")  # newer Kineto writes "profile_memory": 1 at the top level
     block: dict[str, object] = {
-        "recorded": mem.height > 0 or (type(flag) in (int, bool) and flag == 1), "events": mem.height,
-        "device": None, "peak_allocated_bytes": None, "peak_op": None, "peak_step": None, "peak_ts_ns": None, "added_bytes": None,
-        "totals_recorded": bool(mem.height and mem["total_allocated"].is_not_null().any()), "per_step": [],
+        "recorded": mem.height > 0 or (type(flag) in (int, bool) and flag == 1),
+        "events": mem.height,
+        "device": None,
+        "peak_allocated_bytes": None,
+        "peak_op": None,
+        "peak_step": None,
+        "peak_ts_ns": None,
+        "added_bytes": None,
+        "totals_recorded": bool(mem.height and mem["total_allocated"].is_not_null().any()),
+        "per_step": [],
     }
     if not mem.height:
         return block
@@ -204,16 +255,29 @@ def memory_block(trace: Trace) -> dict[str, object]:
     head = (chosen if chosen.height else peaks).row(0, named=True)
     per_step = memory_peaks(trace)
     block.update(
-        device=head["device"], peak_allocated_bytes=head["peak_allocated_bytes"], peak_op=head["peak_op"],
-        peak_step=head["peak_step"], peak_ts_ns=head["peak_ts_ns"],
+        device=head["device"],
+        peak_allocated_bytes=head["peak_allocated_bytes"],
+        peak_op=head["peak_op"],
+        peak_step=head["peak_step"],
+        peak_ts_ns=head["peak_ts_ns"],
     )
     if head["peak_step"] is not None:
         same = per_step.filter(
-            (pl.col("step") == head["peak_step"]) & (pl.col("device_type") == head["device_type"])
+            (pl.col("step") == head["peak_step"])
+            & (pl.col("device_type") == head["device_type"])
             & (pl.col("device_id") == head["device_id"])
         )
         block["added_bytes"] = same["added_bytes"][0] if same.height else None
-    keys = ("step", "device", "peak_allocated_bytes", "start_allocated_bytes", "added_bytes", "peak_ts_ns", "peak_op", "allocations")
+    keys = (
+        "step",
+        "device",
+        "peak_allocated_bytes",
+        "start_allocated_bytes",
+        "added_bytes",
+        "peak_ts_ns",
+        "peak_op",
+        "allocations",
+    )
     block["per_step"] = [{key: row[key] for key in keys} for row in per_step.iter_rows(named=True)]
     return block
 
@@ -221,6 +285,9 @@ def memory_block(trace: Trace) -> dict[str, object]:
 def memory_by_run(runs: dict[str, Trace]) -> pl.DataFrame:
     """memory_peaks of several runs ({label: Trace}, in display order) stacked, with `run` first:
     the runs without memory events (recorded without profile_memory) have no rows."""
-    frames = [memory_peaks(trace).select(pl.lit(label, dtype=pl.String).alias("run"), pl.all()) for label, trace in runs.items()]
+    frames = [
+        memory_peaks(trace).select(pl.lit(label, dtype=pl.String).alias("run"), pl.all())
+        for label, trace in runs.items()
+    ]
     schema = {"run": pl.String, **_PEAK_SCHEMA}
     return pl.concat(frames) if frames else pl.DataFrame(schema=schema)

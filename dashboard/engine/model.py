@@ -19,17 +19,32 @@ from dashboard.engine.kept import MISSING
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 # Host calls that queue device work, tied to it by args.correlation; other vendors' keep their names.
 LAUNCH_CATEGORIES = (
-    "cuda_runtime", "cuda_driver", "mtia_runtime", "glow_runtime", "xpu_runtime", "xpu_driver", "hpu_op",
-    "privateuse1_runtime", "privateuse1_driver",
+    "cuda_runtime",
+    "cuda_driver",
+    "mtia_runtime",
+    "glow_runtime",
+    "xpu_runtime",
+    "xpu_driver",
+    "hpu_op",
+    "privateuse1_runtime",
+    "privateuse1_driver",
 )
 
 # The memory table's columns (Trace.memory): one row per "[memory]" instant event, which a trace
 # recorded with profile_memory=True holds for every allocation and free. Units: ts_ns in ns from
 # the trace start (the events' origin), the rest in bytes except the ids; see Trace.memory.
 MEMORY_SCHEMA: dict[str, Any] = {
-    "ts_ns": pl.Int64, "pid": pl.Categorical, "tid": pl.Categorical, "device_type": pl.Int32, "device_id": pl.Int32,
-    "bytes": pl.Int64, "total_allocated": pl.Int64, "total_reserved": pl.Int64, "addr": pl.Int64,
-    "step": pl.Int64, "op": pl.Categorical,
+    "ts_ns": pl.Int64,
+    "pid": pl.Categorical,
+    "tid": pl.Categorical,
+    "device_type": pl.Int32,
+    "device_id": pl.Int32,
+    "bytes": pl.Int64,
+    "total_allocated": pl.Int64,
+    "total_reserved": pl.Int64,
+    "addr": pl.Int64,
+    "step": pl.Int64,
+    "op": pl.Categorical,
 }
 
 

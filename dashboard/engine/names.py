@@ -198,19 +198,65 @@ def _unwrap_launcher(parsed: KernelName) -> KernelName:
 # ---------------------------------------------------------------------------- Itanium C++ ABI
 
 _BUILTIN = {
-    "v": "void", "w": "wchar_t", "b": "bool", "c": "char", "a": "signed char", "h": "unsigned char",
-    "s": "short", "t": "unsigned short", "i": "int", "j": "unsigned int", "l": "long", "m": "unsigned long",
-    "x": "long long", "y": "unsigned long long", "n": "__int128", "o": "unsigned __int128", "f": "float",
-    "d": "double", "e": "long double", "g": "__float128", "z": "...",
+    "v": "void",
+    "w": "wchar_t",
+    "b": "bool",
+    "c": "char",
+    "a": "signed char",
+    "h": "unsigned char",
+    "s": "short",
+    "t": "unsigned short",
+    "i": "int",
+    "j": "unsigned int",
+    "l": "long",
+    "m": "unsigned long",
+    "x": "long long",
+    "y": "unsigned long long",
+    "n": "__int128",
+    "o": "unsigned __int128",
+    "f": "float",
+    "d": "double",
+    "e": "long double",
+    "g": "__float128",
+    "z": "...",
 }
-_BUILTIN_D = {"Dn": "decltype(nullptr)", "Dh": "half", "Di": "char32_t", "Ds": "char16_t", "Du": "char8_t",
-              "Da": "auto", "Dc": "decltype(auto)", "DF16b": "std::bfloat16_t"}
+_BUILTIN_D = {
+    "Dn": "decltype(nullptr)",
+    "Dh": "half",
+    "Di": "char32_t",
+    "Ds": "char16_t",
+    "Du": "char8_t",
+    "Da": "auto",
+    "Dc": "decltype(auto)",
+    "DF16b": "std::bfloat16_t",
+}
 _LITERAL_SUFFIX = {"j": "u", "l": "l", "m": "ul", "x": "ll", "y": "ull"}
-_ABBREVIATIONS = {"St": "std", "Sa": "std::allocator", "Sb": "std::basic_string", "Ss": "std::string",
-                  "Si": "std::istream", "So": "std::ostream", "Sd": "std::iostream"}
-_OPERATORS = {"cl": "operator()", "ix": "operator[]", "eq": "operator==", "ne": "operator!=", "lt": "operator<",
-              "gt": "operator>", "pl": "operator+", "mi": "operator-", "ml": "operator*", "dv": "operator/",
-              "aS": "operator=", "ad": "operator&", "ng": "operator-", "nt": "operator!", "co": "operator~"}
+_ABBREVIATIONS = {
+    "St": "std",
+    "Sa": "std::allocator",
+    "Sb": "std::basic_string",
+    "Ss": "std::string",
+    "Si": "std::istream",
+    "So": "std::ostream",
+    "Sd": "std::iostream",
+}
+_OPERATORS = {
+    "cl": "operator()",
+    "ix": "operator[]",
+    "eq": "operator==",
+    "ne": "operator!=",
+    "lt": "operator<",
+    "gt": "operator>",
+    "pl": "operator+",
+    "mi": "operator-",
+    "ml": "operator*",
+    "dv": "operator/",
+    "aS": "operator=",
+    "ad": "operator&",
+    "ng": "operator-",
+    "nt": "operator!",
+    "co": "operator~",
+}
 _UNARY_EXPR = {"ad": "&", "ng": "-", "nt": "!", "co": "~"}
 
 

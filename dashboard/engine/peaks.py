@@ -64,39 +64,166 @@ _MI200 = "AMD Instinct MI250 / MI250X data sheets, package figures / 2 (ROCm sho
 # matches), then, for blank or generic names ("AMD Radeon Graphics"), by compute capability,
 # SM/CU count and memory size.
 PEAK_TABLE: tuple[DevicePeak, ...] = (
-    DevicePeak("A100 SXM4 80GB", "NVIDIA", r"A100.*SXM4?.*80\s*GB", (8, 0), 108, 80, 19.5, 156, 312, 312, None, 2.039, _A100),
-    DevicePeak("A100 PCIe 80GB", "NVIDIA", r"A100.*80\s*GB.*PCIe|A100.*PCIe.*80\s*GB", (8, 0), 108, 80, 19.5, 156, 312, 312, None, 1.935, _A100),
-    DevicePeak("A100 SXM4 40GB", "NVIDIA", r"A100.*SXM4?.*40\s*GB|A100-SXM4?$", (8, 0), 108, 40, 19.5, 156, 312, 312, None, 1.555, _A100),
-    DevicePeak("A100 PCIe 40GB", "NVIDIA", r"A100.*PCIe(?!.*80)", (8, 0), 108, 40, 19.5, 156, 312, 312, None, 1.555, _A100),
+    DevicePeak(
+        "A100 SXM4 80GB", "NVIDIA", r"A100.*SXM4?.*80\s*GB", (8, 0), 108, 80, 19.5, 156, 312, 312, None, 2.039, _A100
+    ),
+    DevicePeak(
+        "A100 PCIe 80GB",
+        "NVIDIA",
+        r"A100.*80\s*GB.*PCIe|A100.*PCIe.*80\s*GB",
+        (8, 0),
+        108,
+        80,
+        19.5,
+        156,
+        312,
+        312,
+        None,
+        1.935,
+        _A100,
+    ),
+    DevicePeak(
+        "A100 SXM4 40GB",
+        "NVIDIA",
+        r"A100.*SXM4?.*40\s*GB|A100-SXM4?$",
+        (8, 0),
+        108,
+        40,
+        19.5,
+        156,
+        312,
+        312,
+        None,
+        1.555,
+        _A100,
+    ),
+    DevicePeak(
+        "A100 PCIe 40GB", "NVIDIA", r"A100.*PCIe(?!.*80)", (8, 0), 108, 40, 19.5, 156, 312, 312, None, 1.555, _A100
+    ),
     DevicePeak("H100 NVL", "NVIDIA", r"H100\s*NVL", (9, 0), 132, 94, 60, 417.5, 835.5, 835.5, 1670.5, 3.9, _H100),
     DevicePeak("H100 PCIe", "NVIDIA", r"H100.*PCIe", (9, 0), 114, 80, 51, 378, 756.5, 756.5, 1513, 2.0, _H100),
-    DevicePeak("H100 SXM5 80GB", "NVIDIA", r"H100.*(SXM|HBM3)", (9, 0), 132, 80, 67, 494.5, 989.5, 989.5, 1979, 3.35, _H100),
+    DevicePeak(
+        "H100 SXM5 80GB", "NVIDIA", r"H100.*(SXM|HBM3)", (9, 0), 132, 80, 67, 494.5, 989.5, 989.5, 1979, 3.35, _H100
+    ),
     DevicePeak("H200 NVL", "NVIDIA", r"H200\s*NVL", (9, 0), 132, 141, 60, 417.5, 835.5, 835.5, 1670.5, 4.8, _H200),
     DevicePeak("H200 SXM", "NVIDIA", r"H200", (9, 0), 132, 141, 67, 494.5, 989.5, 989.5, 1979, 4.8, _H200),
     DevicePeak("GB200 (one B200 GPU)", "NVIDIA", r"GB200", (10, 0), None, 186, 80, 1250, 2500, 2500, 5000, 8.0, _GB200),
     DevicePeak("B200", "NVIDIA", r"(?<!G)B200", (10, 0), None, 180, 75, 1100, 2250, 2250, 4500, 8.0, _B200),
-    DevicePeak("L40S", "NVIDIA", r"L40S", (8, 9), 142, 48, 91.6, 183, 362.05, 362.05, 733, 0.864,
-               "NVIDIA L40S GPU datasheet (dense = the starred sparsity figures halved)"),
-    DevicePeak("L4", "NVIDIA", r"\bL4\b", (8, 9), 58, 24, 30.3, 60, 121, 121, 242.5, 0.3,
-               "NVIDIA L4 Tensor Core GPU datasheet (dense = the starred sparsity figures halved)"),
-    DevicePeak("A10", "NVIDIA", r"\bA10\b", (8, 6), 72, 24, 31.2, 62.5, 125, 125, None, 0.6,
-               "NVIDIA A10 Tensor Core GPU datasheet (dense = the starred sparsity figures halved)"),
+    DevicePeak(
+        "L40S",
+        "NVIDIA",
+        r"L40S",
+        (8, 9),
+        142,
+        48,
+        91.6,
+        183,
+        362.05,
+        362.05,
+        733,
+        0.864,
+        "NVIDIA L40S GPU datasheet (dense = the starred sparsity figures halved)",
+    ),
+    DevicePeak(
+        "L4",
+        "NVIDIA",
+        r"\bL4\b",
+        (8, 9),
+        58,
+        24,
+        30.3,
+        60,
+        121,
+        121,
+        242.5,
+        0.3,
+        "NVIDIA L4 Tensor Core GPU datasheet (dense = the starred sparsity figures halved)",
+    ),
+    DevicePeak(
+        "A10",
+        "NVIDIA",
+        r"\bA10\b",
+        (8, 6),
+        72,
+        24,
+        31.2,
+        62.5,
+        125,
+        125,
+        None,
+        0.6,
+        "NVIDIA A10 Tensor Core GPU datasheet (dense = the starred sparsity figures halved)",
+    ),
     # AWS's variant of the A10: NVIDIA publishes no datasheet for it; only its memory bandwidth is
     # stated (same GDDR6 as the A10). Compute peaks stay unknown: give them with `override`.
-    DevicePeak("A10G", "NVIDIA", r"A10G", (8, 6), 80, 24, None, None, None, None, None, 0.6,
-               "AWS EC2 G5 (A10G): 24 GB GDDR6 at 600 GB/s as the A10; no published tensor peaks"),
-    DevicePeak("V100 SXM2", "NVIDIA", r"V100.*SXM2", (7, 0), 80, None, 15.7, None, None, 125, None, 0.9,
-               "NVIDIA Tesla V100 GPU datasheet, SXM2 column (fp16 = 'Tensor Performance')"),
-    DevicePeak("V100S PCIe", "NVIDIA", r"V100S", (7, 0), 80, 32, 16.4, None, None, 130, None, 1.134,
-               "NVIDIA V100S datasheet (fp16 = 'Tensor Performance')"),
-    DevicePeak("V100 PCIe", "NVIDIA", r"V100.*PCIe", (7, 0), 80, None, 14, None, None, 112, None, 0.9,
-               "NVIDIA Tesla V100 GPU datasheet, PCIe column (fp16 = 'Tensor Performance')"),
+    DevicePeak(
+        "A10G",
+        "NVIDIA",
+        r"A10G",
+        (8, 6),
+        80,
+        24,
+        None,
+        None,
+        None,
+        None,
+        None,
+        0.6,
+        "AWS EC2 G5 (A10G): 24 GB GDDR6 at 600 GB/s as the A10; no published tensor peaks",
+    ),
+    DevicePeak(
+        "V100 SXM2",
+        "NVIDIA",
+        r"V100.*SXM2",
+        (7, 0),
+        80,
+        None,
+        15.7,
+        None,
+        None,
+        125,
+        None,
+        0.9,
+        "NVIDIA Tesla V100 GPU datasheet, SXM2 column (fp16 = 'Tensor Performance')",
+    ),
+    DevicePeak(
+        "V100S PCIe",
+        "NVIDIA",
+        r"V100S",
+        (7, 0),
+        80,
+        32,
+        16.4,
+        None,
+        None,
+        130,
+        None,
+        1.134,
+        "NVIDIA V100S datasheet (fp16 = 'Tensor Performance')",
+    ),
+    DevicePeak(
+        "V100 PCIe",
+        "NVIDIA",
+        r"V100.*PCIe",
+        (7, 0),
+        80,
+        None,
+        14,
+        None,
+        None,
+        112,
+        None,
+        0.9,
+        "NVIDIA Tesla V100 GPU datasheet, PCIe column (fp16 = 'Tensor Performance')",
+    ),
     DevicePeak("MI355X", "AMD", r"MI355X", (9, 5), 256, 288, 157.3, None, 2516.6, 2516.6, 5033.2, 8.0, _MI350),
     DevicePeak("MI350X", "AMD", r"MI350X", (9, 5), 256, 288, 144.2, None, 2306.9, 2306.9, 4613.8, 8.0, _MI350),
     DevicePeak("MI325X", "AMD", r"MI325X", (9, 4), 304, 256, 163.4, 653.7, 1307.4, 1307.4, 2614.9, 6.0, _MI300),
     DevicePeak("MI300X", "AMD", r"MI300X", (9, 4), 304, 192, 163.4, 653.7, 1307.4, 1307.4, 2614.9, 5.3, _MI300),
     DevicePeak("MI250X (one GCD)", "AMD", r"MI250X", (9, 0), 110, 64, 47.85, None, 191.5, 191.5, None, 1.6384, _MI200),
-    DevicePeak("MI250 (one GCD)", "AMD", r"MI250(?!X)", (9, 0), 104, 64, 45.25, None, 181.05, 181.05, None, 1.6384, _MI200),
+    DevicePeak(
+        "MI250 (one GCD)", "AMD", r"MI250(?!X)", (9, 0), 104, 64, 45.25, None, 181.05, 181.05, None, 1.6384, _MI200
+    ),
 )
 
 
@@ -131,7 +258,11 @@ def _by_properties(props: Mapping[str, Any]) -> list[DevicePeak]:
             continue
         if row.units is not None and units != row.units:
             continue
-        if row.memory_gb is not None and isinstance(memory, (int, float)) and not (0.88 <= memory / 1e9 / row.memory_gb <= 1.12):
+        if (
+            row.memory_gb is not None
+            and isinstance(memory, (int, float))
+            and not (0.88 <= memory / 1e9 / row.memory_gb <= 1.12)
+        ):
             continue
         found.append(row)
     return found
@@ -143,7 +274,9 @@ def match_device(props: Mapping[str, Any]) -> DeviceMatch:
     40 GB share their numbers), else no peak with the reason."""
     props = dict(props)
     if not props:
-        return DeviceMatch(None, None, props, "no deviceProperties: a CPU trace or a profiler that did not record the device")
+        return DeviceMatch(
+            None, None, props, "no deviceProperties: a CPU trace or a profiler that did not record the device"
+        )
     name = str(props.get("name") or "")
     for row in PEAK_TABLE:
         if name and re.search(row.pattern, name, re.IGNORECASE):
@@ -154,7 +287,9 @@ def match_device(props: Mapping[str, Any]) -> DeviceMatch:
     described = f"{name or 'unnamed device'} (compute {props.get('computeMajor')}.{props.get('computeMinor')}, {props.get('numSms')} SMs/CUs)"
     if candidates:
         options = ", ".join(c.name for c in candidates)
-        return DeviceMatch(None, None, props, f"{described} fits several devices with different peaks ({options}): give the peak")
+        return DeviceMatch(
+            None, None, props, f"{described} fits several devices with different peaks ({options}): give the peak"
+        )
     return DeviceMatch(None, None, props, f"{described} is not in the peaks table: give its peak")
 
 
@@ -170,6 +305,19 @@ def with_override(match: DeviceMatch, override: DevicePeak | Mapping[str, float]
     if unknown:
         raise ValueError(f"unknown peak keys {sorted(unknown)}; use {sorted(allowed)}")
     base = match.peak or DevicePeak(
-        str(match.device.get("name") or "given device"), "", "", None, None, None, None, None, None, None, None, None, "")
+        str(match.device.get("name") or "given device"),
+        "",
+        "",
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        "",
+    )
     peak = replace(base, **{k: float(v) for k, v in override.items()}, source="given by the user")
     return DeviceMatch(peak, "override", match.device)

@@ -30,7 +30,9 @@ def rank_step_times(ranks: dict[int, Trace]) -> pl.DataFrame:
     """One row per (step, rank): step, rank, step_us. Steps that not every rank recorded are kept."""
     frames = [
         per_step(trace).select(
-            "step", pl.lit(rank, dtype=pl.Int64).alias("rank"), (pl.col(step_time_column(trace)) / 1000.0).alias("step_us")
+            "step",
+            pl.lit(rank, dtype=pl.Int64).alias("rank"),
+            (pl.col(step_time_column(trace)) / 1000.0).alias("step_us"),
         )
         for rank, trace in sorted(ranks.items())
     ]
@@ -96,7 +98,13 @@ def slowest_of(times: pl.DataFrame) -> int | None:
     if times.height == 0:
         return None
     # a step where every rank took the same time (or none did any work) has no straggler
-    wins = stragglers(times).filter(pl.col("behind_us") > 0).group_by("slowest_rank").len().rename({"slowest_rank": "rank"})
+    wins = (
+        stragglers(times)
+        .filter(pl.col("behind_us") > 0)
+        .group_by("slowest_rank")
+        .len()
+        .rename({"slowest_rank": "rank"})
+    )
     medians = times.group_by("rank").agg(pl.col("step_us").median().alias("median_us"))
     ranked = medians.join(wins, on="rank", how="left").with_columns(pl.col("len").fill_null(0))
     return int(ranked.sort(["len", "median_us", "rank"], descending=[True, True, False])["rank"][0])
@@ -107,11 +115,15 @@ def rank_medians(times: pl.DataFrame) -> pl.DataFrame:
     and straggler_steps (in how many steps it was the slowest rank and behind the median rank:
     a step where every rank kept pace, or none did any work, has no straggler)."""
     wins = (
-        stragglers(times).filter(pl.col("behind_us") > 0).group_by("slowest_rank")
-        .agg(pl.len().cast(pl.Int64).alias("straggler_steps")).rename({"slowest_rank": "rank"})
+        stragglers(times)
+        .filter(pl.col("behind_us") > 0)
+        .group_by("slowest_rank")
+        .agg(pl.len().cast(pl.Int64).alias("straggler_steps"))
+        .rename({"slowest_rank": "rank"})
     )
     return (
-        times.group_by("rank").agg(pl.len().cast(pl.Int64).alias("steps"), pl.col("step_us").median().alias("median_us"))
+        times.group_by("rank")
+        .agg(pl.len().cast(pl.Int64).alias("steps"), pl.col("step_us").median().alias("median_us"))
         .join(wins, on="rank", how="left")
         .with_columns(pl.col("straggler_steps").fill_null(0))
         .sort("rank")
@@ -143,7 +155,13 @@ def compare_slowest(baseline: pl.DataFrame, candidate: pl.DataFrame) -> pl.DataF
     for times in (baseline, candidate):
         rank = slowest_of(times)
         mine = times.filter(pl.col("rank") == rank)["step_us"] if rank is not None else pl.Series([], dtype=pl.Float64)
-        rows.append((rank, mine.median() if mine.len() else None, stragglers(times)["slowest_us"].median() if times.height else None))
+        rows.append(
+            (
+                rank,
+                mine.median() if mine.len() else None,
+                stragglers(times)["slowest_us"].median() if times.height else None,
+            )
+        )
     (b_rank, b_slowest, b_each), (c_rank, c_slowest, c_each) = rows
     return pl.DataFrame(
         {
@@ -153,13 +171,16 @@ def compare_slowest(baseline: pl.DataFrame, candidate: pl.DataFrame) -> pl.DataF
             "candidate_rank": [c_rank, None],
             "candidate_us": [c_slowest, c_each],
         },
-        schema={"measure": pl.String, "baseline_rank": pl.Int64, "baseline_us": pl.Float64, "candidate_rank": pl.Int64,
-                "candidate_us": pl.Float64},
+        schema={
+            "measure": pl.String,
+            "baseline_rank": pl.Int64,
+            "baseline_us": pl.Float64,
+            "candidate_rank": pl.Int64,
+            "candidate_us": pl.Float64,
+        },
     ).with_columns(_speedup("baseline_us", "candidate_us"))
 
 
 def _speedup(baseline: str, candidate: str) -> pl.Expr:
     """baseline / candidate, null where either is missing or the candidate took no time."""
-    return (
-        pl.when(pl.col(candidate) > 0).then(pl.col(baseline) / pl.col(candidate)).otherwise(None).alias("speedup")
-    )
+    return pl.when(pl.col(candidate) > 0).then(pl.col(baseline) / pl.col(candidate)).otherwise(None).alias("speedup")

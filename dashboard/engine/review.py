@@ -22,7 +22,16 @@ from dashboard.engine.kernels import family_per_step, kernel_table, per_step, st
 from dashboard.engine.model import Trace, per_trace
 from dashboard.engine.fingerprint import CROSS_DEVICE
 from dashboard.engine.speed import (
-    NO_SPEEDUP, GROUP_CPU, GROUP_GPU, MIXED_DEVICES_WHY, Group, device_group, device_groups, group_baselines, speed_table, step_time,
+    NO_SPEEDUP,
+    GROUP_CPU,
+    GROUP_GPU,
+    MIXED_DEVICES_WHY,
+    Group,
+    device_group,
+    device_groups,
+    group_baselines,
+    speed_table,
+    step_time,
     step_time_column,
 )
 from dashboard.engine.summary import device_info
@@ -35,18 +44,48 @@ SEVERITY_NOTE = "note"  # worth knowing when reading the numbers
 SEVERITIES: tuple[str, ...] = (SEVERITY_ALARM, SEVERITY_WARNING, SEVERITY_NOTE)  # most serious first
 
 OVERVIEW_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.String, "group": pl.String, "baseline": pl.String, "device": pl.String, "device_name": pl.String, "steps": pl.Int64,
-    "median_step_us": pl.Float64, "p10_step_us": pl.Float64, "p90_step_us": pl.Float64, "time_source": pl.String,
-    "work_unit": pl.String, "work_per_step": pl.Float64, "copies_per_step": pl.Float64,
-    "hidden_copies_per_step": pl.Float64, "backend_requested": pl.String, "backends": pl.String,
-    "backend_verdict": pl.String, "parity_passed": pl.Boolean, "parity_max_abs": pl.Float64, "speedup": pl.Float64,
-    "cut": pl.String, "relation": pl.String,
+    "run": pl.String,
+    "group": pl.String,
+    "baseline": pl.String,
+    "device": pl.String,
+    "device_name": pl.String,
+    "steps": pl.Int64,
+    "median_step_us": pl.Float64,
+    "p10_step_us": pl.Float64,
+    "p90_step_us": pl.Float64,
+    "time_source": pl.String,
+    "work_unit": pl.String,
+    "work_per_step": pl.Float64,
+    "copies_per_step": pl.Float64,
+    "hidden_copies_per_step": pl.Float64,
+    "backend_requested": pl.String,
+    "backends": pl.String,
+    "backend_verdict": pl.String,
+    "parity_passed": pl.Boolean,
+    "parity_max_abs": pl.Float64,
+    "speedup": pl.Float64,
+    "cut": pl.String,
+    "relation": pl.String,
 }
-FINDING_SCHEMA: dict[str, pl.DataType] = {"run": pl.String, "severity": pl.String, "kind": pl.String, "message": pl.String}
+FINDING_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String,
+    "severity": pl.String,
+    "kind": pl.String,
+    "message": pl.String,
+}
 COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.String, "kind": pl.String, "op_chain": pl.String, "origin": pl.String, "hidden": pl.Boolean,
-    "copy_class": pl.String, "count": pl.Int64, "per_step": pl.Float64, "bytes_per_step": pl.Float64, "us_per_step": pl.Float64,
-    "share": pl.Float64, "alarm": pl.Boolean,
+    "run": pl.String,
+    "kind": pl.String,
+    "op_chain": pl.String,
+    "origin": pl.String,
+    "hidden": pl.Boolean,
+    "copy_class": pl.String,
+    "count": pl.Int64,
+    "per_step": pl.Float64,
+    "bytes_per_step": pl.Float64,
+    "us_per_step": pl.Float64,
+    "share": pl.Float64,
+    "alarm": pl.Boolean,
 }
 
 # The copy alarms' thresholds live in constants.py (the CLI's flags show them); re-exported here.
@@ -86,7 +125,12 @@ def backend_check(trace: Trace) -> dict:
         verdict = VERDICT_FALLBACK
     else:
         verdict = VERDICT_UNVERIFIED
-    return {"requested": requested, "detected": list(found.backends), "evidence": found.all_evidence, "verdict": verdict}
+    return {
+        "requested": requested,
+        "detected": list(found.backends),
+        "evidence": found.all_evidence,
+        "verdict": verdict,
+    }
 
 
 def backend_table(runs: dict[str, Trace]) -> pl.DataFrame:
@@ -95,10 +139,24 @@ def backend_table(runs: dict[str, Trace]) -> pl.DataFrame:
     rows = []
     for label, trace in runs.items():
         check = backend_check(trace)
-        rows.append({"run": label, "requested": check["requested"], "detected": ", ".join(check["detected"]),
-                     "verdict": check["verdict"], "evidence": check["evidence"]})
+        rows.append(
+            {
+                "run": label,
+                "requested": check["requested"],
+                "detected": ", ".join(check["detected"]),
+                "verdict": check["verdict"],
+                "evidence": check["evidence"],
+            }
+        )
     return pl.DataFrame(
-        rows, schema={"run": pl.String, "requested": pl.String, "detected": pl.String, "verdict": pl.String, "evidence": pl.List(pl.String)}
+        rows,
+        schema={
+            "run": pl.String,
+            "requested": pl.String,
+            "detected": pl.String,
+            "verdict": pl.String,
+            "evidence": pl.List(pl.String),
+        },
     )
 
 
@@ -170,16 +228,28 @@ def overview(runs: dict[str, Trace], baseline: str | None) -> pl.DataFrame:
         name = device["name"] or trace.collector.get("device_name")
         rows.append(
             {
-                "run": label, "group": device_group(trace), "baseline": against.get(label), "device": device["type"],
-                "device_name": str(name) if name else None, "steps": trace.steps.height,
-                "median_step_us": st.median_us, "p10_step_us": st.p10_us, "p90_step_us": st.p90_us,
-                "time_source": st.source, "work_unit": work_unit(trace),
+                "run": label,
+                "group": device_group(trace),
+                "baseline": against.get(label),
+                "device": device["type"],
+                "device_name": str(name) if name else None,
+                "steps": trace.steps.height,
+                "median_step_us": st.median_us,
+                "p10_step_us": st.p10_us,
+                "p90_step_us": st.p90_us,
+                "time_source": st.source,
+                "work_unit": work_unit(trace),
                 "work_per_step": float(steps["work"].median()) if steps.height else 0.0,
-                "copies_per_step": table.height / n, "hidden_copies_per_step": int(table["hidden"].sum()) / n,
-                "backend_requested": check["requested"], "backends": ", ".join(check["detected"]),
+                "copies_per_step": table.height / n,
+                "hidden_copies_per_step": int(table["hidden"].sum()) / n,
+                "backend_requested": check["requested"],
+                "backends": ", ".join(check["detected"]),
                 "backend_verdict": check["verdict"],
-                "parity_passed": par.get("passed"), "parity_max_abs": par.get("max_abs"),
-                "speedup": speedup.get(label), "cut": cut_state(trace), "relation": related.get(label),
+                "parity_passed": par.get("passed"),
+                "parity_max_abs": par.get("max_abs"),
+                "speedup": speedup.get(label),
+                "cut": cut_state(trace),
+                "relation": related.get(label),
             }
         )
     return pl.DataFrame(rows, schema=OVERVIEW_SCHEMA)
@@ -210,7 +280,13 @@ def copy_groups(
                 pl.col("dur_ns").sum().alias("dur_ns"),
             )
             .select(
-                pl.lit(label).alias("run"), "kind", pl.col("op_chain").list.join(" > "), "origin", "hidden", "copy_class", "count",
+                pl.lit(label).alias("run"),
+                "kind",
+                pl.col("op_chain").list.join(" > "),
+                "origin",
+                "hidden",
+                "copy_class",
+                "count",
                 (pl.col("count") / n).alias("per_step"),
                 (pl.col("bytes") / n).cast(pl.Float64).alias("bytes_per_step"),
                 (pl.col("dur_ns") / n / 1000.0).alias("us_per_step"),
@@ -219,15 +295,27 @@ def copy_groups(
         )
     if not frames:
         return pl.DataFrame(schema=COPY_GROUP_SCHEMA)
-    out = pl.concat(frames).with_columns(
-        (pl.col("hidden") & ((pl.col("share").fill_null(0.0) >= alarm_share)
-                             | (pl.col("bytes_per_step").fill_null(0.0) >= alarm_bytes))).alias("alarm")
-    ).cast(COPY_GROUP_SCHEMA)
+    out = (
+        pl.concat(frames)
+        .with_columns(
+            (
+                pl.col("hidden")
+                & (
+                    (pl.col("share").fill_null(0.0) >= alarm_share)
+                    | (pl.col("bytes_per_step").fill_null(0.0) >= alarm_bytes)
+                )
+            ).alias("alarm")
+        )
+        .cast(COPY_GROUP_SCHEMA)
+    )
     order = {label: i for i, label in enumerate(runs)}
     return (
         out.with_columns(pl.col("run").replace_strict(order, return_dtype=pl.Int64).alias("_order"))
-        .sort(["_order", "hidden", "us_per_step", "kind", "op_chain", "origin", "copy_class"],  # ties in a fixed order
-              descending=[False, True, True, False, False, False, False], nulls_last=True)
+        .sort(
+            ["_order", "hidden", "us_per_step", "kind", "op_chain", "origin", "copy_class"],  # ties in a fixed order
+            descending=[False, True, True, False, False, False, False],
+            nulls_last=True,
+        )
         .drop("_order")
     )
 
@@ -241,7 +329,10 @@ def families(runs: dict[str, Trace]) -> pl.DataFrame:
         fam = family_per_step(trace)
         frames.append(
             fam.group_by("family")
-            .agg((pl.col("count").sum() / n).alias("count_per_step"), (pl.col("total_ns").sum() / n / 1000.0).alias("us_per_step"))
+            .agg(
+                (pl.col("count").sum() / n).alias("count_per_step"),
+                (pl.col("total_ns").sum() / n / 1000.0).alias("us_per_step"),
+            )
             .select(pl.lit(label).alias("run"), "family", "count_per_step", "us_per_step")
             .sort("family")
         )
@@ -281,8 +372,12 @@ def findings(
     view = overview(runs, baseline) if overview_table is None else overview_table
     copies_of = dict(zip(view["run"].to_list(), view["copies_per_step"].to_list()))
     # what copies cost besides the hidden ones (those have their own alarm, above): requested, autograd, ...
-    copy_us = {run: float(part["us_per_step"].sum()) for (run,), part in groups.filter(~pl.col("hidden")).group_by(["run"])}
-    speed_why = dict(zip(*speed_table(runs, baseline or "").select("run", "relation_why").to_dict().values())) if runs else {}
+    copy_us = {
+        run: float(part["us_per_step"].sum()) for (run,), part in groups.filter(~pl.col("hidden")).group_by(["run"])
+    }
+    speed_why = (
+        dict(zip(*speed_table(runs, baseline or "").select("run", "relation_why").to_dict().values())) if runs else {}
+    )
     against = group_baselines(runs, baseline) if runs else {}
     for row in view.iter_rows(named=True):
         label = row["run"]
@@ -294,46 +389,74 @@ def findings(
             lead = (
                 f"this {device_info(trace)['type']} trace lost every device event, so it is counted as a CPU-only run "
                 "(leaf CPU ops, the CPU step span) and compared only with CPU-only runs; its device work is unknown. "
-                if state == CUT_DEVICE_LOST else ""
+                if state == CUT_DEVICE_LOST
+                else ""
             )
             severity = SEVERITY_WARNING if trace.cut.events_whole else SEVERITY_ALARM
             rows.append(_finding(label, severity, "cut trace", lead + said))
         hidden = groups.filter((pl.col("run") == label) & pl.col("hidden"))
         costly, small = hidden.filter(pl.col("alarm")), hidden.filter(~pl.col("alarm"))
         if costly.height:
-            rows.append(_finding(label, SEVERITY_ALARM, "hidden copy", _hidden_words(costly),
-                                 cost=float(costly["share"].fill_null(0.0).sum())))
+            rows.append(
+                _finding(
+                    label,
+                    SEVERITY_ALARM,
+                    "hidden copy",
+                    _hidden_words(costly),
+                    cost=float(costly["share"].fill_null(0.0).sum()),
+                )
+            )
         if small.height:
-            rows.append(_finding(
-                label, SEVERITY_NOTE, "small hidden copy",
-                _hidden_words(small) + f"; below the alarm's {_share_words(alarm_share)} of the step or "
-                f"{format_bytes(alarm_bytes)} a step",
-                cost=float(small["share"].fill_null(0.0).sum()),
-            ))
+            rows.append(
+                _finding(
+                    label,
+                    SEVERITY_NOTE,
+                    "small hidden copy",
+                    _hidden_words(small) + f"; below the alarm's {_share_words(alarm_share)} of the step or "
+                    f"{format_bytes(alarm_bytes)} a step",
+                    cost=float(small["share"].fill_null(0.0).sum()),
+                )
+            )
         if row["backend_verdict"] == VERDICT_FALLBACK:
-            rows.append(_finding(
-                label, SEVERITY_ALARM, "backend fallback",
-                f"requested SDPA backend '{row['backend_requested']}' but the trace shows {row['backends']}",
-            ))
+            rows.append(
+                _finding(
+                    label,
+                    SEVERITY_ALARM,
+                    "backend fallback",
+                    f"requested SDPA backend '{row['backend_requested']}' but the trace shows {row['backends']}",
+                )
+            )
         elif is_compiled_verdict(row["backend_verdict"]):
-            rows.append(_finding(
-                label, SEVERITY_NOTE, "backend compiled",
-                f"requested SDPA backend '{row['backend_requested']}', but torch.compile replaced its op by inductor's "
-                f"generated kernels ({row['backends']}): the numbers are the compiled kernels', not the {row['backend_requested']} path's",
-            ))
+            rows.append(
+                _finding(
+                    label,
+                    SEVERITY_NOTE,
+                    "backend compiled",
+                    f"requested SDPA backend '{row['backend_requested']}', but torch.compile replaced its op by inductor's "
+                    f"generated kernels ({row['backends']}): the numbers are the compiled kernels', not the {row['backend_requested']} path's",
+                )
+            )
         elif row["backend_verdict"] == VERDICT_UNVERIFIED:
-            rows.append(_finding(
-                label, SEVERITY_NOTE, "backend unverified",
-                f"requested SDPA backend '{row['backend_requested']}', but no attention op or kernel is named in the "
-                "trace (torch.compile may have decomposed it), so the backend cannot be checked",
-            ))
+            rows.append(
+                _finding(
+                    label,
+                    SEVERITY_NOTE,
+                    "backend unverified",
+                    f"requested SDPA backend '{row['backend_requested']}', but no attention op or kernel is named in the "
+                    "trace (torch.compile may have decomposed it), so the backend cannot be checked",
+                )
+            )
         par = parity(trace)
         if par is not None and par.get("passed") is False:
-            rows.append(_finding(
-                label, SEVERITY_ALARM, "parity failure",
-                f"output differs from the fp32 reference: max abs {_num(par.get('max_abs'))}, max rel "
-                f"{_num(par.get('max_rel'))} (atol {_num(par.get('atol'))}, rtol {_num(par.get('rtol'))})",
-            ))
+            rows.append(
+                _finding(
+                    label,
+                    SEVERITY_ALARM,
+                    "parity failure",
+                    f"output differs from the fp32 reference: max abs {_num(par.get('max_abs'))}, max rel "
+                    f"{_num(par.get('max_rel'))} (atol {_num(par.get('atol'))}, rtol {_num(par.get('rtol'))})",
+                )
+            )
         base = against.get(label)
         if base is not None and label != base and row["copies_per_step"] > copies_of[base]:
             mine, theirs = row["copies_per_step"], copies_of[base]
@@ -341,36 +464,70 @@ def findings(
             step_us = row["median_step_us"] or 0.0
             share = added_us / step_us if step_us > 0 else None
             keys = ["kind", "op_chain", "copy_class"]
-            plain = groups.filter(~pl.col("hidden")).with_columns(pl.col(keys).fill_null(""))  # a null key would match nothing
+            plain = groups.filter(~pl.col("hidden")).with_columns(
+                pl.col(keys).fill_null("")
+            )  # a null key would match nothing
             worst = (
-                plain.filter(pl.col("run") == label).select(*keys, "us_per_step")
-                .join(plain.filter(pl.col("run") == base).select(*keys, pl.col("us_per_step").alias("base_us")),
-                      on=keys, how="left")  # keys never null: op_chain is joined text
+                plain.filter(pl.col("run") == label)
+                .select(*keys, "us_per_step")
+                .join(
+                    plain.filter(pl.col("run") == base).select(*keys, pl.col("us_per_step").alias("base_us")),
+                    on=keys,
+                    how="left",
+                )  # keys never null: op_chain is joined text
                 .with_columns((pl.col("us_per_step") - pl.col("base_us").fill_null(0.0)).alias("grew"))
                 .sort(["grew", "kind", "op_chain"], descending=[True, False, False])
             )
-            cost = (f"; the copies that are not hidden add {added_us / 1000:+.3g} ms a step"
-                    + (f", {share:.1%} of the step" if share is not None else "") if added_us > 0 else "")
-            largest = (f"; most of it: {worst['kind'][0]} from {worst['op_chain'][0] or 'no op'} "
-                       f"({worst['copy_class'][0]}, {worst['grew'][0] / 1000:+.3g} ms a step)"
-                       if worst.height and worst["grew"][0] > 0 else "")
-            rows.append(_finding(
-                label, SEVERITY_ALARM if share is not None and share >= MORE_COPIES_ALARM_SHARE else SEVERITY_NOTE,
-                "more copies",
-                f"{mine:.4g} {_plural(mine, 'copy', 'copies')} per step against {theirs:.4g} in the baseline '{base}'"
-                + cost + largest,
-                cost=share if share is not None else 0.0,
-            ))
+            cost = (
+                f"; the copies that are not hidden add {added_us / 1000:+.3g} ms a step"
+                + (f", {share:.1%} of the step" if share is not None else "")
+                if added_us > 0
+                else ""
+            )
+            largest = (
+                f"; most of it: {worst['kind'][0]} from {worst['op_chain'][0] or 'no op'} "
+                f"({worst['copy_class'][0]}, {worst['grew'][0] / 1000:+.3g} ms a step)"
+                if worst.height and worst["grew"][0] > 0
+                else ""
+            )
+            rows.append(
+                _finding(
+                    label,
+                    SEVERITY_ALARM if share is not None and share >= MORE_COPIES_ALARM_SHARE else SEVERITY_NOTE,
+                    "more copies",
+                    f"{mine:.4g} {_plural(mine, 'copy', 'copies')} per step against {theirs:.4g} in the baseline '{base}'"
+                    + cost
+                    + largest,
+                    cost=share if share is not None else 0.0,
+                )
+            )
         if row["relation"] == NO_SPEEDUP:
-            rows.append(_finding(label, SEVERITY_WARNING, "different workload",
-                                 f"not the same work as '{base}' ({speed_why.get(label, '')}): no speedup is set, and "
-                                 "its changes are not one code change", cost=None))
+            rows.append(
+                _finding(
+                    label,
+                    SEVERITY_WARNING,
+                    "different workload",
+                    f"not the same work as '{base}' ({speed_why.get(label, '')}): no speedup is set, and "
+                    "its changes are not one code change",
+                    cost=None,
+                )
+            )
         elif row["relation"] == CROSS_DEVICE:
-            rows.append(_finding(label, SEVERITY_NOTE, "cross-device",
-                                 f"the same workload as '{base}' on another device ({speed_why.get(label, '')}): the "
-                                 "speedup compares devices as well as code"))
+            rows.append(
+                _finding(
+                    label,
+                    SEVERITY_NOTE,
+                    "cross-device",
+                    f"the same workload as '{base}' on another device ({speed_why.get(label, '')}): the "
+                    "speedup compares devices as well as code",
+                )
+            )
         if trace.implicit_step:
-            rows.append(_finding(label, SEVERITY_NOTE, "no steps", "no ProfilerStep in the trace: the whole trace counts as one step"))
+            rows.append(
+                _finding(
+                    label, SEVERITY_NOTE, "no steps", "no ProfilerStep in the trace: the whole trace counts as one step"
+                )
+            )
         for text in loader_lines:
             rows.append(_finding(label, SEVERITY_NOTE, "trace", text))
     rows.sort(key=lambda r: -(r["_cost"] if r["_cost"] is not None else float("inf")))  # stable: by_severity keeps it
@@ -388,21 +545,28 @@ def _hidden_words(hidden: pl.DataFrame) -> str:
     size = hidden["bytes_per_step"].sum() if hidden["bytes_per_step"].is_not_null().any() else None
     share = hidden["share"].sum() if hidden["share"].is_not_null().any() else None
     detail = ", ".join(
-        part for part in (
+        part
+        for part in (
             f"{format_bytes(size)} per step" if size else "",
             f"{share:.1%} of the step time" if share is not None else "",
-        ) if part
+        )
+        if part
     )
     others = hidden.height - 1
     more = f" (and {others} other {_plural(others, 'chain', 'chains')})" if others else ""
-    return (f"{per_step:.4g} hidden {_plural(per_step, 'copy', 'copies')} per step" + (f" ({detail})" if detail else "")
-            + f"; largest: {worst['kind']} from {worst['op_chain']}{more}")
+    return (
+        f"{per_step:.4g} hidden {_plural(per_step, 'copy', 'copies')} per step"
+        + (f" ({detail})" if detail else "")
+        + f"; largest: {worst['kind']} from {worst['op_chain']}{more}"
+    )
 
 
 def by_severity(found: pl.DataFrame) -> pl.DataFrame:
     """Findings ordered alarms first, then warnings, then notes (in their order within each)."""
     rank = {s: i for i, s in enumerate(SEVERITIES)}
-    return found.sort(pl.col("severity").replace_strict(rank, default=len(rank), return_dtype=pl.Int64), maintain_order=True)
+    return found.sort(
+        pl.col("severity").replace_strict(rank, default=len(rank), return_dtype=pl.Int64), maintain_order=True
+    )
 
 
 def format_bytes(value: float | None) -> str:
@@ -459,8 +623,14 @@ def sequence_counts(seq: pl.DataFrame) -> dict[str, int]:
 
 
 EFFICIENCY_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.String, "measure": pl.String, "device": pl.String, "calls": pl.Int64, "measured": pl.Int64,
-    "tflops": pl.Float64, "pct_of_roofline": pl.Float64, "reason": pl.String,
+    "run": pl.String,
+    "measure": pl.String,
+    "device": pl.String,
+    "calls": pl.Int64,
+    "measured": pl.Int64,
+    "tflops": pl.Float64,
+    "pct_of_roofline": pl.Float64,
+    "reason": pl.String,
 }
 MEASURE_STEP = "whole step"  # the collector's shape over the step's device time (naive variants included)
 MEASURE_OPS = "attention ops"  # the recorded attention calls with their shapes and kernels
@@ -489,11 +659,18 @@ def attention_efficiency(runs: dict[str, Trace]) -> pl.DataFrame:
         device = block["device"]["matched"] or block["device"]["name"] or ("cpu" if not trace.has_gpu else None)
         step = block["per_step"][0] if block["per_step"] else None
         if step is not None:
-            rows.append({
-                "run": label, "measure": MEASURE_STEP, "device": step["device"] or device, "calls": block["calls"],
-                "measured": None, "tflops": step["tflops"], "pct_of_roofline": step["pct_of_roofline"],
-                "reason": step["reason"],
-            })
+            rows.append(
+                {
+                    "run": label,
+                    "measure": MEASURE_STEP,
+                    "device": step["device"] or device,
+                    "calls": block["calls"],
+                    "measured": None,
+                    "tflops": step["tflops"],
+                    "pct_of_roofline": step["pct_of_roofline"],
+                    "reason": step["reason"],
+                }
+            )
             if block["calls"] == 0:
                 continue  # a naive variant: no attention call of its own, the whole step is its measure
         reasons = block["reasons"] or ([block["device"]["reason"]] if block["device"]["reason"] else [])
@@ -502,23 +679,51 @@ def attention_efficiency(runs: dict[str, Trace]) -> pl.DataFrame:
         elif block["measured"] == 0:
             reason = "; ".join(reasons) or "no attention call could be measured"
         elif block["measured"] < block["calls"]:
-            reason = f"{block['calls'] - block['measured']:,} of {block['calls']:,} calls not measured: " + "; ".join(reasons)
+            reason = f"{block['calls'] - block['measured']:,} of {block['calls']:,} calls not measured: " + "; ".join(
+                reasons
+            )
         else:
             reason = None
-        rows.append({
-            "run": label, "measure": MEASURE_OPS, "device": device, "calls": block["calls"], "measured": block["measured"],
-            "tflops": block["tflops"], "pct_of_roofline": block["pct_of_roofline"], "reason": reason,
-        })
+        rows.append(
+            {
+                "run": label,
+                "measure": MEASURE_OPS,
+                "device": device,
+                "calls": block["calls"],
+                "measured": block["measured"],
+                "tflops": block["tflops"],
+                "pct_of_roofline": block["pct_of_roofline"],
+                "reason": reason,
+            }
+        )
     return pl.DataFrame(rows, schema=EFFICIENCY_SCHEMA)
 
 
 ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.String, "measure": pl.String, "name": pl.String, "backend": pl.String, "shape": pl.String,
-    "dtype": pl.String, "device": pl.String, "count": pl.Int64, "mean_us": pl.Float64, "bytes": pl.Float64,
-    "intensity": pl.Float64, "tflops": pl.Float64, "tbps": pl.Float64, "peak_tflops": pl.Float64, "peak_tbps": pl.Float64,
-    "pct_of_roofline": pl.Float64, "bound": pl.String,
+    "run": pl.String,
+    "measure": pl.String,
+    "name": pl.String,
+    "backend": pl.String,
+    "shape": pl.String,
+    "dtype": pl.String,
+    "device": pl.String,
+    "count": pl.Int64,
+    "mean_us": pl.Float64,
+    "bytes": pl.Float64,
+    "intensity": pl.Float64,
+    "tflops": pl.Float64,
+    "tbps": pl.Float64,
+    "peak_tflops": pl.Float64,
+    "peak_tbps": pl.Float64,
+    "pct_of_roofline": pl.Float64,
+    "bound": pl.String,
 }
-LEFT_OUT_SCHEMA: dict[str, pl.DataType] = {"run": pl.String, "measure": pl.String, "name": pl.String, "reason": pl.String}
+LEFT_OUT_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String,
+    "measure": pl.String,
+    "name": pl.String,
+    "reason": pl.String,
+}
 
 
 def _roofline_rows(runs: dict[str, Trace]) -> pl.DataFrame:
@@ -526,11 +731,18 @@ def _roofline_rows(runs: dict[str, Trace]) -> pl.DataFrame:
     frames = [
         own_roofline(trace).with_columns(
             pl.lit(label).alias("run"),
-            pl.when(pl.col("measure") == MEASURE_STEP).then(pl.coalesce("name", pl.lit(label))).otherwise(pl.col("name")).alias("name"),
+            pl.when(pl.col("measure") == MEASURE_STEP)
+            .then(pl.coalesce("name", pl.lit(label)))
+            .otherwise(pl.col("name"))
+            .alias("name"),
         )
         for label, trace in runs.items()
     ]
-    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema={"run": pl.String, **ROOFLINE_ROW_SCHEMA})
+    return (
+        pl.concat(frames, how="vertical_relaxed")
+        if frames
+        else pl.DataFrame(schema={"run": pl.String, **ROOFLINE_ROW_SCHEMA})
+    )
 
 
 def roofline_points(runs: dict[str, Trace]) -> pl.DataFrame:
@@ -576,7 +788,10 @@ class Change:
 
 
 def changes(
-    runs: dict[str, Trace], baseline: str | None, steps: dict[str, int | None] | None = None, by: str = "base",
+    runs: dict[str, Trace],
+    baseline: str | None,
+    steps: dict[str, int | None] | None = None,
+    by: str = "base",
     top: int = TOP_EXPLAINED,
 ) -> list[Change]:
     """What changed in each run against its device group's baseline (speed.group_baselines), in run
@@ -592,16 +807,33 @@ def changes(
             continue
         sb, so = steps.get(base), steps.get(label)
         kernels = kernel_diff(runs[base], trace, sb, so, by=by)
-        out.append(Change(
-            run=label, baseline=base, step_base=sb, step_run=so, kernels=kernels, ops=op_diff(runs[base], trace, sb, so),
-            readings=readings(runs[base], trace, sb, so), top=top, explained=explained(kernels, top),
-        ))
+        out.append(
+            Change(
+                run=label,
+                baseline=base,
+                step_base=sb,
+                step_run=so,
+                kernels=kernels,
+                ops=op_diff(runs[base], trace, sb, so),
+                readings=readings(runs[base], trace, sb, so),
+                top=top,
+                explained=explained(kernels, top),
+            )
+        )
     return out
 
 
 KERNELS_BY_RUN_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.String, "name": pl.String, "family": pl.String, "count": pl.UInt32, "per_step": pl.Float64,
-    "total_ns": pl.Int64, "mean_ns": pl.Float64, "share": pl.Float64, "total_us": pl.Float64, "mean_us": pl.Float64,
+    "run": pl.String,
+    "name": pl.String,
+    "family": pl.String,
+    "count": pl.UInt32,
+    "per_step": pl.Float64,
+    "total_ns": pl.Int64,
+    "mean_ns": pl.Float64,
+    "share": pl.Float64,
+    "total_us": pl.Float64,
+    "mean_us": pl.Float64,
 }
 
 
@@ -614,7 +846,8 @@ def kernels_by_run(runs: dict[str, Trace]) -> pl.DataFrame:
     if not frames:
         return pl.DataFrame(schema=KERNELS_BY_RUN_SCHEMA)
     return pl.concat(frames, how="vertical_relaxed").with_columns(
-        (pl.col("total_ns") / 1000.0).alias("total_us"), (pl.col("mean_ns") / 1000.0).alias("mean_us"),
+        (pl.col("total_ns") / 1000.0).alias("total_us"),
+        (pl.col("mean_ns") / 1000.0).alias("mean_us"),
     )
 
 
@@ -651,18 +884,24 @@ def explained_sentence(change: Change, style: str = "report", lead: str = "") ->
         return f"**{signed_number(us, 1)} µs**" if abs(us) < 10_000 else f"**{signed_number(us / 1000, 2)} ms**"
 
     if not rows:
-        text = (f"no kernel changed its count, or its mean time by more than {MEAN_CHANGE} and {NOISE_NS / 1000:g} µs a "
-                f"step; summed kernel time per step changed by {amount(total_ns)}.")
+        text = (
+            f"no kernel changed its count, or its mean time by more than {MEAN_CHANGE} and {NOISE_NS / 1000:g} µs a "
+            f"step; summed kernel time per step changed by {amount(total_ns)}."
+        )
     else:
         plural, verb = ("s", "") if rows > 1 else ("", "s")
         share = f" ({top_ns / total_ns:.0%})" if abs(total_ns) >= 1e3 else ""
         change_words = f"change in summed kernel time per step{share}"
         if tab:
-            text = (f"the top {rows} changed row{plural} account{verb} for {amount(top_ns)} of the {amount(total_ns)} "
-                    f"{change_words}; the rest comes from the rows below them and those within {MEAN_CHANGE} ('same'). "
-                    "Summed kernel time counts overlapping kernels twice, so it is not the step time.")
+            text = (
+                f"the top {rows} changed row{plural} account{verb} for {amount(top_ns)} of the {amount(total_ns)} "
+                f"{change_words}; the rest comes from the rows below them and those within {MEAN_CHANGE} ('same'). "
+                "Summed kernel time counts overlapping kernels twice, so it is not the step time."
+            )
         else:
-            text = (f"the {rows} changed kernel{plural} below account{verb} for {amount(top_ns)} of the {amount(total_ns)} "
-                    f"{change_words}; the rest comes from kernels not listed. Overlapping kernels count twice, so this is "
-                    "not the step time.")
+            text = (
+                f"the {rows} changed kernel{plural} below account{verb} for {amount(top_ns)} of the {amount(total_ns)} "
+                f"{change_words}; the rest comes from kernels not listed. Overlapping kernels count twice, so this is "
+                "not the step time."
+            )
     return lead + text if lead else text[0].upper() + text[1:]

@@ -77,8 +77,14 @@ from dashboard.engine.peaks import DevicePeak
 # Input type as torch.profiler writes it -> bytes per element (efficiency.DTYPES' floats, and the rest).
 ELEMENT_BYTES: dict[str, int] = {
     **{name: size for name, (_, size) in DTYPES.items()},
-    "bool": 1, "unsigned char": 1, "signed char": 1, "short int": 2, "int": 4, "long int": 8,
-    "c10::complex<float>": 8, "c10::complex<double>": 16,
+    "bool": 1,
+    "unsigned char": 1,
+    "signed char": 1,
+    "short int": 2,
+    "int": 4,
+    "long int": 8,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
 }
 GEMM = "gemm"
 ELEMENTWISE = "elementwise"
@@ -103,29 +109,65 @@ class OpRule:
     bias: bool = False
 
 
-_UNARY = ("neg", "exp", "exp2", "log", "log2", "abs", "relu", "sigmoid", "tanh", "gelu", "silu", "sqrt", "rsqrt",
-          "reciprocal", "square", "erf", "sin", "cos", "floor", "ceil", "round", "sign", "tril", "triu", "clone_", "nan_to_num")
+_UNARY = (
+    "neg",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "abs",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "gelu",
+    "silu",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "square",
+    "erf",
+    "sin",
+    "cos",
+    "floor",
+    "ceil",
+    "round",
+    "sign",
+    "tril",
+    "triu",
+    "clone_",
+    "nan_to_num",
+)
 _BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "fmod", "bitwise_and", "bitwise_or")
 _TESTS = ("isneginf", "isposinf", "isinf", "isnan", "isfinite", "logical_not", "signbit")
 _COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor")
 
 # The table of op rules, by op name (aten:: ops; 'name_' is the in-place form).
 OP_RULES: dict[str, OpRule] = {
-    "aten::mm": OpRule(GEMM, 2), "aten::bmm": OpRule(GEMM, 2),
-    "aten::addmm": OpRule(GEMM, 3, bias=True), "aten::baddbmm": OpRule(GEMM, 3, bias=True),
+    "aten::mm": OpRule(GEMM, 2),
+    "aten::bmm": OpRule(GEMM, 2),
+    "aten::addmm": OpRule(GEMM, 3, bias=True),
+    "aten::baddbmm": OpRule(GEMM, 3, bias=True),
     **{f"aten::{n}": OpRule(ELEMENTWISE, 1) for n in _UNARY},
     **{f"aten::{n}": OpRule(ELEMENTWISE, 2) for n in _BINARY},
     **{f"aten::{n}": OpRule(ELEMENTWISE, 1, result="bool") for n in _TESTS},
     **{f"aten::{n}": OpRule(ELEMENTWISE, 2, result="bool") for n in _COMPARISONS},
-    "aten::where": OpRule(ELEMENTWISE, 3), "aten::clamp": OpRule(ELEMENTWISE, 3), "aten::lerp": OpRule(ELEMENTWISE, 3),
+    "aten::where": OpRule(ELEMENTWISE, 3),
+    "aten::clamp": OpRule(ELEMENTWISE, 3),
+    "aten::lerp": OpRule(ELEMENTWISE, 3),
     **{f"aten::{n}_": OpRule(IN_PLACE, 1) for n in _UNARY if not n.endswith("_")},
     **{f"aten::{n}_": OpRule(IN_PLACE, 2) for n in _BINARY},
-    "aten::masked_fill_": OpRule(IN_PLACE, 2), "aten::clamp_": OpRule(IN_PLACE, 3), "aten::lerp_": OpRule(IN_PLACE, 3),
-    "aten::copy_": OpRule(IN_PLACE, 2, reads_self=False), "aten::fill_": OpRule(IN_PLACE, 1, reads_self=False),
+    "aten::masked_fill_": OpRule(IN_PLACE, 2),
+    "aten::clamp_": OpRule(IN_PLACE, 3),
+    "aten::lerp_": OpRule(IN_PLACE, 3),
+    "aten::copy_": OpRule(IN_PLACE, 2, reads_self=False),
+    "aten::fill_": OpRule(IN_PLACE, 1, reads_self=False),
     "aten::zero_": OpRule(IN_PLACE, 1, reads_self=False),
-    "aten::_softmax": OpRule(SOFTMAX), "aten::_log_softmax": OpRule(SOFTMAX),
-    **{f"aten::{n}": OpRule(REDUCTION, result="bool" if n in ("all", "any") else "widest")
-       for n in ("all", "any", "sum", "mean", "amax", "amin", "prod")},
+    "aten::_softmax": OpRule(SOFTMAX),
+    "aten::_log_softmax": OpRule(SOFTMAX),
+    **{
+        f"aten::{n}": OpRule(REDUCTION, result="bool" if n in ("all", "any") else "widest")
+        for n in ("all", "any", "sum", "mean", "amax", "amin", "prod")
+    },
 }
 # Ops whose work is done by the ops they call (each counted there), on a CPU-only trace.
 COMPOSITE_OPS = re.compile(
@@ -139,6 +181,7 @@ OWN_BYTES_WORDS = "bytes its own kernels move, from the recorded shapes"  # what
 
 
 # --- one op's bytes -----------------------------------------------------------------------------
+
 
 def element_bytes(type_name: Any) -> int | None:
     """Bytes per element of a recorded Input type ('float' 4, 'c10::BFloat16' 2, 'bool' 1...), or None."""
@@ -180,13 +223,21 @@ def _broadcast(shapes: Sequence[list[int]]) -> list[int] | None:
     return out
 
 
-def op_bytes(name: str, dims_json: Any, types_json: Any, concrete_json: Any = None, causal: bool | None = None) -> int | str:
+def op_bytes(
+    name: str, dims_json: Any, types_json: Any, concrete_json: Any = None, causal: bool | None = None
+) -> int | str:
     """See _op_bytes; a count past int64 (no real call moves that much) is a reason, not a number."""
     found = _op_bytes(name, dims_json, types_json, concrete_json, causal)
-    return f"{name}: its shapes give more bytes than an int64 counts: not a real call" if isinstance(found, int) and found > INT64_MAX else found
+    return (
+        f"{name}: its shapes give more bytes than an int64 counts: not a real call"
+        if isinstance(found, int) and found > INT64_MAX
+        else found
+    )
 
 
-def _op_bytes(name: str, dims_json: Any, types_json: Any, concrete_json: Any = None, causal: bool | None = None) -> int | str:
+def _op_bytes(
+    name: str, dims_json: Any, types_json: Any, concrete_json: Any = None, causal: bool | None = None
+) -> int | str:
     """The bytes one call of op `name` reads and writes, from its recorded Input Dims, Input types
     and Concrete Inputs (raw JSON text), by OP_RULES or, for attention ops, efficiency's minimum
     bytes; or the reason it cannot be told. causal: is_causal where known (it does not change the
@@ -203,25 +254,28 @@ def _op_bytes(name: str, dims_json: Any, types_json: Any, concrete_json: Any = N
         return f"{name}: no rule for the bytes this op moves"
     dims, types = _load(dims_json), _load(types_json) or []
     if dims is None:
-        return (f"{name}: Input Dims is not a list of shapes" if dims_json else
-                f"{name}: shapes not recorded (profile with record_shapes=True)")
+        return (
+            f"{name}: Input Dims is not a list of shapes"
+            if dims_json
+            else f"{name}: shapes not recorded (profile with record_shapes=True)"
+        )
     found = [_tensor(dims, types, i) for i in range(len(dims))]
     bad = next((f for f in found if isinstance(f, str)), None)
     if bad is not None:
         return f"{name}: {bad}"
-    operands = [f for f in found[:rule.operands] if f is not None]
-    outs = [f for f in found[rule.operands:] if f is not None]
+    operands = [f for f in found[: rule.operands] if f is not None]
+    outs = [f for f in found[rule.operands :] if f is not None]
     count = lambda t: math.prod(t[0]) * t[1]
     if rule.kind == GEMM:
         a, b = (found[1], found[2]) if rule.bias else (found[0], found[1])
         if a is None or b is None or len(a[0]) < 2 or len(b[0]) < 2 or a[0][-1] != b[0][-2]:
-            return f"{name}: operands {dims[:rule.operands]} are not a matrix product's"
+            return f"{name}: operands {dims[: rule.operands]} are not a matrix product's"
         written = count(outs[0]) if outs else math.prod(a[0][:-1]) * b[0][-1] * a[1]
         return sum(count(t) for t in operands) + written
     if not dims or (found[0] is None and dims[0] != []):
         return f"{name}: its first input is not a tensor ({dims[:1]})"
     if rule.kind == IN_PLACE:  # a 0-dim self (a scalar tensor) counts 0 bytes, as every 0-dim input
-        read = found[:rule.operands] if rule.reads_self else found[1:rule.operands]
+        read = found[: rule.operands] if rule.reads_self else found[1 : rule.operands]
         return sum(count(t) for t in read if t is not None) + (count(found[0]) if found[0] is not None else 0)
     if rule.kind in (SOFTMAX, REDUCTION) and found[0] is None:
         return 0
@@ -292,11 +346,21 @@ def device_bytes(trace: Trace) -> pl.DataFrame:
     a collectors' trace every device event. Empty on a CPU-only trace (see _OpTree)."""
     ev = trace.events
     gpu = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
-        "id", pl.col("cat").cast(pl.String), pl.col("name").cast(pl.String), "bytes", pl.col("launch").fill_null(-1), "step")
+        "id",
+        pl.col("cat").cast(pl.String),
+        pl.col("name").cast(pl.String),
+        "bytes",
+        pl.col("launch").fill_null(-1),
+        "step",
+    )
     # only what a roofline point sums: the attention calls' work, and every step's on a collectors' trace
     work = _attention_work(trace)
     if isinstance(collector_shape(trace), str):
-        called = work[0].filter((pl.col("owner") >= 0) | pl.col("attention"))["id"] if work is not None else pl.Series([], dtype=pl.Int64)
+        called = (
+            work[0].filter((pl.col("owner") >= 0) | pl.col("attention"))["id"]
+            if work is not None
+            else pl.Series([], dtype=pl.Int64)
+        )
         gpu = gpu.filter(pl.col("id").is_in(called.implode()))
     if gpu.height == 0:
         return pl.DataFrame(schema=BYTES_SCHEMA)
@@ -332,13 +396,20 @@ def device_bytes(trace: Trace) -> pl.DataFrame:
         elif o < 0:
             moved = f"{name[:80]}: no op around its launch records its shapes"
         elif kernels_of.get(o, 0) > 1:
-            moved = (f"{names[o]} launches {kernels_of[o]} kernels: how its bytes split between them (and what passes "
-                     "between them) is not in the trace")
+            moved = (
+                f"{names[o]} launches {kernels_of[o]} kernels: how its bytes split between them (and what passes "
+                "between them) is not in the trace"
+            )
         else:
             key = (names[o], *(info[c][o] for c in columns))
             if key not in cache:
-                cache[key] = op_bytes(names[o], info["input_dims"][o], info["input_types"][o],
-                                      info["concrete_inputs"][o] if "concrete_inputs" in info else None, hint)
+                cache[key] = op_bytes(
+                    names[o],
+                    info["input_dims"][o],
+                    info["input_types"][o],
+                    info["concrete_inputs"][o] if "concrete_inputs" in info else None,
+                    hint,
+                )
             moved = cache[key]
         rows.append((ident, step, moved if isinstance(moved, int) else None, moved if isinstance(moved, str) else None))
     return pl.DataFrame(rows, schema=BYTES_SCHEMA, orient="row")
@@ -356,14 +427,21 @@ def _fused_kernels(trace: Trace) -> dict[int, int | str]:
         return {}
     calls = attention_calls(trace).select("call", "op", "bytes")
     owned = (
-        found[0].filter(pl.col("attention") & (pl.col("owner") >= 0)).select("id", "owner")
+        found[0]
+        .filter(pl.col("attention") & (pl.col("owner") >= 0))
+        .select("id", "owner")
         .join(calls.filter(pl.col("bytes").is_not_null()), left_on="owner", right_on="call", how="inner")
         .with_columns(pl.len().over("owner").alias("fused"))
     )
     out: dict[int, int | str] = {}
     for ident, op, moved, fused in owned.select("id", "op", "bytes", "fused").iter_rows():
-        out[ident] = moved if fused == 1 else (f"{op} launches {fused} fused attention kernels: how its bytes split "
-                                               "between them is not in the trace")
+        out[ident] = (
+            moved
+            if fused == 1
+            else (
+                f"{op} launches {fused} fused attention kernels: how its bytes split between them is not in the trace"
+            )
+        )
     lone = calls.filter(pl.col("op").is_null() & pl.col("bytes").is_not_null())
     out.update(zip(lone["call"].to_list(), lone["bytes"].to_list()))
     return out
@@ -376,7 +454,9 @@ class _OpTree:
         ev = trace.events
         self.names = ev["name"].cast(pl.String)
         self.cats = ev["cat"].cast(pl.String)
-        self.info = {c: ev[c].cast(pl.String) for c in ("input_dims", "input_types", "concrete_inputs") if c in ev.columns}
+        self.info = {
+            c: ev[c].cast(pl.String) for c in ("input_dims", "input_types", "concrete_inputs") if c in ev.columns
+        }
         tree = ev.filter(pl.col("cat").is_in(["cpu_op", "user_annotation"]) & pl.col("parent").is_not_null())
         self.children: dict[int, list[int]] = {}
         for child, parent in zip(tree["id"].to_list(), tree["parent"].to_list()):
@@ -456,11 +536,14 @@ def call_bytes(trace: Trace) -> pl.DataFrame:
             rows.append((call, None if isinstance(got, str) else got, got if isinstance(got, str) else None))
         return pl.DataFrame(rows, schema=schema, orient="row")
     found = _attention_work(trace)
-    owner = found[0].select("id", "owner") if found is not None else pl.DataFrame(schema={"id": pl.Int64, "owner": pl.Int64})
+    owner = (
+        found[0].select("id", "owner")
+        if found is not None
+        else pl.DataFrame(schema={"id": pl.Int64, "owner": pl.Int64})
+    )
     lone = calls.filter(pl.col("op").is_null()).select(pl.col("call").alias("id"), pl.col("call").alias("owner"))
-    per_event = (
-        pl.concat([owner.filter(pl.col("owner") >= 0), lone], how="vertical_relaxed")
-        .join(device_bytes(trace).select("id", "bytes", "reason"), on="id", how="inner")
+    per_event = pl.concat([owner.filter(pl.col("owner") >= 0), lone], how="vertical_relaxed").join(
+        device_bytes(trace).select("id", "bytes", "reason"), on="id", how="inner"
     )
     summed = per_event.group_by("owner").agg(
         pl.when(pl.col("bytes").null_count() == 0).then(pl.col("bytes").sum()).alias("moved"),
@@ -468,16 +551,28 @@ def call_bytes(trace: Trace) -> pl.DataFrame:
         pl.col("reason").drop_nulls().len().alias("unknown"),
     )
     return (
-        calls.select("call").join(summed, left_on="call", right_on="owner", how="left", maintain_order="left")
-        .with_columns(pl.when(pl.col("moved").is_null()).then(
-            pl.coalesce(_more(pl.col("moved_reason"), pl.col("unknown")), pl.lit("no device work launched by the call"))).alias("moved_reason"))
+        calls.select("call")
+        .join(summed, left_on="call", right_on="owner", how="left", maintain_order="left")
+        .with_columns(
+            pl.when(pl.col("moved").is_null())
+            .then(
+                pl.coalesce(
+                    _more(pl.col("moved_reason"), pl.col("unknown")), pl.lit("no device work launched by the call")
+                )
+            )
+            .alias("moved_reason")
+        )
         .select(list(schema))
     )
 
 
 def _more(reason: pl.Expr, unknown: pl.Expr) -> pl.Expr:
     """'<first reason>' or '<first reason> (and n more units of work without bytes)'."""
-    return pl.when(unknown > 1).then(pl.format("{} (and {} more units of work without bytes)", reason, unknown - 1)).otherwise(reason)
+    return (
+        pl.when(unknown > 1)
+        .then(pl.format("{} (and {} more units of work without bytes)", reason, unknown - 1))
+        .otherwise(reason)
+    )
 
 
 def step_bytes(trace: Trace) -> tuple[float | None, str | None]:
@@ -494,8 +589,11 @@ def step_bytes(trace: Trace) -> tuple[float | None, str | None]:
             more = f" (and {unknown.height - 1} more units of work without bytes)" if unknown.height > 1 else ""
             return None, unknown["reason"][0] + more
         return float(moved["bytes"].sum()) / moved["step"].n_unique(), None
-    roots = ev.filter((pl.col("cat") == "user_annotation") & pl.col("step").is_not_null()
-                      & pl.col("name").cast(pl.String).str.starts_with("attention::")).select("id", "step")
+    roots = ev.filter(
+        (pl.col("cat") == "user_annotation")
+        & pl.col("step").is_not_null()
+        & pl.col("name").cast(pl.String).str.starts_with("attention::")
+    ).select("id", "step")
     if roots.height == 0:
         return None, "no attention:: annotation inside any step"
     tree = _op_tree(trace)
@@ -511,10 +609,25 @@ def step_bytes(trace: Trace) -> tuple[float | None, str | None]:
 # --- the roofline's rows -------------------------------------------------------------------------
 
 ROOFLINE_ROW_SCHEMA: dict[str, pl.DataType] = {
-    "measure": pl.String, "name": pl.String, "backend": pl.String, "shape": pl.String, "dtype": pl.String,
-    "device": pl.String, "count": pl.Int64, "mean_us": pl.Float64, "flops": pl.Int64, "bytes": pl.Float64,
-    "tflops": pl.Float64, "tbps": pl.Float64, "intensity": pl.Float64, "peak_tflops": pl.Float64, "peak_tbps": pl.Float64,
-    "roofline_tflops": pl.Float64, "pct_of_roofline": pl.Float64, "bound": pl.String, "reason": pl.String,
+    "measure": pl.String,
+    "name": pl.String,
+    "backend": pl.String,
+    "shape": pl.String,
+    "dtype": pl.String,
+    "device": pl.String,
+    "count": pl.Int64,
+    "mean_us": pl.Float64,
+    "flops": pl.Int64,
+    "bytes": pl.Float64,
+    "tflops": pl.Float64,
+    "tbps": pl.Float64,
+    "intensity": pl.Float64,
+    "peak_tflops": pl.Float64,
+    "peak_tbps": pl.Float64,
+    "roofline_tflops": pl.Float64,
+    "pct_of_roofline": pl.Float64,
+    "bound": pl.String,
+    "reason": pl.String,
 }
 MEASURE_OPS, MEASURE_STEP = "attention ops", "whole step"  # review's words for the two measures
 
@@ -542,17 +655,28 @@ def _op_rows(trace: Trace, peak: DevicePeak | Mapping[str, float] | None) -> pl.
         return pl.DataFrame(schema=ROOFLINE_ROW_SCHEMA)
     calls = calls.join(call_bytes(trace), on="call", how="left", maintain_order="left").with_columns(
         pl.coalesce("reason", pl.when(pl.col("flops").is_not_null()).then(pl.col("moved_reason"))).alias("reason"),
-        pl.when(pl.col("flops").is_not_null()).then(pl.col("moved")).alias("moved"))  # no work, no point: no bytes either
+        pl.when(pl.col("flops").is_not_null()).then(pl.col("moved")).alias("moved"),
+    )  # no work, no point: no bytes either
     keys = ["op", "called", "kernel", "backend", "pass", "shape", "dtype", "device", "flops", "moved", "reason"]
-    groups = calls.group_by(keys, maintain_order=True).agg(
-        pl.len().cast(pl.Int64).alias("count"), pl.col("time_ns").sum().alias("total_ns"), pl.col("time_ns").count().alias("timed"),
-    ).rename({"moved": "bytes"})
+    groups = (
+        calls.group_by(keys, maintain_order=True)
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            pl.col("time_ns").sum().alias("total_ns"),
+            pl.col("time_ns").count().alias("timed"),
+        )
+        .rename({"moved": "bytes"})
+    )
     if device_lost(trace):
-        groups = groups.with_columns(pl.lit(None, pl.Int64).alias("total_ns"), pl.lit(0, pl.UInt32).alias("timed"),
-                                     pl.coalesce("reason", pl.lit(LOST_REASON)).alias("reason"))
+        groups = groups.with_columns(
+            pl.lit(None, pl.Int64).alias("total_ns"),
+            pl.lit(0, pl.UInt32).alias("timed"),
+            pl.coalesce("reason", pl.lit(LOST_REASON)).alias("reason"),
+        )
     table = _rates(groups, _peak_frame(trace, groups, peak))
     return table.select(
-        pl.lit(MEASURE_OPS).alias("measure"), pl.coalesce("op", "kernel").alias("name"),
+        pl.lit(MEASURE_OPS).alias("measure"),
+        pl.coalesce("op", "kernel").alias("name"),
         *(pl.col(c).cast(t) for c, t in ROOFLINE_ROW_SCHEMA.items() if c not in ("measure", "name")),
     )
 
@@ -569,13 +693,28 @@ def _step_row(trace: Trace, peak: DevicePeak | Mapping[str, float] | None) -> pl
     )
     table = _rates(groups, _peak_frame(trace, groups, peak))
     return table.select(
-        pl.lit(MEASURE_STEP).alias("measure"), pl.col("variant").alias("name"), pl.lit(None, pl.String).alias("backend"),
+        pl.lit(MEASURE_STEP).alias("measure"),
+        pl.col("variant").alias("name"),
+        pl.lit(None, pl.String).alias("backend"),
         pl.col("steps").alias("count"),
-        *(pl.col(c).cast(t) for c, t in ROOFLINE_ROW_SCHEMA.items() if c not in ("measure", "name", "backend", "count")),
+        *(
+            pl.col(c).cast(t)
+            for c, t in ROOFLINE_ROW_SCHEMA.items()
+            if c not in ("measure", "name", "backend", "count")
+        ),
     )
 
 
 __all__ = [
-    "ELEMENT_BYTES", "OP_RULES", "OWN_BYTES_WORDS", "ROOFLINE_ROW_SCHEMA", "call_bytes", "device_bytes", "element_bytes",
-    "op_bytes", "own_roofline", "roofline_rows", "step_bytes",
+    "ELEMENT_BYTES",
+    "OP_RULES",
+    "OWN_BYTES_WORDS",
+    "ROOFLINE_ROW_SCHEMA",
+    "call_bytes",
+    "device_bytes",
+    "element_bytes",
+    "op_bytes",
+    "own_roofline",
+    "roofline_rows",
+    "step_bytes",
 ]

@@ -64,132 +64,198 @@ class AttentionBackend:
 # Kernels tab and the Backends tab cannot disagree.
 BACKEND_TABLE: tuple[AttentionBackend, ...] = (
     AttentionBackend(
-        "cpu_flash", r"^aten::_scaled_dot_product_flash_attention_for_cpu(_backward)?$", "",
-        "PyTorch SDPA, flash attention for CPU", "CPU (any)",
-        source="pytorch/pytorch aten/src/ATen/native/native_functions.yaml"),
+        "cpu_flash",
+        r"^aten::_scaled_dot_product_flash_attention_for_cpu(_backward)?$",
+        "",
+        "PyTorch SDPA, flash attention for CPU",
+        "CPU (any)",
+        source="pytorch/pytorch aten/src/ATen/native/native_functions.yaml",
+    ),
     AttentionBackend(
-        "flash", r"^aten::(_scaled_dot_product_flash_attention(_backward)?|_flash_attention_(forward|backward))$",
+        "flash",
+        r"^aten::(_scaled_dot_product_flash_attention(_backward)?|_flash_attention_(forward|backward))$",
         r"^pytorch_flash::",
         "PyTorch SDPA flash backend (PyTorch's copy of FlashAttention-2, pytorch_flash::flash_fwd_kernel)",
         "NVIDIA; on ROCm the same op runs AOTriton or CK kernels",
         source="pytorch/pytorch aten/src/ATen/native/native_functions.yaml; "
-               "aten/src/ATen/native/transformers/cuda/flash_attn/ (namespace pytorch_flash); tests/data/tracelens_h100_*"),
+        "aten/src/ATen/native/transformers/cuda/flash_attn/ (namespace pytorch_flash); tests/data/tracelens_h100_*",
+    ),
     AttentionBackend(
-        "efficient", r"^aten::(_scaled_dot_product_efficient_attention(_backward)?|_efficient_attention_(forward|backward))$",
+        "efficient",
+        r"^aten::(_scaled_dot_product_efficient_attention(_backward)?|_efficient_attention_(forward|backward))$",
         r"^fmha_cutlass[FB]\w*$|^PyTorchMemEffAttention::",
-        "PyTorch SDPA memory-efficient backend (xFormers' CUTLASS kernels, fmha_cutlassF_*)", "NVIDIA",
-        source="pytorch/pytorch aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels/ (fmha_cutlassF_*)"),
+        "PyTorch SDPA memory-efficient backend (xFormers' CUTLASS kernels, fmha_cutlassF_*)",
+        "NVIDIA",
+        source="pytorch/pytorch aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels/ (fmha_cutlassF_*)",
+    ),
     AttentionBackend(
-        "cudnn", r"^aten::(_scaled_dot_product_cudnn_attention(_backward)?|_cudnn_attention_(forward|backward))$",
+        "cudnn",
+        r"^aten::(_scaled_dot_product_cudnn_attention(_backward)?|_cudnn_attention_(forward|backward))$",
         r"^cudnn\w*_sdpa",
-        "PyTorch SDPA cuDNN backend (cudnn_generated_fort_native_sdpa_*, launched by cuLaunchKernelEx)", "NVIDIA",
-        source="pytorch/pytorch aten/src/ATen/native/cudnn/MHA.cpp; kernel names as cuDNN's runtime compiler emits them in H100/H200 traces"),
+        "PyTorch SDPA cuDNN backend (cudnn_generated_fort_native_sdpa_*, launched by cuLaunchKernelEx)",
+        "NVIDIA",
+        source="pytorch/pytorch aten/src/ATen/native/cudnn/MHA.cpp; kernel names as cuDNN's runtime compiler emits them in H100/H200 traces",
+    ),
     AttentionBackend(
-        "math", r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", "",
-        "PyTorch SDPA math path: unfused bmm + softmax kernels", "any", fused=False,
-        source="pytorch/pytorch aten/src/ATen/native/native_functions.yaml"),
+        "math",
+        r"^aten::_scaled_dot_product_attention_math(_for_mps)?$",
+        "",
+        "PyTorch SDPA math path: unfused bmm + softmax kernels",
+        "any",
+        fused=False,
+        source="pytorch/pytorch aten/src/ATen/native/native_functions.yaml",
+    ),
     AttentionBackend(
-        "sage", "",
+        "sage",
+        "",
         r"^sage_fwd\w*$|^sage_quant\w*_kernel$|^qk_int_sv_f(8|16)\w*_attn_kernel$|"
         r"^quant_(per_block|query_per_thread|key_per_thread)_int[48]_kernel$|^sageattn_quant\w*_kernel$",
         "SageAttention (INT8 Q/K, FP8/FP16 P*V) and SpargeAttn: Triton sage_fwd and sage_quant_kernel (ROCm aiter), "
         "CUDA qk_int_sv_f8/f16_*attn_kernel, Triton quant_per_block_int8_kernel; the quantization kernels are part "
-        "of the attention's device time", "NVIDIA, AMD",
+        "of the attention's device time",
+        "NVIDIA, AMD",
         source="ROCm/aiter aiter/ops/triton/_triton_kernels/attention/fav3_sage_attention.py (sage_fwd*) and its quant "
-               "module (sage_quant_kernel); thu-ml/SageAttention csrc/qattn/qk_int_sv_f8_cuda_sm89.cuh, "
-               "csrc/qattn/qk_int_sv_f16_cuda_sm80.cuh, sageattention/triton/quant_per_block.py, quant_per_thread.py"),
+        "module (sage_quant_kernel); thu-ml/SageAttention csrc/qattn/qk_int_sv_f8_cuda_sm89.cuh, "
+        "csrc/qattn/qk_int_sv_f16_cuda_sm80.cuh, sageattention/triton/quant_per_block.py, quant_per_thread.py",
+    ),
     AttentionBackend(
-        "flex", "",
+        "flex",
+        "",
         r"^triton_tem_fused_\w*flex_attention\w*$",
         "FlexAttention compiled by inductor: one Triton template kernel per call, triton_tem_fused_flex_attention_<n> "
         "(and ..._flex_attention_backward_<n>; flex decoding uses the same op name). On CPU the C++ template kernel "
         "records no name of its own: a collectors' flex trace is recognised by its metadata (see detect_backends)",
         "any (inductor)",
         source="pytorch/pytorch torch/_inductor/kernel/flex/flex_attention.py (TritonTemplate name='flex_attention'), "
-               "torch/_inductor/codegen/triton.py define_kernel (triton_<category>_<fused op names>_<n>, category 'tem')"),
+        "torch/_inductor/codegen/triton.py define_kernel (triton_<category>_<fused op names>_<n>, category 'tem')",
+    ),
     AttentionBackend(
-        "flashmla", r"^_flashmla_C::",
+        "flashmla",
+        r"^_flashmla_C::",
         r"^(flash::)?flash_fwd_\w*mla\w*$",
         "FlashMLA (DeepSeek multi-head latent attention decode): flash_fwd_splitkv_mla_kernel and its combine kernel",
         "NVIDIA, AMD (aiter port)",
         source="deepseek-ai/FlashMLA csrc/flash_fwd_mla_kernel.h (flash::flash_fwd_splitkv_mla_kernel, "
-               "flash_fwd_splitkv_mla_combine_kernel); vllm-project/vllm vllm/attention/ops/flashmla.py (_flashmla_C ops)"),
+        "flash_fwd_splitkv_mla_combine_kernel); vllm-project/vllm vllm/attention/ops/flashmla.py (_flashmla_C ops)",
+    ),
     AttentionBackend(
-        "flash-attn", r"^flash_attn(_3)?::|^_vllm_fa\d_C::",
+        "flash-attn",
+        r"^flash_attn(_3)?::|^_vllm_fa\d_C::",
         r"^(flash::)?flash_(fwd|bwd)\w*$|^flash::(FlashAttn\w*|flash_\w+)$|flash_attncute",
         "FlashAttention 2/3/4 (Dao-AILab flash-attn and its vLLM fork): flash::flash_fwd_kernel, "
-        "flash::FlashAttnFwdSm90 (under cutlass::device_kernel), CuTe-DSL flash_attncute kernels", "NVIDIA",
+        "flash::FlashAttnFwdSm90 (under cutlass::device_kernel), CuTe-DSL flash_attncute kernels",
+        "NVIDIA",
         source="Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h, "
-               "hopper/flash_fwd_launch_template.h, flash_attn/cute/; vllm-project/flash-attention"),
+        "hopper/flash_fwd_launch_template.h, flash_attn/cute/; vllm-project/flash-attention",
+    ),
     AttentionBackend(
-        "hub", r"^_flash_attn\w*::|^_?kernels_community\w*::", "",
+        "hub",
+        r"^_flash_attn\w*::|^_?kernels_community\w*::",
+        "",
         "Hugging Face kernels hub (an op namespace per build hash, e.g. _flash_attn_<hash>::fwd; "
-        "its kernels are FlashAttention's, reported as flash-attn)", "NVIDIA",
-        source="huggingface/kernels (ops registered as _<name>_<build hash>::); kernels-community/flash-attn"),
+        "its kernels are FlashAttention's, reported as flash-attn)",
+        "NVIDIA",
+        source="huggingface/kernels (ops registered as _<name>_<build hash>::); kernels-community/flash-attn",
+    ),
     AttentionBackend(
-        "aotriton", "", r"^attn_fwd$|^attn_bwd\w*$|^bwd_kernel_(dk_dv|dq|fuse)$|^bwd_preprocess(_varlen)?$",
-        "AOTriton (ahead-of-time compiled Triton): PyTorch's flash and memory-efficient SDPA on ROCm", "AMD",
-        source="ROCm/aotriton tritonsrc/fwd_kernel.py, bwd_kernel_dk_dv.py, bwd_kernel_dq.py, bwd_preprocess.py"),
+        "aotriton",
+        "",
+        r"^attn_fwd$|^attn_bwd\w*$|^bwd_kernel_(dk_dv|dq|fuse)$|^bwd_preprocess(_varlen)?$",
+        "AOTriton (ahead-of-time compiled Triton): PyTorch's flash and memory-efficient SDPA on ROCm",
+        "AMD",
+        source="ROCm/aotriton tritonsrc/fwd_kernel.py, bwd_kernel_dk_dv.py, bwd_kernel_dq.py, bwd_preprocess.py",
+    ),
     AttentionBackend(
-        "ck", r"^aiter::(mha|fmha)_\w*$",
+        "ck",
+        r"^aiter::(mha|fmha)_\w*$",
         r"^ck_tile::Fmha\w*$|^ck::\w*([Ff]mha|[Mm]ultihead_?[Aa]ttention)\w*$|^fmha_(fwd|bwd)_\w*$",
         "Composable Kernel FMHA (ck_tile::Fmha*Kernel under ck_tile::kentry, often mangled; "
-        "also through AMD aiter's mha ops)", "AMD",
+        "also through AMD aiter's mha ops)",
+        "AMD",
         source="ROCm/composable_kernel include/ck_tile/ops/fmha/kernel/; ROCm/aiter csrc/ (mha_* ops); "
-               "tests/data/tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz"),
+        "tests/data/tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz",
+    ),
     AttentionBackend(
-        "flashinfer", r"^flashinfer::\w*(prefill|decode|attention|mla)\w*$",
+        "flashinfer",
+        r"^flashinfer::\w*(prefill|decode|attention|mla)\w*$",
         r"^(flashinfer::(\w+::)*)?(Batch|Single)(Prefill|Decode)With\w*KVCache\w*$|"
         r"^flashinfer::(\w+::)*\w*(Attention|MLA|MergeStates)\w*$",
-        "FlashInfer (BatchPrefillWithPagedKVCacheKernel, BatchDecodeWithPagedKVCacheKernel, MLA, merge states)", "NVIDIA",
-        source="flashinfer-ai/flashinfer include/flashinfer/attention/prefill.cuh, decode.cuh, mla.cuh, cascade.cuh"),
+        "FlashInfer (BatchPrefillWithPagedKVCacheKernel, BatchDecodeWithPagedKVCacheKernel, MLA, merge states)",
+        "NVIDIA",
+        source="flashinfer-ai/flashinfer include/flashinfer/attention/prefill.cuh, decode.cuh, mla.cuh, cascade.cuh",
+    ),
     AttentionBackend(
-        "trtllm", r"^trtllm::attention\w*$",
+        "trtllm",
+        r"^trtllm::attention\w*$",
         r"^fmhaSm\d+\w*Kernel|^fmha_v2_\w+$|(^|::)masked_multihead_attention_kernel\w*$|(^|::)xqa_kernel\w*$|^kernel_mha$",
         "TensorRT-LLM attention: trtllm-gen fmhaSm90/Sm100 kernels (also shipped in FlashInfer), fmha_v2, "
-        "masked multi-head attention, XQA; its PyTorch path's trtllm::attention / attention_inplace ops", "NVIDIA",
+        "masked multi-head attention, XQA; its PyTorch path's trtllm::attention / attention_inplace ops",
+        "NVIDIA",
         source="NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/trtllmGenKernels/fmha/, contextFusedMultiHeadAttention/, "
-               "decoderMaskedMultiheadAttention/, xqaDispatcher.cpp; cpp/tensorrt_llm/thop/attentionOp.cpp (trtllm:: ops)"),
+        "decoderMaskedMultiheadAttention/, xqaDispatcher.cpp; cpp/tensorrt_llm/thop/attentionOp.cpp (trtllm:: ops)",
+    ),
     AttentionBackend(
-        "vllm-paged", r"^_(rocm_)?C::paged_attention\w*$",
+        "vllm-paged",
+        r"^_(rocm_)?C::paged_attention\w*$",
         r"^(vllm::)?paged_attention_(v[12]|ll4mi)\w*$",
-        "vLLM paged attention (paged_attention_v1/v2_kernel; ll4mi on ROCm)", "NVIDIA, AMD",
-        source="vllm-project/vllm csrc/attention/paged_attention_v1.cu, paged_attention_v2.cu, csrc/rocm/attention.cu"),
+        "vLLM paged attention (paged_attention_v1/v2_kernel; ll4mi on ROCm)",
+        "NVIDIA, AMD",
+        source="vllm-project/vllm csrc/attention/paged_attention_v1.cu, paged_attention_v2.cu, csrc/rocm/attention.cu",
+    ),
     AttentionBackend(
-        "triton-decode", "",
+        "triton-decode",
+        "",
         r"^_fwd_(grouped_)?kernel_stage[12](_\w+)?$",
         "Triton split-KV decode attention of LightLLM lineage, used by SGLang and vLLM (MLA decode included): "
-        "_fwd_kernel_stage1 / _fwd_grouped_kernel_stage1 then the _fwd_kernel_stage2 merge", "any (Triton)",
+        "_fwd_kernel_stage1 / _fwd_grouped_kernel_stage1 then the _fwd_kernel_stage2 merge",
+        "any (Triton)",
         source="sgl-project/sglang python/sglang/srt/layers/attention/triton_ops/decode_attention.py; "
-               "vllm-project/vllm vllm/attention/ops/triton_decode_attention.py"),
+        "vllm-project/vllm vllm/attention/ops/triton_decode_attention.py",
+    ),
     AttentionBackend(
-        "thunderkittens", "",
+        "thunderkittens",
+        "",
         r"^(fwd_|bwd_)?attend_(prep_)?ker\w*$",
-        "ThunderKittens attention kernels (attend_ker, fwd_attend_ker, bwd_attend_prep_ker, bwd_attend_ker)", "NVIDIA, AMD",
-        source="HazyResearch/ThunderKittens kernels/attn/h100/h100.cu, kernels/attn/demo/; HazyResearch/HipKittens"),
+        "ThunderKittens attention kernels (attend_ker, fwd_attend_ker, bwd_attend_prep_ker, bwd_attend_ker)",
+        "NVIDIA, AMD",
+        source="HazyResearch/ThunderKittens kernels/attn/h100/h100.cu, kernels/attn/demo/; HazyResearch/HipKittens",
+    ),
     AttentionBackend(
-        "xformers", r"^xformers(_flash\d?)?::", "",
+        "xformers",
+        r"^xformers(_flash\d?)?::",
+        "",
         "xFormers ops (its CUTLASS kernels carry the same fmha_cutlassF_* names as PyTorch's and count as efficient)",
         "NVIDIA, AMD",
         source="facebookresearch/xformers xformers/csrc/attention/attention.cpp (efficient_attention_forward_cutlass / _ck), "
-               "xformers/ops/fmha/flash.py (xformers_flash::)"),
+        "xformers/ops/fmha/flash.py (xformers_flash::)",
+    ),
     AttentionBackend(
-        "vllm", r"^vllm::unified(_mla)?_attention(_with_output)?$", "",
+        "vllm",
+        r"^vllm::unified(_mla)?_attention(_with_output)?$",
+        "",
         "vLLM's attention layer op (unified_attention / unified_attention_with_output; MLA variants): the op around "
-        "whatever backend kernel vLLM picked, which its own row names", "any",
-        source="vllm-project/vllm vllm/attention/layer.py (direct_register_custom_op op_name='unified_attention_with_output')"),
+        "whatever backend kernel vLLM picked, which its own row names",
+        "any",
+        source="vllm-project/vllm vllm/attention/layer.py (direct_register_custom_op op_name='unified_attention_with_output')",
+    ),
     AttentionBackend(
-        "sglang", r"^sglang::unified(_sparse)?_attention_with_output(_and_lse)?$", "",
+        "sglang",
+        r"^sglang::unified(_sparse)?_attention_with_output(_and_lse)?$",
+        "",
         "SGLang's attention layer op (RadixAttention under piecewise CUDA graphs): the op around the backend's kernel",
         "any",
-        source="sgl-project/sglang python/sglang/srt/layers/radix_attention.py (register_custom_op unified_attention_with_output)"),
+        source="sgl-project/sglang python/sglang/srt/layers/radix_attention.py (register_custom_op unified_attention_with_output)",
+    ),
     AttentionBackend(
-        "triton", "",
+        "triton",
+        "",
         r"^triton_\w*(attention|attn|flash|sdpa|fmha)|^kernel_(unified|paged)_attention_[23]d$|^reduce_segments$|^_attn_(fwd|bwd)\w*$",
         "Triton kernels named for attention: vLLM's kernel_unified_attention_2d/3d (with reduce_segments, which merges "
-        "the 3d kernel's KV segments), the Triton tutorial's _attn_fwd, generated triton_*attention* kernels", "any (Triton)",
+        "the 3d kernel's KV segments), the Triton tutorial's _attn_fwd, generated triton_*attention* kernels",
+        "any (Triton)",
         source="vllm-project/vllm vllm/attention/ops/triton_unified_attention.py; triton-lang/triton "
-               "python/tutorials/06-fused-attention.py; tests/data/tracelens_vllm_decode_graph_unified_attention.json.gz"),
+        "python/tutorials/06-fused-attention.py; tests/data/tracelens_vllm_decode_graph_unified_attention.json.gz",
+    ),
 )
 BACKEND_NAMES: tuple[str, ...] = tuple(b.name for b in BACKEND_TABLE)
 
@@ -234,48 +300,108 @@ class Collective:
 
 
 COLLECTIVES: tuple[Collective, ...] = (
-    Collective(r"^(nccl|rccl|msccl)", True, False,
-               "NCCL, RCCL and MSCCL device kernels (ncclDevKernel_*, ncclKernel_*)",
-               "NVIDIA/nccl src/device/generate.py (ncclDevKernel_<coll>_<op>_<type>_<algo>_<proto>); ROCm/rccl; "
-               "microsoft/msccl", ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-                                   "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t")),
-    Collective(r"^c10d::", True, True,
-               "PyTorch's c10d dispatcher ops (c10d::allreduce_, c10d::broadcast_, ...)",
-               "pytorch/pytorch torch/csrc/distributed/c10d/Ops.cpp", ("c10d::allreduce_", "c10d::broadcast_")),
-    Collective(r"^_?c10d_functional::", False, True,
-               "functional collectives (torch.distributed._functional_collectives, compiled graphs' collectives)",
-               "pytorch/pytorch torch/csrc/distributed/c10d/Functional.cpp", ("_c10d_functional::all_gather_into_tensor",
-                                                                               "c10d_functional::wait_tensor")),
-    Collective(r"^nccl:", False, True,
-               "ProcessGroupNCCL's record_function ranges (nccl:all_reduce, nccl:_all_gather_base, ...)",
-               "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", ("nccl:all_reduce", "nccl:broadcast")),
-    Collective(r"^gloo:", False, True,
-               "ProcessGroupGloo's record_function ranges (gloo:all_reduce, ...)",
-               "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp", ("gloo:all_reduce",)),
-    Collective(r"^record_param_comms$", False, True,
-               "the profiler's record of a collective's parameters (RECORD_PARAM_COMMS), around its launch",
-               "pytorch/pytorch torch/csrc/distributed/c10d/ParamCommsUtils.hpp", ("record_param_comms",)),
-    Collective(r"torch\.distributed|ddp\.reducer", False, True,
-               "torch.distributed's Python calls and DDP's reducer, which copies gradient buckets for the all-reduce",
-               "pytorch/pytorch torch/nn/parallel/distributed.py, torch/csrc/distributed/c10d/reducer.cpp",
-               ("torch.distributed.ddp.reducer::copy_bucket_to_grad",)),
-    Collective(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all", True, True,
-               "a collective's verb anywhere in the name: custom all-reduce kernels, vLLM/SGLang all-gather ops",
-               "the collectives' names in NCCL, torch.distributed and the serving frameworks",
-               ("vllm::all_reduce", "_C_custom_ar::all_reduce")),
-    Collective(r"^All2All", False, True,
-               "TorchRec's all-to-all autograd functions (All2All_Pooled_Req, All2All_Seq_Req_Wait, ...)",
-               "pytorch/torchrec torchrec/distributed/comm_ops.py", ("All2All_Pooled_Req",)),
-    Collective(r"^(vllm::)?cross_device_reduce", True, False,
-               "vLLM's custom all-reduce kernels (cross_device_reduce_1stage / _2stage)",
-               "vllm-project/vllm csrc/custom_all_reduce.cuh",
-               ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, "
-                "vllm::Signal*, __nv_bfloat16*, int, int)",)),
-    Collective(r"^deep_ep::", True, False,
-               "DeepEP's expert-parallel dispatch and combine kernels", "deepseek-ai/DeepEP csrc/kernels/",
-               ("deep_ep::intranode::dispatch",)),
-    Collective(r"^nvshmem", True, False,
-               "NVSHMEM's device-side communication kernels", "NVIDIA NVSHMEM (nvshmem* / nvshmemi_* kernels)"),
+    Collective(
+        r"^(nccl|rccl|msccl)",
+        True,
+        False,
+        "NCCL, RCCL and MSCCL device kernels (ncclDevKernel_*, ncclKernel_*)",
+        "NVIDIA/nccl src/device/generate.py (ncclDevKernel_<coll>_<op>_<type>_<algo>_<proto>); ROCm/rccl; "
+        "microsoft/msccl",
+        (
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t",
+        ),
+    ),
+    Collective(
+        r"^c10d::",
+        True,
+        True,
+        "PyTorch's c10d dispatcher ops (c10d::allreduce_, c10d::broadcast_, ...)",
+        "pytorch/pytorch torch/csrc/distributed/c10d/Ops.cpp",
+        ("c10d::allreduce_", "c10d::broadcast_"),
+    ),
+    Collective(
+        r"^_?c10d_functional::",
+        False,
+        True,
+        "functional collectives (torch.distributed._functional_collectives, compiled graphs' collectives)",
+        "pytorch/pytorch torch/csrc/distributed/c10d/Functional.cpp",
+        ("_c10d_functional::all_gather_into_tensor", "c10d_functional::wait_tensor"),
+    ),
+    Collective(
+        r"^nccl:",
+        False,
+        True,
+        "ProcessGroupNCCL's record_function ranges (nccl:all_reduce, nccl:_all_gather_base, ...)",
+        "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp",
+        ("nccl:all_reduce", "nccl:broadcast"),
+    ),
+    Collective(
+        r"^gloo:",
+        False,
+        True,
+        "ProcessGroupGloo's record_function ranges (gloo:all_reduce, ...)",
+        "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp",
+        ("gloo:all_reduce",),
+    ),
+    Collective(
+        r"^record_param_comms$",
+        False,
+        True,
+        "the profiler's record of a collective's parameters (RECORD_PARAM_COMMS), around its launch",
+        "pytorch/pytorch torch/csrc/distributed/c10d/ParamCommsUtils.hpp",
+        ("record_param_comms",),
+    ),
+    Collective(
+        r"torch\.distributed|ddp\.reducer",
+        False,
+        True,
+        "torch.distributed's Python calls and DDP's reducer, which copies gradient buckets for the all-reduce",
+        "pytorch/pytorch torch/nn/parallel/distributed.py, torch/csrc/distributed/c10d/reducer.cpp",
+        ("torch.distributed.ddp.reducer::copy_bucket_to_grad",),
+    ),
+    Collective(
+        r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all",
+        True,
+        True,
+        "a collective's verb anywhere in the name: custom all-reduce kernels, vLLM/SGLang all-gather ops",
+        "the collectives' names in NCCL, torch.distributed and the serving frameworks",
+        ("vllm::all_reduce", "_C_custom_ar::all_reduce"),
+    ),
+    Collective(
+        r"^All2All",
+        False,
+        True,
+        "TorchRec's all-to-all autograd functions (All2All_Pooled_Req, All2All_Seq_Req_Wait, ...)",
+        "pytorch/torchrec torchrec/distributed/comm_ops.py",
+        ("All2All_Pooled_Req",),
+    ),
+    Collective(
+        r"^(vllm::)?cross_device_reduce",
+        True,
+        False,
+        "vLLM's custom all-reduce kernels (cross_device_reduce_1stage / _2stage)",
+        "vllm-project/vllm csrc/custom_all_reduce.cuh",
+        (
+            "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, "
+            "vllm::Signal*, __nv_bfloat16*, int, int)",
+        ),
+    ),
+    Collective(
+        r"^deep_ep::",
+        True,
+        False,
+        "DeepEP's expert-parallel dispatch and combine kernels",
+        "deepseek-ai/DeepEP csrc/kernels/",
+        ("deep_ep::intranode::dispatch",),
+    ),
+    Collective(
+        r"^nvshmem",
+        True,
+        False,
+        "NVSHMEM's device-side communication kernels",
+        "NVIDIA NVSHMEM (nvshmem* / nvshmemi_* kernels)",
+    ),
 )
 
 
@@ -308,14 +434,24 @@ class NameRule:
 # what it exists for, so copies.py counts them as requested, never hidden. They are copy kernels:
 # FAMILY_RULES' copy rows include this table, so a name taken here is always in the copy family.
 KV_CACHE_WRITES: tuple[NameRule, ...] = (
-    NameRule(r"(^|::)reshape_and_cache", "vLLM's KV-cache write (reshape_and_cache_kernel, reshape_and_cache_flash_kernel)",
-             "vllm-project/vllm csrc/cache_kernels.cu; tests/data/tracelens_vllm_decode_graph_unified_attention.json.gz",
-             ("void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16, __hip_bfloat16, (vllm::Fp8KVCacheDataType)0>"
-              "(__hip_bfloat16 const*, long const*, int)",)),
-    NameRule(r"(^|::)store_kvcache", "SGLang's KV-cache write (store_kvcache, its jit_kernel kvcache.store_cache)",
-             "sgl-project/sglang python/sglang/jit_kernel/kvcache.py; "
-             "tests/data/tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz",
-             ("void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)",)),
+    NameRule(
+        r"(^|::)reshape_and_cache",
+        "vLLM's KV-cache write (reshape_and_cache_kernel, reshape_and_cache_flash_kernel)",
+        "vllm-project/vllm csrc/cache_kernels.cu; tests/data/tracelens_vllm_decode_graph_unified_attention.json.gz",
+        (
+            "void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16, __hip_bfloat16, (vllm::Fp8KVCacheDataType)0>"
+            "(__hip_bfloat16 const*, long const*, int)",
+        ),
+    ),
+    NameRule(
+        r"(^|::)store_kvcache",
+        "SGLang's KV-cache write (store_kvcache, its jit_kernel kvcache.store_cache)",
+        "sgl-project/sglang python/sglang/jit_kernel/kvcache.py; "
+        "tests/data/tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz",
+        (
+            "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)",
+        ),
+    ),
 )
 KV_CACHE_WRITE_KERNELS = _joined([r.pattern for r in KV_CACHE_WRITES])
 
@@ -350,58 +486,110 @@ class FamilyRule:
 # is not in it: it is BACKEND_TABLE's fused rows, checked first (see kernels.family_of). A user's
 # rows (family_rules) come after the fused rows and before these.
 FAMILY_RULES: tuple[FamilyRule, ...] = (
-    FamilyRule("communication", COLLECTIVE_KERNELS, "",
-               "collectives (COLLECTIVES' kernel rows): NCCL/RCCL device kernels, c10d ops, custom all-reduce; "
-               "before 'reduce' below"),
-    FamilyRule("memset", r"^memset|(^|_)memset$|^__amd_rocclr_fill|^aten::(zero_|fill_)$", "",
-               "buffer fills: Memset rows of legacy traces, ROCm's blit fill kernels, zero_/fill_ ops"),
-    FamilyRule("copy", r"^memcpy|^__amd_rocclr_copy|(^|::)CatArrayBatchedCopy|(^|::)(nchwToNhwc|nhwcToNchw)|"
-               r"^aten::(copy_|clone|contiguous|cat)$", "",
-               "data movement: memcpy rows, ROCm blit copies, torch.cat, layout transposes"),
-    FamilyRule("copy", KV_CACHE_WRITE_KERNELS, "", "KV-cache writes (KV_CACHE_WRITES: vLLM's reshape_and_cache*, "
-               "SGLang's store_kvcache)"),
-    FamilyRule("copy", r"^at::native::\w*elementwise\w*$", r"copy_kernel_cuda|copy_device_to_device",
-               "PyTorch's elementwise launcher running a copy functor (direct_copy_kernel_cuda: copy_ and dtype casts)"),
-    FamilyRule("copy", r"(^|::)multi_tensor_apply_kernel$", r"(^|\W)Copy<",
-               "torch._foreach_copy_'s launcher running its Copy functor (e.g. a CUDA graph's input copies)"),
-    FamilyRule("softmax", r"softmax", "", "softmax kernels and ops (cunn_SoftMaxForward, softmax_warp_forward, _softmax)"),
-    FamilyRule("convolution",
-               r"convol|conv(?!ert|ers)|winograd|scudnn|im2col|col2im|(^|[_:])(fprop|dgrad|wgrad)|^cask_cudnn|igemm_(fwd|bwd|wrw)",
-               "", "cuDNN/MIOpen/CUTLASS convolutions and their helpers; before gemm (implicit_convolve_sgemm is a conv)"),
-    FamilyRule("reduction", r"finalizeMoeRouting|_finalize_matmul|(^|::)moe_sum", "",
-               "MoE finalize: sums each token's top-k expert outputs; before gemm ('matmul' in the name)"),
-    FamilyRule("gemm",
-               r"(?<!fb)gemm|gemv|^cutlass_|cublas|nvjet|wgmma|xmma|^cijk_|matmul|^bmm_|^epilogue::impl::|splitkreduce|"
-               r"^rocblas_|^hipblaslt|^aten::(mm|bmm|addmm|baddbmm|linear|matmul|addmv|mv|_scaled_mm|_int_mm)$|"
-               r"^triton_tem_fused_(mm|bmm|addmm)", "",
-               "matrix multiplies: cuBLAS/cuBLASLt (sm90_xmma_gemm, ampere_*gemm, nvjet, split-K reduce and epilogue), "
-               "CUTLASS, TensorRT-LLM bmm_*, hipBLASLt/Tensile Cijk_*, rocBLAS, Triton matmul, aten mm ops"),
-    FamilyRule("embedding",
-               r"^fbgemm_gpu::|^fbgemm::|split_embedding|embedding_bag|embedding_(forward|backward|dense)|"
-               r"permute_pooled_embs|recat_copy_async|bounds_check_indices|linearize_index|(^|::|_)jagged|"
-               r"^aten::(embedding|embedding_bag|_embedding_bag\w*|embedding_dense_backward)$", "",
-               "embedding lookups and the sparse permutes that feed them (fbgemm TBE, torchrec)"),
-    FamilyRule("sort/scan",
-               r"^(cub|rocprim|thrust|hipcub)::.*(sort|scan|select|compact|bykey|histogram|partition|unique)|"
-               r"radix_?sort|bitonic|(^|::|_)(arg)?sort(_|$)|(^|_)topk(_|$)|searchsorted|"
-               r"^aten::(sort|argsort|topk|cumsum|cumprod|unique\w*|searchsorted)$", "",
-               "device-wide sort, scan, select and top-k (CUB, rocPRIM, Thrust)"),
-    FamilyRule("sort/scan", r"^rocprim::.*trampoline_kernel$", r"sort|scan|select|partition|histogram",
-               "rocPRIM's generic launcher: the algorithm is named in its template arguments"),
-    FamilyRule("reduction",
-               r"reduce|reduction|(layer|batch|group|instance|rms|fused_add_rms|weight)_?norm|(^|[_:])bn_(fw|bw)|"
-               r"GammaBetaBackward|ClassNLLCriterion|nll_loss|cross_entropy|logsumexp|(^|_)sum(_|$)|"
-               r"(^|[_:])(max|avg|adaptive\w*)_?pool|^cub::|^rocprim::|"
-               r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|prod|var|std|norm|vector_norm|all|any|logsumexp|"
-               r"max_pool\w*|avg_pool\w*)$|^triton_(red|per)_", "",
-               "reductions and normalizations: reduce_kernel, layer/batch/RMS norm, losses, pooling, Triton red/per"),
-    FamilyRule("elementwise",
-               r"elementwise|multi_tensor_apply|^triton_poi_|(^|::)(index|gather|scatter)\w*|indexSelect|indexFunc|(^|::)triu_tril_kernel$|"
-               r"vectorized_gather|act_and_mul|(^|_)(silu|gelu|relu)|rotary|(^|_)rope(_|$)|scalePackedTensor|"
-               r"^aten::(add|sub|mul|div|masked_fill|where|exp|log|tanh|relu|gelu|silu|neg|pow|sqrt|rsqrt|tril|triu|"
-               r"sigmoid|clamp|clamp_min|ge|le|lt|gt|eq|ne|logical_\w+|threshold|dropout|index\w*|gather|scatter\w*)_?$",
-               "", "pointwise work: PyTorch's elementwise launchers, foreach/optimizer kernels, indexing, "
-               "activations, rotary embeddings, Triton pointwise (triton_poi_*), tril/triu masks"),
+    FamilyRule(
+        "communication",
+        COLLECTIVE_KERNELS,
+        "",
+        "collectives (COLLECTIVES' kernel rows): NCCL/RCCL device kernels, c10d ops, custom all-reduce; "
+        "before 'reduce' below",
+    ),
+    FamilyRule(
+        "memset",
+        r"^memset|(^|_)memset$|^__amd_rocclr_fill|^aten::(zero_|fill_)$",
+        "",
+        "buffer fills: Memset rows of legacy traces, ROCm's blit fill kernels, zero_/fill_ ops",
+    ),
+    FamilyRule(
+        "copy",
+        r"^memcpy|^__amd_rocclr_copy|(^|::)CatArrayBatchedCopy|(^|::)(nchwToNhwc|nhwcToNchw)|"
+        r"^aten::(copy_|clone|contiguous|cat)$",
+        "",
+        "data movement: memcpy rows, ROCm blit copies, torch.cat, layout transposes",
+    ),
+    FamilyRule(
+        "copy",
+        KV_CACHE_WRITE_KERNELS,
+        "",
+        "KV-cache writes (KV_CACHE_WRITES: vLLM's reshape_and_cache*, SGLang's store_kvcache)",
+    ),
+    FamilyRule(
+        "copy",
+        r"^at::native::\w*elementwise\w*$",
+        r"copy_kernel_cuda|copy_device_to_device",
+        "PyTorch's elementwise launcher running a copy functor (direct_copy_kernel_cuda: copy_ and dtype casts)",
+    ),
+    FamilyRule(
+        "copy",
+        r"(^|::)multi_tensor_apply_kernel$",
+        r"(^|\W)Copy<",
+        "torch._foreach_copy_'s launcher running its Copy functor (e.g. a CUDA graph's input copies)",
+    ),
+    FamilyRule(
+        "softmax", r"softmax", "", "softmax kernels and ops (cunn_SoftMaxForward, softmax_warp_forward, _softmax)"
+    ),
+    FamilyRule(
+        "convolution",
+        r"convol|conv(?!ert|ers)|winograd|scudnn|im2col|col2im|(^|[_:])(fprop|dgrad|wgrad)|^cask_cudnn|igemm_(fwd|bwd|wrw)",
+        "",
+        "cuDNN/MIOpen/CUTLASS convolutions and their helpers; before gemm (implicit_convolve_sgemm is a conv)",
+    ),
+    FamilyRule(
+        "reduction",
+        r"finalizeMoeRouting|_finalize_matmul|(^|::)moe_sum",
+        "",
+        "MoE finalize: sums each token's top-k expert outputs; before gemm ('matmul' in the name)",
+    ),
+    FamilyRule(
+        "gemm",
+        r"(?<!fb)gemm|gemv|^cutlass_|cublas|nvjet|wgmma|xmma|^cijk_|matmul|^bmm_|^epilogue::impl::|splitkreduce|"
+        r"^rocblas_|^hipblaslt|^aten::(mm|bmm|addmm|baddbmm|linear|matmul|addmv|mv|_scaled_mm|_int_mm)$|"
+        r"^triton_tem_fused_(mm|bmm|addmm)",
+        "",
+        "matrix multiplies: cuBLAS/cuBLASLt (sm90_xmma_gemm, ampere_*gemm, nvjet, split-K reduce and epilogue), "
+        "CUTLASS, TensorRT-LLM bmm_*, hipBLASLt/Tensile Cijk_*, rocBLAS, Triton matmul, aten mm ops",
+    ),
+    FamilyRule(
+        "embedding",
+        r"^fbgemm_gpu::|^fbgemm::|split_embedding|embedding_bag|embedding_(forward|backward|dense)|"
+        r"permute_pooled_embs|recat_copy_async|bounds_check_indices|linearize_index|(^|::|_)jagged|"
+        r"^aten::(embedding|embedding_bag|_embedding_bag\w*|embedding_dense_backward)$",
+        "",
+        "embedding lookups and the sparse permutes that feed them (fbgemm TBE, torchrec)",
+    ),
+    FamilyRule(
+        "sort/scan",
+        r"^(cub|rocprim|thrust|hipcub)::.*(sort|scan|select|compact|bykey|histogram|partition|unique)|"
+        r"radix_?sort|bitonic|(^|::|_)(arg)?sort(_|$)|(^|_)topk(_|$)|searchsorted|"
+        r"^aten::(sort|argsort|topk|cumsum|cumprod|unique\w*|searchsorted)$",
+        "",
+        "device-wide sort, scan, select and top-k (CUB, rocPRIM, Thrust)",
+    ),
+    FamilyRule(
+        "sort/scan",
+        r"^rocprim::.*trampoline_kernel$",
+        r"sort|scan|select|partition|histogram",
+        "rocPRIM's generic launcher: the algorithm is named in its template arguments",
+    ),
+    FamilyRule(
+        "reduction",
+        r"reduce|reduction|(layer|batch|group|instance|rms|fused_add_rms|weight)_?norm|(^|[_:])bn_(fw|bw)|"
+        r"GammaBetaBackward|ClassNLLCriterion|nll_loss|cross_entropy|logsumexp|(^|_)sum(_|$)|"
+        r"(^|[_:])(max|avg|adaptive\w*)_?pool|^cub::|^rocprim::|"
+        r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|prod|var|std|norm|vector_norm|all|any|logsumexp|"
+        r"max_pool\w*|avg_pool\w*)$|^triton_(red|per)_",
+        "",
+        "reductions and normalizations: reduce_kernel, layer/batch/RMS norm, losses, pooling, Triton red/per",
+    ),
+    FamilyRule(
+        "elementwise",
+        r"elementwise|multi_tensor_apply|^triton_poi_|(^|::)(index|gather|scatter)\w*|indexSelect|indexFunc|(^|::)triu_tril_kernel$|"
+        r"vectorized_gather|act_and_mul|(^|_)(silu|gelu|relu)|rotary|(^|_)rope(_|$)|scalePackedTensor|"
+        r"^aten::(add|sub|mul|div|masked_fill|where|exp|log|tanh|relu|gelu|silu|neg|pow|sqrt|rsqrt|tril|triu|"
+        r"sigmoid|clamp|clamp_min|ge|le|lt|gt|eq|ne|logical_\w+|threshold|dropout|index\w*|gather|scatter\w*)_?$",
+        "",
+        "pointwise work: PyTorch's elementwise launchers, foreach/optimizer kernels, indexing, "
+        "activations, rotary embeddings, Triton pointwise (triton_poi_*), tril/triu masks",
+    ),
 )
 FAMILIES: tuple[str, ...] = ("fused attention",) + tuple(dict.fromkeys(r.family for r in FAMILY_RULES)) + ("other",)
 
@@ -423,18 +611,45 @@ class LaunchCall:
 
 
 LAUNCH_CALLS: tuple[LaunchCall, ...] = (
-    LaunchCall("cudaGraphLaunch", "graph", "NVIDIA", "the CUDA runtime's graph replay (torch.cuda.CUDAGraph.replay)",
-               "CUDA runtime API; Kineto cat cuda_runtime"),
-    LaunchCall("cuGraphLaunch", "graph", "NVIDIA", "the CUDA driver's graph replay", "CUDA driver API; Kineto cat cuda_driver"),
-    LaunchCall("hipGraphLaunch", "graph", "AMD", "HIP's graph replay (PyTorch's CUDA graphs on ROCm)",
-               "ROCm HIP runtime API; roctracer through Kineto"),
-    LaunchCall("cudaLaunchKernel", "kernel", "NVIDIA", "the CUDA runtime's kernel launch (and cudaLaunchKernelExC)",
-               "CUDA runtime API"),
-    LaunchCall("cuLaunchKernel", "kernel", "NVIDIA", "the CUDA driver's kernel launch (and cuLaunchKernelEx: cuDNN, Triton)",
-               "CUDA driver API"),
+    LaunchCall(
+        "cudaGraphLaunch",
+        "graph",
+        "NVIDIA",
+        "the CUDA runtime's graph replay (torch.cuda.CUDAGraph.replay)",
+        "CUDA runtime API; Kineto cat cuda_runtime",
+    ),
+    LaunchCall(
+        "cuGraphLaunch", "graph", "NVIDIA", "the CUDA driver's graph replay", "CUDA driver API; Kineto cat cuda_driver"
+    ),
+    LaunchCall(
+        "hipGraphLaunch",
+        "graph",
+        "AMD",
+        "HIP's graph replay (PyTorch's CUDA graphs on ROCm)",
+        "ROCm HIP runtime API; roctracer through Kineto",
+    ),
+    LaunchCall(
+        "cudaLaunchKernel",
+        "kernel",
+        "NVIDIA",
+        "the CUDA runtime's kernel launch (and cudaLaunchKernelExC)",
+        "CUDA runtime API",
+    ),
+    LaunchCall(
+        "cuLaunchKernel",
+        "kernel",
+        "NVIDIA",
+        "the CUDA driver's kernel launch (and cuLaunchKernelEx: cuDNN, Triton)",
+        "CUDA driver API",
+    ),
     LaunchCall("hipLaunchKernel", "kernel", "AMD", "HIP's kernel launch", "ROCm HIP runtime API"),
-    LaunchCall("hipExtModuleLaunchKernel", "kernel", "AMD", "HIP's module launch with extra arguments (hipBLASLt, Tensile)",
-               "ROCm HIP runtime API"),
+    LaunchCall(
+        "hipExtModuleLaunchKernel",
+        "kernel",
+        "AMD",
+        "HIP's module launch with extra arguments (hipBLASLt, Tensile)",
+        "ROCm HIP runtime API",
+    ),
     LaunchCall("hipModuleLaunchKernel", "kernel", "AMD", "HIP's module launch (Triton, CK)", "ROCm HIP runtime API"),
 )
 LAUNCH_KINDS = ("graph", "kernel")
@@ -467,10 +682,16 @@ class HostCategory:
 # calls (model.LAUNCH_CATEGORIES, every vendor's, which diff.py adds): ops and annotations.
 # python_function spans (with_stack) are left out: one per Python frame, they would outnumber the ops.
 HOST_CATEGORIES: tuple[HostCategory, ...] = (
-    HostCategory("cpu_op", "the operators the profiler records: aten:: ops, custom ops, compiled regions",
-                 "torch.profiler (Kineto) category cpu_op; 'Operator' in legacy traces (load.CATEGORIES)"),
-    HostCategory("user_annotation", "record_function ranges: ProfilerStep#N, module and user annotations",
-                 "torch.profiler.record_function (Kineto category user_annotation)"),
+    HostCategory(
+        "cpu_op",
+        "the operators the profiler records: aten:: ops, custom ops, compiled regions",
+        "torch.profiler (Kineto) category cpu_op; 'Operator' in legacy traces (load.CATEGORIES)",
+    ),
+    HostCategory(
+        "user_annotation",
+        "record_function ranges: ProfilerStep#N, module and user annotations",
+        "torch.profiler.record_function (Kineto category user_annotation)",
+    ),
 )
 HOST_SPANS: tuple[str, ...] = tuple(c.category for c in HOST_CATEGORIES)
 
@@ -521,7 +742,10 @@ def read_rules(paths: list[str]) -> UserRules:
             if section not in SECTIONS:
                 _fail(path, f"unknown section {section!r} (known: {', '.join(SECTIONS)})")
             if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-                _fail(path, f"{section!r} must be a list of rows ([[{section}]] tables in TOML, a list of objects in JSON)")
+                _fail(
+                    path,
+                    f"{section!r} must be a list of rows ([[{section}]] tables in TOML, a list of objects in JSON)",
+                )
             for i, entry in enumerate(entries, start=1):
                 rows[section].append(_row(path, section, i, entry))
     return UserRules(tuple(paths), tuple(rows["backend"]), tuple(rows["family"]), tuple(rows["collective"]))
@@ -563,8 +787,10 @@ def _toml():
     try:
         import tomli  # type: ignore[import-not-found]
     except ImportError:
-        raise RulesError(f"{settings.RULES.name}: reading a .toml rules file needs Python 3.11 or the tomli package "
-                         "(pip install tomli); or write the rules as .json") from None
+        raise RulesError(
+            f"{settings.RULES.name}: reading a .toml rules file needs Python 3.11 or the tomli package "
+            "(pip install tomli); or write the rules as .json"
+        ) from None
     return tomli
 
 
@@ -613,8 +839,11 @@ def _row(path: str, section: str, i: int, entry: dict):
     if section == "family":
         family = text("family")
         if family not in FAMILIES or family == "fused attention":
-            _fail(path, f"{where}: {family!r} is not a family (one of: {', '.join(f for f in FAMILIES if f != 'fused attention')}; "
-                        "attention kernels take a [[backend]] row)")
+            _fail(
+                path,
+                f"{where}: {family!r} is not a family (one of: {', '.join(f for f in FAMILIES if f != 'fused attention')}; "
+                "attention kernels take a [[backend]] row)",
+            )
         name = pattern("name", re.IGNORECASE)
         if not name:
             _fail(path, f"{where}: 'name' is empty")

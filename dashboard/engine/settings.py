@@ -29,47 +29,72 @@ class Setting:
 
 
 MAX_JSON_BYTES = Setting(
-    "ATTNSCOPE_MAX_JSON_BYTES", "4294967296 (4 GiB)",
+    "ATTNSCOPE_MAX_JSON_BYTES",
+    "4294967296 (4 GiB)",
     "The most JSON bytes a trace may hold (a .json.gz is measured inflated): past it a file is refused with one "
     "line instead of exhausting memory (a gzip bomb, or a mistake). Whole bytes above 0.",
-    "dashboard/engine/load/limits.py")
+    "dashboard/engine/load/limits.py",
+)
 STORE = Setting(
-    "ATTNSCOPE_STORE", "$XDG_CACHE_HOME/attnscope, else ~/.cache/attnscope",
+    "ATTNSCOPE_STORE",
+    "$XDG_CACHE_HOME/attnscope, else ~/.cache/attnscope",
     "The trace store's folder: parsed traces (Parquet) and the SQLite catalog, shared by the CLI and the "
     "dashboard (`--store DIR` overrides it for one command).",
-    "dashboard/engine/store.py")
+    "dashboard/engine/store.py",
+)
 STORE_MAX_BYTES = Setting(
-    "ATTNSCOPE_STORE_MAX_BYTES", "unset: no cap",
+    "ATTNSCOPE_STORE_MAX_BYTES",
+    "unset: no cap",
     "The store's size cap in bytes: past it the least recently opened traces that are not pinned are removed. "
     "Whole bytes above 0.",
-    "dashboard/engine/store.py")
+    "dashboard/engine/store.py",
+)
 NO_STORE = Setting(
-    "ATTNSCOPE_NO_STORE", "unset: the dashboard writes parsed traces to the store",
+    "ATTNSCOPE_NO_STORE",
+    "unset: the dashboard writes parsed traces to the store",
     "Set to anything but an empty text to keep the dashboard's parsed traces in memory only.",
-    "dashboard/catalog.py")
+    "dashboard/catalog.py",
+)
 MAX_UPLOAD_BYTES = Setting(
-    "ATTNSCOPE_MAX_UPLOAD_BYTES", "unset: Streamlit's server.maxUploadSize",
+    "ATTNSCOPE_MAX_UPLOAD_BYTES",
+    "unset: Streamlit's server.maxUploadSize",
     "The largest upload the dashboard accepts, in bytes (a team server's limit).",
-    "dashboard/catalog.py")
+    "dashboard/catalog.py",
+)
 TRACES = Setting(
-    "ATTNSCOPE_TRACES", "unset: the bundled collections only",
+    "ATTNSCOPE_TRACES",
+    "unset: the bundled collections only",
     "Extra trace files or folders the dashboard opens at start, separated by the path separator (':' on "
     "Linux); the same as `streamlit run dashboard/app.py -- PATH ...`.",
-    "dashboard/catalog.py")
+    "dashboard/catalog.py",
+)
 RULES = Setting(
-    "ATTNSCOPE_RULES", "unset: the built-in name rules only",
+    "ATTNSCOPE_RULES",
+    "unset: the built-in name rules only",
     "Files of extra name rules (TOML or JSON, separated by the path separator): [[backend]], [[family]] and "
     "[[collective]] rows, each a pattern with its reason, tried before the built-in rows of the same table "
     "(docs/design.md, section Name rules). Read once per process; a file that cannot be used is one error line "
     "naming it and the problem.",
-    "dashboard/engine/rules.py")
+    "dashboard/engine/rules.py",
+)
 SLICE_WORKER = Setting(
-    "_ATTNSCOPE_SLICE_WORKER", "set by attnscope itself",
+    "_ATTNSCOPE_SLICE_WORKER",
+    "set by attnscope itself",
     "Internal: marks the worker processes that read a large trace's slices (they keep polars' own allocator "
     "setting). Not for users.",
-    "dashboard/engine/load/workers.py")
+    "dashboard/engine/load/workers.py",
+)
 
-SETTINGS: tuple[Setting, ...] = (MAX_JSON_BYTES, STORE, STORE_MAX_BYTES, NO_STORE, MAX_UPLOAD_BYTES, TRACES, RULES, SLICE_WORKER)
+SETTINGS: tuple[Setting, ...] = (
+    MAX_JSON_BYTES,
+    STORE,
+    STORE_MAX_BYTES,
+    NO_STORE,
+    MAX_UPLOAD_BYTES,
+    TRACES,
+    RULES,
+    SLICE_WORKER,
+)
 """Every variable, in the order docs/settings.md lists them."""
 
 

@@ -19,6 +19,7 @@ from dashboard.engine.model import Trace
 GROUP_GPU = "GPU"
 GROUP_CPU = "CPU-only"
 from dashboard.engine.constants import DEFAULT_USD_PER_GPU_HOUR  # noqa: E402,F401  (re-exported)
+
 MIXED_DEVICES_WHY = (
     "GPU and CPU-only runs are measured differently (device busy time and kernels on GPU traces, the CPU "
     "step span and leaf CPU ops on CPU-only ones), so each group is compared with its own baseline and no "
@@ -99,10 +100,21 @@ def tokens_per_step(trace: Trace) -> int | None:
 
 
 SPEED_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.String, "group": pl.String, "baseline": pl.String, "median_us": pl.Float64, "p10_us": pl.Float64,
-    "p90_us": pl.Float64, "steps": pl.Int64, "time_source": pl.String, "speedup": pl.Float64,
-    "tokens_per_step": pl.Int64, "tokens_per_s": pl.Float64, "usd_per_hour": pl.Float64, "usd_per_mtok": pl.Float64,
-    "relation": pl.String, "relation_why": pl.String,
+    "run": pl.String,
+    "group": pl.String,
+    "baseline": pl.String,
+    "median_us": pl.Float64,
+    "p10_us": pl.Float64,
+    "p90_us": pl.Float64,
+    "steps": pl.Int64,
+    "time_source": pl.String,
+    "speedup": pl.Float64,
+    "tokens_per_step": pl.Int64,
+    "tokens_per_s": pl.Float64,
+    "usd_per_hour": pl.Float64,
+    "usd_per_mtok": pl.Float64,
+    "relation": pl.String,
+    "relation_why": pl.String,
 }
 NO_SPEEDUP = "different workload: no speedup"
 
@@ -144,10 +156,21 @@ def speed_table(
                 kind = CROSS_DEVICE
         rows.append(
             {
-                "run": label, "group": group, "baseline": against[label], "median_us": st.median_us, "p10_us": st.p10_us,
-                "p90_us": st.p90_us, "steps": st.steps, "time_source": st.source, "speedup": speedup,
-                "tokens_per_step": tokens, "tokens_per_s": tok_s, "usd_per_hour": price, "usd_per_mtok": cost,
-                "relation": kind, "relation_why": why,
+                "run": label,
+                "group": group,
+                "baseline": against[label],
+                "median_us": st.median_us,
+                "p10_us": st.p10_us,
+                "p90_us": st.p90_us,
+                "steps": st.steps,
+                "time_source": st.source,
+                "speedup": speedup,
+                "tokens_per_step": tokens,
+                "tokens_per_s": tok_s,
+                "usd_per_hour": price,
+                "usd_per_mtok": cost,
+                "relation": kind,
+                "relation_why": why,
             }
         )
     return pl.DataFrame(rows, schema=SPEED_SCHEMA)

@@ -41,7 +41,11 @@ def nesting(frame: pl.DataFrame) -> pl.DataFrame:
     # of thread changes so far (not a rank: no sort), doubled, plus one for a Python frame.
     new_thread = pl.col("pid").ne_missing(pl.col("pid").shift(1)) | pl.col("tid").ne_missing(pl.col("tid").shift(1))
     own = pl.col("cat").is_in(_OWN_LANE)
-    lane = frame.select((new_thread.cum_sum().cast(pl.Int64) * 2 + own.cast(pl.Int64)).alias("lane")).to_series().to_numpy()
+    lane = (
+        frame.select((new_thread.cum_sum().cast(pl.Int64) * 2 + own.cast(pl.Int64)).alias("lane"))
+        .to_series()
+        .to_numpy()
+    )
     ts = frame["ts_ns"].to_numpy()
     end = ts + frame["dur_ns"].to_numpy()
     # Python frames sort among the ops of their thread; order rows by lane so lanes are contiguous.
@@ -175,8 +179,22 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
         return marks
     end = frame.select((pl.col("ts_ns") + pl.col("dur_ns")).max()).item()
     return pl.DataFrame(
-        {"name": ["whole trace (no ProfilerStep)"], "step": [0], "start_ns": [0], "end_ns": [end], "dur_ns": [end], "implicit": [True]},
-        schema={"name": pl.String, "step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "dur_ns": pl.Int64, "implicit": pl.Boolean},
+        {
+            "name": ["whole trace (no ProfilerStep)"],
+            "step": [0],
+            "start_ns": [0],
+            "end_ns": [end],
+            "dur_ns": [end],
+            "implicit": [True],
+        },
+        schema={
+            "name": pl.String,
+            "step": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "dur_ns": pl.Int64,
+            "implicit": pl.Boolean,
+        },
     )
 
 

@@ -50,8 +50,11 @@ def load_trace(*args: Any, **kwargs: Any) -> "Trace":
 
     return load(*args, **kwargs)
 
+
 # Bump when the Trace's tables or fields change meaning: older entries are then parsed again.
-SCHEMA_VERSION = 5  # 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT); 4: trace.json keeps the metadata's key order; 5: the memory table (profile_memory's events)
+# 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT);
+# 4: trace.json keeps the metadata's key order; 5: the memory table (profile_memory's events)
+SCHEMA_VERSION = 5
 TABLES = ("events", "flows", "steps", "memory")
 ADDED_BY = ("upload", "cli", "collector", "dashboard")
 _CHUNK = 8 << 20
@@ -98,7 +101,9 @@ def default_max_bytes(environ: dict[str, str] | None = None) -> int | None:
     except ValueError:
         value = 0
     if value <= 0:
-        raise TraceError(f"{ENV_MAX_BYTES}={raw!r} is not a whole number of bytes above 0 (e.g. {50 << 30} for 50 GiB; unset it for no cap)")
+        raise TraceError(
+            f"{ENV_MAX_BYTES}={raw!r} is not a whole number of bytes above 0 (e.g. {50 << 30} for 50 GiB; unset it for no cap)"
+        )
     return value
 
 
@@ -238,7 +243,9 @@ class Store:
         try:
             for name in TABLES:
                 getattr(trace, name).write_parquet(tmp / f"{name}.parquet", compression="lz4")
-            (tmp / "trace.json").write_text(json.dumps(_fields(trace)), encoding="utf-8")  # dict order kept: a reopen reads as a parse
+            (tmp / "trace.json").write_text(
+                json.dumps(_fields(trace)), encoding="utf-8"
+            )  # dict order kept: a reopen reads as a parse
             final = self._folder(sha)
             final.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -256,13 +263,31 @@ class Store:
             db.execute(
                 "INSERT OR REPLACE INTO traces VALUES (?,?,?,?,?,?,?,?,?,?,"
                 "COALESCE((SELECT pinned FROM traces WHERE sha=? AND schema=?), 0))",
-                (sha, SCHEMA_VERSION, trace.source, trace.size_bytes, device["type"], device["name"],
-                 trace.events.height, stored, now, now, sha, SCHEMA_VERSION),
+                (
+                    sha,
+                    SCHEMA_VERSION,
+                    trace.source,
+                    trace.size_bytes,
+                    device["type"],
+                    device["name"],
+                    trace.events.height,
+                    stored,
+                    now,
+                    now,
+                    sha,
+                    SCHEMA_VERSION,
+                ),
             )
         return self.evict_rows()
 
-    def open(self, path: Union[str, os.PathLike], name: str | None = None, *, keep_workers: bool = False,
-             background: bool = False) -> tuple[Trace, str]:
+    def open(
+        self,
+        path: Union[str, os.PathLike],
+        name: str | None = None,
+        *,
+        keep_workers: bool = False,
+        background: bool = False,
+    ) -> tuple[Trace, str]:
         """(trace, sha) for a trace file: from the store when its bytes were parsed before, else
         parsed and stored. A file seen before with the same size and mtime is not hashed again.
         `keep_workers`: as load_trace's (more large files follow). `background`: a file not seen
@@ -315,7 +340,9 @@ class Store:
     def _known(self, key: str, stat: os.stat_result) -> str | None:
         """The SHA-256 of a file seen before at this path with this size and mtime, or None."""
         with closing(self._connect()) as db:
-            row = db.execute("SELECT sha FROM files WHERE path=? AND size=? AND mtime_ns=?", (key, stat.st_size, stat.st_mtime_ns)).fetchone()
+            row = db.execute(
+                "SELECT sha FROM files WHERE path=? AND size=? AND mtime_ns=?", (key, stat.st_size, stat.st_mtime_ns)
+            ).fetchone()
         return row[0] if row is not None else None
 
     def _remember(self, key: str, size: int, mtime_ns: int, sha: str) -> None:
@@ -367,7 +394,9 @@ class Store:
         value = kept.Kept(self.root, sha).get(key)
         if value is not kept.MISSING:
             with closing(self._connect()) as db:
-                db.execute("UPDATE traces SET last_opened=? WHERE sha=? AND schema=?", (time.time(), sha, SCHEMA_VERSION))
+                db.execute(
+                    "UPDATE traces SET last_opened=? WHERE sha=? AND schema=?", (time.time(), sha, SCHEMA_VERSION)
+                )
         return value
 
     def open_bytes(self, data: bytes, name: str, *, background: bool = False) -> tuple[Trace, str]:
@@ -396,7 +425,9 @@ class Store:
     def trace(self, sha: str) -> StoredTrace | None:
         """The catalog row of one stored trace (this schema version), or None."""
         with closing(self._connect()) as db:
-            row = db.execute(f"SELECT {_TRACE_COLUMNS} FROM traces WHERE sha=? AND schema=?", (sha, SCHEMA_VERSION)).fetchone()
+            row = db.execute(
+                f"SELECT {_TRACE_COLUMNS} FROM traces WHERE sha=? AND schema=?", (sha, SCHEMA_VERSION)
+            ).fetchone()
         return StoredTrace(*row[:-1], pinned=bool(row[-1])) if row else None
 
     def pin(self, sha: str, pinned: bool = True) -> None:
@@ -407,7 +438,9 @@ class Store:
     def used_bytes(self) -> int:
         """Bytes on disk of the stored traces (this schema version): what the cap is measured on."""
         with closing(self._connect()) as db:
-            row = db.execute("SELECT COALESCE(SUM(stored_bytes), 0) FROM traces WHERE schema=?", (SCHEMA_VERSION,)).fetchone()
+            row = db.execute(
+                "SELECT COALESCE(SUM(stored_bytes), 0) FROM traces WHERE schema=?", (SCHEMA_VERSION,)
+            ).fetchone()
         return int(row[0])
 
     def evict(self) -> list[str]:
@@ -437,7 +470,9 @@ class Store:
 
     # -- runs and views -------------------------------------------------------------------------
 
-    def add_run(self, ranks: Iterable[tuple[int, str]], label: str, added_by: str, notes: str = "", run_id: str | None = None) -> str:
+    def add_run(
+        self, ranks: Iterable[tuple[int, str]], label: str, added_by: str, notes: str = "", run_id: str | None = None
+    ) -> str:
         """Name stored traces as one run (rank, sha pairs); returns the run id (by default the
         first 12 hex digits of the SHA-256 of its traces' ids, so the same files make the same run)."""
         if added_by not in ADDED_BY:
@@ -456,7 +491,9 @@ class Store:
     def runs(self) -> list[Run]:
         """Every run, newest first."""
         with closing(self._connect()) as db:
-            rows = db.execute("SELECT run_id, label, added_by, created_at, notes FROM runs ORDER BY created_at DESC, run_id").fetchall()
+            rows = db.execute(
+                "SELECT run_id, label, added_by, created_at, notes FROM runs ORDER BY created_at DESC, run_id"
+            ).fetchall()
             ranks = db.execute("SELECT run_id, rank, sha FROM run_ranks ORDER BY run_id, rank").fetchall()
         by_run: dict[str, list[tuple[int, str]]] = {}
         for run_id, rank, sha in ranks:

@@ -38,7 +38,8 @@ def device_info(trace: Trace) -> dict[str, Any]:
         backend = str(dist.get("backend") or "").lower() if isinstance(dist, dict) else ""
         ops = by_cat.get("cpu_op", []) + by_cat.get("user_annotation", [])
         collective = "nccl" in backend or any(
-            name.startswith("nccl:") or (name.startswith("c10d::") and backend != "gloo") for name in ops)
+            name.startswith("nccl:") or (name.startswith("c10d::") and backend != "gloo") for name in ops
+        )
         if hip or vendor == "rocm":
             kind = "rocm"
         elif trace.has_gpu or runtime or vendor == "cuda" or collective:
@@ -89,8 +90,11 @@ def summarize(trace: Trace) -> dict[str, Any]:
             memcpy[kind or "unknown"] = memcpy.get(kind or "unknown", 0) + n
     steps = per_step(trace)
     cut = trace.cut  # a step still running at the last event read lost what came after it
-    past = (set(trace.steps.filter(pl.col("end_ns") > cut.last_ts_ns)["step"].to_list())
-            if cut is not None and not cut.events_whole and cut.last_ts_ns is not None else set())
+    past = (
+        set(trace.steps.filter(pl.col("end_ns") > cut.last_ts_ns)["step"].to_list())
+        if cut is not None and not cut.events_whole and cut.last_ts_ns is not None
+        else set()
+    )
     found = detect_backends(trace)
     table = copies(trace)
     top = top_families(trace)
@@ -105,9 +109,14 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "implicit_step": trace.implicit_step,
         "steps": [
             {
-                "name": row["name"], "kernel": row["kernel"], "gpu_memcpy": row["gpu_memcpy"],
-                "gpu_memset": row["gpu_memset"], "work": row["work"], "dur_us": row["dur_ns"] / 1000.0,
-                "busy_us": row["busy_ns"] / 1000.0, "past_cut": row["step"] in past,
+                "name": row["name"],
+                "kernel": row["kernel"],
+                "gpu_memcpy": row["gpu_memcpy"],
+                "gpu_memset": row["gpu_memset"],
+                "work": row["work"],
+                "dur_us": row["dur_ns"] / 1000.0,
+                "busy_us": row["busy_ns"] / 1000.0,
+                "past_cut": row["step"] in past,
                 "top_families": top.get(row["step"], []),
             }
             for row in steps.iter_rows(named=True)
@@ -115,8 +124,12 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "attention": {"backends": found.backends, "evidence": found.all_evidence, "by_backend": found.evidence},
         "copies": [
             {
-                "kind": row["kind"], "op_chain": row["op_chain"], "class": row["copy_class"], "hidden": row["hidden"],
-                "count": row["count"], "bytes": row["bytes"],
+                "kind": row["kind"],
+                "op_chain": row["op_chain"],
+                "class": row["copy_class"],
+                "hidden": row["hidden"],
+                "count": row["count"],
+                "bytes": row["bytes"],
             }
             for row in copy_summary(table).iter_rows(named=True)
         ],

@@ -42,24 +42,37 @@ def exit_status(results: list[RuleResult]) -> str:
     return "fail" if any(r.status == "fail" for r in results) else "pass"
 
 
-def report(base: str, candidate: str, results: list[RuleResult], changes: list[OpChange] | None = None) -> dict[str, Any]:
+def report(
+    base: str, candidate: str, results: list[RuleResult], changes: list[OpChange] | None = None
+) -> dict[str, Any]:
     """The JSON record: verdict ('pass' | 'fail'), base, candidate (trace names), counts by status,
     rules (RuleResult.as_dict each, RULES order), changes (op-aligned step diff, largest first:
     kind, scope, base_ops, candidate_ops, delta_ns per step, work, copies, text)."""
     counts = {status: sum(r.status == status for r in results) for status in ("fail", "warn", "pass", "skip")}
-    return _clean({
-        "verdict": exit_status(results),
-        "base": base,
-        "candidate": candidate,
-        "counts": counts,
-        "rules": [r.as_dict() for r in results],
-        "changes": [
-            {"kind": c.kind, "scope": c.scope, "base_ops": list(c.base_ops), "candidate_ops": list(c.candidate_ops),
-             "delta_ns_per_step": c.delta_ns, "work_per_step": c.work, "base_copy_bytes": c.base_copies,
-             "candidate_copy_bytes": c.candidate_copies, "steps": c.steps, "text": describe(c)}
-            for c in (changes or [])
-        ],
-    })
+    return _clean(
+        {
+            "verdict": exit_status(results),
+            "base": base,
+            "candidate": candidate,
+            "counts": counts,
+            "rules": [r.as_dict() for r in results],
+            "changes": [
+                {
+                    "kind": c.kind,
+                    "scope": c.scope,
+                    "base_ops": list(c.base_ops),
+                    "candidate_ops": list(c.candidate_ops),
+                    "delta_ns_per_step": c.delta_ns,
+                    "work_per_step": c.work,
+                    "base_copy_bytes": c.base_copies,
+                    "candidate_copy_bytes": c.candidate_copies,
+                    "steps": c.steps,
+                    "text": describe(c),
+                }
+                for c in (changes or [])
+            ],
+        }
+    )
 
 
 def to_json(record: dict[str, Any]) -> str:
@@ -71,18 +84,25 @@ def junit(record: dict[str, Any]) -> str:
     <failure>, a rule turned off or not applicable a <skipped>, a warning passes with its message
     in <system-out>."""
     rules = record["rules"]
-    suite = ET.Element("testsuite", {
-        "name": "attnscope check", "tests": str(len(rules)),
-        "failures": str(sum(r["status"] == "fail" for r in rules)), "errors": "0",
-        "skipped": str(sum(r["status"] == "skip" for r in rules)),
-    })
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": "attnscope check",
+            "tests": str(len(rules)),
+            "failures": str(sum(r["status"] == "fail" for r in rules)),
+            "errors": "0",
+            "skipped": str(sum(r["status"] == "skip" for r in rules)),
+        },
+    )
     ET.SubElement(ET.SubElement(suite, "properties"), "property", {"name": "base", "value": record["base"]})
     suite.find("properties").append(ET.Element("property", {"name": "candidate", "value": record["candidate"]}))
     for r in rules:
         case = ET.SubElement(suite, "testcase", {"classname": "attnscope.check", "name": r["rule"]})
         if r["status"] == "fail":
             failure = ET.SubElement(case, "failure", {"message": r["message"], "type": r["rule"]})
-            failure.text = json.dumps({"base": r["base"], "candidate": r["candidate"], "threshold": r["threshold"]}, sort_keys=True)
+            failure.text = json.dumps(
+                {"base": r["base"], "candidate": r["candidate"], "threshold": r["threshold"]}, sort_keys=True
+            )
         elif r["status"] == "skip":
             ET.SubElement(case, "skipped", {"message": r["message"]})
         else:
@@ -106,7 +126,10 @@ def _measure(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value)) or "none"
     if isinstance(value, dict):
-        return "; ".join(f"{k} {_measure(v.get('count') if isinstance(v, dict) else v)}" for k, v in value.items()) or "none"
+        return (
+            "; ".join(f"{k} {_measure(v.get('count') if isinstance(v, dict) else v)}" for k, v in value.items())
+            or "none"
+        )
     return str(value)
 
 
@@ -145,12 +168,16 @@ def _time_table(rules: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
     unit = time_unit([v for _, d in rows for v in (d.get("base_median_ns"), d.get("candidate_median_ns"))])
-    lines = [f"| median per step | baseline ({unit[0]}) | candidate ({unit[0]}) | ratio | 95% interval | verdict |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"| median per step | baseline ({unit[0]}) | candidate ({unit[0]}) | ratio | 95% interval | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, d in rows:
         ratio, span = _interval(d)
-        lines.append(f"| {_cell(name)} | {_time(d.get('base_median_ns'), unit)} | {_time(d.get('candidate_median_ns'), unit)} | "
-                     f"{ratio} | {span} | {d.get('outcome', '—')} |")
+        lines.append(
+            f"| {_cell(name)} | {_time(d.get('base_median_ns'), unit)} | {_time(d.get('candidate_median_ns'), unit)} | "
+            f"{ratio} | {span} | {d.get('outcome', '—')} |"
+        )
     return lines
 
 
@@ -161,9 +188,13 @@ def markdown(record: dict[str, Any]) -> str:
     rules = record["rules"]
     counts = record["counts"]
     verdict = "**attnscope check: FAIL**" if record["verdict"] == "fail" else "**attnscope check: pass**"
-    lines = [f"{verdict}: `{record['candidate']}` against `{record['base']}` "
-             f"({counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped)"]
-    alarms = [f"- {ICON[r['status']]} `{r['rule']}`: {_cell(r['message'])}" for r in rules if r["status"] in ("fail", "warn")]
+    lines = [
+        f"{verdict}: `{record['candidate']}` against `{record['base']}` "
+        f"({counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped)"
+    ]
+    alarms = [
+        f"- {ICON[r['status']]} `{r['rule']}`: {_cell(r['message'])}" for r in rules if r["status"] in ("fail", "warn")
+    ]
     if alarms:
         lines += ["", *alarms]
     time = next((r for r in rules if r["rule"] == "step_time" and r["status"] != "skip"), None)
@@ -172,9 +203,12 @@ def markdown(record: dict[str, Any]) -> str:
         lines += ["", "Biggest changes:", ""]
         if time:
             d = time["details"]
-            lines.append(f"1. step time {d['outcome']}: x{d['ratio']:.3f} of the baseline (95% interval "
-                         f"[{d['low']:.3f}, {d['high']:.3f}], {d['base_steps']} + {d['candidate_steps']} steps)"
-                         if d.get("low") is not None and d.get("ratio") is not None else f"1. step time: {d['why']}")
+            lines.append(
+                f"1. step time {d['outcome']}: x{d['ratio']:.3f} of the baseline (95% interval "
+                f"[{d['low']:.3f}, {d['high']:.3f}], {d['base_steps']} + {d['candidate_steps']} steps)"
+                if d.get("low") is not None and d.get("ratio") is not None
+                else f"1. step time: {d['why']}"
+            )
         for i, text in enumerate(biggest, start=2 if time else 1):
             lines.append(f"{i}. {text}")
     times = _time_table(rules)
@@ -185,8 +219,12 @@ def markdown(record: dict[str, Any]) -> str:
         base, candidate = _measure(r["base"]), _measure(r["candidate"])
         if r["rule"] == "step_time" and r["status"] != "skip":  # its medians are ns: in the time table's unit, named
             unit = time_unit([r["base"], r["candidate"]])
-            base, candidate = (f"{_time(v, unit)} {unit[0]}" if v is not None else "—" for v in (r["base"], r["candidate"]))
-        lines.append(f"| {r['rule']} | {ICON[r['status']]} | {_cell(base)} | {_cell(candidate)} | {_cell(r['message'])} |")
+            base, candidate = (
+                f"{_time(v, unit)} {unit[0]}" if v is not None else "—" for v in (r["base"], r["candidate"])
+            )
+        lines.append(
+            f"| {r['rule']} | {ICON[r['status']]} | {_cell(base)} | {_cell(candidate)} | {_cell(r['message'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -227,8 +265,10 @@ def read_config(path: Path) -> dict[str, Any] | None:
             raise ValueError(f"{path}: {exc.strerror or exc}") from None
         if not MAY_HOLD_TABLE.search(text):
             return None
-        raise ValueError(f"{path}: reading its [tool.attnscope.check] table needs Python 3.11 or the tomli package "
-                         "(pip install tomli)")
+        raise ValueError(
+            f"{path}: reading its [tool.attnscope.check] table needs Python 3.11 or the tomli package "
+            "(pip install tomli)"
+        )
     try:
         with open(path, "rb") as fh:
             doc = toml.load(fh)

@@ -48,7 +48,9 @@ def render(sel: Selection) -> None:
     launches = attention_launches(sel.runs)
     st.subheader("Attention kernels and the op that launched them")
     if launches.height == 0:
-        st.info("No attention kernel in these runs (on a CPU-only trace the op is the evidence).", icon=":material/info:")
+        st.info(
+            "No attention kernel in these runs (on a CPU-only trace the op is the evidence).", icon=":material/info:"
+        )
     else:
         tables.show(
             launches,
@@ -57,8 +59,11 @@ def render(sel: Selection) -> None:
                 "run": tables.text("run"),
                 "backend": tables.text("backend"),
                 "kernel": tables.text("kernel", width="large"),
-                "op": tables.text("launched by op", "Innermost cpu_op around the launch call; empty when none holds it "
-                                  "(a CUDA/HIP graph replay) or the call is not in the trace"),
+                "op": tables.text(
+                    "launched by op",
+                    "Innermost cpu_op around the launch call; empty when none holds it "
+                    "(a CUDA/HIP graph replay) or the call is not in the trace",
+                ),
                 "launch": tables.text("launch call"),
                 "count": tables.count("kernels"),
             },
@@ -84,7 +89,8 @@ def _banners(frame: pl.DataFrame) -> None:
     a success banner naming only the runs where a backend was found and it is the one asked for."""
     for row in frame.filter(pl.col("verdict") == review.VERDICT_FALLBACK).iter_rows(named=True):
         st.error(
-            f"**{literal.md(row['run'])}: backend fallback.** Requested **{literal.md(row['requested'])}**, but the trace shows **{literal.md(row['detected'])}**. "
+            f"**{literal.md(row['run'])}: backend fallback.** Requested **{literal.md(row['requested'])}**, "
+            f"but the trace shows **{literal.md(row['detected'])}**. "
             "PyTorch falls back silently (e.g. to the unfused math path), so these numbers are not the requested kernel's.",
             icon=":material/swap_horiz:",
         )
@@ -94,7 +100,9 @@ def _banners(frame: pl.DataFrame) -> None:
             "the trace (torch.compile may have decomposed it into plain kernels), so which backend ran cannot be read from it.",
             icon=":material/help:",
         )
-    for row in frame.filter(pl.col("verdict").map_elements(review.is_compiled_verdict, return_dtype=pl.Boolean)).iter_rows(named=True):
+    for row in frame.filter(
+        pl.col("verdict").map_elements(review.is_compiled_verdict, return_dtype=pl.Boolean)
+    ).iter_rows(named=True):
         st.warning(
             f"**{literal.md(row['run'])}: {literal.md(row['verdict'])}.** Requested **{literal.md(row['requested'])}**, but "
             f"torch.compile replaced its op by inductor's generated kernels ({literal.md(row['detected'])}): no fallback, but "

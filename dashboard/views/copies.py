@@ -33,9 +33,16 @@ def render(sel: Selection) -> None:
     small = groups.filter(pl.col("hidden") & ~pl.col("alarm"))
     with st.container(key="copies_alarms"):
         if hidden.height == 0:
-            st.success("No hidden copy costs 1% of a step or 1 MB a step in the selected runs."
-                       + (f" {small.height} cheaper hidden {'chain is' if small.height == 1 else 'chains are'} "
-                          "in yellow below." if small.height else ""), icon=":material/check_circle:")
+            st.success(
+                "No hidden copy costs 1% of a step or 1 MB a step in the selected runs."
+                + (
+                    f" {small.height} cheaper hidden {'chain is' if small.height == 1 else 'chains are'} "
+                    "in yellow below."
+                    if small.height
+                    else ""
+                ),
+                icon=":material/check_circle:",
+            )
         for label in runs:
             mine = hidden.filter(pl.col("run") == label)
             for row in mine.head(MAX_BOXES).iter_rows(named=True):
@@ -69,8 +76,10 @@ def render(sel: Selection) -> None:
             "run": tables.text("run"),
             "hidden": st.column_config.CheckboxColumn("hidden!"),
             "alarm": st.column_config.CheckboxColumn(
-                "alarm", help=f"A hidden chain that costs at least {review.COPY_ALARM_SHARE:.0%} of the step or "
-                f"{review.format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow"),
+                "alarm",
+                help=f"A hidden chain that costs at least {review.COPY_ALARM_SHARE:.0%} of the step or "
+                f"{review.format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow",
+            ),
             "copy_class": tables.text("class", "; ".join(f"{name}: {why}" for name, why in COPY_CLASSES)),
             "kind": tables.text("kind", "DtoD, HtoD, DtoH...: a GPU memcpy; kernel: a copy kernel; cpu: a CPU copy_"),
             "op_chain": tables.text("op chain (outermost first)", width="large"),
@@ -113,4 +122,3 @@ def render(sel: Selection) -> None:
         highlight=lambda row: tables.ALARM_BG if row["hidden"] else "",
         height=tables.fit(every.height, 420),
     )
-

@@ -18,13 +18,23 @@ from dashboard.runs import Selection
 from dashboard.views import link, literal, tables
 
 CHANGE_WORDS = {
-    "added": "only in this run", "removed": "only in the baseline", "more": "launched more often",
-    "fewer": "launched less often", "slower": f"slower (mean > +{review.MEAN_CHANGE}, ≥ {NOISE_NS / 1000:g} µs a step)",
+    "added": "only in this run",
+    "removed": "only in the baseline",
+    "more": "launched more often",
+    "fewer": "launched less often",
+    "slower": f"slower (mean > +{review.MEAN_CHANGE}, ≥ {NOISE_NS / 1000:g} µs a step)",
     "faster": f"faster (mean < -{review.MEAN_CHANGE}, ≥ {NOISE_NS / 1000:g} µs a step)",
 }
 OP_CHANGE_WORDS = {**CHANGE_WORDS, "more": "called more often", "fewer": "called less often"}
 # red = slower, yellow = more launches, green = fewer launches or faster (the 'better' direction)
-CHANGE_STYLE = {"slower": tables.ALARM_BG, "added": tables.NOTE_BG, "more": tables.NOTE_BG, "removed": tables.ADDED_BG, "fewer": tables.ADDED_BG, "faster": tables.ADDED_BG}
+CHANGE_STYLE = {
+    "slower": tables.ALARM_BG,
+    "added": tables.NOTE_BG,
+    "more": tables.NOTE_BG,
+    "removed": tables.ADDED_BG,
+    "fewer": tables.ADDED_BG,
+    "faster": tables.ADDED_BG,
+}
 
 
 def render(sel: Selection) -> None:
@@ -32,8 +42,11 @@ def render(sel: Selection) -> None:
     units = {label: work_unit(t) for label, t in runs.items()}
     if "leaf cpu_op" in units.values():
         st.info(
-            "CPU-only traces have no kernels: their unit of work is the leaf CPU op (an op that does work — not a view, an allocation or torch.compile bookkeeping — and holds no other such op). "
-            "Runs counted that way: " + ", ".join(literal.md(label) for label, u in units.items() if u == "leaf cpu_op") + ".",
+            "CPU-only traces have no kernels: their unit of work is the leaf CPU op (an op that does work — not a view, "
+            "an allocation or torch.compile bookkeeping — and holds no other such op). "
+            "Runs counted that way: "
+            + ", ".join(literal.md(label) for label, u in units.items() if u == "leaf cpu_op")
+            + ".",
             icon=":material/memory:",
         )
     split = review.device_groups(runs, sel.baseline)
@@ -46,13 +59,21 @@ def render(sel: Selection) -> None:
         if len(split) > 1:
             st.markdown(tables.group_heading(group))
         with st.container(key=f"chart_kernels_count{suffix}"):
-            st.plotly_chart(charts.family_grouped(mine, group.runs, "count", sel.colors, modes=sel.modes), key=f"fig_kernels_count{suffix}")
+            st.plotly_chart(
+                charts.family_grouped(mine, group.runs, "count", sel.colors, modes=sel.modes),
+                key=f"fig_kernels_count{suffix}",
+            )
         with st.container(key=f"chart_kernels_time{suffix}"):
-            st.plotly_chart(charts.family_grouped(mine, group.runs, "time", sel.colors, modes=sel.modes), key=f"fig_kernels_time{suffix}")
+            st.plotly_chart(
+                charts.family_grouped(mine, group.runs, "time", sel.colors, modes=sel.modes),
+                key=f"fig_kernels_time{suffix}",
+            )
 
     st.subheader("Every kernel, per run")
-    st.caption("Over all profiled steps. Share is the kernel's part of the run's total device work time. Sort by any column; "
-               "type in the table's search to filter.")
+    st.caption(
+        "Over all profiled steps. Share is the kernel's part of the run's total device work time. Sort by any column; "
+        "type in the table's search to filter."
+    )
     tables.show(
         review.kernels_by_run(runs),
         "tbl_kernels",
@@ -72,7 +93,9 @@ def render(sel: Selection) -> None:
     show_changes(sel, split)
 
 
-ALL_STEPS = "all"  # the step choice that means every step (per-step figures = totals / steps); a selectbox shows None as empty
+ALL_STEPS = (
+    "all"  # the step choice that means every step (per-step figures = totals / steps); a selectbox shows None as empty
+)
 STEPS_PER_ROW = 4
 
 
@@ -82,8 +105,10 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
     runs = sel.runs
     against = {label: g.baseline for g in split for label in g.runs}
     others = [label for label in runs if label != against[label]]
-    heading = f"Against the baseline: {sel.baseline}" if len(split) == 1 else "Against each group's baseline: " + ", ".join(
-        f"{g.baseline} ({g.name})" for g in split
+    heading = (
+        f"Against the baseline: {sel.baseline}"
+        if len(split) == 1
+        else "Against each group's baseline: " + ", ".join(f"{g.baseline} ({g.name})" for g in split)
     )
     st.subheader(heading, anchor=False)
     if sel.baseline is None or not others:
@@ -94,7 +119,8 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
     left, right = st.columns(2)
     with left:
         by_base = st.toggle(
-            "Group template instances by base name", key="kd_base",
+            "Group template instances by base name",
+            key="kd_base",
             help="On: one row per kernel (namespace::function), its template instances and signatures folded together, so "
             "a kernel whose template arguments changed is one row that got slower or faster, not a 'removed' and an 'added' "
             "row that cancel. Off: every full kernel name, as the rest of the dashboard shows them.",
@@ -118,7 +144,9 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
         "per step, largest first, either sign. Red = slower, yellow = more or new, green = fewer, gone or faster."
     )
     tables.show(
-        summary, "tbl_kernels_change_summary", {"run": tables.text("run"), **{c: tables.count(CHANGE_WORDS.get(c, c)) for c in present}},
+        summary,
+        "tbl_kernels_change_summary",
+        {"run": tables.text("run"), **{c: tables.count(CHANGE_WORDS.get(c, c)) for c in present}},
         height=tables.fit(summary.height),
     )
     with st.container(key="kernels_explained"):
@@ -127,19 +155,29 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
         else:
             st.caption(EXPLAINED_WHY)
             with st.expander(f"How much the top rows explain, for each of the {len(changes)} runs"):
-                explained = pl.DataFrame({
-                    "run": [c.run for c in changes],
-                    "baseline": [c.baseline for c in changes],
-                    "rows": [changed_rows(c.kernels, c.top) for c in changes],
-                    "top_us": [c.explained[0] / 1000.0 for c in changes],
-                    "total_us": [c.explained[1] / 1000.0 for c in changes],
-                }).with_columns(_no_negative_zero(pl.col("top_us"), 1), _no_negative_zero(pl.col("total_us"), 1))
-                tables.show(explained, "tbl_kernels_explained", {
-                    "run": tables.text("run"), "baseline": tables.text("against") if len(split) > 1 else None,
-                    "rows": tables.count("top changed rows"),
-                    "top_us": st.column_config.NumberColumn("they account for (µs / step)", format="%+.1f"),
-                    "total_us": st.column_config.NumberColumn("change in summed kernel time (µs / step)", format="%+.1f"),
-                }, height=tables.fit(explained.height, 420))
+                explained = pl.DataFrame(
+                    {
+                        "run": [c.run for c in changes],
+                        "baseline": [c.baseline for c in changes],
+                        "rows": [changed_rows(c.kernels, c.top) for c in changes],
+                        "top_us": [c.explained[0] / 1000.0 for c in changes],
+                        "total_us": [c.explained[1] / 1000.0 for c in changes],
+                    }
+                ).with_columns(_no_negative_zero(pl.col("top_us"), 1), _no_negative_zero(pl.col("total_us"), 1))
+                tables.show(
+                    explained,
+                    "tbl_kernels_explained",
+                    {
+                        "run": tables.text("run"),
+                        "baseline": tables.text("against") if len(split) > 1 else None,
+                        "rows": tables.count("top changed rows"),
+                        "top_us": st.column_config.NumberColumn("they account for (µs / step)", format="%+.1f"),
+                        "total_us": st.column_config.NumberColumn(
+                            "change in summed kernel time (µs / step)", format="%+.1f"
+                        ),
+                    },
+                    height=tables.fit(explained.height, 420),
+                )
     shown = kernels.filter(pl.col("change") != "same") if only_changes else kernels
     tables.show(
         shown,
@@ -151,7 +189,8 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
             "name": tables.text("kernel (or leaf op)", width="large"),
             "family": tables.text("family", width="small"),
             "delta_us_per_step": st.column_config.NumberColumn(
-                "Δ µs / step", format="%+.2f", help="Change of the kernel's total time per step: run − baseline"),
+                "Δ µs / step", format="%+.2f", help="Change of the kernel's total time per step: run − baseline"
+            ),
             "base_us_per_step": tables.us("baseline µs / step"),
             "other_us_per_step": tables.us("run µs / step"),
             "delta_per_step": st.column_config.NumberColumn("Δ count / step", format="%+.4g"),
@@ -178,10 +217,15 @@ def pick_steps(sel: Selection, labels: list[str]) -> dict[str, int | None]:
         st.session_state["kd_step"] = _linked_position(sel, traces)
     if st.session_state["kd_step"] not in options:
         st.session_state["kd_step"] = ALL_STEPS
-    words = {ALL_STEPS: "all profiled steps (per-step mean)",
-             **{n: f"the {_ordinal(n + 1)} profiled step of each run" for n in range(most)}}
+    words = {
+        ALL_STEPS: "all profiled steps (per-step mean)",
+        **{n: f"the {_ordinal(n + 1)} profiled step of each run" for n in range(most)},
+    }
     position = st.selectbox(
-        "Steps compared", options, key="kd_step", format_func=words.get,
+        "Steps compared",
+        options,
+        key="kd_step",
+        format_func=words.get,
         help="Every step (each figure is then its total over the steps / their number), or one step of each run: the "
         "first, second, ... step the profiler recorded (ProfilerStep names differ between runs).",
     )
@@ -189,10 +233,13 @@ def pick_steps(sel: Selection, labels: list[str]) -> dict[str, int | None]:
     for label, trace in traces.items():
         steps = trace.steps["step"].to_list()
         chosen[label] = None if position == ALL_STEPS or not steps else steps[min(int(position), len(steps) - 1)]
-    link.publish_keyed("kstep", {sel.ids.get(label, label): (ALL_STEPS if step is None else step) for label, step in chosen.items()}, ALL_STEPS)
+    link.publish_keyed(
+        "kstep",
+        {sel.ids.get(label, label): (ALL_STEPS if step is None else step) for label, step in chosen.items()},
+        ALL_STEPS,
+    )
     if position != ALL_STEPS:
-        st.caption("Compared: " + ", ".join(
-            f"{literal.md(label)} step {step}" for label, step in chosen.items()) + ".")
+        st.caption("Compared: " + ", ".join(f"{literal.md(label)} step {step}" for label, step in chosen.items()) + ".")
     return chosen
 
 
@@ -203,7 +250,7 @@ def _linked_position(sel: Selection, traces: dict) -> int | str:
         for raw in st.query_params.get_all("kstep"):
             if raw.startswith(ident + "="):
                 try:
-                    step = int(raw[len(ident) + 1:])
+                    step = int(raw[len(ident) + 1 :])
                 except ValueError:
                     continue
                 steps = trace.steps["step"].to_list()
@@ -251,10 +298,15 @@ def show_all_readings(changes: list[review.Change]) -> None:
     lines = []
     for generic, found in shared.items():
         exact = len({line for _, line in found}) == 1
-        lines.append(f"- {literal.md(found[0][1] if exact else generic)} ({_runs_words([r for r, _ in found], len(changes))}"
-                     + ("" if exact else "; each run's numbers below") + ")")
+        lines.append(
+            f"- {literal.md(found[0][1] if exact else generic)} ({_runs_words([r for r, _ in found], len(changes))}"
+            + ("" if exact else "; each run's numbers below")
+            + ")"
+        )
     if quiet:
-        lines.append(f"- no compile, CUDA-graph, attention-backend or copy-class change ({_runs_words(quiet, len(changes))})")
+        lines.append(
+            f"- no compile, CUDA-graph, attention-backend or copy-class change ({_runs_words(quiet, len(changes))})"
+        )
     st.info("What the traces show plainly against the baseline\n\n" + "\n".join(lines), icon=":material/lightbulb:")
     with st.expander("Each run's readings, with its own numbers"):
         for change in changes:
@@ -284,10 +336,15 @@ def explained_line(change: review.Change, named: bool) -> str:
     """How much of the change in summed kernel time per step the top rows account for
     (review.explained_sentence, the reports' sentence in the tab's words)."""
     steps = (
-        "over all steps" if change.step_run is None and change.step_base is None
+        "over all steps"
+        if change.step_run is None and change.step_base is None
         else f"{_steps_words(change.step_run)} against the baseline's {_steps_words(change.step_base)}"
     )
-    who = f"**{literal.md(change.run)}** against **{literal.md(change.baseline)}**, {steps}: " if named else f"{steps.capitalize()}: "
+    who = (
+        f"**{literal.md(change.run)}** against **{literal.md(change.baseline)}**, {steps}: "
+        if named
+        else f"{steps.capitalize()}: "
+    )
     return review.explained_sentence(change, "tab", lead=who)
 
 
@@ -306,11 +363,14 @@ def show_ops(changes: list[review.Change], others: list[str], only_changes: bool
     summary = review.kernel_change_counts(ops, others)
     present = [c for c in summary.columns if c != "run"]
     tables.show(
-        summary, "tbl_ops_change_summary", {"run": tables.text("run"), **{c: tables.count(OP_CHANGE_WORDS.get(c, c)) for c in present}},
+        summary,
+        "tbl_ops_change_summary",
+        {"run": tables.text("run"), **{c: tables.count(OP_CHANGE_WORDS.get(c, c)) for c in present}},
         height=tables.fit(summary.height),
     )
     shown = (ops.filter(pl.col("change") != "same") if only_changes else ops).with_columns(
-        _no_negative_zero(pl.col("delta_us_per_step"), 1))  # shown at 1 decimal
+        _no_negative_zero(pl.col("delta_us_per_step"), 1)
+    )  # shown at 1 decimal
     tables.show(
         shown,
         "tbl_ops_delta",
@@ -336,17 +396,21 @@ def stacked(changes: list, table: str) -> pl.DataFrame:
     """The kernels or ops diff of every run, one frame with run and baseline columns, times in µs
     for display."""
     return pl.concat(
-        [getattr(c, table).select(pl.lit(c.run).alias("run"), pl.lit(c.baseline).alias("baseline"), pl.all()) for c in changes],
+        [
+            getattr(c, table).select(pl.lit(c.run).alias("run"), pl.lit(c.baseline).alias("baseline"), pl.all())
+            for c in changes
+        ],
         how="vertical_relaxed",
     ).with_columns(
         *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other")],
         # a change that rounds to nothing at the table's 2 decimals is 0, never a '-0.00'
         _no_negative_zero((pl.col("delta_ns_per_step") / 1000.0).alias("delta_us_per_step"), 2),
-        (pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"), (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"),
+        (pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"),
+        (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"),
     )
 
 
 def _no_negative_zero(value: pl.Expr, digits: int) -> pl.Expr:
     """`value`, but 0.0 where it rounds to zero at `digits` decimals: a table's '%+.2f' writes
     -0.001 as '-0.00'."""
-    return pl.when(value.abs() < 0.5 * 10 ** -digits).then(0.0).otherwise(value).alias(value.meta.output_name())
+    return pl.when(value.abs() < 0.5 * 10**-digits).then(0.0).otherwise(value).alias(value.meta.output_name())

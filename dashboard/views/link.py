@@ -106,8 +106,8 @@ def seed_labels(param: str, ids: Sequence[str]) -> dict[str, str]:
         match = max((i for i in ids if raw.startswith(i + "=")), key=len, default=None)
         if match is None:
             waiting.append(raw)
-        elif raw[len(match) + 1:].strip():
-            own.setdefault(match, raw[len(match) + 1:].strip())
+        elif raw[len(match) + 1 :].strip():
+            own.setdefault(match, raw[len(match) + 1 :].strip())
     st.session_state[PENDING_LABELS] = waiting
     return own
 
@@ -115,10 +115,14 @@ def seed_labels(param: str, ids: Sequence[str]) -> dict[str, str]:
 def publish_labels(param: str) -> None:
     """Write the user's labels (and those still waiting for their run) into the URL."""
     own: dict[str, str] = st.session_state.get(LABELS, {})
-    publish(param, [f"{ident}={label}" for ident, label in own.items()] + list(st.session_state.get(PENDING_LABELS, [])))
+    publish(
+        param, [f"{ident}={label}" for ident, label in own.items()] + list(st.session_state.get(PENDING_LABELS, []))
+    )
 
 
-def seed_keyed(key: str, param: str, name: str, options: Sequence[Any], default: Any, parse: Callable[[str], Any] = str) -> None:
+def seed_keyed(
+    key: str, param: str, name: str, options: Sequence[Any], default: Any, parse: Callable[[str], Any] = str
+) -> None:
     """Initialise one of several choices that share the repeated URL parameter `param`, whose values
     read '<name>=<value>' (e.g. kstep=cpu/naive=3: the step of run cpu/naive), whenever the widget
     keyed `key` has no state (a session's first run, or after its tab was closed, which drops
@@ -130,7 +134,7 @@ def seed_keyed(key: str, param: str, name: str, options: Sequence[Any], default:
     for raw in st.query_params.get_all(param):
         if raw.startswith(name + "="):
             try:
-                candidate = parse(raw[len(name) + 1:])
+                candidate = parse(raw[len(name) + 1 :])
             except (TypeError, ValueError):
                 continue
             if candidate in options:

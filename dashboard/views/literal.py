@@ -22,7 +22,6 @@ def md(text: object) -> str:
     return SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
 
 
-
 def code(text: object) -> str:
     """`text` as inline code (literal inside, whatever it holds): fenced by a run of backticks
     longer than any in it, padded with spaces when it starts or ends with a backtick."""

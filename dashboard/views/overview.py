@@ -13,8 +13,13 @@ from dashboard.engine.health import WAITING_CHECKS, health
 from dashboard.runs import Collection, Selection
 from dashboard.views import literal, tables
 
-ICONS = {"cut trace": ":material/content_cut:", "hidden copy": ":material/content_copy:",
-         "small hidden copy": ":material/content_copy:", "backend fallback": ":material/swap_horiz:", "parity failure": ":material/rule:"}
+ICONS = {
+    "cut trace": ":material/content_cut:",
+    "hidden copy": ":material/content_copy:",
+    "small hidden copy": ":material/content_copy:",
+    "backend fallback": ":material/swap_horiz:",
+    "parity failure": ":material/rule:",
+}
 UNIT_WORDS = {"kernel": "kernels", "leaf cpu_op": "leaf CPU ops"}
 
 
@@ -36,14 +41,19 @@ def render(sel: Selection) -> None:
     st.caption(
         "Step time is the median over the profiled steps: device busy time (union of GPU work) on GPU traces, "
         "the CPU ProfilerStep span on CPU-only traces (the Speedups tab has the spread). Work per step counts kernels + GPU memcpy + memset on GPU "
-        "traces and leaf CPU ops (ops that do work and hold no other such op; views and allocations do not count) on CPU-only traces; the *counted as* column says which."
+        "traces and leaf CPU ops (ops that do work and hold no other such op; views and allocations do not count) "
+        "on CPU-only traces; the *counted as* column says which."
     )
     fam = review.families(runs)
-    memsets = fam.filter(pl.col("family") == "memset").group_by("run").agg(pl.col("count_per_step").sum().alias("memsets_per_step"))
+    memsets = (
+        fam.filter(pl.col("family") == "memset")
+        .group_by("run")
+        .agg(pl.col("count_per_step").sum().alias("memsets_per_step"))
+    )
     shown = table.join(memsets, on="run", how="left", maintain_order="left").with_columns(
-        pl.struct("device", "device_name", "cut").map_elements(
-            lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String
-        ).alias("device_label"),
+        pl.struct("device", "device_name", "cut")
+        .map_elements(lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String)
+        .alias("device_label"),
     )
     any_cut = table["cut"].is_not_null().any()
     order = overview_columns(table)
@@ -55,22 +65,51 @@ def render(sel: Selection) -> None:
             "device_label": tables.text("device", width="large" if any_cut else "medium"),
             "steps": tables.count("steps", width="small"),
             "median_step_us": tables.us("median µs", "Median over steps; 'time from' says which time", width="small"),
-            "speedup": tables.ratio("speedup", "The group baseline's median / this run's median; > 1 is faster. Never across GPU and CPU-only runs, nor between different workloads", width="small"),
-            "relation": tables.text("compared as", "same workload (same attention shapes and dtype, or the same model's ops); "
-                                    "cross-device: the same workload on another device; 'different workload: no speedup' "
-                                    "when the runs do different work", width="small"),
-            "work_per_step": tables.count("work / step", "Median over steps of the units named in 'counted as'", width="small"),
-            "memsets_per_step": tables.count("memsets", "Of work / step, the Memset (Device) per step: a buffer zeroed "
-                                             "on the device before a kernel writes into it, not a second kernel. sdpa on cuDNN is one "
-                                             "fused kernel and one memset.", width="small"),
-            "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"),
+            "speedup": tables.ratio(
+                "speedup",
+                "The group baseline's median / this run's median; > 1 is faster. Never across GPU and CPU-only runs, nor between different workloads",
+                width="small",
+            ),
+            "relation": tables.text(
+                "compared as",
+                "same workload (same attention shapes and dtype, or the same model's ops); "
+                "cross-device: the same workload on another device; 'different workload: no speedup' "
+                "when the runs do different work",
+                width="small",
+            ),
+            "work_per_step": tables.count(
+                "work / step", "Median over steps of the units named in 'counted as'", width="small"
+            ),
+            "memsets_per_step": tables.count(
+                "memsets",
+                "Of work / step, the Memset (Device) per step: a buffer zeroed "
+                "on the device before a kernel writes into it, not a second kernel. sdpa on cuDNN is one "
+                "fused kernel and one memset.",
+                width="small",
+            ),
+            "work_unit": tables.text(
+                "counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"
+            ),
             "copies_per_step": tables.count("copies/step"),
-            "hidden_copies_per_step": tables.count("hidden/step", "Copies made inside another op (e.g. masked_fill's clone), per step"),
+            "hidden_copies_per_step": tables.count(
+                "hidden/step", "Copies made inside another op (e.g. masked_fill's clone), per step"
+            ),
             "backends": tables.text("backend", "Attention backend detected from op and kernel names"),
-            "backend_requested": tables.text("requested", "The backend the collectors forced ('default': SDPA picks); empty for traces from elsewhere"),
-            "backend_verdict": tables.text("check", "FALLBACK: another backend ran than the one forced; compiled: torch.compile replaced it"),
-            "parity_passed": st.column_config.CheckboxColumn("parity ok", help="Against an fp32 reference, from the collector's metadata", width="small"),
-            "cut": tables.text("file cut off", "The profiler was killed mid-write: what was lost (see the alarm above)", width="medium") if any_cut else None,
+            "backend_requested": tables.text(
+                "requested",
+                "The backend the collectors forced ('default': SDPA picks); empty for traces from elsewhere",
+            ),
+            "backend_verdict": tables.text(
+                "check", "FALLBACK: another backend ran than the one forced; compiled: torch.compile replaced it"
+            ),
+            "parity_passed": st.column_config.CheckboxColumn(
+                "parity ok", help="Against an fp32 reference, from the collector's metadata", width="small"
+            ),
+            "cut": tables.text(
+                "file cut off", "The profiler was killed mid-write: what was lost (see the alarm above)", width="medium"
+            )
+            if any_cut
+            else None,
         },
         split,
         highlight=lambda row: _row_style(row, alarmed),
@@ -80,8 +119,11 @@ def render(sel: Selection) -> None:
     show_graph_copies(sel, table, groups)
     # the overview already holds speed.step_time's numbers: the chart reads them under speed_table's names
     step_times = table.select(
-        "run", pl.col("median_step_us").alias("median_us"), pl.col("p10_step_us").alias("p10_us"),
-        pl.col("p90_step_us").alias("p90_us"), "time_source",
+        "run",
+        pl.col("median_step_us").alias("median_us"),
+        pl.col("p10_step_us").alias("p10_us"),
+        pl.col("p90_step_us").alias("p90_us"),
+        "time_source",
     )
     for group in split:
         suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
@@ -91,11 +133,20 @@ def render(sel: Selection) -> None:
         left, right = st.columns(2)
         with left, st.container(key=f"chart_overview_work{suffix}"):
             st.plotly_chart(
-                charts.work_by_family_stacked(fam.filter(pl.col("run").is_in(group.runs)), group.runs, unit, modes=sel.modes), key=f"fig_overview_work{suffix}"
+                charts.work_by_family_stacked(
+                    fam.filter(pl.col("run").is_in(group.runs)), group.runs, unit, modes=sel.modes
+                ),
+                key=f"fig_overview_work{suffix}",
             )
         with right, st.container(key=f"chart_overview_time{suffix}"):
             st.plotly_chart(
-                charts.step_time_bars(step_times.filter(pl.col("run").is_in(group.runs)), colors=sel.colors, title=title, modes=sel.modes, baseline=group.baseline),
+                charts.step_time_bars(
+                    step_times.filter(pl.col("run").is_in(group.runs)),
+                    colors=sel.colors,
+                    title=title,
+                    modes=sel.modes,
+                    baseline=group.baseline,
+                ),
                 key=f"fig_overview_time{suffix}",
             )
 
@@ -103,9 +154,25 @@ def render(sel: Selection) -> None:
 
 
 # The columns that tell the story, first and always; the rest one click away (More columns).
-STORY_COLUMNS = ["run", "device_label", "median_step_us", "speedup", "work_per_step", "memsets_per_step", "hidden_copies_per_step", "backends"]
-MORE_COLUMNS = {"relation": "compared as", "steps": "steps", "work_unit": "counted as", "copies_per_step": "copies/step",
-                "backend_requested": "requested", "backend_verdict": "check", "parity_passed": "parity ok"}
+STORY_COLUMNS = [
+    "run",
+    "device_label",
+    "median_step_us",
+    "speedup",
+    "work_per_step",
+    "memsets_per_step",
+    "hidden_copies_per_step",
+    "backends",
+]
+MORE_COLUMNS = {
+    "relation": "compared as",
+    "steps": "steps",
+    "work_unit": "counted as",
+    "copies_per_step": "copies/step",
+    "backend_requested": "requested",
+    "backend_verdict": "check",
+    "parity_passed": "parity ok",
+}
 
 
 def overview_columns(table: pl.DataFrame) -> list[str]:
@@ -113,18 +180,28 @@ def overview_columns(table: pl.DataFrame) -> list[str]:
     MORE_COLUMNS, and always those that carry an alarm or a caveat here (a backend check other than
     as-requested one: a fallback or an unverified backend, a failed parity, a comparison other than the same workload, a cut file)."""
     always = []
-    if "backend_verdict" in table.columns and table["backend_verdict"].is_in([review.VERDICT_FALLBACK, review.VERDICT_UNVERIFIED]).any():
+    if (
+        "backend_verdict" in table.columns
+        and table["backend_verdict"].is_in([review.VERDICT_FALLBACK, review.VERDICT_UNVERIFIED]).any()
+    ):
         always.append("backend_verdict")
     if "parity_passed" in table.columns and (table["parity_passed"] == False).any():  # noqa: E712 - a column
         always.append("parity_passed")
     if "relation" in table.columns and table["relation"].drop_nulls().is_in(["same workload", "baseline"]).not_().any():
         always.append("relation")
-    extra = st.pills(
-        "More columns", list(MORE_COLUMNS), format_func=MORE_COLUMNS.get, selection_mode="multi", key="overview_more",
-        help="The table opens on run, device, median time, speedup, work per step, hidden copies and backend; "
-        "add the others here. A column that holds an alarm (a backend fallback, a failed parity, a run that is not "
-        "the same workload) is shown whatever is picked.",
-    ) or []
+    extra = (
+        st.pills(
+            "More columns",
+            list(MORE_COLUMNS),
+            format_func=MORE_COLUMNS.get,
+            selection_mode="multi",
+            key="overview_more",
+            help="The table opens on run, device, median time, speedup, work per step, hidden copies and backend; "
+            "add the others here. A column that holds an alarm (a backend fallback, a failed parity, a run that is not "
+            "the same workload) is shown whatever is picked.",
+        )
+        or []
+    )
     picked = [c for c in MORE_COLUMNS if c in extra or c in always]
     return STORY_COLUMNS + picked + (["cut"] if table["cut"].is_not_null().any() else [])
 
@@ -136,7 +213,9 @@ def show_graph_copies(sel: Selection, table: pl.DataFrame, groups: pl.DataFrame)
     graphs = [label for label, mode in sel.modes.items() if mode == "CUDA graphs"]
     if not graphs:
         return
-    copies = {r["run"]: r for r in report.graph_input_copies(groups.filter(pl.col("run").is_in(graphs))).iter_rows(named=True)}
+    copies = {
+        r["run"]: r for r in report.graph_input_copies(groups.filter(pl.col("run").is_in(graphs))).iter_rows(named=True)
+    }
     median = dict(zip(table["run"].to_list(), table["median_step_us"].to_list()))
     variant = {label: (t.collector or {}).get("variant") for label, t in sel.runs.items()}
     eager = {variant[label]: label for label, mode in sel.modes.items() if mode == "eager"}
@@ -147,15 +226,25 @@ def show_graph_copies(sel: Selection, table: pl.DataFrame, groups: pl.DataFrame)
             continue
         twin = eager.get(variant[label])
         own = median.get(label)
-        against = (f" against {charts.format_us(median[twin])} for **{literal.md(twin)}**" if twin and median.get(twin) else "")
+        against = (
+            f" against {charts.format_us(median[twin])} for **{literal.md(twin)}**" if twin and median.get(twin) else ""
+        )
         slower = bool(twin and own and median.get(twin) and own > median[twin])
         lines.append(
             f"- **{literal.md(label)}**: {charts.format_us(own)} per step{against}; "
             f"**{charts.format_us(found['us_per_step'])}** of it are the graph's static-input copies "
             f"({found['per_step']:.3g} per step, under {literal.md(report.GRAPH_INPUT_COPY_OP)})"
-            + ((": the whole difference and more." if found["us_per_step"] >= own - median[twin] else
-                f": most of the {charts.format_us(own - median[twin])} difference." if 2 * found["us_per_step"] >= own - median[twin] else ".")
-               if slower else ".")
+            + (
+                (
+                    ": the whole difference and more."
+                    if found["us_per_step"] >= own - median[twin]
+                    else f": most of the {charts.format_us(own - median[twin])} difference."
+                    if 2 * found["us_per_step"] >= own - median[twin]
+                    else "."
+                )
+                if slower
+                else "."
+            )
         )
     if not lines:
         return
@@ -183,7 +272,9 @@ HEALTH_SHOWN = 6  # health lines shown open; the rest behind an expander
 def _lines(findings: dict[str, list[dict]], waiting: bool) -> list[str]:
     return [
         f"**{literal.md(label)}**: {h['check'].replace('_', ' ')} ×{h['count']:,} — {literal.md(h['example'])}"
-        for label, found in findings.items() for h in found if (h["check"] in WAITING_CHECKS) == waiting
+        for label, found in findings.items()
+        for h in found
+        if (h["check"] in WAITING_CHECKS) == waiting
     ]
 
 
@@ -195,8 +286,10 @@ def show_health(findings: dict[str, list[dict]]) -> None:
     if not lines:
         return
     with st.container(key="health"):
-        st.warning("**Trace health: read these numbers with care.**  \n" + "  \n".join(lines[:HEALTH_SHOWN]),
-                   icon=":material/health_and_safety:")
+        st.warning(
+            "**Trace health: read these numbers with care.**  \n" + "  \n".join(lines[:HEALTH_SHOWN]),
+            icon=":material/health_and_safety:",
+        )
         if len(lines) > HEALTH_SHOWN:
             with st.expander(f"{len(lines) - HEALTH_SHOWN} more health findings"):
                 st.markdown("  \n".join(lines[HEALTH_SHOWN:]))
@@ -208,13 +301,18 @@ def show_waiting(findings: dict[str, list[dict]]) -> None:
     lines = _lines(findings, waiting=True)
     if not lines:
         return
-    with st.expander(f"Where the device waits: {len(lines)} finding{'s' if len(lines) != 1 else ''} "
-                     "(the step's time is not all device work)", icon=":material/hourglass_empty:"):
+    with st.expander(
+        f"Where the device waits: {len(lines)} finding{'s' if len(lines) != 1 else ''} "
+        "(the step's time is not all device work)",
+        icon=":material/hourglass_empty:",
+    ):
         with st.container(key="waiting"):
-            st.markdown("A long idle stretch means the host, a sync or the data loader set the step's pace, not "
-                        "the device: a fused kernel that runs in tens of µs finishes long before the host has "
-                        "launched the next step's work. Facts of the run, not faults of the trace: the device "
-                        "times stand.  \n" + "  \n".join(lines))
+            st.markdown(
+                "A long idle stretch means the host, a sync or the data loader set the step's pace, not "
+                "the device: a fused kernel that runs in tens of µs finishes long before the host has "
+                "launched the next step's work. Facts of the run, not faults of the trace: the device "
+                "times stand.  \n" + "  \n".join(lines)
+            )
 
 
 def show_findings(found: pl.DataFrame) -> None:
@@ -226,15 +324,29 @@ def show_findings(found: pl.DataFrame) -> None:
     notes = found.filter(pl.col("severity") == review.SEVERITY_NOTE)
     with st.container(key="findings"):
         if alarms.height == 0:
-            st.success("No cut-off file, hidden copy, backend fallback or parity failure in the selected runs.", icon=":material/check_circle:")
+            st.success(
+                "No cut-off file, hidden copy, backend fallback or parity failure in the selected runs.",
+                icon=":material/check_circle:",
+            )
         for row in alarms.iter_rows(named=True):
-            st.error(f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}", icon=ICONS.get(row["kind"], ":material/error:"))
+            st.error(
+                f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}",
+                icon=ICONS.get(row["kind"], ":material/error:"),
+            )
         for row in warnings.iter_rows(named=True):
-            st.warning(f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}", icon=ICONS.get(row["kind"], ":material/warning:"))
+            st.warning(
+                f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}",
+                icon=ICONS.get(row["kind"], ":material/warning:"),
+            )
         if notes.height:
-            with st.expander(f"{notes.height} {'note' if notes.height == 1 else 'notes'} worth knowing", expanded=notes.height <= 3):
+            with st.expander(
+                f"{notes.height} {'note' if notes.height == 1 else 'notes'} worth knowing", expanded=notes.height <= 3
+            ):
                 for row in notes.iter_rows(named=True):
-                    st.warning(f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}", icon=":material/info:")
+                    st.warning(
+                        f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}",
+                        icon=":material/info:",
+                    )
 
 
 def _row_style(row: dict, alarmed: set[str]) -> str:
@@ -262,15 +374,22 @@ def show_collections(collections: list[Collection]) -> None:
             facts.append(f"device: **{literal.md(m.get('device') or '')}** {literal.md(m.get('device_name') or '')}")
         if m.get("dtype") or shape:
             dims = "×".join(str(shape.get(k, "?")) for k in ("batch", "heads", "seq", "head_dim"))
-            facts.append(f"dtype **{literal.md(m.get('dtype', '?'))}**" + (f", shape batch×heads×seq×head\\_dim = **{literal.md(dims)}**" if shape else ""))
+            facts.append(
+                f"dtype **{literal.md(m.get('dtype', '?'))}**"
+                + (f", shape batch×heads×seq×head\\_dim = **{literal.md(dims)}**" if shape else "")
+            )
         if m.get("created") or m.get("torch_version"):
-            facts.append(f"created {literal.md(m.get('created', '?'))} with torch {literal.md(m.get('torch_version', '?'))}")
+            facts.append(
+                f"created {literal.md(m.get('created', '?'))} with torch {literal.md(m.get('torch_version', '?'))}"
+            )
         where = f"folder `{c.folder.name}/`"
         if m.get("command"):
             where += f", command `{m['command']}`"
         facts.append(where)
         skipped = f", {len(c.skipped)} skipped" if c.skipped else ""
-        with st.expander(f"Collection '{literal.md(c.name)}': {len(c.sources)} {'run' if len(c.sources) == 1 else 'runs'}{skipped}"):
+        with st.expander(
+            f"Collection '{literal.md(c.name)}': {len(c.sources)} {'run' if len(c.sources) == 1 else 'runs'}{skipped}"
+        ):
             st.markdown("\n".join(f"- {fact}" for fact in facts))
             for skip in c.skipped:
                 st.markdown(

@@ -19,7 +19,15 @@ import streamlit as st
 from dashboard import charts
 from dashboard.engine import Trace
 from dashboard.engine.ranks import (
-    STRAGGLER_SPREAD, compare_ranks, compare_slowest, rank_matrix, rank_medians, rank_of, rank_step_times, slowest_of, stragglers,
+    STRAGGLER_SPREAD,
+    compare_ranks,
+    compare_slowest,
+    rank_matrix,
+    rank_medians,
+    rank_of,
+    rank_step_times,
+    slowest_of,
+    stragglers,
 )
 from dashboard.engine.speed import device_groups
 from dashboard.runs import Selection
@@ -62,7 +70,9 @@ def render(sel: Selection) -> None:
     if single:
         with st.container(key="ranks_single"):
             st.caption(
-                "Traced on one rank, so not shown here: " + ", ".join(f"**{literal.md(label)}**" for label in single) + "."
+                "Traced on one rank, so not shown here: "
+                + ", ".join(f"**{literal.md(label)}**" for label in single)
+                + "."
             )
     times = {label: rank_step_times(ranks) for label, ranks in multi.items()}
     for i, (label, run_times) in enumerate(times.items()):
@@ -78,8 +88,11 @@ def show_run(i: int, label: str, times: pl.DataFrame) -> None:
     st.subheader(literal.md(label), anchor=False, divider="gray")
     if times.height == 0:
         with st.container(key=f"ranks_about_{i}"):
-            st.info("No ProfilerStep in these rank traces, so there is no step time to put side by side (profile with a "
-                    "schedule and call prof.step() each step).", icon=":material/info:")
+            st.info(
+                "No ProfilerStep in these rank traces, so there is no step time to put side by side (profile with a "
+                "schedule and call prof.step() each step).",
+                icon=":material/info:",
+            )
         return
     slow = stragglers(times).with_columns(
         # a step where no rank did any work has no straggler and no spread
@@ -102,7 +115,11 @@ def show_run(i: int, label: str, times: pl.DataFrame) -> None:
         {
             "step": st.column_config.NumberColumn("step", format="%d"),
             "ranks": tables.count("ranks", "How many ranks recorded this step"),
-            "slowest_rank": st.column_config.NumberColumn("slowest rank", format="%d", help="The rank the others wait for in this step (ties: the lowest rank); empty when no rank did any work"),
+            "slowest_rank": st.column_config.NumberColumn(
+                "slowest rank",
+                format="%d",
+                help="The rank the others wait for in this step (ties: the lowest rank); empty when no rank did any work",
+            ),
             "slowest_us": tables.us("its time (µs)"),
             "median_us": tables.us("median rank (µs)", "The median of every rank's time in this step"),
             "behind_us": tables.us("behind (µs)", "Slowest - median: how long the median rank waits"),
@@ -121,8 +138,12 @@ def show_run(i: int, label: str, times: pl.DataFrame) -> None:
             {
                 "rank": st.column_config.NumberColumn("rank", format="%d"),
                 "steps": tables.count("steps"),
-                "median_us": tables.us("median step (µs)", "The rank's median over its own steps, as the Speedups tab takes a run's"),
-                "straggler_steps": tables.count("slowest in (steps)", "In how many steps this rank was the slowest and behind the median rank"),
+                "median_us": tables.us(
+                    "median step (µs)", "The rank's median over its own steps, as the Speedups tab takes a run's"
+                ),
+                "straggler_steps": tables.count(
+                    "slowest in (steps)", "In how many steps this rank was the slowest and behind the median rank"
+                ),
             },
             height=tables.fit(medians.height, 360),
         )
@@ -144,12 +165,17 @@ def show_matrix(i: int, times: pl.DataFrame, slow: pl.DataFrame) -> None:
 
     config: dict[str, Any] = {"step": st.column_config.NumberColumn("step", format="%d", width="small", pinned=True)}
     config.update({c: tables.us(f"rank {c} (µs)") for c in rank_columns})
-    st.caption("Every rank's time per step (µs); in red, the slowest rank of each step where one is behind the others. Empty: the "
-               "rank did not record that step.")
+    st.caption(
+        "Every rank's time per step (µs); in red, the slowest rank of each step where one is behind the others. Empty: the "
+        "rank did not record that step."
+    )
     with st.container(key=f"tbl_ranks_steps_{i}"):
         st.dataframe(
-            data.style.apply(mark, axis=1) if len(data) else data, hide_index=True, column_config=config,
-            height=tables.fit(len(data), 420), placeholder=tables.MISSING,
+            data.style.apply(mark, axis=1) if len(data) else data,
+            hide_index=True,
+            column_config=config,
+            height=tables.fit(len(data), 420),
+            placeholder=tables.MISSING,
         )
 
 
@@ -163,25 +189,42 @@ def rank_lines(times: pl.DataFrame, slow: pl.DataFrame) -> go.Figure:
     few = len(ranks) <= LEGEND_RANKS
     for n, rank in enumerate(ranks):
         mine = times.filter(pl.col("rank") == rank).sort("step")
-        fig.add_trace(go.Scatter(
-            x=[str(s) for s in mine["step"].to_list()], y=mine["step_us"].to_list(), mode="lines+markers",
-            name=f"rank {rank}", showlegend=few,
-            line={"color": charts.run_color(n) if few else MANY_RANKS_COLOR, "width": 1.5 if few else 1},
-            marker={"size": 6 if few else 4},
-            hovertemplate=f"rank {rank}<br>step %{{x}}<br>%{{y:,.1f}} µs<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[str(s) for s in mine["step"].to_list()],
+                y=mine["step_us"].to_list(),
+                mode="lines+markers",
+                name=f"rank {rank}",
+                showlegend=few,
+                line={"color": charts.run_color(n) if few else MANY_RANKS_COLOR, "width": 1.5 if few else 1},
+                marker={"size": 6 if few else 4},
+                hovertemplate=f"rank {rank}<br>step %{{x}}<br>%{{y:,.1f}} µs<extra></extra>",
+            )
+        )
     marked = slow.filter(pl.col("behind_us") > 0)  # a step where every rank kept pace has no straggler
-    fig.add_trace(go.Scatter(
-        x=[str(s) for s in marked["step"].to_list()], y=marked["slowest_us"].to_list(), mode="markers+text",
-        name="slowest rank", marker={"size": 14, "color": "rgba(0,0,0,0)", "line": {"color": STRAGGLER_COLOR, "width": 2}},
-        text=[f"rank {r}" for r in marked["slowest_rank"].to_list()], textposition="top center",
-        textfont={"color": STRAGGLER_COLOR, "size": 11},
-        customdata=marked.select("slowest_rank", "spread").rows(),
-        hovertemplate="step %{x}: rank %{customdata[0]} is the slowest<br>%{y:,.1f} µs, %{customdata[1]:.3f}× the median<extra></extra>",
-    ))
+    fig.add_trace(
+        go.Scatter(
+            x=[str(s) for s in marked["step"].to_list()],
+            y=marked["slowest_us"].to_list(),
+            mode="markers+text",
+            name="slowest rank",
+            marker={"size": 14, "color": "rgba(0,0,0,0)", "line": {"color": STRAGGLER_COLOR, "width": 2}},
+            text=[f"rank {r}" for r in marked["slowest_rank"].to_list()],
+            textposition="top center",
+            textfont={"color": STRAGGLER_COLOR, "size": 11},
+            customdata=marked.select("slowest_rank", "spread").rows(),
+            hovertemplate="step %{x}: rank %{customdata[0]} is the slowest<br>%{y:,.1f} µs, %{customdata[1]:.3f}× the median<extra></extra>",
+        )
+    )
     fig.update_layout(
-        title={"text": "Time per step on each rank" + ("" if few else f" ({len(ranks)} ranks in grey)"), "x": 0, "xanchor": "left"},
-        height=360, margin={"l": 10, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+        title={
+            "text": "Time per step on each rank" + ("" if few else f" ({len(ranks)} ranks in grey)"),
+            "x": 0,
+            "xanchor": "left",
+        },
+        height=360,
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
         xaxis={"title": "step", "type": "category", "categoryorder": "array", "categoryarray": steps},
         yaxis={"title": "µs per step (axis not from zero)", "gridcolor": "#eee"},
@@ -206,23 +249,38 @@ def show_comparison(times: dict[str, pl.DataFrame], traces: dict[str, Trace], ba
     pairs = [(g.baseline, run) for g in device_groups(traces, baseline) for run in g.runs if run != g.baseline]
     st.subheader("Against the baseline, rank by rank", anchor=False, divider="gray")
     if not pairs:
-        st.info("The runs of several ranks are of different device kinds (GPU and CPU-only), so none is compared with another.",
-                icon=":material/call_split:")
+        st.info(
+            "The runs of several ranks are of different device kinds (GPU and CPU-only), so none is compared with another.",
+            icon=":material/call_split:",
+        )
         return
     st.caption(
         "Speedup = the baseline's median step time / the run's (above 1 = faster), for the same rank in each run, then for "
         "each run's slowest rank (the pair the other tabs compare) and for the median over steps of whichever rank was the "
         "slowest in that step. Only runs traced on several ranks are compared here"
-        + ("" if baseline in traces else f"; **{literal.md(baseline)}** is not one, so the first of them is the baseline") + "."
+        + (
+            ""
+            if baseline in traces
+            else f"; **{literal.md(baseline)}** is not one, so the first of them is the baseline"
+        )
+        + "."
     )
-    by_rank = pl.concat([
-        compare_ranks(times[base], times[run]).select(pl.lit(run).alias("run"), pl.lit(base).alias("baseline"), pl.all())
-        for base, run in pairs
-    ])
-    slowest = pl.concat([
-        compare_slowest(times[base], times[run]).select(pl.lit(run).alias("run"), pl.lit(base).alias("baseline"), pl.all())
-        for base, run in pairs
-    ])
+    by_rank = pl.concat(
+        [
+            compare_ranks(times[base], times[run]).select(
+                pl.lit(run).alias("run"), pl.lit(base).alias("baseline"), pl.all()
+            )
+            for base, run in pairs
+        ]
+    )
+    slowest = pl.concat(
+        [
+            compare_slowest(times[base], times[run]).select(
+                pl.lit(run).alias("run"), pl.lit(base).alias("baseline"), pl.all()
+            )
+            for base, run in pairs
+        ]
+    )
     tables.show(
         slowest,
         "tbl_ranks_slowest",

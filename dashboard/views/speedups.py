@@ -25,13 +25,23 @@ def prices(groups: list[review.Group]) -> tuple[float | None, float | None]:
     gpu = cpu = None
     if GROUP_GPU in names:
         gpu = st.number_input(
-            "$ per GPU-hour", min_value=0.0, step=0.25, key="usd_per_hour", format="%.2f",
+            "$ per GPU-hour",
+            min_value=0.0,
+            step=0.25,
+            key="usd_per_hour",
+            format="%.2f",
             help="What one GPU-hour costs you; cost per million tokens = price / 3600 / (tokens per second) × 10⁶. GPU runs only.",
         )
     if GROUP_CPU in names:
         cpu = st.number_input(
-            "$ per CPU-hour", min_value=0.0, step=0.05, key="usd_per_cpu_hour", format="%.2f", value=None,
-            placeholder="not set", help="What an hour of the CPU machine costs you, for the CPU-only runs (empty: no cost).",
+            "$ per CPU-hour",
+            min_value=0.0,
+            step=0.05,
+            key="usd_per_cpu_hour",
+            format="%.2f",
+            value=None,
+            placeholder="not set",
+            help="What an hour of the CPU machine costs you, for the CPU-only runs (empty: no cost).",
         )
     link.publish("usd", f"{gpu:g}" if gpu is not None and gpu != DEFAULT_USD_PER_GPU_HOUR else None)
     link.publish("usd_cpu", f"{cpu:g}" if cpu is not None else None)
@@ -45,11 +55,20 @@ def render(sel: Selection) -> None:
         usd, usd_cpu = prices(split)
     speed = speed_table(sel.runs, sel.baseline or "", usd, usd_cpu)
     attention = review.attention_efficiency(sel.runs)
-    first = attention.unique("run", keep="first", maintain_order=True)  # the whole step on collectors' traces, where variants compare
+    first = attention.unique(
+        "run", keep="first", maintain_order=True
+    )  # the whole step on collectors' traces, where variants compare
     speed = speed.join(
-        first.select("run", pl.col("tflops").alias("attn_tflops"), pl.col("pct_of_roofline").alias("attn_pct"),
-                         pl.col("measure").alias("attn_measure"), pl.col("reason").alias("attn_reason")),
-        on="run", how="left", maintain_order="left",
+        first.select(
+            "run",
+            pl.col("tflops").alias("attn_tflops"),
+            pl.col("pct_of_roofline").alias("attn_pct"),
+            pl.col("measure").alias("attn_measure"),
+            pl.col("reason").alias("attn_reason"),
+        ),
+        on="run",
+        how="left",
+        maintain_order="left",
     )
     with right:
         st.caption(
@@ -72,15 +91,23 @@ def render(sel: Selection) -> None:
             "time_source": tables.text("time from"),
             "speedup": tables.ratio("speedup vs baseline"),
             "attn_tflops": st.column_config.NumberColumn(
-                "attention TFLOP/s", format="%.4g", help="Achieved by attention: its FLOPs (from the recorded shapes, or the "
-                "collectors' shape per step) over its device time (the op's span on CPU-only traces)"),
+                "attention TFLOP/s",
+                format="%.4g",
+                help="Achieved by attention: its FLOPs (from the recorded shapes, or the "
+                "collectors' shape per step) over its device time (the op's span on CPU-only traces)",
+            ),
             "attn_pct": st.column_config.NumberColumn(
-                "% of roofline", format="%.3g%%", help="Achieved / min(peak TFLOP/s, intensity × peak TB/s) of the device, from "
+                "% of roofline",
+                format="%.3g%%",
+                help="Achieved / min(peak TFLOP/s, intensity × peak TB/s) of the device, from "
                 "the vendors' dense peaks, at the attention's minimum bytes (what a fused kernel needs; the roofline chart below "
-                "places each run at the bytes its own kernels move). Empty where there is no peak: the next column says why"),
+                "places each run at the bytes its own kernels move). Empty where there is no peak: the next column says why",
+            ),
             "tokens_per_step": tables.count("tokens / step"),
             "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
-            "usd_per_hour": st.column_config.NumberColumn("$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"),
+            "usd_per_hour": st.column_config.NumberColumn(
+                "$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"
+            ),
             "usd_per_mtok": st.column_config.NumberColumn("$ / million tokens", format="$%.4g"),
             "attn_reason": tables.text("why no number", width="medium"),
         },
@@ -95,9 +122,16 @@ def render(sel: Selection) -> None:
         title = "" if len(split) == 1 else f"{group.name} runs: median time per step"
         a, b = st.columns(2)
         with a, st.container(key=f"chart_speed_time{suffix}"):
-            st.plotly_chart(charts.step_time_bars(mine, log=log, colors=sel.colors, title=title, modes=sel.modes, baseline=group.baseline), key=f"fig_speed_time{suffix}")
+            st.plotly_chart(
+                charts.step_time_bars(
+                    mine, log=log, colors=sel.colors, title=title, modes=sel.modes, baseline=group.baseline
+                ),
+                key=f"fig_speed_time{suffix}",
+            )
         with b, st.container(key=f"chart_speedup{suffix}"):
-            st.plotly_chart(charts.speedup_bars(mine, group.baseline, log=log, modes=sel.modes), key=f"fig_speedup{suffix}")
+            st.plotly_chart(
+                charts.speedup_bars(mine, group.baseline, log=log, modes=sel.modes), key=f"fig_speedup{suffix}"
+            )
     known = speed.filter(pl.col("tokens_per_s").is_not_null())
     if known.height:
         with st.container(key="chart_throughput"):
@@ -105,14 +139,18 @@ def render(sel: Selection) -> None:
     missing = speed.filter(pl.col("tokens_per_step").is_null())["run"].to_list()
     if missing:
         st.info(
-            "No tokens per step in " + ", ".join(literal.md(m) for m in missing) + " (not written by the attnscope collectors), so no "
+            "No tokens per step in "
+            + ", ".join(literal.md(m) for m in missing)
+            + " (not written by the attnscope collectors), so no "
             "tokens/s or cost for them.",
             icon=":material/info:",
         )
     unpriced = speed.filter(pl.col("tokens_per_s").is_not_null() & pl.col("usd_per_hour").is_null())["run"].to_list()
     if unpriced:
         st.info(
-            "No cost for " + ", ".join(literal.md(m) for m in unpriced) + ": set the $ per CPU-hour to price the CPU-only runs.",
+            "No cost for "
+            + ", ".join(literal.md(m) for m in unpriced)
+            + ": set the $ per CPU-hour to price the CPU-only runs.",
             icon=":material/info:",
         )
 
@@ -130,28 +168,41 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
         "reads the scores matrix at every step of its chain, so it sits far left, near the bandwidth roof. "
         "A CPU or a device the peaks table lacks gets no percentage, only its reason."
     )
-    missing = attention.filter(pl.col("reason").is_not_null()).unique(["run", "reason"], keep="first", maintain_order=True)
+    missing = attention.filter(pl.col("reason").is_not_null()).unique(
+        ["run", "reason"], keep="first", maintain_order=True
+    )
     if missing.height:
         with st.container(key="efficiency_reasons"):
-            st.markdown("\n".join(
-                f"- **{literal.md(row['run'])}**: "
-                f"{'partly measured' if row['pct_of_roofline'] is not None else 'no percentage' if row['tflops'] is not None else 'no number'}"
-                f": {literal.md(row['reason'])}"
-                for row in missing.iter_rows(named=True)
-            ))
+            st.markdown(
+                "\n".join(
+                    f"- **{literal.md(row['run'])}**: "
+                    f"{'partly measured' if row['pct_of_roofline'] is not None else 'no percentage' if row['tflops'] is not None else 'no number'}"
+                    f": {literal.md(row['reason'])}"
+                    for row in missing.iter_rows(named=True)
+                )
+            )
     points = review.roofline_points(sel.runs)
     if points.height == 0:
-        st.info("No attention call with a shape and a time in these runs, so nothing to place on the roofline; the table above "
-                "says why for each run.", icon=":material/info:")
+        st.info(
+            "No attention call with a shape and a time in these runs, so nothing to place on the roofline; the table above "
+            "says why for each run.",
+            icon=":material/info:",
+        )
     else:
         with st.container(key="chart_roofline"):
             st.plotly_chart(charts.roofline(points, sel.colors), key="fig_roofline")
     left_out = review.roofline_left_out(sel.runs)
     if left_out.height:
         with st.container(key="roofline_left_out"):
-            st.caption(f"Not on the chart ({left_out.height}): the bytes their kernels move cannot be told from the trace, and are not guessed.")
-            st.markdown("\n".join(
-                f"- **{literal.md(row['run'])}** ({row['measure']}): {literal.md(row['reason'])}" for row in left_out.iter_rows(named=True)))
+            st.caption(
+                f"Not on the chart ({left_out.height}): the bytes their kernels move cannot be told from the trace, and are not guessed."
+            )
+            st.markdown(
+                "\n".join(
+                    f"- **{literal.md(row['run'])}** ({row['measure']}): {literal.md(row['reason'])}"
+                    for row in left_out.iter_rows(named=True)
+                )
+            )
     rows = points.with_columns(pl.col("name").str.slice(0, 160))
     tables.show(
         rows,
@@ -165,12 +216,16 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
             "count": tables.count("calls (steps)"),
             "mean_us": tables.us("mean µs", digits=2),
             "bytes": st.column_config.NumberColumn(
-                "bytes moved", format="%.4g", help="Per call (per step): the " + charts.OWN_BYTES),
-            "intensity": st.column_config.NumberColumn("FLOP/byte", format="%.4g", help="FLOPs over the bytes its own kernels move"),
+                "bytes moved", format="%.4g", help="Per call (per step): the " + charts.OWN_BYTES
+            ),
+            "intensity": st.column_config.NumberColumn(
+                "FLOP/byte", format="%.4g", help="FLOPs over the bytes its own kernels move"
+            ),
             "tflops": st.column_config.NumberColumn("TFLOP/s", format="%.4g"),
             "tbps": st.column_config.NumberColumn("TB/s", format="%.3g"),
             "pct_of_roofline": st.column_config.NumberColumn(
-                "% of the roof", format="%.3g%%", help="Achieved / the roof at its own intensity (the chart's reading)"),
+                "% of the roof", format="%.3g%%", help="Achieved / the roof at its own intensity (the chart's reading)"
+            ),
             "bound": tables.text("bound"),
         },
         height=tables.fit(rows.height, 360),
@@ -194,8 +249,12 @@ def show_memory(sel: Selection) -> None:
         with st.container(key="chart_memory"):
             st.plotly_chart(charts.memory_chart(peaks, sel.colors), key="fig_memory")
     else:
-        st.info("These runs' memory events carry no Total Allocated (an older profiler), so no peak can be drawn.",
-                icon=":material/info:")
+        st.info(
+            "These runs' memory events carry no Total Allocated (an older profiler), so no peak can be drawn.",
+            icon=":material/info:",
+        )
     missing = [label for label in sel.runs if label not in recorded]
     if missing:
-        st.caption("Recorded without profile_memory (no memory events): " + ", ".join(literal.md(m) for m in missing) + ".")
+        st.caption(
+            "Recorded without profile_memory (no memory events): " + ", ".join(literal.md(m) for m in missing) + "."
+        )

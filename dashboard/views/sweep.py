@@ -56,8 +56,9 @@ def labels(found: list[Path]) -> list[str]:
     """One label per folder, its name, with its parent folder added where two share a name (a
     folder given at start may be named like a bundled one): "bundled" for a bundled one."""
     names = [f.name for f in found]
-    return [f"{f.name} ({'bundled' if _bundled(f) else f.parent})" if names.count(f.name) > 1 else f.name
-            for f in found]
+    return [
+        f"{f.name} ({'bundled' if _bundled(f) else f.parent})" if names.count(f.name) > 1 else f.name for f in found
+    ]
 
 
 def render(sel: Selection | None = None) -> None:
@@ -66,15 +67,22 @@ def render(sel: Selection | None = None) -> None:
         st.info(HOW_TO, icon=":material/info:")
         return
     names = labels(found)
-    pick = st.selectbox("Measurements", names, index=_default(found), key="sweep_folder",
-                        help="A folder holding sweep.csv, dispatch.csv, e2e.csv or serve.csv")
+    pick = st.selectbox(
+        "Measurements",
+        names,
+        index=_default(found),
+        key="sweep_folder",
+        help="A folder holding sweep.csv, dispatch.csv, e2e.csv or serve.csv",
+    )
     folder = found[names.index(pick)]
     try:
         a = _read(str(folder), _stamp(folder))
     except art.ArticleError as exc:
         st.error(literal.md(str(exc)), icon=":material/error:")
         return
-    st.caption(f"{literal.code(shown_path(folder))}" + (f" · measured on {literal.md(a.device_name)}" if a.device_name else ""))
+    st.caption(
+        f"{literal.code(shown_path(folder))}" + (f" · measured on {literal.md(a.device_name)}" if a.device_name else "")
+    )
     if a.sweep is not None:
         _sweep(a)
     if a.dispatch is not None:
@@ -105,16 +113,20 @@ def _sweep(a: art.Article) -> None:
     assert sweep is not None
     st.subheader("Time, throughput and memory against sequence length")
     keys = art.groups(sweep)
-    dtypes = sorted(set(keys["dtype"].to_list()), key=lambda d: ("bf16", "fp16", "fp32").index(d)
-                    if d in ("bf16", "fp16", "fp32") else 9)
+    dtypes = sorted(
+        set(keys["dtype"].to_list()),
+        key=lambda d: ("bf16", "fp16", "fp32").index(d) if d in ("bf16", "fp16", "fp32") else 9,
+    )
     c1, c2, c3 = st.columns(3)
     dtype = c1.selectbox("dtype", dtypes, key="sweep_dtype")
     dims = sorted(set(keys.filter(pl.col("dtype") == dtype)["head_dim"].to_list()))
     head_dim = c2.selectbox("head_dim", dims, key="sweep_head_dim")
-    causal_options = sorted(set(keys.filter(pl.col("dtype") == dtype, pl.col("head_dim") == head_dim)["causal"]),
-                            reverse=True)
-    causal = c3.selectbox("mask", causal_options, key="sweep_causal",
-                          format_func=lambda c: "causal" if c else "not causal")
+    causal_options = sorted(
+        set(keys.filter(pl.col("dtype") == dtype, pl.col("head_dim") == head_dim)["causal"]), reverse=True
+    )
+    causal = c3.selectbox(
+        "mask", causal_options, key="sweep_causal", format_func=lambda c: "causal" if c else "not causal"
+    )
     part = sweep.filter(pl.col("dtype") == dtype, pl.col("head_dim") == head_dim, pl.col("causal") == causal)
     colors = article_charts.variant_colors(sweep["variant"].to_list())
     where = f"{dtype}, head_dim {head_dim}, {'causal' if causal else 'not causal'}"
@@ -122,37 +134,73 @@ def _sweep(a: art.Article) -> None:
     grow = art.memory_growth(part)
     with st.container(key="sweep_crossovers"):
         left, right = st.columns(2)
-        left.markdown("**Where each variant overtakes naive**\n\n" + (
-            "\n".join(f"- {literal.md(article_report.crossover_words(r))}" for r in cross.iter_rows(named=True))
-            or "No variant ran beside naive at a common sequence length."))
-        right.markdown("**How peak memory grows with the sequence**\n\n" + (
-            "\n".join(f"- {literal.md(article_report.memory_words(r))}" for r in grow.iter_rows(named=True))
-            or "No peak memory was recorded."))
+        left.markdown(
+            "**Where each variant overtakes naive**\n\n"
+            + (
+                "\n".join(f"- {literal.md(article_report.crossover_words(r))}" for r in cross.iter_rows(named=True))
+                or "No variant ran beside naive at a common sequence length."
+            )
+        )
+        right.markdown(
+            "**How peak memory grows with the sequence**\n\n"
+            + (
+                "\n".join(f"- {literal.md(article_report.memory_words(r))}" for r in grow.iter_rows(named=True))
+                or "No peak memory was recorded."
+            )
+        )
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(article_charts.time_vs_seq(part, colors, f"Time per forward ({where})"),
-                        key="chart_sweep_time", width="stretch")
+        st.plotly_chart(
+            article_charts.time_vs_seq(part, colors, f"Time per forward ({where})"),
+            key="chart_sweep_time",
+            width="stretch",
+        )
     with right:
         peak = art.device_peak_tflops(a, dtype)
-        st.plotly_chart(article_charts.tflops_vs_seq(part, colors, f"Achieved TFLOP/s ({where})", peak),
-                        key="chart_sweep_tflops", width="stretch")
+        st.plotly_chart(
+            article_charts.tflops_vs_seq(part, colors, f"Achieved TFLOP/s ({where})", peak),
+            key="chart_sweep_tflops",
+            width="stretch",
+        )
     flops = a.provenance.get("sweep", {}).get("flop_convention")
-    no_peak = ("" if peak is not None else
-               " No device peak is drawn: " + ("a CPU has none in the peaks table." if set(part["device"]) == {"cpu"}
-                                               else "the device is not in the peaks table."))
-    st.caption("FLOPs: " + (literal.md(str(flops)) if flops else "4·B·H·S²·D for a dense forward, half of it when causal")
-               + "." + no_peak)
-    st.plotly_chart(article_charts.memory_vs_seq(part, colors, f"Peak memory the call added, per sequence of the batch ({where})"),
-                    key="chart_sweep_memory", width="stretch")
+    no_peak = (
+        ""
+        if peak is not None
+        else " No device peak is drawn: "
+        + (
+            "a CPU has none in the peaks table."
+            if set(part["device"]) == {"cpu"}
+            else "the device is not in the peaks table."
+        )
+    )
+    st.caption(
+        "FLOPs: "
+        + (literal.md(str(flops)) if flops else "4·B·H·S²·D for a dense forward, half of it when causal")
+        + "."
+        + no_peak
+    )
+    st.plotly_chart(
+        article_charts.memory_vs_seq(part, colors, f"Peak memory the call added, per sequence of the batch ({where})"),
+        key="chart_sweep_memory",
+        width="stretch",
+    )
     with st.expander("Every point of this curve"):
         tables.show(
-            part.sort(["variant", "seq"]), "tbl_sweep_points",
+            part.sort(["variant", "seq"]),
+            "tbl_sweep_points",
             {
-                "variant": tables.text("variant"), "seq": tables.count("seq"), "batch": tables.count("batch"),
-                "heads": tables.count("heads"), "status": tables.text("status"), "backend_ran": tables.text("backend ran"),
-                "time_ms": tables.us("ms (median)", digits=4), "time_ms_p10": tables.us("p10 ms", digits=4),
-                "time_ms_p90": tables.us("p90 ms", digits=4), "tflops": tables.us("TFLOP/s", digits=3),
-                "peak_mem_bytes": tables.count("peak bytes"), "reason": tables.text("reason", width="large"),
+                "variant": tables.text("variant"),
+                "seq": tables.count("seq"),
+                "batch": tables.count("batch"),
+                "heads": tables.count("heads"),
+                "status": tables.text("status"),
+                "backend_ran": tables.text("backend ran"),
+                "time_ms": tables.us("ms (median)", digits=4),
+                "time_ms_p10": tables.us("p10 ms", digits=4),
+                "time_ms_p90": tables.us("p90 ms", digits=4),
+                "tflops": tables.us("TFLOP/s", digits=3),
+                "peak_mem_bytes": tables.count("peak bytes"),
+                "reason": tables.text("reason", width="large"),
             },
         )
 
@@ -173,7 +221,8 @@ def _dispatch(dispatch: pl.DataFrame) -> None:
         st.dataframe(matrix.style.map(lambda v: MATH_STYLE if v == "math" else ""), hide_index=True)
     with st.expander("Every cell, with the kernel that proves it and each forced backend's refusal"):
         tables.show(
-            dispatch, "tbl_dispatch_cells",
+            dispatch,
+            "tbl_dispatch_cells",
             {c: tables.text(c, width="large" if c in ("refusals", "kernel") else None) for c in dispatch.columns},
             highlight=lambda row: MATH_STYLE if row["backend_ran"] == "math" else "",
         )
@@ -181,20 +230,32 @@ def _dispatch(dispatch: pl.DataFrame) -> None:
 
 def _e2e(e2e: pl.DataFrame) -> None:
     st.subheader("End to end: a small decoder, prefill and decode")
-    lines = [line for line in article_report.findings(art.Article(folder=Path("."), e2e=e2e)) if line.startswith("end to end")]
+    lines = [
+        line
+        for line in article_report.findings(art.Article(folder=Path("."), e2e=e2e))
+        if line.startswith("end to end")
+    ]
     if lines:
         with st.container(key="e2e_findings"):
             st.markdown("\n".join(f"- {literal.md(line)}" for line in lines))
     st.plotly_chart(article_charts.e2e_bars(e2e), key="chart_e2e", width="stretch")
-    st.caption("Amdahl's prediction: 1 / ((1 - s) + s / a), with s attention's share of naive's step and a the "
-               "variant's attention-only speedup. A measured gain below it means the rest of the step changed too.")
+    st.caption(
+        "Amdahl's prediction: 1 / ((1 - s) + s / a), with s attention's share of naive's step and a the "
+        "variant's attention-only speedup. A measured gain below it means the rest of the step changed too."
+    )
     tables.show(
-        art.e2e_table(e2e), "tbl_e2e",
+        art.e2e_table(e2e),
+        "tbl_e2e",
         {
-            "phase": tables.text("phase"), "variant": tables.text("variant"), "status": tables.text("status"),
-            "step_ms": tables.us("step ms", digits=3), "attention_ms": tables.us("attention ms", digits=3),
-            "attention_share": tables.share("attention share"), "speedup_vs_naive": tables.ratio("measured"),
-            "amdahl_predicted_speedup": tables.ratio("Amdahl"), "reason": tables.text("reason"),
+            "phase": tables.text("phase"),
+            "variant": tables.text("variant"),
+            "status": tables.text("status"),
+            "step_ms": tables.us("step ms", digits=3),
+            "attention_ms": tables.us("attention ms", digits=3),
+            "attention_share": tables.share("attention share"),
+            "speedup_vs_naive": tables.ratio("measured"),
+            "amdahl_predicted_speedup": tables.ratio("Amdahl"),
+            "reason": tables.text("reason"),
         },
     )
 
@@ -202,12 +263,18 @@ def _e2e(e2e: pl.DataFrame) -> None:
 def _serve(serve: pl.DataFrame) -> None:
     st.subheader("Serving mix: padded, packed and per request")
     tables.show(
-        serve, "tbl_serve",
+        serve,
+        "tbl_serve",
         {
-            "variant": tables.text("batching"), "status": tables.text("status"),
-            "tokens_per_s": tables.count("tokens/s"), "padding_waste": tables.share("padding waste"),
-            "tokens": tables.count("tokens"), "computed_tokens": tables.count("computed tokens"),
-            "time_s": tables.us("time s", digits=4), "usd_per_1m_tokens": tables.us("$ per 1M tokens", digits=4),
-            "usd_per_gpu_hour": tables.us("$ per hour", digits=2), "reason": tables.text("reason"),
+            "variant": tables.text("batching"),
+            "status": tables.text("status"),
+            "tokens_per_s": tables.count("tokens/s"),
+            "padding_waste": tables.share("padding waste"),
+            "tokens": tables.count("tokens"),
+            "computed_tokens": tables.count("computed tokens"),
+            "time_s": tables.us("time s", digits=4),
+            "usd_per_1m_tokens": tables.us("$ per 1M tokens", digits=4),
+            "usd_per_gpu_hour": tables.us("$ per hour", digits=2),
+            "reason": tables.text("reason"),
         },
     )

@@ -68,11 +68,17 @@ def show(
         shown = data.style.apply(lambda r: [styles[r.name]] * len(r), axis=1)
     with st.container(key=key):
         if highlight is not None and len(data) > HIGHLIGHT_MAX_ROWS:
-            st.caption(f"{len(data):,} rows: rows are coloured in tables of up to {HIGHLIGHT_MAX_ROWS:,} rows only "
-                       "(a pandas Styler takes seconds per few thousand rows); the columns still say everything.")
+            st.caption(
+                f"{len(data):,} rows: rows are coloured in tables of up to {HIGHLIGHT_MAX_ROWS:,} rows only "
+                "(a pandas Styler takes seconds per few thousand rows); the columns still say everything."
+            )
         st.dataframe(
-            shown, hide_index=True, column_config={c: cfg for c, cfg in columns.items() if cfg is not None}, height=height,
-            placeholder=MISSING, column_order=[c for c in order if c in data.columns] if order is not None else None,
+            shown,
+            hide_index=True,
+            column_config={c: cfg for c, cfg in columns.items() if cfg is not None},
+            height=height,
+            placeholder=MISSING,
+            column_order=[c for c in order if c in data.columns] if order is not None else None,
         )
 
 
@@ -107,4 +113,11 @@ def show_by_group(
         for group in groups:
             part = frame.filter(pl.col("run").is_in(group.runs))
             st.markdown(group_heading(group))
-            show(part, f"{key}_{group_key(group)}", columns, highlight=highlight, height=fit(part.height, most), order=order)
+            show(
+                part,
+                f"{key}_{group_key(group)}",
+                columns,
+                highlight=highlight,
+                height=fit(part.height, most),
+                order=order,
+            )

@@ -40,8 +40,12 @@ def default_b(sel: Selection, first: str, group_of: dict[str, str]) -> str:
 
     mode = sel.modes.get(label_of[first])
     same_mode = [i for i in others if sel.modes.get(label_of[i]) == mode]
-    for pool in ([i for i in same_mode if variant(i) == ARTICLE_B and variant(first) != ARTICLE_B],
-                 [i for i in same_mode if variant(i) != variant(first)], same_mode, others):
+    for pool in (
+        [i for i in same_mode if variant(i) == ARTICLE_B and variant(first) != ARTICLE_B],
+        [i for i in same_mode if variant(i) != variant(first)],
+        same_mode,
+        others,
+    ):
         if pool:
             return pool[0]
     return others[0]
@@ -132,12 +136,15 @@ def render(sel: Selection) -> None:
     st.subheader("Time by kernel family")
     fam_ns = family_time_diff(a, step_a, b, step_b)
     fam = fam_ns.with_columns(
-        (pl.col("a_ns") / 1000.0).alias("a_us"), (pl.col("b_ns") / 1000.0).alias("b_us"), (pl.col("delta_ns") / 1000.0).alias("delta_us")
+        (pl.col("a_ns") / 1000.0).alias("a_us"),
+        (pl.col("b_ns") / 1000.0).alias("b_us"),
+        (pl.col("delta_ns") / 1000.0).alias("delta_us"),
     )
     left, right = st.columns([3, 2])
     with left, st.container(key="chart_timeline_family"):
         st.plotly_chart(
-            charts.family_diff_bars(fam_ns, label_a, label_b, sel.colors.get(name[id_a]), sel.colors.get(name[id_b])), key="fig_timeline_family"
+            charts.family_diff_bars(fam_ns, label_a, label_b, sel.colors.get(name[id_a]), sel.colors.get(name[id_b])),
+            key="fig_timeline_family",
         )
     with right:
         tables.show(
@@ -160,8 +167,10 @@ def _op_changes(a, b, step_a: int, step_b: int, pairs: list[tuple[int, int]], co
     alignment.describe; names shown as written."""
     st.subheader("What changed, op by op")
     if not comparable:
-        st.caption("Not compared: a GPU run's device time and a CPU-only run's op time are not one measure "
-                   "(`attnscope check` refuses the pair too).")
+        st.caption(
+            "Not compared: a GPU run's device time and a CPU-only run's op time are not one measure "
+            "(`attnscope check` refuses the pair too)."
+        )
         return
     scope = st.radio("Changes over", (OPS_EVERY, OPS_SHOWN), key="tl_ops_scope", horizontal=True)
     every = scope == OPS_EVERY
@@ -169,22 +178,34 @@ def _op_changes(a, b, step_a: int, step_b: int, pairs: list[tuple[int, int]], co
     if every:
         extra = abs(a.steps.height - b.steps.height)
         shown = ", ".join(f"{x} with {y}" for x, y in pairs[:3]) + (", ..." if len(pairs) > 3 else "")
-        where = (f"The runs' steps matched in order, as `attnscope check` matches them: {len(pairs):,} "
-                 f"pair{'s' if len(pairs) != 1 else ''} (A's step with B's: {shown})"
-                 + (f"; the longer run's {extra:,} extra step{'s' if extra != 1 else ''} left out" if extra else "")
-                 + ". Device work, copies and time are means per matched step; these are the lines `attnscope check` "
-                 "writes to `--markdown` (the first three) and `--json`.")
+        where = (
+            f"The runs' steps matched in order, as `attnscope check` matches them: {len(pairs):,} "
+            f"pair{'s' if len(pairs) != 1 else ''} (A's step with B's: {shown})"
+            + (f"; the longer run's {extra:,} extra step{'s' if extra != 1 else ''} left out" if extra else "")
+            + ". Device work, copies and time are means per matched step; these are the lines `attnscope check` "
+            "writes to `--markdown` (the first three) and `--json`."
+        )
     else:
         matched = dict(pairs).get(step_a)
-        where = (f"A's step {step_a} against B's step {step_b} alone"
-                 + (f" (`attnscope check` matches A's step {step_a} with B's step {matched})" if matched not in (None, step_b) else "")
-                 + ".")
-    st.caption(where + " Inside a step pair the top-level ops (the outermost op the code called, under its module or "
-               "record_function scope) are aligned by name; an op in both whose device work changed \"launches other work\".")
+        where = (
+            f"A's step {step_a} against B's step {step_b} alone"
+            + (
+                f" (`attnscope check` matches A's step {step_a} with B's step {matched})"
+                if matched not in (None, step_b)
+                else ""
+            )
+            + "."
+        )
+    st.caption(
+        where + " Inside a step pair the top-level ops (the outermost op the code called, under its module or "
+        'record_function scope) are aligned by name; an op in both whose device work changed "launches other work".'
+    )
     with st.container(key="timeline_op_changes"):
         if not changes:
-            st.markdown("No op changed: the top-level ops and the work they launch are the same"
-                        + (" in every matched step." if every else " in the two steps."))
+            st.markdown(
+                "No op changed: the top-level ops and the work they launch are the same"
+                + (" in every matched step." if every else " in the two steps.")
+            )
             return
         lines = [f"- {describe(c, code=literal.code, plain=literal.md)}" for c in changes]
         st.markdown("\n".join(lines[:OPS_LISTED]))

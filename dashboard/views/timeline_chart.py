@@ -187,7 +187,8 @@ function showTip(st, got, mx, my) {
   tip.querySelector('.tname').textContent = name.length > NAME_MAX ? name.slice(0, NAME_MAX) + '\u2026' : name;
   tip.querySelector('.tfam').textContent = fam + ' \\u00b7 ' + p.lanes[p.lane[i]];
   tip.querySelector('.ttime').textContent = p.merged[i] > 1
-    ? 'start ' + fmt(p.start[i]) + ' \\u00b5s \\u00b7 ' + p.merged[i].toLocaleString('en-US') + ' events, ' + fmt(p.busy[i]) + ' \\u00b5s busy over ' + fmt(p.dur[i]) + ' \\u00b5s'
+    ? 'start ' + fmt(p.start[i]) + ' \\u00b5s \\u00b7 ' + p.merged[i].toLocaleString('en-US') + ' events, '
+      + fmt(p.busy[i]) + ' \\u00b5s busy over ' + fmt(p.dur[i]) + ' \\u00b5s'
     : 'start ' + fmt(p.start[i]) + ' \\u00b5s \\u00b7 duration ' + fmt(p.dur[i]) + ' \\u00b5s';
   tip.hidden = false;
   const w = tip.offsetWidth, h = tip.offsetHeight;

@@ -22,7 +22,8 @@ TICKET = "upload_ticket"
 HTML = """
 <div class="zone" part="zone">
   <svg class="icon" aria-hidden="true" viewBox="0 0 24 24" width="28" height="28"><path fill="currentColor"
-    d="M19.35 10.04A7.49 7.49 0 0 0 12 4C9.11 4 6.6 5.64 5.35 8.04A5.994 5.994 0 0 0 0 14c0 3.31 2.69 6 6 6h13c2.76 0 5-2.24 5-5 0-2.64-2.05-4.78-4.65-4.96zM14 13v4h-4v-4H7l5-5 5 5h-3z"/></svg>
+    d="M19.35 10.04A7.49 7.49 0 0 0 12 4C9.11 4 6.6 5.64 5.35 8.04A5.994 5.994 0 0 0 0 14
+       c0 3.31 2.69 6 6 6h13c2.76 0 5-2.24 5-5 0-2.64-2.05-4.78-4.65-4.96zM14 13v4h-4v-4H7l5-5 5 5h-3z"/></svg>
   <div class="words"><div class="lead">Drag and drop traces here</div><div class="small limit"></div></div>
   <label class="browse" tabindex="0">Browse files<input type="file" multiple accept=".json,.gz"></label>
 </div>
@@ -168,7 +169,9 @@ def held_files() -> list[dict[str, Any]]:
     return [f for f in files if isinstance(f, dict) and isinstance(f.get("id"), str)] if isinstance(files, list) else []
 
 
-def uploader(container: Any, limit: int, registry: uploads.Registry = uploads.REGISTRY) -> tuple[list[uploads.Upload], list[str]]:
+def uploader(
+    container: Any, limit: int, registry: uploads.Registry = uploads.REGISTRY
+) -> tuple[list[uploads.Upload], list[str]]:
     """Draw the uploader in `container`; this session's uploads, in the order they were added,
     and a line for each the server no longer holds (a restarted server, or a removed file)."""
     session = _session_id()
@@ -180,18 +183,32 @@ def uploader(container: Any, limit: int, registry: uploads.Registry = uploads.RE
     for entry in held:
         upload = registry.get(entry["id"], session)
         if upload is None:
-            lost.append(f"{entry.get('name')}: this upload is not on the server (it may have restarted since); upload it again")
+            lost.append(
+                f"{entry.get('name')}: this upload is not on the server (it may have restarted since); upload it again"
+            )
         else:
             found.append(upload)
     limit_text = f"{catalog.format_bytes(limit)}"
     with container:
-        st.markdown("**Add torch.profiler traces** (.json or .json.gz)",
-                    help="Any Chrome-trace JSON written by torch.profiler / Kineto. Parsed once, then cached. Your uploads "
-                    "become the comparison, the first one the baseline; the samples stay one click away.")
+        st.markdown(
+            "**Add torch.profiler traces** (.json or .json.gz)",
+            help="Any Chrome-trace JSON written by torch.profiler / Kineto. Parsed once, then cached. Your uploads "
+            "become the comparison, the first one the baseline; the samples stay one click away.",
+        )
         COMPONENT(
-            key=KEY, default={"files": []}, on_files_change=lambda: None,
-            data={"url": uploads.route_path(), "ticket": ticket, "limit": limit, "limitText": limit_text,
-                  "note": f"Up to {limit_text} per file",
-                  "files": [{"id": u.id, "name": u.name, "size": u.size, "sizeText": catalog.format_bytes(u.size)} for u in found]},
+            key=KEY,
+            default={"files": []},
+            on_files_change=lambda: None,
+            data={
+                "url": uploads.route_path(),
+                "ticket": ticket,
+                "limit": limit,
+                "limitText": limit_text,
+                "note": f"Up to {limit_text} per file",
+                "files": [
+                    {"id": u.id, "name": u.name, "size": u.size, "sizeText": catalog.format_bytes(u.size)}
+                    for u in found
+                ],
+            },
         )
     return found, lost

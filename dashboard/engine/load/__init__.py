@@ -48,7 +48,17 @@ from dashboard.engine.load import slices
 from dashboard.engine.load.arrival import _take_arrival
 from dashboard.engine.load.decode import _decode
 from dashboard.engine.load.devices import (  # noqa: F401  re-exported: the category table and device detection
-    CATEGORIES, CATEGORY_ALIASES, DEVICE, FLOW, GPU_VENDORS, HOST, LAUNCH, QUIET, UNREAD, accelerator, device_names,
+    CATEGORIES,
+    CATEGORY_ALIASES,
+    DEVICE,
+    FLOW,
+    GPU_VENDORS,
+    HOST,
+    LAUNCH,
+    QUIET,
+    UNREAD,
+    accelerator,
+    device_names,
     gpu_vendor,
 )
 from dashboard.engine.load.frames import build_trace
@@ -58,9 +68,25 @@ from dashboard.engine.load.reading import GZIP_MAGIC, TraceError, _label, _witho
 from dashboard.engine.load.workers import _PARSE_LOCK, _workers
 
 __all__ = [
-    "CATEGORIES", "CATEGORY_ALIASES", "DEVICE", "FLOW", "GPU_VENDORS", "HOST", "LAUNCH", "MAX_JSON_BYTES", "MAX_JSON_ENV",
-    "QUIET", "UNREAD", "TraceError", "accelerator", "build_trace", "device_names", "gpu_vendor", "json_limit",
-    "load_trace", "read_source",
+    "CATEGORIES",
+    "CATEGORY_ALIASES",
+    "DEVICE",
+    "FLOW",
+    "GPU_VENDORS",
+    "HOST",
+    "LAUNCH",
+    "MAX_JSON_BYTES",
+    "MAX_JSON_ENV",
+    "QUIET",
+    "UNREAD",
+    "TraceError",
+    "accelerator",
+    "build_trace",
+    "device_names",
+    "gpu_vendor",
+    "json_limit",
+    "load_trace",
+    "read_source",
 ]
 
 
@@ -92,7 +118,9 @@ def load_trace(
         with _PARSE_LOCK:
             return _load(source, name, progress, limit, keep_workers)
     except RecursionError:  # msgspec and the json module stop at ~1,000 levels of nesting
-        raise TraceError(f"{label}: JSON nested more than about 1,000 levels deep: not a trace this tool can read") from None
+        raise TraceError(
+            f"{label}: JSON nested more than about 1,000 levels deep: not a trace this tool can read"
+        ) from None
     except UnicodeDecodeError as exc:  # where a repair was not possible (older msgspec raises this)
         raise TraceError(f"{label}: not valid JSON (a byte that is not UTF-8 at position {exc.start})") from None
 
@@ -110,7 +138,10 @@ def _plain_file_size(path: Path) -> int | None:
 
 
 def _load(
-    source: Union[str, os.PathLike, bytes], name: str | None, progress: Callable[[float], None] | None, limit: int,
+    source: Union[str, os.PathLike, bytes],
+    name: str | None,
+    progress: Callable[[float], None] | None,
+    limit: int,
     keep_workers: bool = False,
 ) -> Trace:
     label = _label(source, name)
@@ -130,7 +161,9 @@ def _load(
             return got.trace  # read in slices while it was inflated
         try:
             if got.path is not None:
-                sliced = slices._load_sliced(got.path, label, progress, gzip_cut=reading.gzip_cut, keep_workers=keep_workers)
+                sliced = slices._load_sliced(
+                    got.path, label, progress, gzip_cut=reading.gzip_cut, keep_workers=keep_workers
+                )
                 if sliced is not None:
                     return sliced
                 # a cut or odd file is read in one process, as a plain one is

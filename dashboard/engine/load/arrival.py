@@ -17,7 +17,15 @@ from dashboard.engine.load import frames, slices, workers
 from dashboard.engine.load.frames import _Part, _drain
 from dashboard.engine.load.reading import GZIP_MAGIC, _Reading
 from dashboard.engine.load.slices import _EDGE_MAX, _head, _next_cut, _pread, _slices, _tail
-from dashboard.engine.load.workers import _PARSE_LOCK, _SliceFailed, _close_when_idle, _discard_workers, _release_workers, _slice_workers, _workers
+from dashboard.engine.load.workers import (
+    _PARSE_LOCK,
+    _SliceFailed,
+    _close_when_idle,
+    _discard_workers,
+    _release_workers,
+    _slice_workers,
+    _workers,
+)
 
 
 # A large upload is read while it arrives: its slices go to the worker processes as their bytes land
@@ -167,7 +175,9 @@ class Arrival:
         trace.size_bytes = size - (3 if bom else 0)
         return trace
 
-    def _read_slices(self, bounds: list[tuple[int, int]], parts: list[_Part], reading: _Reading, last: bool = False) -> None:
+    def _read_slices(
+        self, bounds: list[tuple[int, int]], parts: list[_Part], reading: _Reading, last: bool = False
+    ) -> None:
         with _PARSE_LOCK:
             if self.abandoned:
                 raise _Abandoned
@@ -192,7 +202,9 @@ class Arrival:
                 raise
             if last:  # closed before the tables are built, as load_trace does
                 if self.progress:
-                    self.progress(1.0)  # every slice is in (the last ends where the events do, before the metadata after them)
+                    self.progress(
+                        1.0
+                    )  # every slice is in (the last ends where the events do, before the metadata after them)
                 if self.keep_workers:
                     _close_when_idle(workers)
                 else:
@@ -221,7 +233,9 @@ def forget_arrival(path: Union[str, os.PathLike]) -> None:
         early.abandon()
 
 
-def _take_arrival(source: Union[str, os.PathLike], label: str, progress: Callable[[float], None] | None) -> Trace | None:
+def _take_arrival(
+    source: Union[str, os.PathLike], label: str, progress: Callable[[float], None] | None
+) -> Trace | None:
     with _ARRIVALS_LOCK:
         early = _ARRIVALS.pop(str(source), None)
     if early is None:

@@ -12,7 +12,15 @@ from typing import Any, Callable, Iterator, TypeVar
 import msgspec
 
 from dashboard.engine.load.frames import _Part
-from dashboard.engine.load.reading import TraceError, _CutPoint, _Event, _LEADING_SPACE, _Reading, _decode_events, _decode_top
+from dashboard.engine.load.reading import (
+    TraceError,
+    _CutPoint,
+    _Event,
+    _LEADING_SPACE,
+    _Reading,
+    _decode_events,
+    _decode_top,
+)
 from dashboard.engine.load.scanner import _scanned_document, _scanned_part
 
 
@@ -64,7 +72,9 @@ def _decode(data: bytes, reading: _Reading) -> tuple[dict[str, Any], Iterator[li
             return meta, iter([part])
         top = _decode_top(data)
     except msgspec.ValidationError:
-        raise TraceError(f"{label}: JSON but not a trace: the top level is neither an object nor an array of events") from None
+        raise TraceError(
+            f"{label}: JSON but not a trace: the top level is neither an object nor an array of events"
+        ) from None
     except msgspec.DecodeError as exc:
         if _ends_mid_value(exc, len(data)):
             return _decode_cut(data, first, reading)
@@ -143,7 +153,9 @@ def _decode_each(chunk: list[Any], reading: _Reading, note: str) -> list[_Event]
     kept: list[_Event] = []
     for raw in chunk:
         try:
-            kept.append(_utf8_safe(_decode_one, raw if isinstance(raw, msgspec.Raw) else msgspec.json.encode(raw), reading))
+            kept.append(
+                _utf8_safe(_decode_one, raw if isinstance(raw, msgspec.Raw) else msgspec.json.encode(raw), reading)
+            )
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass
     if len(kept) < len(chunk):  # one warning for the file, whichever batches or slices they were in
@@ -164,10 +176,20 @@ def _plain_note(note: str) -> str:
     if found is None:
         return _BATCH_INDEX.sub("`", note)
     want, got, where = (found[1], found[2], found[3])
-    words = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "object": "object", "array": "array", "null": "null"}
+    words = {
+        "str": "string",
+        "int": "integer",
+        "float": "number",
+        "bool": "boolean",
+        "object": "object",
+        "array": "array",
+        "null": "null",
+    }
     wanted = " or ".join(words.get(part, part) for part in want.split(" | "))
-    return (f"{f'the field {where!r} of an event' if where else 'an event'} is a JSON {words.get(got, got)}, "
-            f"not {'an' if wanted[0] in 'aeiou' else 'a'} {wanted}")
+    return (
+        f"{f'the field {where!r} of an event' if where else 'an event'} is a JSON {words.get(got, got)}, "
+        f"not {'an' if wanted[0] in 'aeiou' else 'a'} {wanted}"
+    )
 
 
 _EVENT_GAP = re.compile(rb"\}\s*,\s*\{")

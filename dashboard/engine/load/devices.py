@@ -87,14 +87,28 @@ class DeviceClass:
     source: str
 
 
-_MTIA_SOURCE = ("an MTIA inference trace read by hand (issue #27 item 4): of its 1,313 mtia_ccp_events, 877 "
-                "dma_request (host-to-device and device-to-host transfers), 339 event_record / event_wait, "
-                "about 100 compute; no public MTIA trace holds these, so the rows follow that reading")
+_MTIA_SOURCE = (
+    "an MTIA inference trace read by hand (issue #27 item 4): of its 1,313 mtia_ccp_events, 877 "
+    "dma_request (host-to-device and device-to-host transfers), 339 event_record / event_wait, "
+    "about 100 compute; no public MTIA trace holds these, so the rows follow that reading"
+)
 DEVICE_CLASSES: tuple[DeviceClass, ...] = (
-    DeviceClass("mtia", "mtia_ccp_events", r"^dma_request", "gpu_memcpy",
-                "a DMA transfer between host and device memory: a copy, not a kernel", _MTIA_SOURCE),
-    DeviceClass("mtia", "mtia_ccp_events", r"^event_(record|wait)\b", DEVICE_SYNC,
-                "an event the device queue records or waits on: no work, no copy", _MTIA_SOURCE),
+    DeviceClass(
+        "mtia",
+        "mtia_ccp_events",
+        r"^dma_request",
+        "gpu_memcpy",
+        "a DMA transfer between host and device memory: a copy, not a kernel",
+        _MTIA_SOURCE,
+    ),
+    DeviceClass(
+        "mtia",
+        "mtia_ccp_events",
+        r"^event_(record|wait)\b",
+        DEVICE_SYNC,
+        "an event the device queue records or waits on: no work, no copy",
+        _MTIA_SOURCE,
+    ),
 )
 # A copy's direction, where its name says one (memcpy kinds as CUDA traces write them).
 COPY_DIRECTIONS: tuple[tuple[str, str], ...] = (
@@ -117,8 +131,11 @@ def classify_device_events(frame: pl.DataFrame, raw_categories: Iterable[str]) -
     name = pl.col("name").cast(pl.String)
     new_cat = cat
     for row in reversed(rows):  # the first row a name matches wins
-        new_cat = (pl.when((cat == CATEGORY_ALIASES[row.category]) & name.str.contains("(?i)" + row.name))
-                   .then(pl.lit(row.becomes)).otherwise(new_cat))
+        new_cat = (
+            pl.when((cat == CATEGORY_ALIASES[row.category]) & name.str.contains("(?i)" + row.name))
+            .then(pl.lit(row.becomes))
+            .otherwise(new_cat)
+        )
     frame = frame.with_columns(new_cat.alias("_class"))
     direction = pl.lit(None, dtype=pl.String)
     for pattern, kind in reversed(COPY_DIRECTIONS):
@@ -144,8 +161,16 @@ def accelerator(raw_categories: Iterable[str]) -> str | None:
 # What a trace's metadata says about its GPU's vendor: version keys that Kineto writes before
 # traceEvents, and words in deviceProperties names. ROCm first: its traces can say "cuda" nowhere.
 GPU_VENDORS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("rocm", ("roctracer_version", "hip_runtime_version", "hip_driver_version"), ("AMD", "Radeon", "Instinct", "MI2", "MI3")),
-    ("cuda", ("cupti_version", "cuda_runtime_version", "cuda_driver_version"), ("NVIDIA", "Tesla", "GeForce", "Quadro", "TITAN")),
+    (
+        "rocm",
+        ("roctracer_version", "hip_runtime_version", "hip_driver_version"),
+        ("AMD", "Radeon", "Instinct", "MI2", "MI3"),
+    ),
+    (
+        "cuda",
+        ("cupti_version", "cuda_runtime_version", "cuda_driver_version"),
+        ("NVIDIA", "Tesla", "GeForce", "Quadro", "TITAN"),
+    ),
 )
 
 

@@ -6,7 +6,7 @@ loader's warnings (unread categories, empty steps, a cut file).
 from __future__ import annotations
 
 import warnings as _warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Callable, Iterable, Iterator
 
@@ -18,7 +18,13 @@ from dashboard.engine.model import Cut, GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
 from dashboard.engine.steps import assign_steps, find_steps, nesting
 
 from dashboard.engine.load.devices import (
-    CATEGORIES, CATEGORY_ALIASES, UNREAD, _fill_device_fields, accelerator, classify_device_events, gpu_vendor,
+    CATEGORIES,
+    CATEGORY_ALIASES,
+    UNREAD,
+    _fill_device_fields,
+    accelerator,
+    classify_device_events,
+    gpu_vendor,
 )
 from dashboard.engine.load.reading import TraceError, _Args, _Event, _Reading
 
@@ -60,7 +66,11 @@ def _ints(values: list[Any]) -> pl.Series:
 
 _NONE = type(None)
 _TS, _DUR = attrgetter("ts"), attrgetter("dur")
-_INPUT_DIMS, _INPUT_TYPES, _CONCRETE_INPUTS = attrgetter("input_dims"), attrgetter("input_types"), attrgetter("concrete_inputs")
+_INPUT_DIMS, _INPUT_TYPES, _CONCRETE_INPUTS = (
+    attrgetter("input_dims"),
+    attrgetter("input_types"),
+    attrgetter("concrete_inputs"),
+)
 
 
 def _names(values: list[Any]) -> pl.Series:
@@ -144,7 +154,9 @@ def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
             _ints([a.stream for a in args]).alias("stream"),
             _ints([a.device for a in args]).alias("device"),
             _ints([a.correlation for a in args]).alias("correlation"),
-            _ints([a.external_id if a.external_id is not None else a.external_id_legacy for a in args]).alias("external_id"),
+            _ints([a.external_id if a.external_id is not None else a.external_id_legacy for a in args]).alias(
+                "external_id"
+            ),
             _ints([a.bytes if a.bytes is not None else a.size for a in args]).alias("bytes"),
             _strs([a.kind for a in args]).alias("kind_arg"),
             _raw_texts(args, _INPUT_DIMS).alias("input_dims"),
@@ -207,7 +219,7 @@ def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading
             raise TraceError(f"{label}: no event could be read: {warnings[-1].removeprefix(label + ': ')}")
         if not seen:
             raise TraceError(f"{label}: JSON but not a trace: traceEvents is empty")
-        raise TraceError(f"{label}: the trace has {seen:,} events but no complete (\"X\") events to analyse")
+        raise TraceError(f'{label}: the trace has {seen:,} events but no complete ("X") events to analyse')
     origin_ns = int(frame["ts_abs"].min())
     held = [frame.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")]
     del frame  # _normalize takes the only reference: it frees each unsorted column as it sorts it
@@ -218,30 +230,54 @@ def _build_trace(parts: Iterable[_Part], meta: dict[str, Any], reading: _Reading
     steps = find_steps(frame)
     unlinked = frame.filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_null()).height
     if unlinked and not steps["implicit"][0]:
-        why = ("their launch calls may come after the cut" if reading.cut is not None and not reading.cut.events_whole
-               else "launched before the profiler started, or their runtime calls were dropped")
+        why = (
+            "their launch calls may come after the cut"
+            if reading.cut is not None and not reading.cut.events_whole
+            else "launched before the profiler started, or their runtime calls were dropped"
+        )
         warnings.append(
             f"{label}: {unlinked:,} GPU events have no launch call with their correlation id; they belong to no step ({why})"
         )
     frame = assign_steps(frame, steps)
 
-    flow_schema = {"id": pl.String, "cat": pl.String, "name": pl.String, "ph": pl.String, "pid": pl.String, "tid": pl.String, "ts_abs": pl.Int64}
+    flow_schema = {
+        "id": pl.String,
+        "cat": pl.String,
+        "name": pl.String,
+        "ph": pl.String,
+        "pid": pl.String,
+        "tid": pl.String,
+        "ts_abs": pl.Int64,
+    }
     flows = _concat(flow_chunks) if flow_chunks else pl.DataFrame(schema=flow_schema)
     flows = flows.select(
-        "id", _category(pl.col("cat")).cast(pl.Categorical), *(pl.col(c).cast(pl.Categorical) for c in ("name", "ph", "pid", "tid")),
+        "id",
+        _category(pl.col("cat")).cast(pl.Categorical),
+        *(pl.col(c).cast(pl.Categorical) for c in ("name", "ph", "pid", "tid")),
         (pl.col("ts_abs").fill_null(origin_ns) - origin_ns).alias("ts_ns"),
     )
     memory = memory_table(_memory_events(memory_chunks, origin_ns, reading), frame, steps)
     del memory_chunks
-    trace = Trace(source=label, events=frame, flows=flows, steps=steps, meta=dict(meta), warnings=warnings,
-                  raw_categories=raw_categories, memory=memory)
+    trace = Trace(
+        source=label,
+        events=frame,
+        flows=flows,
+        steps=steps,
+        meta=dict(meta),
+        warnings=warnings,
+        raw_categories=raw_categories,
+        memory=memory,
+    )
     _note_unread(trace, reading)
     if reading.cut is not None:
         trace.cut = _cut(reading, None if last_ts is None else last_ts - origin_ns)
         warnings.insert(0, _cut_warning(trace, reading))
     elif reading.gzip_cut is not None:
-        warnings.insert(0, f"{label}: the gzip stream is cut off after {reading.gzip_cut:,} bytes, but only after the "
-                           "trace's JSON had ended: nothing of the trace is missing")
+        warnings.insert(
+            0,
+            f"{label}: the gzip stream is cut off after {reading.gzip_cut:,} bytes, but only after the "
+            "trace's JSON had ended: nothing of the trace is missing",
+        )
     return trace
 
 
@@ -289,7 +325,9 @@ def _read_batch(batch: list[_Event] | _Part) -> _Part:
 def _finished(raw: pl.DataFrame, times_parsed: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
     """A batch's complete events as read -> (its finished events, its count per category as written)."""
     counts = raw.group_by("cat").len()
-    events = _fill_device_fields(_finish_events(raw, times_parsed)).with_columns(pl.col("name", *REPEATED_TEXT).cast(pl.Categorical))
+    events = _fill_device_fields(_finish_events(raw, times_parsed)).with_columns(
+        pl.col("name", *REPEATED_TEXT).cast(pl.Categorical)
+    )
     return events, counts
 
 
@@ -297,9 +335,12 @@ def _finished(raw: pl.DataFrame, times_parsed: bool = False) -> tuple[pl.DataFra
 # "Device Id", "Bytes", "Total Allocated", "Total Reserved", "Addr"}}; its columns as a part holds them.
 MEMORY_NAME = "[memory]"
 _MEMORY_ARGS = (
-    ("device_type", attrgetter("mem_device_type")), ("device_id", attrgetter("mem_device_id")),
-    ("bytes", attrgetter("mem_bytes")), ("total_allocated", attrgetter("mem_total_allocated")),
-    ("total_reserved", attrgetter("mem_total_reserved")), ("addr", attrgetter("mem_addr")),
+    ("device_type", attrgetter("mem_device_type")),
+    ("device_id", attrgetter("mem_device_id")),
+    ("bytes", attrgetter("mem_bytes")),
+    ("total_allocated", attrgetter("mem_total_allocated")),
+    ("total_reserved", attrgetter("mem_total_reserved")),
+    ("addr", attrgetter("mem_addr")),
 )
 
 
@@ -361,7 +402,9 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _events_frame(
-    parts: Iterable[_Part], reading: _Reading, memory_chunks: list[pl.DataFrame] | None = None,
+    parts: Iterable[_Part],
+    reading: _Reading,
+    memory_chunks: list[pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame | None, list[pl.DataFrame], int, int | None, dict[str, int]]:
     """The parts joined: one frame of complete events with readable timestamps (still absolute,
     ts_abs in ns; None when there is none), the flow frames, the number of events seen, the start
@@ -380,19 +423,28 @@ def _events_frame(
         if part.flows is not None:
             flow_chunks.append(part.flows)
     if reading.skipped:
-        warnings.append(f"{label}: {reading.skipped:,} events could not be read and were skipped; the first: {reading.skip_note}")
+        warnings.append(
+            f"{label}: {reading.skipped:,} events could not be read and were skipped; the first: {reading.skip_note}"
+        )
     if not finished:
         return None, flow_chunks, seen, None, {}
     last_ts = pl.select(_ns(pl.lit(last.decode("utf-8", errors="replace"), dtype=pl.String))).item()
     frame = _concat(finished)  # not rechunked: _normalize's sort writes one contiguous copy
     del finished
-    per_cat = pl.concat(counts).group_by("cat").agg(pl.col("len").sum()).sort(["len", "cat"], descending=[True, False], nulls_last=True)
+    per_cat = (
+        pl.concat(counts)
+        .group_by("cat")
+        .agg(pl.col("len").sum())
+        .sort(["len", "cat"], descending=[True, False], nulls_last=True)
+    )
     raw_categories = {cat if cat is not None else "": int(n) for cat, n in per_cat.iter_rows()}
     ts, dur = pl.col("ts_abs"), pl.col("dur_ns")
     readable = ts.is_between(MIN_TS_NS, MAX_TS_NS).fill_null(False)
     unreadable, negative, endless = frame.select(  # one query for the three checks (durations of the events kept)
-        (~readable).sum().alias("unreadable"), (readable & (dur < 0)).sum().alias("negative"),
-        (readable & (dur > MAX_DUR_NS)).sum().alias("endless")).row(0)
+        (~readable).sum().alias("unreadable"),
+        (readable & (dur < 0)).sum().alias("negative"),
+        (readable & (dur > MAX_DUR_NS)).sum().alias("endless"),
+    ).row(0)
     if unreadable:
         warnings.append(f"{label}: {unreadable:,} events with a missing or unreadable timestamp were skipped")
         frame = frame.filter(readable)
@@ -403,7 +455,9 @@ def _events_frame(
         frame = frame.with_columns(pl.col("dur_ns").clip(lower_bound=0))
     if endless:  # so that ts + dur and every difference of two times stay within int64
         warnings.append(f"{label}: {endless:,} events with a duration over 36 years were read as zero-length")
-        frame = frame.with_columns(pl.when(pl.col("dur_ns") > MAX_DUR_NS).then(0).otherwise(pl.col("dur_ns")).alias("dur_ns"))
+        frame = frame.with_columns(
+            pl.when(pl.col("dur_ns") > MAX_DUR_NS).then(0).otherwise(pl.col("dur_ns")).alias("dur_ns")
+        )
     return frame, flow_chunks, seen, last_ts, raw_categories
 
 
@@ -417,7 +471,9 @@ def _memory_events(chunks: list[pl.DataFrame], origin_ns: int, reading: _Reading
     readable = pl.col("ts_abs").is_between(MIN_TS_NS, MAX_TS_NS).fill_null(False)
     unreadable = raw.select((~readable).sum()).item()
     if unreadable:
-        reading.warnings.append(f"{reading.label}: {unreadable:,} memory events with an unreadable timestamp were skipped")
+        reading.warnings.append(
+            f"{reading.label}: {unreadable:,} memory events with an unreadable timestamp were skipped"
+        )
         raw = raw.filter(readable)
     return raw.with_columns((pl.col("ts_abs") - origin_ns).alias("ts_ns")).drop("ts_abs")
 
@@ -427,7 +483,8 @@ def _note_unread(trace: Trace, reading: _Reading) -> None:
     does not analyse, steps without any op or device work, and bytes that were not UTF-8."""
     label = reading.label
     unread = {
-        cat or "(no category)": n for cat, n in trace.raw_categories.items()
+        cat or "(no category)": n
+        for cat, n in trace.raw_categories.items()
         if CATEGORIES.get(cat.lower(), ("", UNREAD, None))[1] == UNREAD
     }
     if unread:
@@ -452,13 +509,21 @@ def _empty_steps_warning(trace: Trace) -> str | None:
     if ev["cat"].is_in(GPU_CATEGORIES).any():
         return None  # device work outside any step is reported with its launches
     inside = ev.select("step", "cat", "name").filter(
-        pl.col("step").is_not_null() & ~(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")))
+        pl.col("step").is_not_null() & ~(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"))
+    )
     if (inside["cat"].cast(pl.String) == "cpu_op").any():
         return None
     held = inside.group_by(pl.col("cat").cast(pl.String)).len().sort(["len", "cat"], descending=[True, False])
-    what = ", ".join(f"{cat or '(no category)'} {n:,}" for cat, n in held.iter_rows()) or "nothing besides their ProfilerStep marks"
+    what = (
+        ", ".join(f"{cat or '(no category)'} {n:,}" for cat, n in held.iter_rows())
+        or "nothing besides their ProfilerStep marks"
+    )
     n = trace.steps.height
-    where = "the trace (one implicit step) holds" if trace.implicit_step else ("the one step holds" if n == 1 else f"the {n:,} steps hold")
+    where = (
+        "the trace (one implicit step) holds"
+        if trace.implicit_step
+        else ("the one step holds" if n == 1 else f"the {n:,} steps hold")
+    )
     return (
         f"{where} no cpu_op and no device event, only {what}, so every step's work is 0 "
         "(the profiler recorded annotations without ops, as a CPU trace of gloo collectives can)"
@@ -467,8 +532,13 @@ def _empty_steps_warning(trace: Trace) -> str | None:
 
 def _cut(reading: _Reading, last_ts_ns: int | None) -> Cut:
     point = reading.cut
-    return Cut(bytes_kept=point.kept, bytes_total=point.total, last_ts_ns=last_ts_ns, gzip_bytes=reading.gzip_cut,
-               events_whole=point.events_whole)
+    return Cut(
+        bytes_kept=point.kept,
+        bytes_total=point.total,
+        last_ts_ns=last_ts_ns,
+        gzip_bytes=reading.gzip_cut,
+        events_whole=point.events_whole,
+    )
 
 
 def _cut_warning(trace: Trace, reading: _Reading) -> str:
@@ -481,13 +551,16 @@ def _cut_warning(trace: Trace, reading: _Reading) -> str:
             f"killed mid-write): {stream}every event was read, {cut.bytes_kept:,} of the {cut.bytes_total:,} JSON "
             "bytes present; only metadata written after the events is lost"
         )
-    at = "at an unreadable timestamp" if cut.last_ts_ns is None else f"at ts {_readable_ns(cut.last_ts_ns)} after the trace start"
+    at = (
+        "at an unreadable timestamp"
+        if cut.last_ts_ns is None
+        else f"at ts {_readable_ns(cut.last_ts_ns)} after the trace start"
+    )
     if trace.has_gpu:
         device = "the device events written after the cut are missing"
     else:
         kind = accelerator(trace.raw_categories) or gpu_vendor(trace.meta)
-        device = (f"none survived, so this {kind} trace reads as CPU-only" if kind
-                  else "any device activity is missing")
+        device = f"none survived, so this {kind} trace reads as CPU-only" if kind else "any device activity is missing"
     return (
         f"{reading.label}: the file is cut off {at} (the profiler was probably killed mid-write): {stream}{what}, "
         f"{cut.bytes_kept:,} of the {cut.bytes_total:,} JSON bytes present ({100.0 * cut.kept_share:.1f}%); "
@@ -516,7 +589,8 @@ def _normalize(held: list[pl.DataFrame]) -> pl.DataFrame:
     # stable: two spans with the same start and length nest in file order, parent first (µs-resolution traces have many)
     keys = ["pid", "tid", "ts_ns", "dur_ns"]
     order = (  # the keys sorted with their row numbers: 0.26 s for 2.2M rows where pl.arg_sort_by took 1.5 s
-        frame.select(pl.col("pid", "tid").cast(pl.String), "ts_ns", "dur_ns").with_row_index("row")
+        frame.select(pl.col("pid", "tid").cast(pl.String), "ts_ns", "dur_ns")
+        .with_row_index("row")
         .sort(keys, descending=[False, False, False, True], maintain_order=True)
         .get_column("row")
     )

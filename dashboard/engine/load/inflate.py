@@ -13,13 +13,16 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Union
 
 from dashboard.engine.load import slices
 from dashboard.engine.load.arrival import Arrival
 from dashboard.engine.load.limits import _inflates_too_far, _too_large, json_limit
 from dashboard.engine.load.reading import GZIP_MAGIC, TraceError, _Reading, _label, _without_bom
 from dashboard.engine.load.slices import _Stopped
+
+if TYPE_CHECKING:
+    from dashboard.engine.model import Trace
 
 
 # A .json.gz is read this many compressed bytes at a time, and one zlib call gives at most this
@@ -59,7 +62,10 @@ class _Json:
 
 @contextmanager
 def _json_of(
-    source: Union[str, os.PathLike, bytes], label: str, limit: int, spill_at: int | None,
+    source: Union[str, os.PathLike, bytes],
+    label: str,
+    limit: int,
+    spill_at: int | None,
     early: "_Early | None" = None,
 ) -> Iterator[_Json]:
     """The JSON of a path or of bytes, gunzipped when the content starts with gzip's magic (a
@@ -112,7 +118,9 @@ def _inflates_large(source: Union[str, os.PathLike, bytes]) -> int | None:
     return hint if hint >= size else 0
 
 
-def _inflate_reading(source: Union[str, os.PathLike, bytes], reading: _Reading, limit: int, sink: "_Sink", early: _Early) -> _Json:
+def _inflate_reading(
+    source: Union[str, os.PathLike, bytes], reading: _Reading, limit: int, sink: "_Sink", early: _Early
+) -> _Json:
     """_read_json in a thread (zlib inflates without the GIL), while this thread hands the slices
     of the temporary file, once the inflated JSON has spilled there, to the worker processes as
     they land (an Arrival read here: this thread holds _PARSE_LOCK). The 910 MB trace as .json.gz
@@ -218,7 +226,9 @@ def _read_json(source: Union[str, os.PathLike, bytes], reading: _Reading, limit:
                 except OSError as exc:
                     raise TraceError(f"{label}: cannot read ({exc.strerror or exc})") from None
                 if not _inflate_whole(whole, out, reading, limit, sink):
-                    _gunzip(itertools.chain((whole,), _file_chunks(fh, b"", label, read)), reading, limit, sink, out)  # and any more
+                    _gunzip(
+                        itertools.chain((whole,), _file_chunks(fh, b"", label, read)), reading, limit, sink, out
+                    )  # and any more
                 return sink.finish(reading)
             _gunzip(_file_chunks(fh, first, label, read), reading, limit, sink, out)
             return sink.finish(reading)
@@ -405,11 +415,15 @@ class _Sink:
         self.parts = []
 
     def _failed(self, exc: OSError) -> TraceError:
-        return TraceError(f"{self.label}: cannot inflate into a temporary file in {tempfile.gettempdir()} "
-                          f"({exc.strerror or exc}; set TMPDIR to a folder with more room)")
+        return TraceError(
+            f"{self.label}: cannot inflate into a temporary file in {tempfile.gettempdir()} "
+            f"({exc.strerror or exc}; set TMPDIR to a folder with more room)"
+        )
 
 
-def _gunzip(chunks: Iterable[bytes], reading: _Reading, limit: int, sink: _Sink, out_bytes: int = GZIP_OUT_BYTES) -> None:
+def _gunzip(
+    chunks: Iterable[bytes], reading: _Reading, limit: int, sink: _Sink, out_bytes: int = GZIP_OUT_BYTES
+) -> None:
     """Inflate a gzip stream into `sink` chunk by chunk: member after member, with zero padding
     between them, as gzip.decompress reads them; TraceError as soon as it passes `limit` bytes.
     A stream cut off mid-write gives all that its whole blocks hold (up to the first zero padding,

@@ -53,10 +53,12 @@ def _amount(size: int) -> str:
 
 
 def _too_large(label: str, size: int, limit: int) -> TraceError:
-    return TraceError(f"{label}: {_amount(size)} of JSON is more than the limit of {_amount(limit)} "
-                      f"(set {MAX_JSON_ENV} to raise it)")
+    return TraceError(
+        f"{label}: {_amount(size)} of JSON is more than the limit of {_amount(limit)} (set {MAX_JSON_ENV} to raise it)"
+    )
 
 
 def _inflates_too_far(label: str, limit: int) -> TraceError:
-    return TraceError(f"{label}: inflates to more than {_amount(limit)} of JSON "
-                      f"(the limit; set {MAX_JSON_ENV} to raise it)")
+    return TraceError(
+        f"{label}: inflates to more than {_amount(limit)} of JSON (the limit; set {MAX_JSON_ENV} to raise it)"
+    )

@@ -12,6 +12,7 @@ from dashboard.engine.columns import from_arrow  # numpy before polars: see load
 import polars as pl
 
 from dashboard.engine.load.frames import _Part, _finished, _flows_finished, _int_or_none, _memory_finished, _ns
+
 try:  # the C scanner (setup.py); without it every file is read through msgspec, with the same results
     from dashboard.engine import _scan
 except ImportError:  # pragma: no cover - a build without a C compiler
@@ -22,15 +23,37 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 # for int64 columns) and the loader's name and kind for it: "text" (str() of the value msgspec
 # decodes), "int" (_int_or_none of it), "time" (_ns of the raw text), "raw" (the raw text).
 _SCAN_COLUMNS = (
-    ("cat", 0, "text"), ("name", 1, "text"), ("pid", 2, "text"), ("tid", 3, "text"), ("ts_abs", None, "time"),
-    ("dur_ns", None, "time"), ("stream", None, "int"), ("device", None, "int"), ("correlation", None, "int"),
-    ("external_id", None, "int"), ("bytes", None, "int"), ("kind_arg", 4, "text"), ("input_dims", 5, "raw"),
-    ("input_types", 6, "raw"), ("concrete_inputs", 7, "raw"),
-    ("id", 8, "text"), ("cat", 0, "text"), ("name", 1, "text"), ("ph", 9, "text"), ("pid", 2, "text"),
-    ("tid", 3, "text"), ("ts_abs", None, "time"),
-    ("pid", 2, "text"), ("tid", 3, "text"), ("ts_abs", None, "time"), ("device_type", None, "int"),
-    ("device_id", None, "int"), ("bytes", None, "int"), ("total_allocated", None, "int"),
-    ("total_reserved", None, "int"), ("addr", None, "int"),
+    ("cat", 0, "text"),
+    ("name", 1, "text"),
+    ("pid", 2, "text"),
+    ("tid", 3, "text"),
+    ("ts_abs", None, "time"),
+    ("dur_ns", None, "time"),
+    ("stream", None, "int"),
+    ("device", None, "int"),
+    ("correlation", None, "int"),
+    ("external_id", None, "int"),
+    ("bytes", None, "int"),
+    ("kind_arg", 4, "text"),
+    ("input_dims", 5, "raw"),
+    ("input_types", 6, "raw"),
+    ("concrete_inputs", 7, "raw"),
+    ("id", 8, "text"),
+    ("cat", 0, "text"),
+    ("name", 1, "text"),
+    ("ph", 9, "text"),
+    ("pid", 2, "text"),
+    ("tid", 3, "text"),
+    ("ts_abs", None, "time"),
+    ("pid", 2, "text"),
+    ("tid", 3, "text"),
+    ("ts_abs", None, "time"),
+    ("device_type", None, "int"),
+    ("device_id", None, "int"),
+    ("bytes", None, "int"),
+    ("total_allocated", None, "int"),
+    ("total_reserved", None, "int"),
+    ("addr", None, "int"),
 )
 _SCAN_COMPLETE = range(0, 15)
 _SCAN_FLOWS = range(15, 22)
@@ -64,7 +87,9 @@ def _scanned_document(data: bytes) -> tuple[list[tuple[str, bytes]], _Part] | No
 
 def _part_of(got: tuple) -> _Part | None:
     """The scanner's answer -> a _Part (None when an odd value is not UTF-8: msgspec's path repairs it)."""
-    seen, n_complete, n_flows, tables, scanned, odd, last, n_memory = got  # tables: lists of this call's own; scanned: Arrow pairs
+    seen, n_complete, n_flows, tables, scanned, odd, last, n_memory = (
+        got  # tables: lists of this call's own; scanned: Arrow pairs
+    )
     fixed: dict[int, dict[int, int]] = {}  # column -> row -> the value read here for an odd entry
 
     def put(col: int, row: int, value: int) -> None:
@@ -98,7 +123,9 @@ def _part_of(got: tuple) -> _Part | None:
         values = from_arrow(name, scanned[col])  # codes (UInt32) for a text column, else Int64 with its nulls
         if col in fixed:  # scatter sets a value and makes it valid, as the odd entry's reading says
             rows = fixed[col]
-            values = values.scatter(pl.Series(list(rows), dtype=pl.Int64), pl.Series(list(rows.values()), dtype=values.dtype))
+            values = values.scatter(
+                pl.Series(list(rows), dtype=pl.Int64), pl.Series(list(rows.values()), dtype=values.dtype)
+            )
         return values if table is None else texts[table].gather(values).alias(name)
 
     events = counts = flows = memory = None

@@ -18,7 +18,17 @@ from dashboard.engine.load.decode import _EVENT_GAP, _decode_each, _decode_raw_l
 from dashboard.engine.load.frames import _Part, _drain, _read_batch
 from dashboard.engine.load.reading import GZIP_MAGIC, _LEADING_SPACE, _Reading, _decode_events, _decode_top
 from dashboard.engine.load.scanner import _scanned_part
-from dashboard.engine.load.workers import _PARSE_LOCK, _SliceFailed, _close_when_idle, _discard_workers, _receive, _release_workers, _send, _slice_workers, _workers
+from dashboard.engine.load.workers import (
+    _PARSE_LOCK,
+    _SliceFailed,
+    _close_when_idle,
+    _discard_workers,
+    _receive,
+    _release_workers,
+    _send,
+    _slice_workers,
+    _workers,
+)
 
 
 # Plain JSON files at least this large are read in slices by worker processes, one per core, and
@@ -175,7 +185,10 @@ def _read_slice(path: str, lo: int, hi: int, label: str) -> tuple[list[_Part], _
 
 
 def _load_sliced(
-    path: Path, name: str | None, progress: Callable[[float], None] | None, gzip_cut: int | None = None,
+    path: Path,
+    name: str | None,
+    progress: Callable[[float], None] | None,
+    gzip_cut: int | None = None,
     keep_workers: bool = False,
 ) -> Trace | None:
     """A large plain-JSON trace read in slices by worker processes (the file's bytes are never
