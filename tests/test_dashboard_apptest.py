@@ -681,8 +681,8 @@ def test_kernels_tab_on_the_hta_pair_explains_the_change_by_time_for_the_steps_p
     launches = [sum(n for name, n in o.items() if name == "cudaLaunchKernel") for o in (ops_before, ops_after)]
     graphs = ops_after.get("cudaGraphLaunch", 0)
     assert (
-        f"CUDA graphs: {graphs:.4g} graph launches per step replay kernels; kernel launches fell from {launches[0]:,} to {launches[1]:,} per step"
-        in readings
+        f"CUDA graphs: {graphs:.4g} graph launch{' per step replays' if graphs == 1 else 'es per step replay'} kernels; "
+        f"kernel launches fell from {launches[0]:,} to {launches[1]:,} per step" in readings
     )
 
 

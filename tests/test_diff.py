@@ -243,3 +243,31 @@ def test_equal_sequences_align_as_one_equal_block_as_difflib_says(trace_of):
     names = work_events(trace_of(oracle.DATA / "hta_triton_example.json.gz"))["name"].cast(pl.String).to_list()
     for seq in ([], names[:1], names, names * 3):
         assert aligned_opcodes(seq, list(seq)) == SequenceMatcher(a=seq, b=list(seq), autojunk=False).get_opcodes()
+
+
+def test_a_cuda_graph_run_is_read_in_words_that_agree_with_its_counts(trace_of):
+    """sdpa against its CUDA-graph run (H200): one graph launch a step ('launch ... replays', not
+    'launches ... replay') and more kernel launches than eager, not fewer ('rose', not 'fell'),
+    counted per ProfilerStep with the json module."""
+    import json as _json
+    import gzip as _gzip
+    from pathlib import Path as _Path
+
+    repo = _Path(__file__).resolve().parent.parent / "sample_traces" / "h200"
+
+    def per_step(names: tuple[str, ...], path) -> float:  # calls whose name starts with one of `names`
+        events = _json.loads(_gzip.decompress(path.read_bytes()))["traceEvents"]
+        steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+        calls = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith(names)]
+        inside = sum(1 for c in calls for s in steps if s["ts"] <= c["ts"] <= s["ts"] + s["dur"])
+        return inside / len(steps)
+
+    eager, graphs = repo / "sdpa.json.gz", repo / "sdpa.graphs.json.gz"
+    launches = per_step(("cudaGraphLaunch",), graphs)
+    kernel_calls = ("cudaLaunchKernel", "cuLaunchKernel")  # the runtime's and the driver's (cuDNN: cuLaunchKernelEx)
+    before, after = per_step(kernel_calls, eager), per_step(kernel_calls, graphs)
+    assert launches == 1 and after > before
+    said = [line for line in readings(trace_of(eager), trace_of(graphs)) if line.startswith("CUDA graphs")]
+    assert said == [
+        f"CUDA graphs: 1 graph launch per step replays kernels; kernel launches rose from {before:,.4g} to {after:,.4g} per step"
+    ]

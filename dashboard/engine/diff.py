@@ -374,6 +374,13 @@ COMPILED_OPS = r"^(CompiledFunction|CompiledFunctionBackward|Torch-Compiled Regi
 GRAPH_LAUNCHES, KERNEL_LAUNCHES = GRAPH_LAUNCH, KERNEL_LAUNCH  # rules.LAUNCH_CALLS, by kind
 
 
+def _moved(before: float, after: float) -> str:
+    """'fell from 1,428 to 811', 'rose from 1 to 2', 'stayed at 3': the verb follows the numbers."""
+    if before == after:
+        return f"stayed at {before:,.4g}"
+    return f"{'fell' if after < before else 'rose'} from {before:,.4g} to {after:,.4g}"
+
+
 def readings(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> list[str]:
     """One line for each big change whose cause the trace shows plainly, first what differs besides
     the code (device, dtype, attention shapes, versions; a different workload says so), then
@@ -412,11 +419,14 @@ def readings(base: Trace, other: Trace, step_base: int | None = None, step_other
     graphs_base, graphs_other = per_step(GRAPH_LAUNCHES, "base"), per_step(GRAPH_LAUNCHES, "other")
     if graphs_other and not graphs_base:
         lines.append(
-            f"CUDA graphs: {graphs_other:.4g} graph launches per step replay kernels; kernel launches fell from "
-            f"{per_step(KERNEL_LAUNCHES, 'base'):,.4g} to {per_step(KERNEL_LAUNCHES, 'other'):,.4g} per step"
+            f"CUDA graphs: {graphs_other:.4g} graph launch{' per step replays' if graphs_other == 1 else 'es per step replay'} kernels; "
+            f"kernel launches {_moved(per_step(KERNEL_LAUNCHES, 'base'), per_step(KERNEL_LAUNCHES, 'other'))} per step"
         )
     elif graphs_base and not graphs_other:
-        lines.append(f"no CUDA graphs: the baseline's {graphs_base:.4g} graph launches per step are gone")
+        lines.append(
+            f"no CUDA graphs: the baseline's {graphs_base:.4g} graph launch{'' if graphs_base == 1 else 'es'} per step "
+            f"{'is' if graphs_base == 1 else 'are'} gone"
+        )
     before, after = detect_backends(base).backends, detect_backends(other).backends
     if before != after:
         lines.append(f"attention backend: {', '.join(before) or 'none'} -> {', '.join(after) or 'none'}")
