@@ -52,6 +52,7 @@ FOREIGN_FLAGS = {
     "--edit-last": "gh pr comment (docs/ci.md)",
     "--fail": "curl (docs/ci.md)",
     "--data-urlencode": "curl (docs/ci.md)",
+    "--dist": "pytest-xdist (the test command: --dist loadfile)",
 }
 # ATTNSCOPE_ names the docs may use that no code reads: each is said.
 FOREIGN_VARIABLES = {
