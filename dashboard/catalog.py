@@ -276,9 +276,7 @@ def extra_paths(argv: list[str] | None = None, environ: dict[str, str] | None = 
     paths: list[Path] = []
     if argv and Path(argv[0]).name == "app.py" and Path(argv[0]).resolve().parent == DASHBOARD:
         paths.extend(Path(a) for a in argv[1:] if not a.startswith("-"))
-    for part in environ.get(ENV_TRACES, "").split(os.pathsep):
-        if part.strip():
-            paths.append(Path(part.strip()))
+    paths.extend(Path(part) for part in settings.TRACES.paths(environ))
     return paths
 
 
@@ -692,20 +690,11 @@ def upload_limit(default: int, environ: dict[str, str] | None = None) -> tuple[i
     """The largest upload to parse, in bytes: $ATTNSCOPE_MAX_UPLOAD_BYTES when set, else `default`
     (the server's own limit). A setting that is not a whole number of bytes above 0 gives the
     default and a line saying so."""
-    environ = dict(os.environ) if environ is None else environ
-    raw = environ.get(ENV_MAX_UPLOAD, "").strip()
-    if not raw:
-        return default, None
     try:
-        limit = int(raw)
-    except ValueError:
-        limit = 0
-    if limit <= 0:
-        return (
-            default,
-            f"{ENV_MAX_UPLOAD}={raw!r} is not a whole number of bytes above 0; uploads are limited to {format_bytes(default)}, the server's own limit",
-        )
-    return limit, None
+        limit = settings.MAX_UPLOAD_BYTES.whole_bytes(environ)
+    except settings.SettingError as exc:
+        return default, f"{exc}; uploads are limited to {format_bytes(default)}, the server's own limit"
+    return (default, None) if limit is None else (limit, None)
 
 
 def refused_upload(name: str, size: int, limit: int) -> Failure | None:

@@ -3,6 +3,8 @@ it, every ATTNSCOPE_ name in the code is in it, and the readers honour it."""
 
 from __future__ import annotations
 
+import pytest
+
 import re
 from pathlib import Path
 
@@ -41,3 +43,43 @@ def test_the_readers_take_their_values_from_the_table(tmp_path, monkeypatch):
     assert default_root() == tmp_path
     assert default_max_bytes({settings.STORE_MAX_BYTES.name: "5000"}) == 5000
     assert default_max_bytes({settings.STORE_MAX_BYTES.name: "  "}) is None
+
+
+def test_the_byte_settings_are_parsed_in_one_place_and_their_callers_keep_their_advice(monkeypatch):
+    from dashboard.catalog import upload_limit
+    from dashboard.engine import settings
+    from dashboard.engine.errors import TraceError
+    from dashboard.engine.load.limits import json_limit
+    from dashboard.engine.store import default_max_bytes
+
+    bytes_settings = (settings.MAX_JSON_BYTES, settings.STORE_MAX_BYTES, settings.MAX_UPLOAD_BYTES)
+    for setting in bytes_settings:
+        assert setting.whole_bytes({}) is None and setting.whole_bytes({setting.name: "  "}) is None
+        assert setting.whole_bytes({setting.name: " 2048 "}) == 2048
+        for bad in ("0", "-5", "1.5", "4GB"):
+            with pytest.raises(settings.SettingError) as caught:
+                setting.whole_bytes({setting.name: bad})
+            assert str(caught.value) == f"{setting.name}={bad!r} is not a whole number of bytes above 0"
+    monkeypatch.setenv("ATTNSCOPE_MAX_JSON_BYTES", "4GB")
+    with pytest.raises(
+        TraceError,
+        match=r"^run.json: not read: ATTNSCOPE_MAX_JSON_BYTES='4GB' is not a whole number .* \(e\.g\. 8589934592 for 8 GiB",
+    ):
+        json_limit(label="run.json")
+    with pytest.raises(TraceError, match=r"ATTNSCOPE_STORE_MAX_BYTES='x' .* unset it for no cap\)$"):
+        default_max_bytes({"ATTNSCOPE_STORE_MAX_BYTES": "x"})
+    assert upload_limit(100, {"ATTNSCOPE_MAX_UPLOAD_BYTES": "-1"}) == (
+        100,
+        "ATTNSCOPE_MAX_UPLOAD_BYTES='-1' is not a whole number of bytes above 0; uploads are limited to 100 B, the server's own limit",
+    )
+    assert upload_limit(100, {"ATTNSCOPE_MAX_UPLOAD_BYTES": "50"}) == (50, None)
+
+
+def test_path_lists_split_on_the_path_separator_and_drop_blanks():
+    import os
+
+    from dashboard.engine import settings
+
+    assert settings.TRACES.paths({}) == [] and settings.RULES.paths({"ATTNSCOPE_RULES": " "}) == []
+    given = {"ATTNSCOPE_TRACES": f" a/b {os.pathsep}{os.pathsep} c "}
+    assert settings.TRACES.paths(given) == ["a/b", "c"]

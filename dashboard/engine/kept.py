@@ -64,12 +64,10 @@ def analysis_version() -> str:
 
 
 def _rule_files() -> list[Path]:
-    """The user's rule files (settings.RULES, when that setting exists): part of the version."""
+    """The user's rule files (settings.RULES): part of the version."""
     from dashboard.engine import settings
 
-    setting = getattr(settings, "RULES", None)
-    raw = setting.value() if setting is not None else None
-    return [Path(p) for p in (raw or "").split(os.pathsep) if p.strip()]
+    return [Path(p) for p in settings.RULES.paths()]
 
 
 def plain(value: Any) -> bool:

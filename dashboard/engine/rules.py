@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import sys
 from dataclasses import dataclass
@@ -859,8 +858,7 @@ def _row(path: str, section: str, i: int, entry: dict):
 
 def rule_files(environ: dict[str, str] | None = None) -> list[str]:
     """The files ATTNSCOPE_RULES names (os.pathsep-separated), in order; [] when unset."""
-    raw = settings.RULES.value(environ)
-    return [p.strip() for p in (raw or "").split(os.pathsep) if p.strip()]
+    return settings.RULES.paths(environ)
 
 
 @functools.lru_cache(maxsize=1)

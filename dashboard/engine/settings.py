@@ -27,6 +27,31 @@ class Setting:
         raw = (os.environ if environ is None else environ).get(self.name)
         return raw.strip() if raw is not None and raw.strip() else None
 
+    def whole_bytes(self, environ: Mapping[str, str] | None = None) -> int | None:
+        """The variable as a number of bytes: None when unset or blank; a SettingError (one line,
+        naming the variable and what it holds) when it is not a whole number above 0. The one
+        parser of MAX_JSON_BYTES, STORE_MAX_BYTES and MAX_UPLOAD_BYTES; each caller adds what to do."""
+        raw = self.value(environ)
+        if raw is None:
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise SettingError(f"{self.name}={raw!r} is not a whole number of bytes above 0")
+        return value
+
+    def paths(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """The variable as a list of paths separated by the path separator (':' here), blanks
+        dropped; [] when unset. TRACES and RULES."""
+        raw = self.value(environ)
+        return [part.strip() for part in raw.split(os.pathsep) if part.strip()] if raw else []
+
+
+class SettingError(ValueError):
+    """A variable whose value cannot be used: str() is one line naming it and its value."""
+
 
 MAX_JSON_BYTES = Setting(
     "ATTNSCOPE_MAX_JSON_BYTES",

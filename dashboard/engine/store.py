@@ -93,18 +93,10 @@ ENV_MAX_BYTES = settings.STORE_MAX_BYTES.name
 def default_max_bytes(environ: dict[str, str] | None = None) -> int | None:
     """The store's size cap in bytes from $ATTNSCOPE_STORE_MAX_BYTES, or None (no cap) when unset.
     A value that is not a whole number of bytes above 0 is a TraceError (one line)."""
-    raw = settings.STORE_MAX_BYTES.value(environ) or ""
-    if not raw:
-        return None
     try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise TraceError(
-            f"{ENV_MAX_BYTES}={raw!r} is not a whole number of bytes above 0 (e.g. {50 << 30} for 50 GiB; unset it for no cap)"
-        )
-    return value
+        return settings.STORE_MAX_BYTES.whole_bytes(environ)
+    except settings.SettingError as exc:
+        raise TraceError(f"{exc} (e.g. {50 << 30} for 50 GiB; unset it for no cap)") from None
 
 
 def sha256_of(source: Union[str, os.PathLike, bytes]) -> str:

@@ -4,7 +4,6 @@ load_trace(max_json_bytes=...)) and the one-line refusals of a file over it, in 
 
 from __future__ import annotations
 
-import os
 
 from dashboard.engine.load.reading import TraceError
 from dashboard.engine import settings
@@ -28,20 +27,14 @@ def json_limit(value: int | None = None, label: str = "") -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"max_json_bytes must be a whole number of bytes above 0, not {value!r}")
         return value
-    raw = os.environ.get(MAX_JSON_ENV)
-    if raw is None or not raw.strip():
-        return MAX_JSON_BYTES
     try:
-        limit = int(raw.strip())
-    except ValueError:
-        limit = 0
-    if limit <= 0:
+        limit = settings.MAX_JSON_BYTES.whole_bytes()
+    except settings.SettingError as exc:
         where = f"{label}: not read: " if label else ""
         raise TraceError(
-            f"{where}{MAX_JSON_ENV}={raw!r} is not a whole number of bytes above 0 "
-            f"(e.g. {8 << 30} for 8 GiB; unset it for the default, {_amount(MAX_JSON_BYTES)})"
-        )
-    return limit
+            f"{where}{exc} (e.g. {8 << 30} for 8 GiB; unset it for the default, {_amount(MAX_JSON_BYTES)})"
+        ) from None
+    return MAX_JSON_BYTES if limit is None else limit
 
 
 def _amount(size: int) -> str:
