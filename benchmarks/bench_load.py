@@ -31,6 +31,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+OUT = ROOT / "docs" / "generated" / "speed-load.md"
 
 CHILD = r"""
 import gzip, json, resource, sys, time
@@ -170,15 +171,29 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="fresh processes per measurement (the median is shown)")
     parser.add_argument("traces", nargs="*", type=Path)
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help=f"also write the table to {OUT.relative_to(ROOT)} (docs/speed.md includes it)",
+    )
     args = parser.parse_args(argv)
     paths = args.traces or sorted((ROOT / "tests" / "data").glob("*.json.gz"))
     if not args.traces:
         paths += [p for p in (HERE / "out" / "large.json", HERE / "out" / "large1g.json") if p.exists()]
-    print(facts())
+    machine = facts()
+    print(machine)
     base = measure("none", paths[0])["base"]
     print(f"interpreter with msgspec, polars, numpy and the engine imported: {base / 1e6:.0f} MB RSS")
     smallest = min(paths, key=json_size)
-    print(fixed_costs(smallest))
+    fixed = fixed_costs(smallest)
+    print(fixed)
+    md = [
+        f"Measured by `benchmarks/bench_load.py{' --repeat ' + str(args.repeat) if args.repeat > 1 else ''}`: {machine}. "
+        f"The interpreter with the libraries and the engine imported holds {base / 1e6:.0f} MB before the first byte.",
+        "",
+        "| trace | JSON MB | summary s | json.load s | time ratio | MB/s | CPU/wall | peak RSS / JSON | + workers | target 3 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     print(
         f"{'trace':<46} {'JSON MB':>8} {'summary s':>10} {'json.load s':>12} {'time ratio':>11} {'MB/s':>6} "
         f"{'CPU/wall':>9} {'RSS/JSON':>9} {'+workers':>9} {'json.load RSS/JSON':>19} {'target 3':>9}"
@@ -193,6 +208,15 @@ def main(argv: list[str]) -> None:
             f"{size / 1e6 / s['seconds']:>6.0f} {s['cpu'] / s['seconds']:>9.2f} {s['peak'] / size:>9.2f} {with_workers:>9.2f} "
             f"{j['peak'] / size:>19.2f} {target_3(s['seconds'], j['seconds']):>9}"
         )
+        md.append(
+            f"| {path.name} | {size / 1e6:.1f} | {s['seconds']:.3f} | {j['seconds']:.4f} | {s['seconds'] / j['seconds']:.2f} | "
+            f"{size / 1e6 / s['seconds']:.0f} | {s['cpu'] / s['seconds']:.2f} | {s['peak'] / size:.2f} | {with_workers:.2f} | "
+            f"{target_3(s['seconds'], j['seconds'])} |"
+        )
+    md += ["", f"Fixed costs on the smallest trace: {fixed}"]
+    if args.write:
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text("\n".join(md) + "\n", encoding="utf-8")
 
 
 SMALL_BOUND_S = 0.1
