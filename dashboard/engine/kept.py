@@ -162,7 +162,9 @@ class Kept:
             tmp = self.folder / f".{key}.{uuid.uuid4().hex}.tmp"
             try:
                 if suffix == ".arrow":
-                    value.write_ipc(tmp, compression="uncompressed")
+                    # a clone (columns shared): polars before 2.0 refuses to read a frame another
+                    # thread is writing out, and resolve() writes from the store's writer thread
+                    value.clone().write_ipc(tmp, compression="uncompressed")
                 else:
                     tmp.write_text(json.dumps(value, separators=(",", ":")), encoding="utf-8")
                 os.replace(tmp, self.folder / f"{key}{suffix}")

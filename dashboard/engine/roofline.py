@@ -361,7 +361,8 @@ def device_bytes(trace: Trace) -> pl.DataFrame:
             if work is not None
             else pl.Series([], dtype=pl.Int64)
         )
-        gpu = gpu.filter(pl.col("id").is_in(called.implode()))
+        # a list: polars 1.20 reads an imploded Series as one list per row
+        gpu = gpu.filter(pl.col("id").is_in(called.to_list()))
     if gpu.height == 0:
         return pl.DataFrame(schema=BYTES_SCHEMA)
     parent = ev["parent"].fill_null(-1).to_numpy()

@@ -349,11 +349,23 @@ class Store:
         disk, a file changed meanwhile) costs only the keeping: its message waits in `write_errors`."""
         import polars as pl
 
+        # Its own polars objects (the columns' memory shared, not copied) and analyses cache: polars
+        # before 2.0 refuses to read a frame while another thread writes it out ("Already mutably
+        # borrowed", polars 1.20), and the caller's analyses read the trace meanwhile.
+        mine = dataclasses.replace(
+            trace,
+            events=trace.events.clone(),
+            flows=trace.flows.clone(),
+            steps=trace.steps.clone(),
+            memory=trace.memory.clone(),
+            _analyses={},
+        )
+
         def write() -> None:
             sha = None
             try:
                 sha = sha256_of(source)
-                self.put(trace, sha)
+                self.put(mine, sha)
                 if file_row is not None:
                     self._remember(*file_row, sha)
             except (OSError, sqlite3.Error, pl.exceptions.PolarsError) as exc:
