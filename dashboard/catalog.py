@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from dashboard.engine import Trace, TraceError, kept, load_trace
+from dashboard.engine.model import detached
 from dashboard.engine.article import is_article_folder
 from dashboard.engine.ingest import one_job, outside, world_of
 from dashboard.engine.ranks import rank_of, slowest_rank
@@ -478,21 +479,6 @@ class Parsed:
     source: Source
     trace: Trace
     digest: str
-
-
-def detached(trace: Trace) -> Trace:
-    """The trace with its own polars objects (each table cloned: the columns' memory is shared,
-    not copied) and its own analyses cache, for another thread to read while this one does:
-    polars before 2.0 refuses to read a frame while another thread writes it out ("Already
-    mutably borrowed", seen with polars 1.20 when the store's Parquet write ran beside the app)."""
-    return dataclasses.replace(
-        trace,
-        events=trace.events.clone(),
-        flows=trace.flows.clone(),
-        steps=trace.steps.clone(),
-        memory=trace.memory.clone(),
-        _analyses={},
-    )
 
 
 def store_parsed(cache: TraceCache, parsed: list[Parsed], evicted: list[StoredTrace] | None = None) -> None:

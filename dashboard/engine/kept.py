@@ -64,10 +64,10 @@ def analysis_version() -> str:
 
 
 def _rule_files() -> list[Path]:
-    """The user's rule files (settings.RULES): part of the version."""
-    from dashboard.engine import settings
+    """The user's rule files (rules.rule_files, settings.RULES): part of the version."""
+    from dashboard.engine.rules import rule_files
 
-    return [Path(p) for p in settings.RULES.paths()]
+    return [Path(p) for p in rule_files()]
 
 
 def plain(value: Any) -> bool:

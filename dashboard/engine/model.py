@@ -6,6 +6,7 @@ Units: every `*_ns` column is an integer number of nanoseconds relative to the t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
@@ -167,6 +168,22 @@ def clean_collector(block: Any) -> dict[str, Any]:
     else:
         clean["parity"] = None
     return clean
+
+
+def detached(trace: Trace) -> Trace:
+    """The trace with its own polars objects (each table cloned: the columns' memory is shared,
+    not copied) and its own analyses cache, for another thread to read while this one does:
+    polars before 2.0 refuses to read a frame while another thread writes it out ("Already
+    mutably borrowed", polars 1.20). The store's background writer and the dashboard's deferred
+    store write use it."""
+    return dataclasses.replace(
+        trace,
+        events=trace.events.clone(),
+        flows=trace.flows.clone(),
+        steps=trace.steps.clone(),
+        memory=trace.memory.clone(),
+        _analyses={},
+    )
 
 
 R = TypeVar("R")

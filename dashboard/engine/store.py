@@ -349,17 +349,9 @@ class Store:
         disk, a file changed meanwhile) costs only the keeping: its message waits in `write_errors`."""
         import polars as pl
 
-        # Its own polars objects (the columns' memory shared, not copied) and analyses cache: polars
-        # before 2.0 refuses to read a frame while another thread writes it out ("Already mutably
-        # borrowed", polars 1.20), and the caller's analyses read the trace meanwhile.
-        mine = dataclasses.replace(
-            trace,
-            events=trace.events.clone(),
-            flows=trace.flows.clone(),
-            steps=trace.steps.clone(),
-            memory=trace.memory.clone(),
-            _analyses={},
-        )
+        from dashboard.engine.model import detached
+
+        mine = detached(trace)  # the caller's analyses read the trace while this thread writes it out
 
         def write() -> None:
             sha = None
