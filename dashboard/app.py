@@ -21,7 +21,6 @@ import streamlit as st
 
 from dashboard import charts, report, runs
 from dashboard import catalog
-from dashboard.engine.load import arrival as arrivals  # the load package's upload arrivals (as dashboard/uploads.py)
 from dashboard.engine.rules import RulesError, user_rules
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
@@ -137,7 +136,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         if too_big is not None:
             failures.append(too_big)
             continue
-        item = catalog.pending_upload(upload.name, upload.path, upload.size, upload.sha, taken)
+        item = catalog.pending_upload(upload.name, upload.path, upload.size, upload.sha, taken, upload.arrival)
         taken.add(item.source.id)
         pending.append(item)
     for ident, digest in link_sources().items():  # uploads a shared link names: from the store
@@ -157,7 +156,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     deferred: list[catalog.Parsed] = []
     loaded, bad = catalog.open_all(pending, progress=runs.Throttled(slot.progress), cache=cache, defer_store=deferred)
     for upload in uploaded:  # read while it arrived but not needed (the store had it): let go
-        arrivals.forget_arrival(upload.path)
+        upload.let_go()
     slot.empty()
     drawn = threading.Event()
 

@@ -30,7 +30,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from dashboard.engine import Trace, TraceError, kept, load_trace
 from dashboard.engine.model import detached
@@ -40,6 +40,9 @@ from dashboard.engine.ranks import rank_of, slowest_rank
 from dashboard.engine.review import format_bytes
 from dashboard.engine.store import Store, StoredTrace
 from dashboard.engine import settings
+
+if TYPE_CHECKING:
+    from dashboard.engine.load.arrival import Arrival
 
 DASHBOARD = Path(__file__).resolve().parent
 REPO_ROOT = DASHBOARD.parent
@@ -470,6 +473,7 @@ class Pending:
     size: int
     digest: str
     read: Callable[[], bytes | Path]
+    arrival: Arrival | None = None  # an upload's reading while it arrived (load_trace takes its trace)
 
 
 @dataclass
@@ -533,7 +537,9 @@ def open_all(
                     progress(min((start + fraction * size) / total, 1.0), text)
 
             # a large file's worker processes stay while more files follow
-            trace = load_trace(item.read(), name=item.source.name, progress=within, keep_workers=i < len(todo))
+            trace = load_trace(
+                item.read(), name=item.source.name, progress=within, keep_workers=i < len(todo), arrival=item.arrival
+            )
         except TraceError as exc:
             cache.failures[item.digest] = one_line(str(exc))
         except Exception as exc:  # an engine bug must not take the other runs down
@@ -693,10 +699,13 @@ def refused_upload(name: str, size: int, limit: int) -> Failure | None:
     )
 
 
-def pending_upload(name: str, path: Path, size: int, digest: str, taken: set[str]) -> Pending:
-    """An uploaded file to open: the file the upload route wrote (its size and hash already known)."""
+def pending_upload(
+    name: str, path: Path, size: int, digest: str, taken: set[str], arrival: Arrival | None = None
+) -> Pending:
+    """An uploaded file to open: the file the upload route wrote (its size and hash already known),
+    with the reading started while it arrived, if any."""
     source = upload_source(name, digest, taken)
-    return Pending(source, size, digest, lambda: path)
+    return Pending(source, size, digest, lambda: path, arrival)
 
 
 UPLOADS = "uploads"

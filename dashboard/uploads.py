@@ -7,6 +7,8 @@ each file to ROUTE instead. The route streams the body to a spill file, hashing 
 no upload is ever held in memory; the parser then reads the file as it reads one on disk. A
 large plain-JSON upload is parsed while it arrives (dashboard.engine.load.arrival.Arrival): its slices go to
 the parser's worker processes as their bytes land, so the trace is ready soon after the last byte.
+The upload owns that reading (Upload.arrival): the catalog hands it to load_trace with the file,
+and the upload lets go of it when it is removed, cut off or no longer needed (Upload.let_go).
 
 Who may upload: a PUT names a ticket, a random token the app hands to one browser session with
 the page (session_ticket). The route accepts it only while that session is alive on this server,
@@ -24,7 +26,7 @@ import secrets
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -57,6 +59,14 @@ class Upload:
     sha: str
     path: Path
     session: str
+    # the reading started while it arrived (large plain JSON only), for load_trace(arrival=...)
+    arrival: arrivals.Arrival | None = field(default=None, compare=False, repr=False)
+
+    def let_go(self) -> None:
+        """Drop what the reading while it arrived holds or will hold (the file was read, is gone,
+        or was not needed)."""
+        if self.arrival is not None:
+            self.arrival.abandon()
 
 
 def clean_name(raw: str) -> str:
@@ -105,14 +115,15 @@ class Receiving:
         self.file.close()
         if self.arrival is not None:
             self.arrival.finished(self.size)
-        upload = Upload(self.id, self.name, self.size, self.hash.hexdigest(), self.path, self.session)
+        upload = Upload(self.id, self.name, self.size, self.hash.hexdigest(), self.path, self.session, self.arrival)
         with self.registry.lock:
             self.registry.files[upload.id] = upload
         return upload
 
     def abort(self) -> None:
         self.file.close()
-        arrivals.forget_arrival(self.path)
+        if self.arrival is not None:
+            self.arrival.abandon()
         self.path.unlink(missing_ok=True)
 
 
@@ -141,7 +152,7 @@ class Registry:
             files, self.files, self.tickets = list(self.files.values()), {}, {}
             root, made = self.root, self.made
         for upload in files:
-            arrivals.forget_arrival(upload.path)
+            upload.let_go()
             upload.path.unlink(missing_ok=True)
         if made and root is not None:
             shutil.rmtree(root, ignore_errors=True)
@@ -190,7 +201,7 @@ class Registry:
             if upload is None or upload.session != session:
                 return False
             del self.files[upload_id]
-        arrivals.forget_arrival(upload.path)
+        upload.let_go()
         upload.path.unlink(missing_ok=True)
         return True
 
@@ -205,7 +216,7 @@ class Registry:
                 if not known(session):
                     del self.tickets[ticket]
         for upload in gone:
-            arrivals.forget_arrival(upload.path)
+            upload.let_go()
             upload.path.unlink(missing_ok=True)
         return sum(u.size for u in gone)
 

@@ -492,7 +492,7 @@ def _arrive(
     with open(dst, "xb") as fh:
         for at in range(0, len(data), chunk):
             if stop_after is not None and at >= stop_after:
-                load_arrival.forget_arrival(dst)
+                early.abandon()  # the upload route's abort
                 return early
             fh.write(data[at : at + chunk])
             fh.flush()
@@ -523,8 +523,8 @@ def test_a_trace_read_while_it_arrives_is_the_trace_one_process_reads(name, chun
     early = _arrive(src, tmp_path / "up.json", monkeypatch, chunk)
     with monkeypatch.context() as patch:
         _not_parsed_again(patch)
-        arrived = load.load_trace(tmp_path / "up.json", name="up.json")
-    assert early.used_workers is False and str(tmp_path / "up.json") not in load_arrival._ARRIVALS
+        arrived = load.load_trace(tmp_path / "up.json", name="up.json", arrival=early)
+    assert early.used_workers is False and early.trace is None and early.take() is None  # taken once, not held
     _assert_same(arrived, serial)
 
 
@@ -539,10 +539,10 @@ def test_warnings_of_a_trace_read_while_it_arrives_are_those_of_one_process(tmp_
         after=', "traceName": "x", "deviceProperties": [{"id": 0}, {"id": 1}]}',
     )
     serial = load.load_trace(src, name="up.json")
-    _arrive(src, tmp_path / "up.json", monkeypatch, 70_001, slice_bytes=50_000)
+    early = _arrive(src, tmp_path / "up.json", monkeypatch, 70_001, slice_bytes=50_000)
     with monkeypatch.context() as patch:
         _not_parsed_again(patch)
-        arrived = load.load_trace(tmp_path / "up.json", name="up.json")
+        arrived = load.load_trace(tmp_path / "up.json", name="up.json", arrival=early)
     _assert_same(arrived, serial)
     assert any("could not be read" in w for w in arrived.warnings) and any("U+FFFD" in w for w in arrived.warnings)
 
@@ -565,7 +565,7 @@ def test_a_file_the_early_reading_cannot_take_is_read_as_any_other(kind, tmp_pat
     early = _arrive(src, tmp_path / "up.json", monkeypatch, 1 << 16, slice_bytes=50_000)
     assert early.result() is None  # gave up
     monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 62)
-    _assert_same(load.load_trace(tmp_path / "up.json", name="up.json"), serial)
+    _assert_same(load.load_trace(tmp_path / "up.json", name="up.json", arrival=early), serial)
 
 
 def test_an_upload_cut_off_in_transfer_leaves_nothing_behind_and_the_workers_serve_the_next_file(tmp_path, monkeypatch):
@@ -573,7 +573,8 @@ def test_an_upload_cut_off_in_transfer_leaves_nothing_behind_and_the_workers_ser
     src.write_bytes(gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes()))
     early = _arrive(src, tmp_path / "up.json", monkeypatch, 1 << 16, stop_after=src.stat().st_size // 2)
     assert early.result() is None and early.trace is None
-    assert str(tmp_path / "up.json") not in load_arrival._ARRIVALS
+    early.thread.join(30)
+    assert not early.thread.is_alive()  # the reading stopped with the transfer
     sliced, serial = _both(src, monkeypatch, slice_bytes=1 << 20)  # the workers it used read the next file
     assert sliced is not None
     _assert_same(sliced, serial)
@@ -623,12 +624,12 @@ def test_a_wait_for_an_arrival_stopped_by_a_rerun_leaves_it_for_the_next_run(tmp
         raise _Rerun
 
     with pytest.raises(_Rerun):
-        load.load_trace(tmp_path / "up.json", name="up.json", progress=click)
+        load.load_trace(tmp_path / "up.json", name="up.json", progress=click, arrival=early)
     assert not early.ready
     go.set()
     with monkeypatch.context() as patch:
         _not_parsed_again(patch)
-        arrived = load.load_trace(tmp_path / "up.json", name="up.json")
+        arrived = load.load_trace(tmp_path / "up.json", name="up.json", arrival=early)
     _assert_same(arrived, serial)
 
 

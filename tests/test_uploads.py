@@ -277,7 +277,7 @@ def test_a_large_upload_is_parsed_as_it_arrives_and_load_trace_takes_that_trace(
     from polars.testing import assert_frame_equal
 
     from dashboard.engine import load
-    from dashboard.engine.load import arrival as load_arrival, slices as load_slices
+    from dashboard.engine.load import slices as load_slices
 
     data = _big_enough_to_read_while_arriving(monkeypatch)
     ticket = registry.session_ticket("s1", None)
@@ -285,10 +285,11 @@ def test_a_large_upload_is_parsed_as_it_arrives_and_load_trace_takes_that_trace(
     status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks, len(data))
     assert status == 200
     upload = registry.get(body["id"], "s1")
-    assert str(upload.path) in load_arrival._ARRIVALS
+    assert upload.arrival is not None  # the upload owns its reading while it arrived
     real = load._load
     monkeypatch.setattr(load, "_load", lambda *a, **k: pytest.fail("parsed again after it arrived"))
-    arrived = load.load_trace(upload.path, name="run.json")
+    arrived = load.load_trace(upload.path, name="run.json", arrival=upload.arrival)
+    assert upload.arrival.trace is None  # taken, not held twice
     monkeypatch.setattr(load, "_load", real)
     monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 62)
     serial = load.load_trace(upload.path, name="run.json")
@@ -296,20 +297,40 @@ def test_a_large_upload_is_parsed_as_it_arrives_and_load_trace_takes_that_trace(
     assert arrived.meta == serial.meta and arrived.warnings == serial.warnings and arrived.size_bytes == len(data)
 
 
-def test_an_upload_removed_or_cut_off_lets_go_of_its_early_parse(registry, monkeypatch):
-    from dashboard.engine.load import arrival as load_arrival
+def test_the_catalog_hands_an_uploads_early_parse_to_load_trace(registry, monkeypatch, tmp_path):
+    """The dashboard's path: the upload carries its reading (Upload.arrival) into the run picker's
+    Pending, and open_all's load_trace takes that trace instead of parsing the file again."""
+    from dashboard import catalog
+    from dashboard.engine import load
 
     data = _big_enough_to_read_while_arriving(monkeypatch)
     ticket = registry.session_ticket("s1", None)
     chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
     status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks, len(data))
     upload = registry.get(body["id"], "s1")
-    early = load_arrival._ARRIVALS[str(upload.path)]
+    item = catalog.pending_upload(upload.name, upload.path, upload.size, upload.sha, set(), upload.arrival)
+    monkeypatch.setattr(load, "_load", lambda *a, **k: pytest.fail("parsed again after it arrived"))
+    runs, failures = catalog.open_all([item], cache=catalog.TraceCache(store=None))
+    assert failures == [] and [r.trace.size_bytes for r in runs] == [len(data)]
+    assert upload.arrival.trace is None  # the trace lives in the cache only
+
+
+def test_an_upload_removed_or_cut_off_lets_go_of_its_early_parse(registry, monkeypatch):
+    import threading
+
+    data = _big_enough_to_read_while_arriving(monkeypatch)
+    ticket = registry.session_ticket("s1", None)
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    status, body = Client(registry, limit=len(data)).call("PUT", f"ticket={ticket}&name=run.json", chunks, len(data))
+    upload = registry.get(body["id"], "s1")
+    early = upload.arrival
     assert registry.remove(upload.id, "s1")
-    assert (
-        str(upload.path) not in load_arrival._ARRIVALS and early.result() is None
-    )  # nothing kept for a file that is gone
+    assert early.result() is None and early.trace is None  # nothing kept for a file that is gone
     status, body = Client(registry, limit=len(data)).call(
         "PUT", f"ticket={ticket}&name=run.json", chunks[:50], len(data), cut=True
     )
-    assert status == 400 and load_arrival._ARRIVALS == {} and files_in(registry) == []
+    assert status == 400 and files_in(registry) == []
+    for thread in threading.enumerate():  # the cut upload's reading stopped with it
+        if thread.name == "attnscope-arrival":
+            thread.join(30)
+            assert not thread.is_alive()

@@ -45,7 +45,7 @@ import dashboard.engine.columns  # noqa: F401  before polars: see above
 from dashboard.engine.model import Trace
 
 from dashboard.engine.load import slices
-from dashboard.engine.load.arrival import _take_arrival
+from dashboard.engine.load.arrival import Arrival, take_arrival
 from dashboard.engine.load.decode import _decode
 from dashboard.engine.load.devices import (  # noqa: F401  re-exported: the category table and device detection
     CATEGORIES,
@@ -68,6 +68,7 @@ from dashboard.engine.load.reading import GZIP_MAGIC, TraceError, _label, _witho
 from dashboard.engine.load.workers import _PARSE_LOCK, _workers
 
 __all__ = [
+    "Arrival",
     "CATEGORIES",
     "CATEGORY_ALIASES",
     "DEVICE",
@@ -97,6 +98,7 @@ def load_trace(
     max_json_bytes: int | None = None,
     *,
     keep_workers: bool = False,
+    arrival: Arrival | None = None,
 ) -> Trace:
     """Load a torch.profiler Chrome trace (.json or .json.gz, any file name) into a Trace.
     `progress`, when given, is called with the fraction of events decoded (0..1) as loading goes.
@@ -105,11 +107,13 @@ def load_trace(
     `keep_workers`: a large file's slice worker processes stay for the next large file (closed
     after WORKERS_IDLE_S without one); by default they are closed as soon as this file's slices
     are read, before the tables are built, so that their memory is not held beside the trace's.
+    `arrival`: the reading of `source` started while it was written (arrival.arrival(), an
+    upload): its trace is taken instead of parsing the file again, unless it gave up.
     Every failure is a TraceError whose message is one line naming the file."""
     label = _label(source, name)
     limit = json_limit(max_json_bytes, label)
-    if not isinstance(source, (bytes, bytearray, memoryview)):
-        early = _take_arrival(source, label, progress)  # read while it arrived (an upload)
+    if arrival is not None and not isinstance(source, (bytes, bytearray, memoryview)):
+        early = take_arrival(arrival, source, label, progress)  # read while it arrived (an upload)
         if early is not None:
             if early.size_bytes > limit:
                 raise _too_large(label, early.size_bytes, limit)

@@ -1,6 +1,6 @@
-"""A file read in slices while it is still being written: an upload on its way (registered by
-dashboard/uploads.py, taken by load_trace on its path) or a .json.gz inflating into a temporary
-file. The result is the same trace as reading the finished file.
+"""A file read in slices while it is still being written: an upload on its way (dashboard/uploads.py
+starts one with arrival() and hands it to load_trace(arrival=...)) or a .json.gz inflating into a
+temporary file. The result is the same trace as reading the finished file.
 """
 
 from __future__ import annotations
@@ -28,13 +28,6 @@ from dashboard.engine.load.workers import (
 )
 
 
-# A large upload is read while it arrives: its slices go to the worker processes as their bytes land
-# on disk, so that the parse overlaps the transfer instead of following it (the 910 MB trace's
-# slices take 2.6-2.7 s of its 4.4-4.6 s load, and a browser on the same machine sends it in 3-8 s).
-_ARRIVALS: dict[str, "Arrival"] = {}
-_ARRIVALS_LOCK = threading.Lock()
-
-
 class _Abandoned(Exception):
     """The file stopped arriving (the upload was cut off or refused) or its reading was given up."""
 
@@ -43,8 +36,8 @@ class Arrival:
     """A plain-JSON file being written in order (an upload on its way), read in slices while it
     grows: the writer calls grew(size) after each write it has flushed, then finished(size) or
     abandon(). Once the last byte is in, the rest of the slices are read and the trace is built
-    in this object's thread; load_trace on the same path then takes that trace instead of
-    parsing. Whenever the early reading cannot go on (a gzip file, a slice that is not a list of
+    in this object's thread; load_trace(path, arrival=this) then takes that trace (once) instead
+    of parsing. Whenever the early reading cannot go on (a gzip file, a slice that is not a list of
     events, a cut file, no traceEvents near the start), it stops and load_trace reads the file
     as it reads any other: the result is the same trace either way.
 
@@ -60,6 +53,7 @@ class Arrival:
         self.closed = False  # the writer finished
         self.abandoned = False
         self.ready = False  # the thread is done: `trace` is the trace, or None
+        self.taken = False  # load_trace took the trace (take): it is not held here any more
         self.trace: Trace | None = None
         self.read_upto = 0  # bytes of the file read so far, for progress
         self.used_workers = False
@@ -92,7 +86,15 @@ class Arrival:
                 if progress:
                     progress(min(self.read_upto / max(self.size if self.closed else self.declared, 1), 1.0))
                 self.cond.wait(0.1)
-            return None if self.abandoned else self.trace
+            return None if self.abandoned or self.taken else self.trace
+
+    def take(self, progress: Callable[[float], None] | None = None) -> Trace | None:
+        """The trace, once (later calls answer None and this object lets go of it); None when the
+        early reading gave up. A progress callback that raises (a rerun) leaves it for the next call."""
+        trace = self.result(progress)
+        with self.cond:
+            self.trace, self.taken = None, True
+        return trace
 
     def _wait(self, need: int) -> tuple[int, bool]:
         """Until `need` bytes are in or the file is complete: (bytes in, complete)."""
@@ -216,37 +218,22 @@ class Arrival:
 
 def arrival(path: Union[str, os.PathLike], label: str, declared: int | None) -> Arrival | None:
     """Start reading a file that is being written, when it is large enough for the worker
-    processes (see Arrival); None otherwise."""
+    processes (see Arrival); None otherwise. A large upload is read while it arrives: its slices go
+    to the worker processes as their bytes land on disk, so that the parse overlaps the transfer
+    instead of following it (the 910 MB trace's slices take 2.6-2.7 s of its 4.4-4.6 s load, and a
+    browser on the same machine sends it in 3-8 s). Whoever starts it owns it: abandon() it when
+    the file is not to be read (an upload removed or cut off)."""
     if declared is None or declared < slices.SLICED_MIN_BYTES or _workers() < 2:
         return None
-    early = Arrival(Path(path), label, declared)
-    with _ARRIVALS_LOCK:
-        _ARRIVALS[early.path] = early
-    return early
+    return Arrival(Path(path), label, declared)
 
 
-def forget_arrival(path: Union[str, os.PathLike]) -> None:
-    """Drop what an early reading of `path` holds or will hold (the file is gone, or was not parsed)."""
-    with _ARRIVALS_LOCK:
-        early = _ARRIVALS.pop(str(path), None)
-    if early is not None:
-        early.abandon()
-
-
-def _take_arrival(
-    source: Union[str, os.PathLike], label: str, progress: Callable[[float], None] | None
+def take_arrival(
+    early: Arrival, source: Union[str, os.PathLike], label: str, progress: Callable[[float], None] | None
 ) -> Trace | None:
-    with _ARRIVALS_LOCK:
-        early = _ARRIVALS.pop(str(source), None)
-    if early is None:
-        return None
-    if early.label != label:
+    """What `early` read of `source` while it arrived, for load_trace: None (and `early` let go)
+    when it read another file or under another name, or gave up."""
+    if early.path != str(source) or early.label != label:
         early.abandon()
         return None
-    try:
-        return early.result(progress)
-    except BaseException:  # the progress callback stopped the wait (a rerun): the next call takes it
-        with _ARRIVALS_LOCK:
-            if not early.abandoned:
-                _ARRIVALS.setdefault(early.path, early)
-        raise
+    return early.take(progress)
