@@ -42,6 +42,37 @@ def test_every_runs_kernels_in_one_table_with_display_units(runs):
     assert empty.height == 0 and dict(empty.schema) == review.KERNELS_BY_RUN_SCHEMA
 
 
+def test_every_runs_diff_in_one_table_and_the_kernels_view_only_draws_it(runs):
+    """review.diffs_by_run stacks each Change's kernel (or op) diff with its run and baseline and
+    the µs columns the tab shows; the tab itself joins and converts nothing."""
+    base = next(iter(runs))
+    changes = review.changes(runs, base)
+    for table in ("kernels", "ops"):
+        stacked = review.diffs_by_run(changes, table)
+        assert stacked["run"].unique(maintain_order=True).to_list() == [c.run for c in changes]
+        for change in changes:
+            mine = stacked.filter(pl.col("run") == change.run)
+            own = getattr(change, table)
+            assert mine["baseline"].unique().to_list() == [base]
+            assert mine.select(own.columns).equals(own)
+            for side in ("base", "other", "delta"):  # ns -> µs, row by row
+                want = [v / 1000 for v in own[f"{side}_ns_per_step"].to_list()]
+                assert mine[f"{side}_us_per_step"].to_list() == pytest.approx(want)
+            for side in ("base", "other"):
+                want = [None if v is None else v / 1000 for v in own[f"{side}_mean_ns"].to_list()]
+                assert mine[f"{side}_mean_us"].to_list() == pytest.approx(want, nan_ok=True)
+    explained = review.explained_by_run(changes)
+    assert dict(explained.schema) == review.EXPLAINED_BY_RUN_SCHEMA
+    assert explained.rows() == [
+        (c.run, c.baseline, diff.changed_rows(c.kernels, c.top), c.explained[0] / 1000, c.explained[1] / 1000)
+        for c in changes
+    ]
+    view = (ROOT / "dashboard/views/kernels.py").read_text()
+    assert "pl.concat" not in view and "_ns" not in view and "changed_rows" not in view
+    with pytest.raises(ValueError):
+        review.diffs_by_run(changes, "steps")
+
+
 def test_the_explained_sentence_takes_its_thresholds_from_the_engine(runs, monkeypatch):
     change = review.changes(runs, next(iter(runs)))[0]
     assert review.MEAN_CHANGE == f"{diff.SLOWER - 1:.0%}" == f"{1 - diff.FASTER:.0%}" == "5%"

@@ -851,6 +851,52 @@ def kernels_by_run(runs: dict[str, Trace]) -> pl.DataFrame:
     )
 
 
+def diffs_by_run(changes: list[Change], table: str) -> pl.DataFrame:
+    """The kernel diff (`table` 'kernels') or op diff ('ops') of every Change, one frame: run and
+    baseline, then diff.kernel_diff's (or op_diff's) columns, then the times in µs as the tables
+    show them: base_us_per_step, other_us_per_step, delta_us_per_step, base_mean_us, other_mean_us.
+    Runs in the given order, each run's rows in its diff's order (largest change of time first)."""
+    if table not in ("kernels", "ops"):
+        raise ValueError(f"table is 'kernels' or 'ops', not {table!r}")
+    if not changes:
+        raise ValueError("no changes to stack")
+    return pl.concat(
+        [
+            getattr(c, table).select(pl.lit(c.run).alias("run"), pl.lit(c.baseline).alias("baseline"), pl.all())
+            for c in changes
+        ],
+        how="vertical_relaxed",
+    ).with_columns(
+        *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other", "delta")],
+        *[(pl.col(f"{side}_mean_ns") / 1000.0).alias(f"{side}_mean_us") for side in ("base", "other")],
+    )
+
+
+EXPLAINED_BY_RUN_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String,
+    "baseline": pl.String,
+    "rows": pl.Int64,  # the top changed rows of the run's kernel diff
+    "top_us": pl.Float64,  # what they change of the summed kernel time per step, µs
+    "total_us": pl.Float64,  # the change of the summed kernel time per step, µs
+}
+
+
+def explained_by_run(changes: list[Change]) -> pl.DataFrame:
+    """How much of each run's change in summed kernel time per step its top changed rows account
+    for (Change.explained, in µs), one row per run (EXPLAINED_BY_RUN_SCHEMA): the table form of
+    explained_sentence for many runs."""
+    return pl.DataFrame(
+        {
+            "run": [c.run for c in changes],
+            "baseline": [c.baseline for c in changes],
+            "rows": [changed_rows(c.kernels, c.top) for c in changes],
+            "top_us": [c.explained[0] / 1000.0 for c in changes],
+            "total_us": [c.explained[1] / 1000.0 for c in changes],
+        },
+        schema=EXPLAINED_BY_RUN_SCHEMA,
+    )
+
+
 MEAN_CHANGE = f"{SLOWER - 1:.0%}"
 """diff.SLOWER / FASTER as a reader writes them ('5%'): the mean-duration change past which a
 kernel is slower or faster, for the sentences and labels that name it."""

@@ -12,7 +12,7 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import review
-from dashboard.engine.diff import NOISE_NS, changed_rows
+from dashboard.engine.diff import NOISE_NS
 from dashboard.engine.kernels import work_unit
 from dashboard.runs import Selection
 from dashboard.views import link, literal, tables
@@ -134,7 +134,7 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
     with st.container(key="kernels_readings"):
         show_all_readings(changes)
 
-    kernels = stacked(changes, "kernels")
+    kernels = review.diffs_by_run(changes, "kernels")
     summary = review.kernel_change_counts(kernels, others)
     present = [c for c in summary.columns if c != "run"]
     st.caption(
@@ -155,15 +155,9 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
         else:
             st.caption(EXPLAINED_WHY)
             with st.expander(f"How much the top rows explain, for each of the {len(changes)} runs"):
-                explained = pl.DataFrame(
-                    {
-                        "run": [c.run for c in changes],
-                        "baseline": [c.baseline for c in changes],
-                        "rows": [changed_rows(c.kernels, c.top) for c in changes],
-                        "top_us": [c.explained[0] / 1000.0 for c in changes],
-                        "total_us": [c.explained[1] / 1000.0 for c in changes],
-                    }
-                ).with_columns(_no_negative_zero(pl.col("top_us"), 1), _no_negative_zero(pl.col("total_us"), 1))
+                explained = review.explained_by_run(changes).with_columns(
+                    _no_negative_zero(pl.col("top_us"), 1), _no_negative_zero(pl.col("total_us"), 1)
+                )
                 tables.show(
                     explained,
                     "tbl_kernels_explained",
@@ -178,7 +172,9 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
                     },
                     height=tables.fit(explained.height, 420),
                 )
-    shown = kernels.filter(pl.col("change") != "same") if only_changes else kernels
+    shown = (kernels.filter(pl.col("change") != "same") if only_changes else kernels).with_columns(
+        _no_negative_zero(pl.col("delta_us_per_step"), 2)
+    )  # shown at 2 decimals
     tables.show(
         shown,
         "tbl_kernels_delta",
@@ -359,7 +355,7 @@ def show_ops(changes: list[review.Change], others: list[str], only_changes: bool
         "(cudaLaunchKernel, cudaGraphLaunch, ...), ranked by the change of their time per step. Ops nest, so their times add up "
         "to more than the step."
     )
-    ops = stacked(changes, "ops")
+    ops = review.diffs_by_run(changes, "ops")
     summary = review.kernel_change_counts(ops, others)
     present = [c for c in summary.columns if c != "run"]
     tables.show(
@@ -389,24 +385,6 @@ def show_ops(changes: list[review.Change], others: list[str], only_changes: bool
         },
         highlight=lambda row: CHANGE_STYLE.get(row["change"], ""),
         height=tables.fit(shown.height, 420),
-    )
-
-
-def stacked(changes: list, table: str) -> pl.DataFrame:
-    """The kernels or ops diff of every run, one frame with run and baseline columns, times in µs
-    for display."""
-    return pl.concat(
-        [
-            getattr(c, table).select(pl.lit(c.run).alias("run"), pl.lit(c.baseline).alias("baseline"), pl.all())
-            for c in changes
-        ],
-        how="vertical_relaxed",
-    ).with_columns(
-        *[(pl.col(f"{side}_ns_per_step") / 1000.0).alias(f"{side}_us_per_step") for side in ("base", "other")],
-        # a change that rounds to nothing at the table's 2 decimals is 0, never a '-0.00'
-        _no_negative_zero((pl.col("delta_ns_per_step") / 1000.0).alias("delta_us_per_step"), 2),
-        (pl.col("base_mean_ns") / 1000.0).alias("base_mean_us"),
-        (pl.col("other_mean_ns") / 1000.0).alias("other_mean_us"),
     )
 
 
