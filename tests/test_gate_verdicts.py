@@ -120,6 +120,20 @@ def test_fewer_than_min_steps_is_inconclusive_and_says_how_many_are_needed():
     assert MIN_STEPS == 3 and v.outcome == "inconclusive" and v.steps_needed >= MIN_STEPS and "at least 3" in v.why
 
 
+def test_a_clear_change_under_the_noise_floor_is_unchanged():
+    """The H200 memset: 0.736 -> 0.779 µs a step, steady, is a 'regression' by its interval alone
+    (every resample lies past 1) but 0.043 µs a step is below the 0.1 µs that counts as a change."""
+    base = np.array([736.0, 735.0, 737.0])
+    cand = np.array([779.0, 778.0, 780.0])
+    assert time_verdict(base, cand).outcome == "regression"
+    quiet = time_verdict(base, cand, noise_ns=100.0)
+    assert quiet.outcome == "unchanged" and "differ by 0.043 us a step, under the 0.1 us" in quiet.why
+    assert time_verdict(cand, base, noise_ns=100.0).outcome == "unchanged"  # nor an improvement
+    assert time_verdict(base, cand + 100.0, noise_ns=100.0).outcome == "regression"  # 0.143 us: a change
+    same = np.array([736.0, 900.0, 600.0])
+    assert time_verdict(same, same, noise_ns=100.0).outcome == "inconclusive"  # no floor over the interval's doubt
+
+
 def test_the_same_seed_gives_the_same_interval_and_another_seed_may_not():
     rng = np.random.default_rng(0)
     base, cand = rng.normal(100, 8, 30), rng.normal(104, 8, 30)

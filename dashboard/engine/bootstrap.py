@@ -167,9 +167,12 @@ def time_verdict(
     resamples: int = RESAMPLES,
     seed: int = SEED,
     confidence: float = CONFIDENCE,
+    noise_ns: float = 0.0,
 ) -> TimeVerdict:
     """The verdict on per-step times of two runs against an allowed slowdown in percent (see
-    TimeVerdict for the four outcomes)."""
+    TimeVerdict for the four outcomes). `noise_ns`: medians closer than this (ns a step) are
+    'unchanged' where the interval alone would call a regression or an improvement: a sub-µs
+    memset's 0.04 µs jitter is neither."""
     iv = ratio_interval(base, candidate, resamples=resamples, seed=seed, confidence=confidence)
     threshold = 1 + max_slowdown_pct / 100.0
     fewest = min(iv.base_steps, iv.candidate_steps)
@@ -188,6 +191,17 @@ def time_verdict(
     span = (
         f"{pct} interval of the ratio [{iv.low:.3f}, {iv.high:.3f}] over {iv.base_steps} + {iv.candidate_steps} steps"
     )
+    moved = abs(iv.candidate_median - iv.base_median)
+    if (iv.low > threshold or iv.high < 1.0) and moved < noise_ns:  # a clear change, too small to matter
+        side = f"past {threshold:.3f}" if iv.low > threshold else "below 1"
+        return TimeVerdict(
+            iv,
+            threshold,
+            "unchanged",
+            None,
+            f"{span} lies {side}, but the medians differ by {moved / 1e3:.3f} us a step, under the "
+            f"{noise_ns / 1e3:g} us that counts as a change",
+        )
     if iv.low > threshold:
         return TimeVerdict(iv, threshold, "regression", None, f"{span} lies past {threshold:.3f}")
     if iv.high < 1.0:

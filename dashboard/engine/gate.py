@@ -21,6 +21,7 @@ import polars as pl
 from dashboard.engine.backends import detect_backends
 from dashboard.engine.bootstrap import TimeVerdict, time_verdict
 from dashboard.engine.copies import copies_in_steps
+from dashboard.engine.diff import NOISE_NS
 from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.health import health
 from dashboard.engine.kernels import family_per_step, per_step, step_count, work_unit
@@ -199,6 +200,7 @@ def _time_rule(rules: Rules, base: Trace, candidate: Trace) -> RuleResult:
         resamples=rules.resamples,
         seed=rules.seed,
         confidence=rules.confidence,
+        noise_ns=NOISE_NS,
     )
     iv = v.interval
     what = "device busy time" if candidate.has_gpu else "step span"
@@ -244,6 +246,7 @@ def _family_rule(rules: Rules, base: Trace, candidate: Trace) -> RuleResult:
             resamples=rules.resamples,
             seed=rules.seed,
             confidence=rules.confidence,
+            noise_ns=NOISE_NS,
         )
         rows[family] = _verdict_dict(v)
         if v.outcome == "regression" or (v.outcome == "inconclusive" and rules.inconclusive == "fail"):
