@@ -411,15 +411,26 @@ def server_cache(environ: dict[str, str] | None = None) -> TraceCache:
     return cache
 
 
-def from_store(cache: TraceCache, digest: str) -> Trace | None:
-    """The trace from the store, or None (not stored, or the store failed: said once)."""
+def from_store(cache: TraceCache, digest: str, touch: bool = True) -> Trace | None:
+    """The trace from the store, or None (not stored, or the store failed: said once).
+    `touch`: mark it opened now (False: the caller marks a batch with touch_stored)."""
     if cache.store is None:
         return None
     try:
-        return cache.store.get(digest)
+        return cache.store.get(digest, touch=touch)
     except Exception as exc:  # a damaged catalog or a full disk must not stop the dashboard
         cache.store_problem = f"trace store {cache.store.root}: {type(exc).__name__}: {one_line(str(exc))}"
         return None
+
+
+def touch_stored(cache: TraceCache, digests: list[str]) -> None:
+    """Mark the traces reopened from the store as opened now, in one write (see from_store)."""
+    if cache.store is None or not digests:
+        return
+    try:
+        cache.store.touch(digests)
+    except Exception as exc:  # a locked or damaged catalog must not stop the dashboard
+        cache.store_problem = f"trace store {cache.store.root}: {type(exc).__name__}: {one_line(str(exc))}"
 
 
 def into_store(cache: TraceCache, source: "Source", trace: Trace, digest: str) -> list[StoredTrace]:
@@ -510,16 +521,19 @@ def open_all(
     loses none of its runs."""
     cache.hold_at_least(len({item.digest for item in pending}))
     got: dict[str, Trace] = {}
+    reopened: list[str] = []
     for item in pending:  # in memory, else parsed before by this server or another: from the store
         if item.digest in got or item.digest in cache.failures:
             continue
         trace = cache.get(item.digest)
         if trace is None:
-            trace = from_store(cache, item.digest)
+            trace = from_store(cache, item.digest, touch=False)
             if trace is not None:
                 cache.put(item.digest, trace)
+                reopened.append(item.digest)
         if trace is not None:
             got[item.digest] = trace
+    touch_stored(cache, reopened)
     todo: list[Pending] = []
     for item in pending:  # the same bytes twice: parsed once
         if item.digest not in got and item.digest not in cache.failures and all(p.digest != item.digest for p in todo):

@@ -110,6 +110,55 @@ def test_the_size_cap_evicts_the_least_recently_opened_unpinned_traces(tmp_path)
     assert [t.sha for t in store.traces()] == [shas["naive"]]
 
 
+def test_a_reopened_trace_reads_each_table_only_when_asked_and_its_kept_answers_none(tmp_path):
+    """Store.get reads the fields; a table is read from Parquet the first time it is asked for,
+    and a trace whose analyses are kept (has_gpu from the kept category names) reads none."""
+    from dashboard.engine.model import ReopenedTrace, names_by_category
+
+    path = oracle.DATA / "hta_triton_example.json.gz"
+    doc = oracle.raw(path)
+    store = Store(tmp_path)
+    parsed, sha = store.open(path)
+    names_by_category(parsed)  # kept under the store from now on
+    again = Store(tmp_path).get(sha)
+    assert isinstance(again, ReopenedTrace) and again.tables_read() == []
+    assert again.source == parsed.source and again.meta == parsed.meta
+    gpu = {"kernel", "gpu_memcpy", "gpu_memset"}
+    assert again.has_gpu == any(cat in gpu for cat in oracle.category_counts(doc)) and again.tables_read() == []
+    assert again.steps.height == (len(oracle.step_spans(doc)) or 1)  # one implicit step when none
+    assert again.tables_read() == ["steps"]
+    assert again.events.height == len(oracle.complete(doc)) and again.tables_read() == ["events", "steps"]
+    assert again.events is again.events  # read once
+
+
+def test_a_stored_table_damaged_inside_says_so_when_it_is_read(tmp_path):
+    from dashboard.engine.errors import TraceError
+
+    store = Store(tmp_path)
+    _, sha = store.open(SAMPLES / "naive.json.gz")
+    events = tmp_path / f"schema={SCHEMA_VERSION}" / f"trace={sha}" / "events.parquet"
+    data = bytearray(events.read_bytes())
+    data[8 : len(data) - 8] = b"\0" * (len(data) - 16)  # the magic kept, the body gone
+    events.write_bytes(bytes(data))
+    trace = store.get(sha)
+    with pytest.raises(TraceError) as err:
+        trace.events
+    assert str(err.value).startswith("naive.json.gz: its stored copy in ") and "--no-store" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_touch_marks_a_batch_opened_at_once(tmp_path):
+    store = Store(tmp_path)
+    shas = [store.open(SAMPLES / f"{name}.json.gz")[1] for name in ("naive", "naive_inplace", "sdpa")]
+    before = {t.sha: t.last_opened for t in store.traces()}
+    store.touch(shas[:2] + shas[:1])
+    after = {t.sha: t.last_opened for t in store.traces()}
+    assert after[shas[0]] == after[shas[1]] > before[shas[2]] == after[shas[2]]
+    store.touch([])
+    assert store.get(shas[2], touch=False) is not None
+    assert {t.sha: t.last_opened for t in store.traces()}[shas[2]] == after[shas[2]]
+
+
 def test_runs_and_saved_views_keep_labels_and_ids(tmp_path):
     store = Store(tmp_path)
     _, sha = store.open(SAMPLES / "naive.json.gz")

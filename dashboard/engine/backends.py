@@ -70,14 +70,14 @@ def detect_backends(trace: Trace) -> Backends:
     """Detect attention backends from cpu_op and kernel names (BACKEND_TABLE), then hand-written
     attention compiled by inductor or run eagerly."""
     names = pl.Series(names_in(trace, "cpu_op", "kernel"), dtype=pl.String)
-    by_name = {name: row.name for name in names.to_list() if name and (row := attention_backend(name)) is not None}
+    by_name = _backend_by_name(names.to_list())
     found = Backends()
     for backend in BACKEND_NAMES:
         hits = sorted(name for name, b in by_name.items() if b == backend)
         if hits:
             found.backends.append(backend)
             found.evidence[backend] = hits
-    found.launches = _launches(trace, by_name)
+    found.launches = backend_launches(trace)
     if not found.backends and (flex := _cpu_flex_evidence(trace)):
         found.backends.append("flex")
         found.evidence["flex"] = flex
@@ -90,6 +90,18 @@ def detect_backends(trace: Trace) -> Backends:
         found.backends.append("eager")
         found.evidence["eager"] = eager
     return found
+
+
+def _backend_by_name(names: list[str]) -> dict[str, str]:
+    """Each name of BACKEND_TABLE's attention ops and kernels -> its backend."""
+    return {name: row.name for name in names if name and (row := attention_backend(name)) is not None}
+
+
+@per_trace
+def backend_launches(trace: Trace) -> pl.DataFrame:
+    """Backends.launches (LAUNCH_SCHEMA): a table, so a reopened trace keeps it (kept.py) and
+    detect_backends, whose other parts come from kept name lists, never reads the events again."""
+    return _launches(trace, _backend_by_name(names_in(trace, "cpu_op", "kernel")))
 
 
 COMPILED_REGION = r"^Torch-Compiled Region|^## Call CompiledFxGraph"

@@ -31,3 +31,6 @@ WAITING_CHECKS: tuple[str, ...] = ("idle_gap", "comm_dominated")
 """The health checks (health.py) about where the device waits, not faults of the trace: its numbers
 stand (a small launch-bound workload's device is idle most of its step), so the Overview and the
 text summary show them apart from the integrity checks, as information, after the review's alarms."""
+
+# The Trace's tables (model.Trace's polars fields), which the store writes one Parquet file each.
+TRACE_TABLES = ("events", "flows", "steps", "memory")

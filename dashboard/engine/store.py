@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Union
 
 from dashboard.engine import kept, settings
+from dashboard.engine.constants import TRACE_TABLES
 from dashboard.engine.errors import TraceError
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def load_trace(*args: Any, **kwargs: Any) -> "Trace":
 # 2: events gained concrete_inputs; 3: their repeated text columns are Categorical (load.REPEATED_TEXT);
 # 4: trace.json keeps the metadata's key order; 5: the memory table (profile_memory's events)
 SCHEMA_VERSION = 5
-TABLES = ("events", "flows", "steps", "memory")
+TABLES = TRACE_TABLES
 ADDED_BY = ("upload", "cli", "collector", "dashboard")
 _CHUNK = 8 << 20
 _TRACE_COLUMNS = "sha, source, size, device_type, device_name, events, stored_bytes, created_at, last_opened, pinned"
@@ -198,27 +199,54 @@ class Store:
             row = db.execute("SELECT 1 FROM traces WHERE sha=? AND schema=?", (sha, SCHEMA_VERSION)).fetchone()
         return row is not None and (self._folder(sha) / "trace.json").is_file()
 
-    def get(self, sha: str) -> Trace | None:
-        """The stored trace, read from Parquet, or None when it is not stored (or only under
-        another schema version). Marks it as opened now (for eviction)."""
+    def get(self, sha: str, *, touch: bool = True) -> Trace | None:
+        """The stored trace, or None when it is not stored (or only under another schema version,
+        or damaged). Its fields are read now and each table from Parquet when first asked for
+        (model.ReopenedTrace): a trace whose analyses are all kept never reads its tables. Marks
+        it as opened now (for eviction), unless `touch` is False: a caller opening many traces
+        marks them all at once with touch() (one write to the catalog instead of one each)."""
         if not self.has(sha):
             return None
-        import polars as pl
-
-        from dashboard.engine.model import Cut, Trace
-
         folder = self._folder(sha)
+        from dashboard.engine.model import Cut, ReopenedTrace
+
         try:
             fields = json.loads((folder / "trace.json").read_text(encoding="utf-8"))
-            tables = {name: pl.read_parquet(folder / f"{name}.parquet", memory_map=True) for name in TABLES}
-        except (OSError, ValueError, pl.exceptions.PolarsError):
-            return None  # damaged on disk: the caller parses the file again
+            if not all(_looks_like_parquet(folder / f"{name}.parquet") for name in TABLES):
+                return None  # damaged on disk: the caller parses the file again
+        except (OSError, ValueError):
+            return None
         cut = fields.pop("cut", None)
-        trace = Trace(**tables, **fields, cut=Cut(**cut) if cut else None)
+        if cut:
+            fields["cut"] = Cut(**cut)
+        trace = ReopenedTrace.stored(lambda name: self._table(folder, name, fields.get("source", sha)), fields)
         trace._kept = kept.Kept(self.root, sha)
-        with closing(self._connect()) as db:
-            db.execute("UPDATE traces SET last_opened=? WHERE sha=? AND schema=?", (time.time(), sha, SCHEMA_VERSION))
+        if touch:
+            self.touch([sha])
         return trace
+
+    def touch(self, shas: Iterable[str]) -> None:
+        """Mark these stored traces as opened now (the eviction order), in one transaction."""
+        now = time.time()
+        rows = [(now, sha, SCHEMA_VERSION) for sha in dict.fromkeys(shas)]
+        if not rows:
+            return
+        with closing(self._connect()) as db:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("UPDATE traces SET last_opened=? WHERE sha=? AND schema=?", rows)
+            db.execute("COMMIT")
+
+    def _table(self, folder: Path, name: str, source: str):
+        """One table of a stored trace, read when first asked for (ReopenedTrace)."""
+        import polars as pl
+
+        try:
+            return pl.read_parquet(folder / f"{name}.parquet", memory_map=True)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise TraceError(
+                f"{source}: its stored copy in {self.root} could not be read ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); open it again with --no-store"
+            ) from None
 
     def put(self, trace: Trace, sha: str) -> list[StoredTrace]:
         """Store a parsed trace under its file's SHA-256 (atomically; a no-op when present), then
@@ -516,6 +544,16 @@ class Store:
         with closing(self._connect()) as db:
             row = db.execute("SELECT payload FROM views WHERE view_id=?", (view_id,)).fetchone()
         return json.loads(row[0]) if row else None
+
+
+def _looks_like_parquet(path: Path) -> bool:
+    """Whether the file starts and ends with Parquet's magic (a cheap check at reopen; the tables
+    themselves are read when first asked for)."""
+    with open(path, "rb") as fh:
+        if fh.read(4) != b"PAR1":
+            return False
+        fh.seek(-4, os.SEEK_END)
+        return fh.read(4) == b"PAR1"
 
 
 def _fields(trace: Trace) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import review
-from dashboard.engine.memory import memory_by_run
+from dashboard.engine.memory import memory_by_run, memory_peak
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, speed_table
 from dashboard.runs import Selection
 from dashboard.views import link, literal, tables
@@ -235,7 +235,7 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
 def show_memory(sel: Selection) -> None:
     """Peak memory allocated per step, drawn when a selected run was recorded with
     profile_memory=True (its trace holds "[memory]" events); nothing otherwise."""
-    recorded = [label for label, trace in sel.runs.items() if trace.memory.height]
+    recorded = [label for label, trace in sel.runs.items() if memory_peak(trace).height]  # kept: no table read
     if not recorded:
         return
     st.subheader("Memory", anchor=False)
