@@ -1,6 +1,6 @@
 """An upload parsed while it arrives against one parsed after its last byte, at a network's pace.
 
-    python benchmarks/bench_arrival.py [--rates 110,270] [--repeat 1] [TRACE ...]
+    python benchmarks/bench_arrival.py [--write] [--rates 110,270] [--repeat 1] [TRACE ...]
 
 With no traces: benchmarks/out/large1g.json when it exists, else benchmarks/out/large.json (make
 them with `python benchmarks/make_large_trace.py [--target-mb 1000 --out benchmarks/out/large1g.json]`).
@@ -17,12 +17,17 @@ Here the sender is a paced thread of the same process, which takes little CPU. A
 same 2-core machine takes much more (bench_upload.py: Chromium and the server's receive use
 about 1.5 cores for the 3-4 s of the 910 MB trace's transfer), so there an early parse mostly
 slows the transfer down by what it gains.
+
+`--write` also puts the rows as a Markdown table in docs/generated/speed-arrival.md, which
+docs/speed.md includes: the published numbers are the benchmark's, never typed.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +38,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_load import facts  # noqa: E402
+
+GENERATED = ROOT / "docs" / "generated" / "speed-arrival.md"
 
 CHILD = r"""
 import json, sys, tempfile, time
@@ -60,7 +67,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 time.sleep(ahead)
     upload = receiving.finish()
     t1 = time.perf_counter()
-    trace = load_trace(upload.path, name=upload.name)
+    trace = load_trace(upload.path, name=upload.name, arrival=upload.arrival)  # as the app does (catalog.open_all)
     t2 = time.perf_counter()
     registry.close()
 print(json.dumps({{"transfer": t1 - t0, "after_last_byte": t2 - t1, "total": t2 - t0, "events": trace.events.height}}))
@@ -77,20 +84,51 @@ def measure(path: Path, rate: float, mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def table(rows: list[dict], when: str, cores: int | None, load: float | None = None, repeat: int = 1) -> str:
+    """The Markdown of docs/generated/speed-arrival.md: one row per trace and rate (the medians of
+    main's measurements, in seconds), each ratio computed here."""
+    busy = f", load average {load:.1f} before the run" if load is not None else ""
+    runs = f"the median of {repeat} fresh processes per mode" if repeat > 1 else "one fresh process per mode"
+    lines = [
+        f"Measured by `benchmarks/bench_arrival.py` on {when}: {cores} cores{busy}; {runs}. The upload "
+        "goes through the dashboard's upload code paced at the rate a browser on another machine would "
+        'send it; "while arriving" is the dashboard as it is (the upload parsed while its bytes arrive), '
+        '"after" parses it once its last byte is in.',
+        "",
+        "| trace | MB | arrives at MB/s | transfer s | last byte to ready s, parsed while arriving | "
+        "last byte to ready s, parsed after | while / after | first byte to ready s, parsed while arriving | "
+        "first byte to ready s, parsed after | while / after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['trace']} | {r['mb']:.0f} | {r['rate']:.0f} | {r['transfer']:.2f} | {r['early_after']:.2f} | "
+            f"{r['after_after']:.2f} | {r['early_after'] / r['after_after']:.2f} | {r['early_total']:.2f} | "
+            f"{r['after_total']:.2f} | {r['early_total'] / r['after_total']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="110,270", help="MB/s the bytes arrive at, comma-separated")
     parser.add_argument(
         "--repeat", type=int, default=1, help="measurements of each mode, alternating (medians printed)"
     )
+    parser.add_argument(
+        "--write", action="store_true", help="also write docs/generated/speed-arrival.md (docs/speed.md includes it)"
+    )
     parser.add_argument("traces", nargs="*", type=Path)
     args = parser.parse_args(argv)
     traces = args.traces or [p for p in (HERE / "out" / "large1g.json",) if p.exists()] or [HERE / "out" / "large.json"]
+    load = os.getloadavg()[0]
+    when = dt.datetime.now(dt.timezone.utc).strftime("%d %B %Y, %H:%M UTC")
     print(facts())
     print(
         f"{'trace':24s} {'MB':>6s} {'MB/s':>5s} {'transfer s':>10s} {'after last byte s (early / after)':>34s} "
         f"{'ratio':>6s} {'first byte to trace s (early / after)':>38s} {'ratio':>6s}"
     )
+    rows = []
     for path in traces:
         for rate in [float(r) for r in args.rates.split(",")]:
             got: dict[str, list[dict]] = {"early": [], "after": []}
@@ -102,6 +140,18 @@ def main(argv: list[str]) -> None:
             def med(mode: str, key: str) -> float:
                 return statistics.median(m[key] for m in got[mode])
 
+            rows.append(
+                {
+                    "trace": path.name,
+                    "mb": path.stat().st_size / 1e6,
+                    "rate": rate,
+                    "transfer": med("early", "transfer"),
+                    "early_after": med("early", "after_last_byte"),
+                    "after_after": med("after", "after_last_byte"),
+                    "early_total": med("early", "total"),
+                    "after_total": med("after", "total"),
+                }
+            )
             print(
                 f"{path.name:24s} {path.stat().st_size / 1e6:6.0f} {rate:5.0f} {med('early', 'transfer'):10.2f} "
                 f"{med('early', 'after_last_byte'):16.2f} / {med('after', 'after_last_byte'):<15.2f} "
@@ -109,6 +159,10 @@ def main(argv: list[str]) -> None:
                 f"{med('early', 'total'):18.2f} / {med('after', 'total'):<17.2f} "
                 f"{med('early', 'total') / med('after', 'total'):6.2f}"
             )
+    if args.write:
+        GENERATED.parent.mkdir(parents=True, exist_ok=True)
+        GENERATED.write_text(table(rows, when, os.cpu_count(), load, args.repeat), encoding="utf-8")
+        print(f"wrote {GENERATED}")
 
 
 if __name__ == "__main__":
