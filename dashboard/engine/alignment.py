@@ -24,7 +24,7 @@ import polars as pl
 from dashboard.engine.copies import copies_in_steps
 from dashboard.engine.diff import aligned_opcodes
 from dashboard.engine.kernels import work_events
-from dashboard.engine.model import Trace, per_trace
+from dashboard.engine.model import Trace, names_matching, per_trace
 
 SCOPE_CATEGORIES = ("user_annotation", "python_function", "gpu_user_annotation")
 
@@ -69,10 +69,15 @@ def top_ops(trace: Trace) -> pl.DataFrame:
     ev = trace.events
     n = ev.height
     parent = ev["parent"].fill_null(-1).to_numpy()
-    cat = ev["cat"].cast(pl.String).to_numpy()
-    is_op = cat == "cpu_op"
-    is_scope = np.isin(cat, SCOPE_CATEGORIES) & ~ev["name"].cast(pl.String).str.starts_with("ProfilerStep#").to_numpy()
-    names = ev["name"].cast(pl.String).to_numpy()
+    # flags from the Categorical columns, never an array of 2 million Python strings (the 910 MB
+    # trace's categories and names as objects took 600 MB more at the peak)
+    step_mark = names_matching(ev["name"], lambda name: name.str.starts_with("ProfilerStep#"))
+    flags = ev.select(
+        (pl.col("cat") == "cpu_op").fill_null(False).alias("op"),
+        (pl.col("cat").is_in(SCOPE_CATEGORIES) & ~step_mark).fill_null(False).alias("scope"),
+    )
+    is_op = flags["op"].to_numpy()
+    is_scope = flags["scope"].to_numpy()
 
     def outermost_op(ids: np.ndarray) -> np.ndarray:
         top = np.where(is_op[ids], ids, -1)
@@ -88,20 +93,27 @@ def top_ops(trace: Trace) -> pl.DataFrame:
     ids = ops["id"].to_numpy()
     ops = ops.filter(pl.Series(outermost_op(ids) == ids))
     ids = ops["id"].to_numpy()
-    scope = np.full(ids.size, "", dtype=object)
+    scope_id = np.full(ids.size, -1, dtype=np.int64)  # the innermost scope event around each op
     cur, todo = parent[ids], np.ones(ids.size, dtype=bool)
     while todo.any():
         live = todo & (cur >= 0)
         safe = np.clip(cur, 0, n - 1)
         found = live & is_scope[safe]
-        scope[found] = names[safe[found]]
+        scope_id[found] = safe[found]
         todo = live & ~found
         cur = np.where(todo, parent[safe], -1)
+    scope = (
+        pl.DataFrame({"name": ev["name"].gather(np.clip(scope_id, 0, max(n - 1, 0))), "has": scope_id >= 0})
+        .select(pl.when("has").then(pl.col("name").cast(pl.String)).otherwise(pl.lit("")).alias("scope"))
+        .to_series()
+        if ids.size
+        else pl.Series("scope", [], dtype=pl.String)
+    )
     base = ops.select(
         "step",
         "id",
         pl.col("name").cast(pl.String).alias("op"),
-        pl.Series("scope", scope.tolist(), dtype=pl.String),
+        scope,
         "ts_ns",
         "dur_ns",
     )
