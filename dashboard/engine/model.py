@@ -194,9 +194,12 @@ class ReopenedTrace(Trace):
     def stored(cls, read: Callable[[str], pl.DataFrame], fields: dict[str, Any]) -> "ReopenedTrace":
         """The trace of `fields` (every field but the tables), its tables read by `read` when asked."""
         trace = cls.__new__(cls)
-        trace.__dict__.update(
-            {"warnings": [], "size_bytes": 0, "raw_categories": {}, "cut": None, "_analyses": {}, "_kept": None}
-        )
+        for f in dataclasses.fields(Trace):  # the dataclass's own defaults for what `fields` leaves out
+            if f.name not in TABLES and f.name not in fields:
+                if f.default is not dataclasses.MISSING:
+                    trace.__dict__[f.name] = f.default
+                elif f.default_factory is not dataclasses.MISSING:
+                    trace.__dict__[f.name] = f.default_factory()
         trace.__dict__.update(fields)
         trace.__dict__["_read"] = read
         trace.__dict__["_read_lock"] = threading.Lock()
