@@ -94,7 +94,7 @@ def _human(summary: dict[str, Any]) -> str:
     )
     if waiting:
         lines.append(
-            "  where the device waits (facts of the run, not faults of the trace): "
+            "  how the device ran (facts of the run, not faults of the trace): "
             + "; ".join(f"{h['check']} {h['count']:,} ({h['example']})" for h in waiting)
         )
     backends = summary["attention"]["backends"]
@@ -113,13 +113,10 @@ def _human(summary: dict[str, Any]) -> str:
     for step in shown:
         if step["top_families"]:
             busy = ""
-            if step["dur_us"] > 0 and unit == UNIT_KERNEL:
-                ratio = step["busy_us"] / step["dur_us"]
-                busy = (
-                    f"; device busy {ratio:.0%} of the step"
-                    if ratio <= 1
-                    else f"; device busy {ratio:.2f}x the step's CPU span (the CPU ran ahead)"
-                )
+            if step.get("device_span_us") and unit == UNIT_KERNEL:
+                busy = f"; device busy {step['busy_us'] / step['device_span_us']:.0%} of the {_ms(step['device_span_us'])} its work spans"
+                if step["ran_ahead_us"]:
+                    busy += f", which ends {_ms(step['ran_ahead_us'])} after the step's CPU span (the CPU ran ahead)"
             lines.append(
                 f"  {step['name']}: "
                 + ", ".join(f"{f['family']} {f['share']:.1%}" for f in step["top_families"])
@@ -135,11 +132,12 @@ def _human(summary: dict[str, Any]) -> str:
             + ("its counts are" if len(past) == 1 else "their counts are")
             + " partial"
         )
-    ahead = sum(1 for step in summary["steps"] if step["busy_us"] > step["dur_us"])
+    ahead = sum(1 for step in summary["steps"] if step.get("ran_ahead_us"))
     if ahead and unit == UNIT_KERNEL:
         lines.append(
-            f"  busy > span in {ahead:,} of {len(summary['steps']):,} steps: the GPU finished work they launched after their "
-            "CPU span ended (the CPU ran ahead; a kernel counts in the step that launched it)"
+            f"  the CPU ran ahead in {ahead:,} of {len(summary['steps']):,} steps: the device finished work they launched "
+            "after their CPU span ended (a kernel counts in the step that launched it; busy and idle are measured on the "
+            "device's own timeline)"
         )
     lines.append(f"  attention efficiency: {_efficiency_line(summary['efficiency'])}")
     for step in summary["efficiency"]["per_step"]:  # collectors' traces: the measure `compare` ranks variants by
@@ -186,6 +184,11 @@ def _human(summary: dict[str, Any]) -> str:
         if len(hidden) > 10:
             lines.append(f"    ... and {len(hidden) - 10} more op chains")
     return "\n".join(lines)  # (warnings go to stderr once, not here as well)
+
+
+def _ms(us: float) -> str:
+    """µs as text: '95.7 ms' from 1 ms up, else '812.4 µs'."""
+    return f"{us / 1000:,.1f} ms" if us >= 1000 else f"{us:,.1f} µs"
 
 
 def _efficiency_line(block: dict[str, Any]) -> str:

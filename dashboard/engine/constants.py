@@ -27,9 +27,9 @@ UNIT_KERNEL = "kernel"
 DEFAULT_USD_PER_GPU_HOUR = 2.0
 """The dashboard's and `attnscope compare`'s price of a GPU hour."""
 
-WAITING_CHECKS: tuple[str, ...] = ("idle_gap", "comm_dominated")
-"""The health checks (health.py) about where the device waits, not faults of the trace: its numbers
-stand (a small launch-bound workload's device is idle most of its step), so the Overview and the
+WAITING_CHECKS: tuple[str, ...] = ("idle_gap", "comm_dominated", "dependent_launch_overlap")
+"""The health checks (health.py) about how the device ran (where it waits, overlaps the hardware
+allows), not faults of the trace: its numbers stand (a small launch-bound workload's device is idle most of its step), so the Overview and the
 text summary show them apart from the integrity checks, as information, after the review's alarms."""
 
 # The Trace's tables (model.Trace's polars fields), which the store writes one Parquet file each.

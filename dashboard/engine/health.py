@@ -5,18 +5,26 @@ Each check is a name, a count and one example, in HEALTH_CHECKS order:
 - overlapping_kernels: two device events on one (device, stream) overlap in time. A stream runs
   its work in order, so an overlap means the profiler dropped or misplaced events (CUPTI buffer
   overflow, clock corrections).
-- duration_overflow: an op, runtime call or device event longer than twice the time between the
-  trace's first and last event starts (an overflowed or garbage duration: it would stretch the trace it belongs to), or one the
-  loader read with a negative or absurd (over 36 years) duration (read as zero-length).
+- dependent_launch_overlap: overlaps of the same kernel pair, staggered and small, on an NVIDIA
+  device from Hopper on (programmatic dependent launch lets a kernel start before its
+  predecessor on the stream ends): a fact of the run, not a fault of the trace.
+- duration_overflow: a ProfilerStep span that runs past every other event of the trace and lasts
+  more than twice the events it holds (steps.overflowed; the loader measures such a step by its
+  events, and every number downstream reads that), an op, runtime call or device event longer
+  than twice the time between the trace's first and last event starts (an overflowed or garbage
+  duration: it would stretch the trace it belongs to), or one the loader read with a negative or
+  absurd (over 36 years) duration (read as zero-length).
 - device_event_without_launch: a kernel, memcpy or memset whose correlation id matches no launch
   call: its CPU side is missing (dropped at the start of a session, or a trace cut in two).
 - device_before_launch: a device event that starts before the call that launched it: the CPU and
   device clocks disagree (skew), so every CPU/GPU interval read from the trace is off.
 - missing_device_events: a step whose launch calls have no device event at all (the profiler
   lost the device side of that step).
-- idle_gap: a device idle for one stretch longer than IDLE_GAP_SHARE of a step's span: the step's
-  time is not the device's work (a host stall, a sync, a data loader).
-- comm_dominated: a step where collectives are more than COMM_SHARE of the device's busy time.
+- idle_gap: a device idle for one stretch longer than IDLE_GAP_SHARE of the span of a step's
+  device work (step_device_times: the work the step launched, on the device's own timeline): the
+  step's time is not the device's work (a host stall, a sync, a data loader).
+- comm_dominated: a step where collectives are more than COMM_SHARE of the device's busy time
+  (both from the step's own device work).
 
 Units: times in ns. Every finding is a dict {"check", "count", "example"}; a healthy trace gives [].
 """
@@ -30,9 +38,11 @@ import polars as pl
 
 from dashboard.engine.kernels import work_events
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
+from dashboard.engine.peaks import dependent_launch, device_properties
 
 HEALTH_CHECKS: tuple[str, ...] = (
     "overlapping_kernels",
+    "dependent_launch_overlap",
     "duration_overflow",
     "device_event_without_launch",
     "device_before_launch",
@@ -46,6 +56,9 @@ IDLE_GAP_SHARE = 0.5
 """An idle stretch of the device longer than this share of the step's span is a finding."""
 COMM_SHARE = 0.5
 """Collectives over this share of a step's device busy time make the step communication-bound."""
+DEPENDENT_REPEATS = 2
+"""A kernel pair that overlaps at least this many times on a device with programmatic dependent
+launch overlaps by design (health._overlaps)."""
 OVERLAP_TOLERANCE_NS = 1_000
 """Integer-µs traces round start and duration apart: overlaps within one µs are rounding."""
 _LOADER_DURATION = re.compile(
@@ -76,27 +89,76 @@ def _device_events(trace: Trace) -> pl.DataFrame:
     )
 
 
-def overlapping_kernels(trace: Trace) -> dict[str, Any] | None:
-    """Device events on one (device, stream) that start before the previous one ended (by more
-    than OVERLAP_TOLERANCE_NS)."""
+@per_trace
+def _overlaps(trace: Trace) -> pl.DataFrame:
+    """Device events on one (device, stream) that start more than OVERLAP_TOLERANCE_NS before the
+    earlier events of the lane have ended, each with overlap_ns, prev_name (the event before it on
+    the lane), and dependent (True when it looks like programmatic dependent launch: a device that
+    allows it (peaks.dependent_launch), the later event ends after the earlier ones (staggered,
+    not nested: no time is lost or counted twice), overlapping less than half of either event,
+    and the same (earlier, later) pair of names overlapping at least DEPENDENT_REPEATS times)."""
     dev = _device_events(trace).sort(["device", "stream", "ts_ns", "id"], nulls_last=True)
     if dev.height < 2:
-        return None
+        return dev.clear().with_columns(
+            pl.lit(None, pl.String).alias("prev_name"), pl.lit(0).alias("overlap_ns"), pl.lit(False).alias("dependent")
+        )
     lane = (pl.col("device").fill_null(-1).cast(pl.Int64) * (1 << 32)) + pl.col("stream").fill_null(-1).cast(pl.Int64)
     dev = dev.with_columns(lane.alias("lane"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     dev = dev.with_columns(
         pl.col("end_ns").cum_max().shift(1).over("lane").alias("prev_end"),
+        pl.col("dur_ns").shift(1).over("lane").alias("prev_dur"),
         pl.col("name").shift(1).over("lane").alias("prev_name"),
     )
     hits = dev.filter(pl.col("prev_end").is_not_null() & (pl.col("ts_ns") < pl.col("prev_end") - OVERLAP_TOLERANCE_NS))
+    capable = {
+        d for d in hits["device"].unique().drop_nulls().to_list() if dependent_launch(device_properties(trace.meta, d))
+    }
+    overlap = pl.col("prev_end") - pl.col("ts_ns")
+    return hits.with_columns(overlap.alias("overlap_ns")).with_columns(
+        (
+            pl.col("device").is_in(list(capable))
+            & (pl.col("end_ns") > pl.col("prev_end"))
+            & (2 * pl.col("overlap_ns") < pl.min_horizontal("dur_ns", "prev_dur"))
+            & (pl.len().over("prev_name", "name") >= DEPENDENT_REPEATS)
+        ).alias("dependent")
+    )
+
+
+def overlapping_kernels(trace: Trace) -> dict[str, Any] | None:
+    """Device events on one (device, stream) that start before the previous one ended (by more
+    than OVERLAP_TOLERANCE_NS), except the overlaps of programmatic dependent launch (_overlaps)."""
+    hits = _overlaps(trace).filter(~pl.col("dependent"))
     if hits.height == 0:
         return None
     row = hits.row(0, named=True)
     return _finding(
         "overlapping_kernels",
         hits.height,
-        f"{row['name'][:80]} starts {_us(row['prev_end'] - row['ts_ns'])} before the previous event on "
+        f"{row['name'][:80]} starts {_us(row['overlap_ns'])} before the previous event on "
         f"device {row['device']} stream {row['stream']} ends ({row['prev_name'][:60]})",
+    )
+
+
+def dependent_launch_overlap(trace: Trace) -> dict[str, Any] | None:
+    """Overlaps of the same kernel pair on a device with programmatic dependent launch (_overlaps):
+    the hardware starting a kernel's prologue under its predecessor's tail, not a fault of the
+    trace."""
+    hits = _overlaps(trace).filter(pl.col("dependent"))
+    if hits.height == 0:
+        return None
+    pairs = (
+        hits.group_by("prev_name", "name")
+        .agg(pl.len(), pl.col("overlap_ns").max())
+        .sort(["len", "prev_name", "name"], descending=[True, False, False])
+    )
+    top = pairs.row(0, named=True)
+    others = pairs.height - 1
+    return _finding(
+        "dependent_launch_overlap",
+        hits.height,
+        f"likely programmatic dependent launch: {top['name'][:60]} starts under the tail of {top['prev_name'][:60]} "
+        f"{top['len']:,} times (up to {_us(top['overlap_ns'])})"
+        + (f", and {others} other {'pair' if others == 1 else 'pairs'}" if others else ""),
     )
 
 
@@ -115,21 +177,49 @@ def duration_overflow(trace: Trace) -> dict[str, Any] | None:
         ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"),
     )
     longer = timed.filter(pl.col("dur_ns") > 2 * span)
+    steps = _overflowed_steps(trace)
     loader = [
         (int(m.group(1).replace(",", "")), m.group(2))
         for w in trace.warnings
         for m in [_LOADER_DURATION.search(w)]
         if m
     ]
-    count = longer.height + sum(n for n, _ in loader)
+    count = steps.height + longer.height + sum(n for n, _ in loader)
     if count == 0:
         return None
-    if longer.height:
+    if steps.height:
+        row = steps.row(0, named=True)
+        example = (
+            f"{row['name']} lasts {_us(row['written_ns'])} as written, past the end of every other event, but "
+            f"the events it holds end {_us(row['dur_ns'])} after it starts: measured as {_us(row['dur_ns'])}"
+        )
+    elif longer.height:
         row = longer.row(0, named=True)
         example = f"{row['name']} lasts {_us(row['dur_ns'])}, more than twice the trace's span of starts ({_us(span)})"
     else:
         example = "; ".join(f"{n:,} events with a {what} (read as zero-length)" for n, what in loader)
     return _finding("duration_overflow", count, example)
+
+
+def _overflowed_steps(trace: Trace) -> pl.DataFrame:
+    """Steps whose ProfilerStep span as written is longer than the span the loader measured
+    (steps.overflowed: measured by the events they hold): name, written_ns, dur_ns."""
+    if trace.steps.height == 0 or trace.implicit_step:
+        return pl.DataFrame(schema={"name": pl.String, "written_ns": pl.Int64, "dur_ns": pl.Int64})
+    written = (
+        trace.events.filter(
+            (pl.col("cat") != "gpu_user_annotation") & pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+        )
+        .select(pl.col("name").cast(pl.String), pl.col("ts_ns").alias("start_ns"), pl.col("dur_ns").alias("written_ns"))
+        .unique(["name", "start_ns"], keep="first")
+    )
+    return (
+        trace.steps.select("name", "start_ns", "dur_ns")
+        .join(written, on=["name", "start_ns"], how="inner")
+        .filter(pl.col("written_ns") > pl.col("dur_ns"))
+        .sort("start_ns")
+        .select("name", "written_ns", "dur_ns")
+    )
 
 
 def device_event_without_launch(trace: Trace) -> dict[str, Any] | None:
@@ -197,84 +287,88 @@ def missing_device_events(trace: Trace) -> dict[str, Any] | None:
 
 
 @per_trace
-def _step_device_times(trace: Trace) -> pl.DataFrame:
-    """Per step and device: the longest idle stretch of the device within the step's CPU span
-    (between the span's edges and the merged busy intervals of the step's device work), busy_ns,
-    comm_ns (collectives' busy time) and the span dur_ns."""
+def step_device_times(trace: Trace) -> pl.DataFrame:
+    """Per step and device, on the device's own timeline: the step's device work is the device
+    events it launched (steps.assign_steps), wherever and whenever they ran, so a step whose CPU
+    ran ahead is measured by its own work, not cut to its CPU span. Columns (ns): step, device,
+    start_ns and end_ns (the work's first start and last end), span_ns (end - start), busy_ns (the
+    union of the work's intervals), idle_ns (the longest stretch inside the span where none of the
+    step's work runs), comm_ns (the union of its collectives: a subset of the same work, so never
+    more than busy_ns). Every share the checks give has numerator and denominator from this one
+    set of events."""
     schema = {
         "step": pl.Int64,
         "device": pl.Int64,
-        "idle_ns": pl.Int64,
+        "start_ns": pl.Int64,
+        "end_ns": pl.Int64,
+        "span_ns": pl.Int64,
         "busy_ns": pl.Int64,
+        "idle_ns": pl.Int64,
         "comm_ns": pl.Int64,
-        "dur_ns": pl.Int64,
     }
     if not trace.has_gpu or trace.steps.height == 0:
         return pl.DataFrame(schema=schema)
-    work = work_events(trace).filter(pl.col("step").is_not_null())
-    steps = trace.steps.select("step", "start_ns", "end_ns", "dur_ns")
-    rows = []
-    for (step, device), part in work.sort("ts_ns").group_by(["step", "device"], maintain_order=True):
-        span = steps.filter(pl.col("step") == step)
-        if span.height == 0:
-            continue
-        _, start, end, dur = span.row(0)
-        busy = _merge(
-            [
-                (max(s, start), min(s + d, end))
-                for s, d in zip(part["ts_ns"], part["dur_ns"])
-                if s + d > start and s < end
-            ]
-        )
-        comm = _merge(
-            [(s, s + d) for s, d, f in zip(part["ts_ns"], part["dur_ns"], part["family"]) if f == "communication"]
-        )
-        edges = [start] + [x for iv in busy for x in iv] + [end]
-        idle = max((edges[i + 1] - edges[i] for i in range(0, len(edges) - 1, 2)), default=dur)
-        rows.append(
-            {
-                "step": step,
-                "device": device,
-                "idle_ns": max(int(idle), 0),
-                "busy_ns": sum(b - a for a, b in busy),
-                "comm_ns": sum(b - a for a, b in comm),
-                "dur_ns": int(dur),
-            }
-        )
-    return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+    work = (
+        work_events(trace)
+        .filter(pl.col("step").is_not_null())
+        .select("step", pl.col("device").fill_null(-1).cast(pl.Int64), "ts_ns", "dur_ns", "family", "id")
+    )
+    times = _union_gaps(work).join(
+        _union_gaps(work.filter(pl.col("family") == "communication")).select(
+            "step", "device", pl.col("busy_ns").alias("comm_ns")
+        ),
+        on=["step", "device"],
+        how="left",
+    )
+    return (
+        times.with_columns(pl.col("comm_ns").fill_null(0), (pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
+        .select(*schema)
+        .sort("step", "device")
+        .cast(schema)
+    )
 
 
-def _merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for a, b in sorted(intervals):
-        if b <= a:
-            continue
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
+def _union_gaps(work: pl.DataFrame) -> pl.DataFrame:
+    """Per (step, device) of work events: start_ns, end_ns, busy_ns (the length of the union of
+    their intervals) and idle_ns (the longest gap between the merged intervals)."""
+    end = pl.col("ts_ns") + pl.col("dur_ns")
+    return (
+        work.sort("step", "device", "ts_ns", "id")
+        .with_columns(end.alias("end_ns"), end.cum_max().shift(1).over("step", "device").alias("covered"))
+        .with_columns(
+            (pl.col("end_ns") - pl.max_horizontal("ts_ns", "covered")).clip(lower_bound=0).alias("new_ns"),
+            (pl.col("ts_ns") - pl.col("covered")).clip(lower_bound=0).fill_null(0).alias("gap_ns"),
+        )
+        .group_by("step", "device")
+        .agg(
+            pl.col("ts_ns").min().alias("start_ns"),
+            pl.col("end_ns").max(),
+            pl.col("new_ns").sum().alias("busy_ns"),
+            pl.col("gap_ns").max().alias("idle_ns"),
+        )
+    )
 
 
 def idle_gap(trace: Trace) -> dict[str, Any] | None:
-    """Steps where a device sits idle for one stretch longer than IDLE_GAP_SHARE of the step."""
-    times = _step_device_times(trace)
-    idle = times.filter((pl.col("dur_ns") > 0) & (pl.col("idle_ns") > IDLE_GAP_SHARE * pl.col("dur_ns")))
+    """Steps where a device sits idle for one stretch longer than IDLE_GAP_SHARE of the span of
+    the step's work on it (step_device_times: first start to last end of the work it launched)."""
+    times = step_device_times(trace)
+    idle = times.filter((pl.col("span_ns") > 0) & (pl.col("idle_ns") > IDLE_GAP_SHARE * pl.col("span_ns")))
     if idle.height == 0:
         return None
-    worst = idle.sort([pl.col("idle_ns") / pl.col("dur_ns"), "step"], descending=[True, False]).row(0, named=True)
-    steps = idle["step"].n_unique()
+    worst = idle.sort([pl.col("idle_ns") / pl.col("span_ns"), "step"], descending=[True, False]).row(0, named=True)
     return _finding(
         "idle_gap",
-        steps,
-        f"step {worst['step']}: device {worst['device']} idle for {_us(worst['idle_ns'])} of a "
-        f"{_us(worst['dur_ns'])} step ({worst['idle_ns'] / worst['dur_ns']:.0%})",
+        idle["step"].n_unique(),
+        f"step {worst['step']}: device {worst['device']} idle for {_us(worst['idle_ns'])} in one stretch of the "
+        f"{_us(worst['span_ns'])} its work spans ({worst['idle_ns'] / worst['span_ns']:.0%})",
     )
 
 
 def comm_dominated(trace: Trace) -> dict[str, Any] | None:
-    """Steps where collectives take more than COMM_SHARE of a device's busy time."""
-    times = _step_device_times(trace)
+    """Steps where collectives take more than COMM_SHARE of a device's busy time (both the unions
+    of the step's own device work: step_device_times)."""
+    times = step_device_times(trace)
     heavy = times.filter((pl.col("busy_ns") > 0) & (pl.col("comm_ns") > COMM_SHARE * pl.col("busy_ns")))
     if heavy.height == 0:
         return None
@@ -289,6 +383,7 @@ def comm_dominated(trace: Trace) -> dict[str, Any] | None:
 
 _CHECKS = (
     overlapping_kernels,
+    dependent_launch_overlap,
     duration_overflow,
     device_event_without_launch,
     device_before_launch,

@@ -321,3 +321,25 @@ def with_override(match: DeviceMatch, override: DevicePeak | Mapping[str, float]
     )
     peak = replace(base, **{k: float(v) for k, v in override.items()}, source="given by the user")
     return DeviceMatch(peak, "override", match.device)
+
+
+DEPENDENT_LAUNCH_MAJOR = 9
+"""NVIDIA compute capability from which a kernel may start before its predecessor on the stream
+ends (programmatic dependent launch: cudaLaunchAttributeProgrammaticStreamSerialization, Hopper
+sm_90 and Blackwell sm_100/sm_120; CUDA C++ Programming Guide, 'Programmatic Dependent Launch and
+Synchronization'). AMD devices report computeMajor 9 too (gfx9xx) and have no such launch."""
+
+
+def dependent_launch(props: Mapping[str, Any]) -> bool:
+    """True when one deviceProperties entry is an NVIDIA device that can launch dependents early
+    (DEPENDENT_LAUNCH_MAJOR): by its computeMajor, else by the compute capability of the
+    PEAK_TABLE row its name matches. AMD devices (by the matched row's vendor, a gcnArchName, or
+    a name without NVIDIA) never."""
+    if not props or props.get("gcnArchName"):
+        return False
+    match = match_device(props)
+    nvidia = match.peak.vendor == "NVIDIA" if match.peak is not None else "NVIDIA" in str(props.get("name") or "")
+    major = props.get("computeMajor")
+    if not isinstance(major, int) and match.peak is not None and match.peak.compute is not None:
+        major = match.peak.compute[0]
+    return nvidia and isinstance(major, int) and major >= DEPENDENT_LAUNCH_MAJOR

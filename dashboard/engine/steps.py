@@ -176,7 +176,7 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.lit(False).alias("implicit"))
     )
     if marks.height:
-        return marks
+        return _measured_by_events(marks, frame)
     end = frame.select((pl.col("ts_ns") + pl.col("dur_ns")).max()).item()
     return pl.DataFrame(
         {
@@ -195,6 +195,41 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
             "dur_ns": pl.Int64,
             "implicit": pl.Boolean,
         },
+    )
+
+
+def overflowed(span_end: int, extent: int, dur: int, trace_end: int) -> bool:
+    """A step span is overflowed when it runs past the end of every other event in the trace and
+    lasts more than twice the extent of the events it holds (a garbage duration: HTA's Triton
+    example's ProfilerStep#1 lasts 13,336 ms in a trace whose events span 355 ms). Twice, so that a
+    last step whose own tail outlasts its ops by a few µs is never one; a step that holds nothing
+    cannot be measured by its events and is left as written."""
+    return extent > 0 and span_end > trace_end and dur > 2 * extent
+
+
+def _measured_by_events(marks: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
+    """Steps with an overflowed span (see overflowed) end where the events they hold end: the
+    last end of the events that start inside the span, on any lane (device work launched in the
+    step starts inside it too). Every number downstream reads the measured span; health's
+    duration_overflow compares it with the ProfilerStep event as written."""
+    not_step = ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+    others = frame.filter(not_step).select("ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+    if others.height == 0:
+        return marks
+    trace_end = int(others["end_ns"].max())
+    if not (marks["end_ns"] > trace_end).any():  # the usual case: no step runs past the trace
+        return marks
+    ends = marks["end_ns"].to_list()
+    durs = marks["dur_ns"].to_list()
+    for i, (start, end, dur) in enumerate(zip(marks["start_ns"], marks["end_ns"], marks["dur_ns"])):
+        if end <= trace_end:
+            continue
+        held = others.filter((pl.col("ts_ns") >= start) & (pl.col("ts_ns") < end))["end_ns"].max()
+        extent = int(held) - start if held is not None else 0
+        if overflowed(end, extent, dur, trace_end):
+            ends[i], durs[i] = start + extent, extent
+    return marks.with_columns(
+        pl.Series("end_ns", ends, dtype=marks["end_ns"].dtype), pl.Series("dur_ns", durs, dtype=marks["dur_ns"].dtype)
     )
 
 

@@ -10,7 +10,7 @@ from dashboard.engine.backends import detect_backends
 from dashboard.engine.copies import copies, copy_summary
 from dashboard.engine.efficiency import efficiency_block
 from dashboard.engine.graphs import graph_summary, graph_warning
-from dashboard.engine.health import health
+from dashboard.engine.health import health, step_device_times
 from dashboard.engine.kernels import family_per_step, per_step, work_unit
 from dashboard.engine.load.devices import accelerator, device_names, gpu_vendor
 from dashboard.engine.memory import memory_block
@@ -76,6 +76,29 @@ def top_families(trace: Trace, n: int = TOP_FAMILIES) -> dict[int, list[dict[str
     return out
 
 
+def device_spans(trace: Trace) -> dict[int, dict[str, float]]:
+    """Per step with device work, on its busiest device (the one busy_us is read from; ties: the
+    lowest device id): device_span_us (from the first start to the last end of the work the step
+    launched: health.step_device_times) and ran_ahead_us (how long that work ran on after the
+    step's CPU span ended; 0 when it ended inside it), both µs."""
+    times = step_device_times(trace)
+    if times.height == 0:
+        return {}
+    busiest = (
+        times.sort(["step", "busy_ns", "device"], descending=[False, True, False])
+        .group_by("step", maintain_order=True)
+        .first()
+        .join(trace.steps.select("step", pl.col("end_ns").alias("cpu_end_ns")), on="step", how="inner")
+    )
+    return {
+        int(row["step"]): {
+            "device_span_us": row["span_ns"] / 1000.0,
+            "ran_ahead_us": max(row["end_ns"] - row["cpu_end_ns"], 0) / 1000.0,
+        }
+        for row in busiest.iter_rows(named=True)
+    }
+
+
 @per_trace
 def summarize(trace: Trace) -> dict[str, Any]:
     """A JSON-ready summary of one trace (see the README for the keys). Computed once per trace
@@ -98,6 +121,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     found = detect_backends(trace)
     table = copies(trace)
     top = top_families(trace)
+    device = device_spans(trace)
     return {
         "source": trace.source,
         "health": health(trace),
@@ -116,6 +140,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
                 "work": row["work"],
                 "dur_us": row["dur_ns"] / 1000.0,
                 "busy_us": row["busy_ns"] / 1000.0,
+                **device.get(row["step"], {"device_span_us": None, "ran_ahead_us": None}),
                 "past_cut": row["step"] in past,
                 "top_families": top.get(row["step"], []),
             }

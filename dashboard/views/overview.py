@@ -296,22 +296,23 @@ def show_health(findings: dict[str, list[dict]]) -> None:
 
 
 def show_waiting(findings: dict[str, list[dict]]) -> None:
-    """The health findings about where the device waits (engine.health.WAITING_CHECKS), folded,
+    """The health findings about how the device ran (engine.health.WAITING_CHECKS), folded,
     after the alarms: the numbers stand, but a step's time is then not the device's work."""
     lines = _lines(findings, waiting=True)
     if not lines:
         return
     with st.expander(
-        f"Where the device waits: {len(lines)} finding{'s' if len(lines) != 1 else ''} "
-        "(the step's time is not all device work)",
+        f"How the device ran: {len(lines)} finding{'s' if len(lines) != 1 else ''} "
+        "(where it waits, overlaps the hardware allows)",
         icon=":material/hourglass_empty:",
     ):
         with st.container(key="waiting"):
             st.markdown(
                 "A long idle stretch means the host, a sync or the data loader set the step's pace, not "
                 "the device: a fused kernel that runs in tens of µs finishes long before the host has "
-                "launched the next step's work. Facts of the run, not faults of the trace: the device "
-                "times stand.  \n" + "  \n".join(lines)
+                "launched the next step's work. Kernels that overlap on a stream of a Hopper or Blackwell "
+                "GPU may be programmatic dependent launch: the next kernel starts under its predecessor's "
+                "tail. Facts of the run, not faults of the trace: the device times stand.  \n" + "  \n".join(lines)
             )
 
 
