@@ -1,6 +1,7 @@
 """Measurements shared by `python -m collectors sweep` and `dispatch`: forward time, the peak
 memory one call adds, which attention backend really ran, out-of-memory and refusal outcomes,
-a real memory cap, and the FLOP count of one forward.
+a real memory cap, and the FLOP count of one forward; and `outcome`, the one classification of
+a failed call (oom, refused, unavailable or error) that sweep, e2e and serve share.
 
 Units: times in milliseconds (ms), memory in bytes, FLOPs as a count (multiply-add = 2 FLOPs).
 
@@ -36,6 +37,8 @@ from typing import Callable, Iterator, Sequence
 import torch
 from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
+
+from collectors.unavailable import Unavailable
 
 Attention = Callable[..., Tensor]
 QKV = tuple[Tensor, Tensor, Tensor]
@@ -325,13 +328,13 @@ def one_line(text: str, chars: int = 400) -> str:
 _TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
 
-def refusal_reason(exc: BaseException, caught: Sequence[warnings.WarningMessage] = ()) -> str:
+def refusal_reason(exc: BaseException, caught: Sequence[warnings.WarningMessage | str] = ()) -> str:
     """PyTorch's own words for a refused call: the error text, then the warnings it raised (they
     say why each backend declined, e.g. 'Flash attention kernel not used because: Both fused
     kernels do not support non-zero dropout.'), joined with ' / '; the C++ source locations of
     the warnings ('(Triggered internally at ...)') are left out."""
     parts: list[str] = []
-    for text in [str(exc), *(str(w.message) for w in caught)]:
+    for text in [str(exc), *(w if isinstance(w, str) else str(w.message) for w in caught)]:
         line = one_line(_TRIGGERED.sub("", text))
         if not line:
             continue
@@ -340,6 +343,119 @@ def refusal_reason(exc: BaseException, caught: Sequence[warnings.WarningMessage]
         else:
             parts.append(line)
     return " / ".join(dict.fromkeys(parts))
+
+
+@dataclass(frozen=True)
+class KnownUnavailable:
+    """One way a variant is known not to run here. An exception matches when it, its
+    `inner_exception` (dynamo's BackendCompilerFailed / inductor's InductorError wrap the
+    compiler's) or its `__cause__` is one of `types` (by class name, any base class counts; ()
+    any type) and `text` (a regex, searched in the message; '' any text) matches that same
+    exception. what: the reason's opening words; source: where the message or type comes from."""
+
+    what: str
+    types: tuple[str, ...]
+    text: str
+    source: str
+
+
+KNOWN_UNAVAILABLE: tuple[KnownUnavailable, ...] = (
+    KnownUnavailable(
+        "a package is missing", ("ImportError",), "", "Python's ImportError / ModuleNotFoundError (an import failed)"
+    ),
+    KnownUnavailable(
+        "no attention backend for this device, dtype or input",
+        ("RuntimeError",),
+        r"No viable backend for scaled_dot_product_attention was found|No available kernel\.\s+Aborting execution",
+        "aten/src/ATen/native/transformers sdp_utils select_sdp_backend (torch >= 2.3 'No viable backend ...', "
+        "2.0-2.2 'No available kernel.  Aborting execution.'); torch/nested/_internal/sdpa.py for nested tensors",
+    ),
+    KnownUnavailable(
+        "torch.compile: no working C++ compiler",
+        (),
+        r"No working C\+\+ compiler found|Compiler: .* is not found",
+        "torch/_inductor/exc.py InvalidCxxCompiler",
+    ),
+    KnownUnavailable(
+        "torch.compile: no working Triton",
+        (),
+        r"Cannot find a working triton installation",
+        "torch/_inductor/exc.py TritonMissing",
+    ),
+    KnownUnavailable(
+        "torch.compile: GPU too old for Triton",
+        (),
+        r"too old to be supported by the triton GPU compiler",
+        "torch/_inductor/exc.py GPUTooOldForTriton",
+    ),
+    KnownUnavailable(
+        "torch.compile: not supported on this platform",
+        (),
+        r"not yet supported for torch\.compile|torch\.compile is not supported on",
+        "torch/_dynamo/eval_frame.py check_if_dynamo_supported (Python version, free-threaded builds; "
+        "'Windows not yet supported' in older torch)",
+    ),
+)
+"""Every named, known unavailability: the only exceptions `outcome` calls unavailable (besides
+collectors.unavailable.Unavailable, which a variant raises with its own reason)."""
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """exc, then what it wraps: `inner_exception` (dynamo, inductor) and the explicit `__cause__`
+    (not `__context__`: an error raised while handling an ImportError is still an error)."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [x for x in (getattr(e, "inner_exception", None), e.__cause__) if isinstance(x, BaseException)]
+
+
+def known_unavailable(exc: BaseException) -> KnownUnavailable | None:
+    """The KNOWN_UNAVAILABLE row exc matches (see KnownUnavailable), or None."""
+    for e in _chain(exc):
+        names = {c.__name__ for c in type(e).__mro__}
+        for row in KNOWN_UNAVAILABLE:
+            if (not row.types or names & set(row.types)) and (not row.text or re.search(row.text, str(e))):
+                return row
+    return None
+
+
+def outcome(exc: BaseException, *, forced: bool = False, said: Sequence[str] = ()) -> tuple[str, str]:
+    """(status, reason) of a variant's call that raised: the one classification the sweep, e2e and
+    serve collectors share. A row's status is ok, parity_failed (it ran, the output is off the
+    reference) or one of these:
+
+    oom: `is_oom` (the bytes asked for). refused: `forced` (the variant forces one SDPA backend)
+    and a RuntimeError: PyTorch's words (`refusal_reason`). unavailable: a
+    collectors.unavailable.Unavailable (its own reason) or a KNOWN_UNAVAILABLE row ("what:
+    TypeName: message"). error: anything else, "TypeName: message". said: what PyTorch said
+    meanwhile (warnings, log lines), appended like the exception's __notes__."""
+    extra = [*said, *(n for n in getattr(exc, "__notes__", ()) if isinstance(n, str))]
+    if is_oom(exc):
+        return "oom", oom_reason(exc)
+    if isinstance(exc, Unavailable):
+        return "unavailable", _with(str(exc), extra)
+    if forced and isinstance(exc, RuntimeError):
+        return "refused", refusal_reason(exc, extra)
+    text = _with(f"{type(exc).__name__}: {one_line(str(exc))}", extra)
+    row = known_unavailable(exc)
+    if row is not None:
+        return "unavailable", f"{row.what}: {text}"[:REASON_CHARS]
+    return "error", text
+
+
+REASON_CHARS = 1000
+"""The longest reason `outcome` gives."""
+
+
+def _with(text: str, said: Sequence[str]) -> str:
+    """text, then each distinct non-empty line of `said`, joined with ' / ', cut to REASON_CHARS."""
+    parts = [text, *(one_line(_TRIGGERED.sub("", s)) for s in said)]
+    return " / ".join(dict.fromkeys(p for p in parts if p))[:REASON_CHARS]
 
 
 @contextlib.contextmanager

@@ -8,8 +8,8 @@ adds, which backend really ran, refusals, out-of-memory points and parity agains
 Writes DIR/sweep.csv and DIR/sweep.parquet (one row per point and variant, fixed column order,
 rows sorted by dtype, head_dim, causal, seq, then variant order) and DIR/sweep.json (provenance:
 versions, device, host, UTC time, command, grid, reps, FLOP convention, columns and units).
-A variant that cannot run at a point (unavailable, refused, out of memory) is a row with its
-status and reason; the sweep goes on. Exit status: 0 when the sweep ran, 2 for bad input.
+A variant that cannot run at a point (unavailable, refused, out of memory) or fails (error) is a
+row with its status and reason (collectors.measure.outcome); the sweep goes on. Exit status: 0 when the sweep ran, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collectors import measure
 from collectors.collection import make_inputs
 from collectors.options import DTYPES, PROG, Parser, UsageError, device, out_dir, positive
 from collectors.parity import compare, reference
-from collectors.variants import VARIANTS, Shape, Unavailable, Variant
+from collectors.variants import VARIANTS, Shape, Variant
 
 MODE = f"{PROG} sweep"
 GPU_SEQS = tuple(256 << i for i in range(7))  # 256 .. 16384
@@ -41,7 +41,7 @@ CPU_TOKENS, CPU_WIDTH = 1024, 256
 MIN_REPS = 10
 FORCED = ("math", "flash", "efficient", "cudnn")
 """Variant backends that force one SDPA backend: a RuntimeError on their first call is a refusal."""
-STATUSES = ("ok", "refused", "oom", "parity_failed", "unavailable")
+STATUSES = ("ok", "refused", "oom", "parity_failed", "unavailable", "error")
 REFERENCE_CHUNK_BYTES = 1 << 28
 """Scores bytes the fp32 reference may hold at once; it runs over head slices beyond that."""
 
@@ -59,7 +59,11 @@ COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "seq": (pl.Int64, "sequence length, tokens (queries = keys)"),
     "head_dim": (pl.Int64, "head dimension"),
     "causal": (pl.Boolean, "causal (lower-triangular) attention"),
-    "status": (pl.String, "ok, refused (forced backend cannot run), oom, parity_failed or unavailable"),
+    "status": (
+        pl.String,
+        "ok, refused (forced backend cannot run), oom, parity_failed, unavailable (a known reason: no backend "
+        "for this device or dtype, a package missing) or error (anything else: the variant failed)",
+    ),
     "reason": (
         pl.String,
         "why the status is not ok (PyTorch's text for refusals; bytes asked for an oom); null when ok",
@@ -267,8 +271,6 @@ def run_variant(
     dtype = DTYPES[point.dtype]
     try:
         fn = variant.bind(qkv[0], causal=point.causal)
-    except Unavailable as exc:
-        return _failed(row, "unavailable", str(exc))
     except Exception as exc:  # noqa: BLE001 - a variant that cannot be set up is a row, not a crash
         return _failed(row, *_classify(exc, variant, ()))
     caught: list = []
@@ -280,7 +282,7 @@ def run_variant(
         del out
         with measure.memory_cap(cfg.memory_cap, cfg.device):
             timing = measure.time_forward(fn, qkv, reps=cfg.reps, warmup=cfg.warmup)
-    except Exception as exc:  # noqa: BLE001 - refusals, OOM and compiler failures are outcomes
+    except Exception as exc:  # noqa: BLE001 - refusals, OOM, unavailability and errors are outcomes
         _release(cfg.device)
         return _failed(row, *_classify(exc, variant, caught))
     row.update(
@@ -329,16 +331,8 @@ def _row(cfg: Config, variant: Variant, point: Point) -> dict[str, object]:
 
 
 def _classify(exc: BaseException, variant: Variant, caught: list) -> tuple[str, str]:
-    """(status, reason) of a call that raised."""
-    if measure.is_oom(exc):
-        return "oom", measure.oom_reason(exc)
-    if isinstance(exc, Unavailable):
-        return "unavailable", str(exc)
-    if variant.backend in FORCED and isinstance(exc, RuntimeError):
-        return "refused", measure.refusal_reason(exc, caught)
-    if variant.backend == "flex":
-        return "unavailable", f"torch.compile failed: {type(exc).__name__}: {measure.one_line(str(exc))}"
-    return "unavailable", f"{type(exc).__name__}: {measure.one_line(str(exc))}"
+    """(status, reason) of a call that raised (collectors.measure.outcome)."""
+    return measure.outcome(exc, forced=variant.backend in FORCED, said=[str(w.message) for w in caught])
 
 
 def _failed(row: dict[str, object], status: str, reason: str) -> dict[str, object]:
@@ -376,11 +370,7 @@ def sweep(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFrame:
             qkv = make_inputs(point.shape, DTYPES[point.dtype], cfg.device, cfg.seed)
         except Exception as exc:  # noqa: BLE001 - inputs too large for the device: every variant is oom
             _release(cfg.device)
-            status, reason = (
-                ("oom", measure.oom_reason(exc))
-                if measure.is_oom(exc)
-                else ("unavailable", f"inputs: {type(exc).__name__}: {measure.one_line(str(exc))}")
-            )
+            status, reason = measure.outcome(exc)
             for name in cfg.variants:
                 rows.append(_failed(_row(cfg, VARIANTS[name], point), status, f"inputs: {reason}"))
                 echo(table_line(rows[-1]))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib
 import io
 import json
 import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import polars as pl
 import pytest
@@ -22,7 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from collectors import measure
 from collectors.sweep import main
+from collectors.variants import VARIANTS as ALL_VARIANTS
+from collectors.variants import Unavailable, Variant
 
 VARIANTS = ["naive", "naive_inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "hub"]
 ARGS = [
@@ -215,7 +220,7 @@ def test_parquet_and_json_describe_the_same_table(swept, rows):
     assert "4 * batch * heads * seq^2 * head_dim" in meta["flop_convention"] and "half" in meta["flop_convention"]
     assert "linear" in meta["quantile_method"]
     assert meta["command"].startswith("python -m collectors sweep")
-    assert meta["statuses"] == {"ok": 20, "refused": 8, "oom": 0, "parity_failed": 0, "unavailable": 4}
+    assert meta["statuses"] == {"ok": 20, "refused": 8, "oom": 0, "parity_failed": 0, "unavailable": 4, "error": 0}
 
 
 def test_a_rerun_gives_the_same_rows_except_the_timing(swept, rows, tmp_path):
@@ -344,33 +349,125 @@ def test_bad_input_from_the_command_line_has_no_traceback(tmp_path):
     assert lines == ["python -m collectors sweep: error: argument --reps: must be at least 10: 5"]
 
 
+TINY_FLEX = [
+    "--device",
+    "cpu",
+    "--seq",
+    "32",
+    "--head-dim",
+    "16",
+    "--dtype",
+    "fp32",
+    "--batch",
+    "1",
+    "--heads",
+    "1",
+    "--variants",
+    "flex",
+    "--causal",
+    "--warmup",
+    "1",
+]
+
+
+def skip_only_if_known_unavailable(row: dict[str, str]) -> None:
+    """Skip on a named, known unavailability (measure.KNOWN_UNAVAILABLE, e.g. no C++ compiler for
+    inductor here); any other status but ok fails the test with the row's reason."""
+    if row["status"] == "unavailable" and row["reason"].startswith(tuple(k.what for k in measure.KNOWN_UNAVAILABLE)):
+        pytest.skip(row["reason"])
+    assert row["status"] == "ok", row["reason"]
+
+
 def test_flex_runs_one_tiny_point(tmp_path):
-    status, _, _ = run(
-        [
-            "--device",
-            "cpu",
-            "--seq",
-            "32",
-            "--head-dim",
-            "16",
-            "--dtype",
-            "fp32",
-            "--batch",
-            "1",
-            "--heads",
-            "1",
-            "--variants",
-            "flex",
-            "--causal",
-            "--warmup",
-            "1",
-            "--out",
-            str(tmp_path),
-        ]
-    )
+    status, _, _ = run([*TINY_FLEX, "--out", str(tmp_path)])
     assert status == 0
     (row,) = read_csv(tmp_path / "sweep.csv")[1]
-    if row["status"] == "unavailable":  # no C++ compiler for inductor on this machine
-        pytest.skip(row["reason"])
+    skip_only_if_known_unavailable(row)
     assert (row["status"], row["backend_ran"]) == ("ok", "flex")
     assert float(row["parity_max_abs"]) < 1e-4
+
+
+# ---------- a failing variant fails: error rows, and unavailable only for a known reason
+
+
+def _failing(error: Callable[[], Exception]) -> Variant:
+    """A flex variant whose call raises error() (its bind succeeds, as flex's does)."""
+
+    def bind(q, causal=True):
+        def call(q, k, v):
+            raise error()
+
+        return call
+
+    return Variant("flex", "flex", bind)
+
+
+def _missing_package() -> Exception:
+    try:
+        importlib.import_module("attnscope_no_such_package")
+    except ImportError as exc:
+        return exc
+    raise AssertionError("attnscope_no_such_package imported")
+
+
+def test_a_variant_that_raises_a_type_error_is_an_error_row_not_unavailable(tmp_path, monkeypatch):
+    monkeypatch.setitem(ALL_VARIANTS, "flex", _failing(lambda: TypeError("flex_attention() got an unexpected keyword")))
+    status, stdout, _ = run([*TINY_FLEX, "--out", str(tmp_path)])
+    assert status == 0
+    (row,) = read_csv(tmp_path / "sweep.csv")[1]
+    assert (row["status"], row["reason"]) == ("error", "TypeError: flex_attention() got an unexpected keyword")
+    assert row["time_ms"] == "" and row["backend_ran"] == ""
+    assert json.loads((tmp_path / "sweep.json").read_text())["statuses"]["error"] == 1
+    assert "(error 1)" in stdout.splitlines()[-1]
+
+
+def test_a_missing_package_is_unavailable_with_its_reason(tmp_path, monkeypatch):
+    monkeypatch.setitem(ALL_VARIANTS, "flex", _failing(_missing_package))
+    assert run([*TINY_FLEX, "--out", str(tmp_path)])[0] == 0
+    (row,) = read_csv(tmp_path / "sweep.csv")[1]
+    assert row["status"] == "unavailable"
+    assert row["reason"] == "a package is missing: ModuleNotFoundError: No module named 'attnscope_no_such_package'"
+
+
+@pytest.mark.parametrize(
+    ("exc", "forced", "status", "reason"),
+    [
+        (TypeError("bad"), False, "error", "TypeError: bad"),
+        (ValueError("bad"), True, "error", "ValueError: bad"),
+        (RuntimeError("shape mismatch"), False, "error", "RuntimeError: shape mismatch"),
+        (Unavailable("ships CUDA builds only"), False, "unavailable", "ships CUDA builds only"),
+        (ImportError("cannot import name 'x'"), False, "unavailable", "a package is missing: ImportError: "),
+        (
+            RuntimeError("No viable backend for scaled_dot_product_attention was found."),
+            False,
+            "unavailable",
+            "no attention backend for this device, dtype or input: RuntimeError: No viable backend",
+        ),
+        (RuntimeError("No available kernel.  Aborting execution."), False, "unavailable", "no attention backend"),
+        (RuntimeError("No viable backend for scaled_dot_product_attention was found."), True, "refused", "No viable"),
+        (RuntimeError("Python 3.15+ not yet supported for torch.compile"), False, "unavailable", "torch.compile: "),
+        (MemoryError(), False, "oom", "out of memory"),
+    ],
+)
+def test_outcome_names_only_known_unavailability(exc, forced, status, reason):
+    got = measure.outcome(exc, forced=forced)
+    assert got[0] == status and got[1].startswith(reason)
+
+
+def test_a_compiler_failure_is_unavailable_only_when_the_compiler_is_missing():
+    from torch._dynamo.exc import BackendCompilerFailed
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    missing = BackendCompilerFailed(lambda: None, InvalidCxxCompiler(), None)
+    assert measure.outcome(missing)[0] == "unavailable"
+    assert measure.outcome(missing)[1].startswith("torch.compile: no working C++ compiler: BackendCompilerFailed")
+    bug = BackendCompilerFailed(lambda: None, TypeError("lowering got a str"), None)
+    assert measure.outcome(bug)[0] == "error"
+    # an error raised while handling an ImportError is still an error (__context__ is not followed)
+    try:
+        try:
+            raise _missing_package()
+        except ImportError:
+            raise TypeError("fallback broke") from None
+    except TypeError as exc:
+        assert measure.outcome(exc) == ("error", "TypeError: fallback broke")
