@@ -23,7 +23,8 @@ length 1):
   with explicit fp32 attention (collectors.parity.reference). Prefill: every prompt position;
   decode: every decode step, both fed the same fixed random tokens (no sampling), each from its
   own prefill's cache.
-A variant that cannot run is a row with status unavailable, refused or oom and the reason.
+A variant that cannot run is a row with status unavailable, refused or oom and the reason; one that
+fails for any other reason is an error row (collectors.measure.outcome).
 
 Writes DIR/e2e.csv (COLUMNS, rows by phase (prefill first) then variant order),
 DIR/e2e.<variant>.<phase>.json.gz (torch.profiler Chrome trace of the profiled step, with shapes,
@@ -63,7 +64,7 @@ MIN_REPS = 10
 WARMUP = 2
 """Untimed prefills before timing (compilation, allocator warm-up); decode's warm-up is the parity run."""
 FORCED = ("math", "flash", "efficient", "cudnn")
-STATUSES = ("ok", "refused", "unavailable", "oom")
+STATUSES = ("ok", "refused", "unavailable", "oom", "error")
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,11 @@ GPU_SCALE = Scale(layers=8, d_model=2048, heads=16, prompt_len=2048, batch=8, de
 COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "variant": (pl.String, "attention variant (collectors.variants.VARIANTS)"),
     "phase": (pl.String, "prefill (the prompt batch, causal) or decode (one token per sequence, KV cache)"),
-    "status": (pl.String, "ok, refused (a forced SDPA backend cannot run), unavailable or oom"),
+    "status": (
+        pl.String,
+        "ok, refused (a forced SDPA backend cannot run), unavailable (a known reason: no backend for this "
+        "device or dtype, a package missing), oom or error (anything else: the variant failed)",
+    ),
     "reason": (pl.String, "why the status is not ok; null when ok"),
     "step_ms": (pl.Float64, "median time of one step (prefill forward, or one decode step), milliseconds"),
     "attention_ms": (pl.Float64, "attention's time in the profiled step, milliseconds (see attention_time_source)"),
@@ -477,18 +482,8 @@ def _fail(cfg: Config, row: dict[str, Any], status: str, reason: str) -> None:
 
 
 def _classify(exc: BaseException, variant: Variant) -> tuple[str, str]:
-    """(status, reason) of a phase that raised."""
-    notes = [n for n in getattr(exc, "__notes__", []) if n]
-    text = " / ".join([measure.one_line(str(exc)), *notes])
-    if measure.is_oom(exc):
-        return "oom", measure.oom_reason(exc)
-    if isinstance(exc, Unavailable):
-        return "unavailable", str(exc)
-    if variant.backend in FORCED and isinstance(exc, RuntimeError):
-        return "refused", text
-    if variant.backend == "flex":
-        return "unavailable", f"torch.compile failed: {type(exc).__name__}: {text}"
-    return "unavailable", f"{type(exc).__name__}: {text}"
+    """(status, reason) of a phase that raised (collectors.measure.outcome; the warnings are its notes)."""
+    return measure.outcome(exc, forced=variant.backend in FORCED)
 
 
 def _note(exc: BaseException, caught: list) -> None:

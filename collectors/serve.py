@@ -24,6 +24,8 @@ events around each pass; the CPU: time.perf_counter_ns).
 Parity: every request's output against per_request_sdpa's, max |diff|; a row fails (status
 parity_failed) when any element exceeds collectors.parity.TOLERANCES for the dtype
 (|diff| <= atol + rtol * |ref|); per_request_sdpa itself is compared with the fp32 reference.
+A batching that cannot run here is an unavailable (or oom) row with PyTorch's words; one that fails
+for any other reason is an error row (collectors.measure.outcome).
 
 Writes DIR/serve.csv (COLUMNS) and DIR/serve.json (provenance, the lengths and their summary).
 Exit status: 0 when the run finished, 2 for bad input (one error line, no traceback).
@@ -60,7 +62,7 @@ BATCHINGS = ("padded_sdpa", "packed_njt_sdpa", "packed_flex", "per_request_sdpa"
 REFERENCE = "per_request_sdpa"
 DEFAULT_USD_PER_GPU_HOUR = 2.0
 """The same price of a GPU hour as the dashboard's (dashboard/engine/speed.py DEFAULT_USD_PER_GPU_HOUR)."""
-STATUSES = ("ok", "parity_failed", "unavailable", "oom")
+STATUSES = ("ok", "parity_failed", "unavailable", "oom", "error")
 MIN_REPS = 3
 LENGTHS_IN_JSON = 4096
 """serve.json lists every length up to this many requests (always their summary)."""
@@ -82,7 +84,11 @@ CPU_SCALE = Scale(mean_len=64, min_len=8, max_len=256, heads=4, head_dim=64)
 
 COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "variant": (pl.String, "batching: padded_sdpa, packed_njt_sdpa, packed_flex or per_request_sdpa"),
-    "status": (pl.String, "ok, parity_failed, unavailable (cannot run here) or oom"),
+    "status": (
+        pl.String,
+        "ok, parity_failed, unavailable (a known reason: no backend for this device or dtype, no working "
+        "compiler, a package missing), oom or error (anything else: the batching failed)",
+    ),
     "reason": (pl.String, "why the status is not ok; null when ok"),
     "requests": (pl.Int64, "requests in the mix"),
     "batches": (pl.Int64, "attention calls per pass: batches, or requests for per_request_sdpa"),
@@ -540,12 +546,8 @@ def run_batching(
         samples = time_passes(prepared.run, cuda, reps=cfg.reps, warmup=cfg.warmup)
     except Exception as exc:  # noqa: BLE001 - a batching that cannot run is a row, not a crash
         _release(cfg.device)
-        if measure.is_oom(exc):
-            row.update(status="oom", reason=measure.oom_reason(exc))
-        else:
-            kind = "torch.compile failed: " if variant == "packed_flex" else ""
-            text = " / ".join(dict.fromkeys([measure.one_line(str(exc)), *[s for s in said if s]]))
-            row.update(status="unavailable", reason=f"{kind}{type(exc).__name__}: {text}"[:1000])
+        status, reason = measure.outcome(exc, said=said)
+        row.update(status=status, reason=reason)
         return row, None
     time_s = measure.summarize_times(samples).median_ms  # the median of the samples, here in seconds
     tokens = row["tokens"]

@@ -14,7 +14,7 @@ import torch
 
 from collectors.__main__ import main
 from collectors.decoder import Core, DecoderConfig, build
-from collectors.variants import VARIANTS
+from collectors.variants import VARIANTS, Variant
 
 LAYERS, BATCH, PROMPT, DECODE = 2, 2, 16, 3
 TINY = [
@@ -182,7 +182,7 @@ def test_provenance_says_what_was_measured(run: Path) -> None:
     assert info["attention_time_source"].startswith("CPU time")
     assert info["model"]["layers"] == LAYERS and info["model"]["d_model"] == 32 and info["model"]["heads"] == 2
     assert info["hub_kernel"]["kind"] == "path" and info["hub_kernel"]["module_file"].endswith("__init__.py")
-    assert info["statuses"] == {"ok": 10, "refused": 2, "unavailable": 0, "oom": 0}
+    assert info["statuses"] == {"ok": 10, "refused": 2, "unavailable": 0, "oom": 0, "error": 0}
 
 
 def test_the_decoder_gives_the_same_logits_with_every_variant() -> None:
@@ -225,3 +225,44 @@ def test_bad_input_exits_2_with_one_line(
     assert main(["e2e", "--device", "cpu", *bad, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("python -m collectors e2e: error: ") and says in err[0]
+
+
+def _failing_flex(error: type[Exception], message: str) -> Variant:
+    """A flex variant whose attention call raises error(message) (its bind succeeds, as flex's does)."""
+
+    def bind(q, causal=True):
+        def call(q, k, v):
+            if error is ModuleNotFoundError:
+                import attnscope_no_such_package  # noqa: F401
+            raise error(message)
+
+        return call
+
+    return Variant("flex", "flex", bind)
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "reason"),
+    [
+        (TypeError, "error", "TypeError: flex_attention() got an unexpected keyword argument 'scale'"),
+        (
+            ModuleNotFoundError,
+            "unavailable",
+            "a package is missing: ModuleNotFoundError: No module named 'attnscope_no_such_package'",
+        ),
+    ],
+)
+def test_a_failing_variant_is_an_error_row_and_a_missing_package_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: type[Exception], status: str, reason: str
+) -> None:
+    monkeypatch.setitem(
+        VARIANTS, "flex", _failing_flex(error, "flex_attention() got an unexpected keyword argument 'scale'")
+    )
+    out = tmp_path / "out"
+    assert main(["e2e", *TINY, "--variants", "flex", "--out", str(out)]) == 0
+    for phase in ("prefill", "decode"):
+        r = by(out, "flex", phase)
+        assert (r["status"], r["reason"]) == (status, reason)
+        assert r["step_ms"] == r["trace"] == ""
+        assert by(out, "naive", phase)["status"] == "ok"
+    assert json.loads((out / "e2e.json").read_text())["statuses"][status] == 2

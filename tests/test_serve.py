@@ -107,8 +107,9 @@ def test_padded_and_packed_agree_with_per_request(run: Path) -> None:
     for variant in ("padded_sdpa", "packed_flex", "per_request_sdpa"):
         assert got[variant]["status"] == "ok", got[variant]
         assert float(got[variant]["parity_max_abs"]) <= 1e-5
-    njt = got["packed_njt_sdpa"]  # PyTorch has no causal nested-tensor SDPA on the CPU
+    njt = got["packed_njt_sdpa"]  # PyTorch has no causal nested-tensor SDPA on the CPU: a known unavailability
     assert njt["status"] == "unavailable" and "is_causal=True" in njt["reason"]
+    assert njt["reason"].startswith("no attention backend for this device, dtype or input: RuntimeError: No viable")
     assert njt["time_s"] == njt["usd_per_1m_tokens"] == ""
 
 
@@ -181,3 +182,20 @@ def test_bad_input_exits_2_with_one_line(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("python -m collectors serve: error: ") and says in err[0]
+
+
+def test_a_batching_that_fails_is_an_error_row_not_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TypeError in a batching is a bug: status error with 'TypeName: message', never unavailable."""
+
+    def broken(reqs, lengths, batch):
+        raise TypeError("create_block_mask() missing 1 required positional argument: 'KV_LEN'")
+
+    monkeypatch.setitem(serve.PREPARE, "packed_flex", broken)
+    cfg = serve.build_config(["--device", "cpu", "--requests", "3", "--reps", "3", "--out", str(tmp_path)])
+    row, outs = serve.run_batching(cfg, "packed_flex", serve.make_requests(cfg), None)
+    assert outs is None and row["time_s"] is None
+    assert (row["status"], row["reason"]) == (
+        "error",
+        "TypeError: create_block_mask() missing 1 required positional argument: 'KV_LEN'",
+    )
+    assert "error" in serve.STATUSES
