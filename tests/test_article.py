@@ -344,3 +344,28 @@ def test_the_tflops_axis_reads_plain_decimals_not_si_prefixes(folder):
     a = art.read_article(folder)
     fig = article_charts.tflops_vs_seq(a.sweep, article_charts.variant_colors(a.sweep["variant"].to_list()), "t", None)
     assert fig.layout.yaxis.tickformat == "~g"  # 0.1 TFLOP/s reads 0.1, not "100m"
+
+
+def test_error_rows_read_and_show_as_errors_not_as_unavailable(tmp_path, capsys):
+    """The collectors' `error` status (a variant that failed, collectors.measure.outcome): every
+    table shows the row's own status, and no answer is drawn from it."""
+    failed = {**sweep_rows()[1], "variant": "flex", "backend_ran": "", "status": "error", "time_ms": ""}
+    failed["reason"] = "TypeError: flex_attention() got an unexpected keyword argument 'scale'"
+    write_csv(tmp_path / "sweep.csv", [*sweep_rows(), failed], SWEEP_COLUMNS)
+    e2e_columns = [*art.REQUIRED["e2e.csv"], "status", "reason"]
+    e2e = [
+        dict(zip(("variant", "phase", "step_ms", "attention_ms", "attention_share"), r[:5]), status="ok") for r in E2E
+    ]
+    e2e.append(dict(variant="flex", phase="prefill", status="error", reason=failed["reason"]))
+    write_csv(tmp_path / "e2e.csv", e2e, e2e_columns)
+    write_csv(
+        tmp_path / "serve.csv",
+        [dict(variant="packed_flex", tokens=1000, status="error", reason="TypeError: x")],
+        [*art.REQUIRED["serve.csv"], "status", "reason"],
+    )
+    assert cli(["sweep", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "sweep: 1 error, 12 ok, 1 oom, 4 refused (points x variants)" in out
+    assert re.search(r"^\s+flex\s+error\s*$", out, re.M)  # the seq-64 cell of the time table
+    assert re.search(r"^\s+prefill\s+flex\s+error\s", out, re.M) and re.search(r"^\s+packed_flex\s+error\s", out, re.M)
+    assert "unavailable" not in out
