@@ -391,9 +391,17 @@ KNOWN_UNAVAILABLE: tuple[KnownUnavailable, ...] = (
     KnownUnavailable(
         "torch.compile: not supported on this platform",
         (),
-        r"not yet supported for torch\.compile|torch\.compile is not supported on",
+        r"not yet supported for torch\.compile|torch\.compile is not supported on"
+        r"|torch\.compile on current platform is not supported",
         "torch/_dynamo/eval_frame.py check_if_dynamo_supported (Python version, free-threaded builds; "
-        "'Windows not yet supported' in older torch)",
+        "'Windows not yet supported' in older torch); torch/_inductor/kernel/flex/flex_cpu.py "
+        "(check_cpu_supported: a CPU without the vector ISA flex needs)",
+    ),
+    KnownUnavailable(
+        "torch.compile: the generated kernel needs more than this GPU has",
+        (),
+        r"out of resource: [^,]+, Required: \d+, Hardware limit: \d+",
+        "triton/runtime/errors.py OutOfResources (shared memory, registers or threads per block)",
     ),
 )
 """Every named, known unavailability: the only exceptions `outcome` calls unavailable (besides

@@ -446,6 +446,15 @@ def test_a_missing_package_is_unavailable_with_its_reason(tmp_path, monkeypatch)
         (RuntimeError("No available kernel.  Aborting execution."), False, "unavailable", "no attention backend"),
         (RuntimeError("No viable backend for scaled_dot_product_attention was found."), True, "refused", "No viable"),
         (RuntimeError("Python 3.15+ not yet supported for torch.compile"), False, "unavailable", "torch.compile: "),
+        (
+            RuntimeError(
+                "out of resource: shared memory, Required: 262144, Hardware limit: 232448. "
+                "Reducing block sizes or `num_stages` may help."
+            ),
+            False,
+            "unavailable",
+            "torch.compile: the generated kernel needs more",
+        ),
         (MemoryError(), False, "oom", "out of memory"),
     ],
 )
