@@ -274,6 +274,82 @@ def test_an_mtia_traces_dma_requests_are_copies_with_their_direction_and_its_eve
     assert trace.warnings == []
 
 
+# The ccp events of _mtia_dma_doc, in launch order: name and args. MTIA's dma_request carries its
+# direction in args.direction (issue #37 item 5: 450 DEVICE_TO_HOST, 427 HOST_TO_DEVICE in the trace
+# read by hand); its size, where written, in args.bytes or args.size (no public MTIA trace shows which).
+MTIA_DMA = [
+    ("dma_request", {"direction": "HOST_TO_DEVICE", "bytes": 4096}),
+    ("matmul", {}),
+    ("dma_request", {"direction": "DEVICE_TO_HOST", "size": "2048"}),
+    ("event_record", {}),
+    ("dma_request", {"direction": "HOST_TO_DEVICE", "bytes": 1 << 20}),
+    ("dma_request", {"direction": "DEVICE_TO_DEVICE"}),
+    ("dma_request_d2h", {}),  # no direction arg: the name's
+    ("dma_request_h2d", {"direction": "SIDEWAYS"}),  # a value the table does not know: the name's
+    ("dma_request", {}),  # neither: unknown
+]
+
+
+def _mtia_dma_doc() -> dict:
+    doc = vendor_trace("mtia_runtime", "mtia_ccp_events")
+    rows = iter(MTIA_DMA)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "mtia_ccp_events":
+            e["name"], extra = next(rows)
+            e["args"].update(extra)
+    return doc
+
+
+def _json_directions(doc: dict) -> list[tuple[int, str, int | None]]:
+    """The oracle, from the json module: each dma_request's (correlation, direction, bytes), the
+    direction from args.direction's three values, else from h2d/d2h in the name, else unknown."""
+    named = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD"}
+    out = []
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "mtia_ccp_events" and e["name"].startswith("dma_request"):
+            args = e["args"]
+            by_name = "HtoD" if "h2d" in e["name"] else "DtoH" if "d2h" in e["name"] else "unknown"
+            size = args.get("bytes", args.get("size"))
+            out.append(
+                (args["correlation"], named.get(args.get("direction"), by_name), None if size is None else int(size))
+            )
+    return out
+
+
+@pytest.mark.parametrize("scanner", [True, False], ids=["C scanner", "msgspec"])
+def test_an_mtia_dma_request_takes_its_direction_and_bytes_from_its_args(tmp_path, monkeypatch, scanner):
+    from dashboard.engine.copies import copies
+    from dashboard.engine.load import scanner as load_scanner
+
+    if not scanner:
+        monkeypatch.setattr(load_scanner, "_scan", None)
+    doc = _mtia_dma_doc()
+    trace = load_trace(write(tmp_path, doc))
+    want = _json_directions(doc)
+    assert summarize(trace)["memcpy"] == dict(Counter(d for _, d, _ in want))
+    assert dict(Counter(d for _, d, _ in want)) == {"HtoD": 3, "DtoH": 2, "DtoD": 1, "unknown": 1}
+    table = copies(trace).join(
+        trace.events.select("id", "correlation"), on="id", how="left"
+    )  # each copy's correlation, to meet the oracle's rows
+    kinds = table["kind"].fill_null("unknown").to_list()  # the copies table leaves an unknown kind null
+    assert sorted(zip(table["correlation"].to_list(), kinds, table["bytes"].to_list())) == sorted(want)
+    # a direction is a copy's only: the matmul and the event record keep no kind
+    assert trace.events.filter(pl.col("cat") != "gpu_memcpy")["kind"].drop_nulls().len() == 0
+    got = per_step(trace)
+    assert list(zip(got["kernel"].to_list(), got["gpu_memcpy"].to_list())) == [(1, 1), (0, 3), (0, 3)]
+
+
+def test_an_mtia_trace_reads_the_same_with_and_without_the_c_scanner(tmp_path, monkeypatch):
+    from polars.testing import assert_frame_equal
+
+    from dashboard.engine.load import scanner as load_scanner
+
+    path = write(tmp_path, _mtia_dma_doc())
+    with_scanner = load_trace(path)
+    monkeypatch.setattr(load_scanner, "_scan", None)
+    assert_frame_equal(with_scanner.events, load_trace(path).events)
+
+
 def test_the_device_class_rows_apply_to_their_accelerator_only(tmp_path):
     """A CUDA trace's kernel named like an MTIA DMA request stays a kernel."""
     doc = vendor_trace("cuda_runtime", "kernel")

@@ -9,6 +9,7 @@
  *   - JSON that is not valid (strict grammar: numbers, literals, escapes, control characters);
  *   - an element of the array that is not an object; ph that is not a string; cat that is neither
  *     a string nor null; a boolean, object or array where a scalar is typed; a float in args.kind;
+ *     args.direction (read where args.kind is absent or null) that is a boolean, object or array;
  *     args that is neither an object, an array nor null (each would fail msgspec's validation);
  *   - a key written with an escape, a key given twice in one object, nesting deeper than 64;
  *   - a lone UTF-16 surrogate in an escape; text that is not UTF-8 in a string it keeps (found
@@ -589,7 +590,7 @@ static int put_time(Out *o, int col, int64_t row, const Val *v) {
 enum { K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ID, K_ARGS, N_EVENT_KEYS };
 /* A_DIMS and after take any value (raw JSON on the msgspec path): the memory events' args among them. */
 enum {
-    A_CORR, A_EXT, A_EXT_LEGACY, A_STREAM, A_DEVICE, A_BYTES, A_SIZE, A_KIND, A_DIMS, A_TYPES, A_CONC,
+    A_CORR, A_EXT, A_EXT_LEGACY, A_STREAM, A_DEVICE, A_BYTES, A_SIZE, A_KIND, A_DIMS, A_TYPES, A_CONC, A_DIRECTION,
     A_MEM_DEVTYPE, A_MEM_DEVID, A_MEM_BYTES, A_MEM_ALLOC, A_MEM_RESERVED, A_MEM_ADDR, N_ARG_KEYS
 };
 
@@ -627,6 +628,7 @@ static int arg_key(const char *p, size_t n) {
         break;
     case 9:
         if (!memcmp(p, "Device Id", 9)) return A_MEM_DEVID;
+        if (!memcmp(p, "direction", 9)) return A_DIRECTION;
         break;
     case 6:
         if (!memcmp(p, "stream", 6)) return A_STREAM;
@@ -783,12 +785,16 @@ static int parse_event(Cur *c, Out *o) {
         int64_t row = o->nx++;
         const Val *ext = args[A_EXT].kind > V_NULL ? &args[A_EXT] : &args[A_EXT_LEGACY];
         const Val *bytes = args[A_BYTES].kind > V_NULL ? &args[A_BYTES] : &args[A_SIZE];
+        /* kind_arg: args.kind, else args.direction (typed Any on the msgspec path: a boolean, object
+         * or array there is str() of what msgspec decodes, left to it) */
+        const Val *kind_arg = args[A_KIND].kind > V_NULL ? &args[A_KIND] : &args[A_DIRECTION];
+        if (!scalar_ok(kind_arg)) return FAIL;
         if (put_text(o, c, X_CAT, row, &ev[K_CAT]) || put_text(o, c, X_NAME, row, &ev[K_NAME]) ||
             put_text(o, c, X_PID, row, &ev[K_PID]) || put_text(o, c, X_TID, row, &ev[K_TID]) ||
             put_time(o, X_TS, row, &ev[K_TS]) || put_time(o, X_DUR, row, &ev[K_DUR]) ||
             put_intval(o, X_STREAM, row, &args[A_STREAM]) || put_intval(o, X_DEVICE, row, &args[A_DEVICE]) ||
             put_intval(o, X_CORR, row, &args[A_CORR]) || put_intval(o, X_EXT, row, ext) ||
-            put_intval(o, X_BYTES, row, bytes) || put_text(o, c, X_KIND, row, &args[A_KIND]) ||
+            put_intval(o, X_BYTES, row, bytes) || put_text(o, c, X_KIND, row, kind_arg) ||
             put_raw(o, X_DIMS, &args[A_DIMS]) || put_raw(o, X_TYPES, &args[A_TYPES]) || put_raw(o, X_CONC, &args[A_CONC]))
             return FAIL;
         o->last_ts_start = ev[K_TS].kind == V_ABSENT ? NULL : ev[K_TS].start;

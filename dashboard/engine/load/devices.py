@@ -76,7 +76,9 @@ DEVICE_SYNC = "device_sync"  # a device queue's event record or wait: neither wo
 class DeviceClass:
     """One row of DEVICE_CLASSES: on a trace of `accelerator`, events of the device category
     `category` (as written) whose name matches `name` (a regex, case-insensitive) are `becomes`
-    (gpu_memcpy: a copy, its direction read from the name where it says one; DEVICE_SYNC: kept in
+    (gpu_memcpy: a copy, its direction read from args.direction (ARG_DIRECTIONS), else from the
+    name where it says one (COPY_DIRECTIONS); its bytes from args.bytes or args.size, as a CUDA
+    memcpy's; DEVICE_SYNC: kept in
     the events table, counted as no work), not kernels."""
 
     accelerator: str
@@ -116,12 +118,34 @@ COPY_DIRECTIONS: tuple[tuple[str, str], ...] = (
     (r"(?i)(d2h|dtoh|device_?to_?host)", "DtoH"),
     (r"(?i)(d2d|dtod|device_?to_?device)", "DtoD"),
 )
+_DIRECTION_SOURCE = (
+    "the same MTIA inference trace (issue #37 item 5): every one of its 877 dma_request events carries "
+    "args.direction, 450 DEVICE_TO_HOST and 427 HOST_TO_DEVICE; DEVICE_TO_DEVICE by the same naming"
+)
+# A copy's direction as its args say it (args.direction, read where args.kind is absent): the value
+# (matched without regard to case) -> the memcpy kind, reason, source. It comes before the name's
+# direction (COPY_DIRECTIONS); a value not listed here says nothing.
+ARG_DIRECTIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("HOST_TO_DEVICE", "HtoD", "a DMA from host memory into the device's", _DIRECTION_SOURCE),
+    ("DEVICE_TO_HOST", "DtoH", "a DMA from device memory back to the host's", _DIRECTION_SOURCE),
+    ("DEVICE_TO_DEVICE", "DtoD", "a DMA within device memory", _DIRECTION_SOURCE),
+)
+
+
+def _arg_direction(kind_arg: pl.Expr) -> pl.Expr:
+    """The memcpy kind that args.direction (the kind_arg column) names through ARG_DIRECTIONS, else null."""
+    return (
+        kind_arg.cast(pl.String)
+        .str.to_uppercase()
+        .replace_strict({value: kind for value, kind, _, _ in ARG_DIRECTIONS}, default=None, return_dtype=pl.String)
+    )
 
 
 def classify_device_events(frame: pl.DataFrame, raw_categories: Iterable[str]) -> pl.DataFrame:
     """Apply DEVICE_CLASSES: the device events of an accelerator that are copies or sync events
-    by their name get that category (and a copy its direction in `kind`, null where the name
-    names none). A trace of no such accelerator comes back as it went in."""
+    by their name get that category, and a copy its direction in `kind`: the one its args.direction
+    gave (_fill_device_fields kept it in `kind`), else the one its name says, else null; an event
+    that stays no copy keeps no kind. A trace of no such accelerator comes back as it went in."""
     written = {raw.lower() for raw in raw_categories}
     implied = accelerator(written)
     rows = [row for row in DEVICE_CLASSES if row.accelerator == implied and row.category in written]
@@ -141,10 +165,16 @@ def classify_device_events(frame: pl.DataFrame, raw_categories: Iterable[str]) -
     for pattern, kind in reversed(COPY_DIRECTIONS):
         direction = pl.when(name.str.contains(pattern)).then(pl.lit(kind)).otherwise(direction)
     became_copy = (pl.col("_class") == "gpu_memcpy") & (cat != "gpu_memcpy")
+    kind = pl.col("kind").cast(pl.String)
     kind_dtype = frame.schema["kind"]
     return frame.with_columns(
         pl.col("_class").cast(pl.Categorical).alias("cat"),
-        pl.when(became_copy).then(direction).otherwise(pl.col("kind").cast(pl.String)).cast(kind_dtype).alias("kind"),
+        pl.when(became_copy)
+        .then(pl.coalesce(kind, direction))
+        .when(pl.col("_class") == "gpu_memcpy")
+        .then(kind)
+        .cast(kind_dtype)
+        .alias("kind"),
     ).drop("_class")
 
 
@@ -193,8 +223,10 @@ def gpu_vendor(meta: dict[str, Any]) -> str | None:
 
 
 def _fill_device_fields(frame: pl.DataFrame) -> pl.DataFrame:
-    """Fill GPU stream/device from legacy tids ("stream 7") and pids, and the memcpy kind; cat
-    becomes Categorical. Row by row, so done per batch (in the workers, for a sliced file)."""
+    """Fill GPU stream/device from legacy tids ("stream 7") and pids, and the memcpy kind (the
+    name's, else args.direction's through ARG_DIRECTIONS, else args.kind as written; on a kernel,
+    args.direction's, for classify_device_events to give a copy it makes); cat becomes
+    Categorical. Row by row, so done per batch (in the workers, for a sliced file)."""
     gpu = pl.col("cat").is_in(GPU_CATEGORIES)
     stream_from_tid = pl.col("tid").str.extract(r"(\d+)$", 1).cast(pl.Int64, strict=False)
     return frame.with_columns(
@@ -204,7 +236,15 @@ def _fill_device_fields(frame: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("device"))
         .alias("device"),
         pl.when(pl.col("cat") == "gpu_memcpy")
-        .then(pl.coalesce(pl.col("name").cast(pl.String).str.extract(_MEMCPY_KIND.pattern, 1), pl.col("kind_arg")))
+        .then(
+            pl.coalesce(
+                pl.col("name").cast(pl.String).str.extract(_MEMCPY_KIND.pattern, 1),
+                _arg_direction(pl.col("kind_arg")),
+                pl.col("kind_arg"),
+            )
+        )
+        .when(pl.col("cat") == "kernel")
+        .then(_arg_direction(pl.col("kind_arg")))
         .otherwise(None)
         .alias("kind"),
         pl.col("cat").cast(pl.Categorical),

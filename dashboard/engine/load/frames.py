@@ -158,7 +158,7 @@ def _complete_frame(batch: list[_Event]) -> pl.DataFrame:
                 "external_id"
             ),
             _ints([a.bytes if a.bytes is not None else a.size for a in args]).alias("bytes"),
-            _strs([a.kind for a in args]).alias("kind_arg"),
+            _strs([a.kind if a.kind is not None else a.direction for a in args]).alias("kind_arg"),
             _raw_texts(args, _INPUT_DIMS).alias("input_dims"),
             _raw_texts(args, _INPUT_TYPES).alias("input_types"),
             _raw_texts(args, _CONCRETE_INPUTS).alias("concrete_inputs"),

@@ -9,7 +9,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NamedTuple, Union
+from typing import Any, Callable, NamedTuple, Union
 
 import msgspec
 
@@ -36,6 +36,9 @@ class _Args(msgspec.Struct, gc=False):
     bytes: _Scalar = None
     size: _Scalar = None  # ROCm hipMemcpy* calls give the size here, as a string
     kind: Union[str, int, None] = None
+    # an MTIA dma_request's "DEVICE_TO_HOST" / "HOST_TO_DEVICE" (devices.ARG_DIRECTIONS); read where
+    # kind is absent. Any value: a vendor's event that writes something else here keeps the event.
+    direction: Any = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     # scalar arguments as text (is_causal, max lengths, dropout): what attention's work depends on
