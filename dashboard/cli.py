@@ -509,6 +509,7 @@ CHECK_OPTIONS = {  # [tool.attnscope.check] key -> (argparse dest, type)
     "allow-new-copies": ("allow_new_copies", bool),
     "require-backend": ("require_backend", str),
     "allow-math": ("allow_math", bool),
+    "allow-different-workload": ("allow_different_workload", bool),
     "min-speedup": ("min_speedup", float),
     "require-parity": ("require_parity", bool),
     "min-attention-efficiency": ("min_attention_efficiency", float),
@@ -561,6 +562,7 @@ def _check_settings(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
 
 def cmd_check(args: argparse.Namespace) -> int:
     from dashboard.engine.alignment import op_changes
+    from dashboard.engine.fingerprint import DIFFERENT, SAME, relation
     from dashboard.engine.gate import IncomparableError, Rules, evaluate, with_levels
     from dashboard.engine.verdict import junit, markdown, report, to_json
 
@@ -630,6 +632,22 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     base, candidate = traces
     try:
+        kind, why = relation(base, candidate)
+    except Exception as exc:
+        print(f"attnscope: error: {_analysis_error(candidate, exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if kind != SAME:
+        what = "not the same work" if kind == DIFFERENT else "the same work on another device"
+        said = f"{candidate.source} is {what} as {base.source} ({why})"
+        if not settings.get("allow_different_workload", False):
+            print(
+                f"attnscope: not comparable: {said}: the gate judges one code change on one workload and device; "
+                "pass --allow-different-workload to gate them anyway",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        print(f"{candidate.source}: {what} ({why}), gated as asked (--allow-different-workload)")
+    try:
         results = evaluate(base, candidate, rules)
         changes = op_changes(base, candidate) if (args.json or args.markdown) else []
     except IncomparableError as exc:
@@ -640,7 +658,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     base_name = base_ref if base_ref.startswith("store:") else base.source
     candidate_name = candidate_ref if candidate_ref.startswith("store:") else candidate.source
-    record = report(base_name, candidate_name, results, changes)
+    record = report(base_name, candidate_name, results, changes, relation=(kind, why))
     if config:
         record["config"] = config
     for path, text in (
@@ -856,6 +874,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gate.add_argument(
         "--allow-math", action="store_true", default=None, help="do not fail when SDPA runs on the math path"
+    )
+    gate.add_argument(
+        "--allow-different-workload",
+        action="store_true",
+        default=None,
+        help="gate a pair that is not the same work, or the same work on another device (by default such a pair "
+        "is not comparable: exit 2)",
     )
     gate.add_argument(
         "--min-speedup",

@@ -16,11 +16,6 @@ COPY_ALARM_SHARE = 0.01
 COPY_ALARM_BYTES = 1_000_000
 """... or moves at least this many bytes a step (1 MB). Below both it is a note: a 128 B index
 conversion is worth knowing, not a red banner beside masked_fill's 268 MB clone."""
-MORE_COPIES_ALARM_SHARE = 0.05
-"""More copies than the baseline are an alarm when the ones that are not hidden (hidden copies have
-their own alarm) add at least this share of the run's step time (the +765 DtoD copies a step of a
-compiled run, +15 ms, 12% of it); else a note."""
-
 UNIT_KERNEL = "kernel"
 """The unit of device work on GPU traces (kernels.work_unit; on CPU-only traces it is the leaf op)."""
 

@@ -23,10 +23,12 @@ from dashboard.engine.bootstrap import TimeVerdict, time_verdict
 from dashboard.engine.copies import copies_in_steps
 from dashboard.engine.diff import NOISE_NS
 from dashboard.engine.efficiency import efficiency_block
-from dashboard.engine.health import health
+from dashboard.engine.constants import COPY_ALARM_BYTES, COPY_ALARM_SHARE, WAITING_CHECKS
+from dashboard.engine.fingerprint import CROSS_DEVICE, relation
+from dashboard.engine.health import health, step_device_times
 from dashboard.engine.kernels import family_per_step, per_step, step_count, work_unit
 from dashboard.engine.model import Trace
-from dashboard.engine.review import backend_check, parity
+from dashboard.engine.review import backend_check, copy_groups, format_bytes, parity
 from dashboard.engine.speed import step_time, step_time_column
 
 LEVELS = ("fail", "warn", "off")
@@ -73,6 +75,8 @@ class Rules:
     max_memory_increase_pct: allowed growth of the peak allocated memory, percent.
     max_efficiency_drop: allowed drop of attention's % of the roofline, in percentage points.
     max_idle_increase: allowed growth of the device's idle share of a step, percentage points.
+    copy_alarm_share, copy_alarm_bytes: a hidden copy chain fails hidden_copies only past these (the
+        review's alarm: review.copy_groups); a new cheaper one is named in the message.
     levels: rule name -> 'fail' | 'warn' | 'off', over DEFAULT_LEVELS."""
 
     max_kernel_increase_pct: float = 0.0
@@ -91,6 +95,8 @@ class Rules:
     max_memory_increase_pct: float = 10.0
     max_efficiency_drop: float = 5.0
     max_idle_increase: float = 10.0
+    copy_alarm_share: float = COPY_ALARM_SHARE
+    copy_alarm_bytes: float = COPY_ALARM_BYTES
     levels: dict[str, str] = field(default_factory=dict)
 
     def level(self, rule: str) -> str:
@@ -138,13 +144,31 @@ def _work_per_step(trace: Trace) -> float:
     return float(table["work"].median()) if table.height else 0.0
 
 
-def _hidden_copy_chains(trace: Trace) -> tuple[float, set[tuple[str, str]]]:
-    """Hidden copies per step and their (kind, op chain) pairs: only hidden copies are alarms
-    (a requested, autograd or communication copy is the op's or the engine's job)."""
-    table = copies_in_steps(trace).filter(pl.col("hidden"))
-    steps = step_count(trace)
-    chains = {(kind, " > ".join(chain)) for kind, chain in zip(table["kind"].to_list(), table["op_chain"].to_list())}
-    return table.height / steps, chains
+@dataclass(frozen=True)
+class HiddenCopies:
+    """A run's hidden copies as the review judges them (review.copy_groups): per_step (hidden
+    copies a step in chains past the alarm threshold), alarm (their (kind, op chain) pairs), all
+    (every hidden chain's pair), small (chain pair -> bytes a step, or None, for the chains below
+    the threshold). Only hidden copies can be alarms: a requested, autograd or communication copy
+    is the op's or the engine's job."""
+
+    per_step: float
+    alarm: set[tuple[str, str]]
+    all: set[tuple[str, str]]
+    small: dict[tuple[str, str], float | None]
+
+
+def _hidden_copies(trace: Trace, rules: Rules) -> HiddenCopies:
+    groups = copy_groups({"run": trace}, rules.copy_alarm_share, rules.copy_alarm_bytes).filter(pl.col("hidden"))
+    alarm = groups.filter(pl.col("alarm"))
+    small = groups.filter(~pl.col("alarm"))
+    pairs = lambda frame: set(zip(frame["kind"].to_list(), frame["op_chain"].to_list()))  # noqa: E731
+    return HiddenCopies(
+        float(alarm["per_step"].sum()),
+        pairs(alarm),
+        pairs(groups),
+        dict(zip(zip(small["kind"].to_list(), small["op_chain"].to_list()), small["bytes_per_step"].to_list())),
+    )
 
 
 def _result(rules: Rules, rule: str, failed: bool, message: str, **kw: Any) -> RuleResult:
@@ -276,13 +300,16 @@ def _memory_peak(trace: Trace) -> int | None:
 
 
 def _idle_share(trace: Trace) -> float | None:
-    """Median over steps of the device's idle share of the step span, 0..1 (GPU traces only)."""
+    """Median over steps of the device's idle share of the span of the step's own device work on
+    its busiest device (health.step_device_times: busy and span from one set of events), 0..1
+    (GPU traces only)."""
     if not trace.has_gpu:
         return None
-    table = per_step(trace).filter(pl.col("dur_ns") > 0)
-    if table.height == 0:
+    times = step_device_times(trace).filter(pl.col("span_ns") > 0)
+    if times.height == 0:
         return None
-    return float((1 - (table["busy_ns"] / table["dur_ns"])).clip(0, 1).median())
+    busiest = times.sort(["step", "busy_ns", "device"], descending=[False, True, False]).group_by("step").first()
+    return float((1 - (busiest["busy_ns"] / busiest["span_ns"])).clip(0, 1).median())
 
 
 def _copy_classes(trace: Trace) -> dict[str, dict[str, float]]:
@@ -296,7 +323,12 @@ def _copy_classes(trace: Trace) -> dict[str, dict[str, float]]:
 
 
 def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[RuleResult]:
-    """Every rule's result, in RULES order (a rule whose level is 'off' is a 'skip')."""
+    """Every rule's result, in RULES order (a rule whose level is 'off' is a 'skip'). Across
+    devices (fingerprint.relation: CROSS_DEVICE) a changed attention backend and the roofline's
+    share are described, not judged: the device chose them, not the code. Whether the pair is the
+    same work at all is the caller's question (pair_relation; `attnscope check` exits 2 on a
+    different workload)."""
+    kind, _ = relation(base, candidate)
     if work_unit(base) != work_unit(candidate):
         raise IncomparableError(
             f"the baseline, {base.source}, counts {work_unit(base)}s and the candidate, {candidate.source}, counts "
@@ -334,17 +366,33 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
             threshold=rules.max_kernel_increase_pct,
         )
     if want("hidden_copies"):
-        base_rate, base_chains = _hidden_copy_chains(base)
-        cand_rate, cand_chains = _hidden_copy_chains(candidate)
-        new = sorted(cand_chains - base_chains)
+        base_copies, cand_copies = _hidden_copies(base, rules), _hidden_copies(candidate, rules)
+        base_rate, cand_rate = base_copies.per_step, cand_copies.per_step
+        new = sorted(cand_copies.alarm - base_copies.all)
+        small = sorted(set(cand_copies.small) - base_copies.all)
+        threshold = f"{rules.copy_alarm_share:.0%} of the step or {format_bytes(rules.copy_alarm_bytes)} a step"
         if new:
             shown = "; ".join(f"{kind} from {chain}" for kind, chain in new[:3])
             more = f" and {len(new) - 3} more" if len(new) > 3 else ""
             message, failed = f"new copies: {shown}{more}", True
         elif cand_rate > base_rate + 1e-9:
-            message, failed = f"more copies: {cand_rate:g} hidden per step against {base_rate:g} in the baseline", True
+            message, failed = (
+                f"more copies: {cand_rate:g} hidden per step against {base_rate:g} in the baseline (chains past "
+                f"the alarm's {threshold})",
+                True,
+            )
         else:
-            message, failed = f"{cand_rate:g} hidden copies per step against {base_rate:g} in the baseline", False
+            message, failed = (
+                f"{cand_rate:g} hidden copies per step past the alarm's {threshold}, against {base_rate:g} in the baseline",
+                False,
+            )
+        if small and not failed:
+            size = cand_copies.small[small[0]]
+            message += (
+                f"; new below the alarm: {small[0][0]} from {small[0][1]}"
+                + (f" ({format_bytes(size)} a step)" if size else "")
+                + (f" and {len(small) - 1} more" if len(small) > 1 else "")
+            )
         out["hidden_copies"] = _result(
             rules,
             "hidden_copies",
@@ -352,7 +400,10 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
             message,
             base=base_rate,
             candidate=cand_rate,
-            details={"new_chains": [f"{k} from {c}" for k, c in new]},
+            details={
+                "new_chains": [f"{k} from {c}" for k, c in new],
+                "new_small_chains": [f"{k} from {c}" for k, c in small],
+            },
         )
     base_backends, detected = detect_backends(base).backends, detect_backends(candidate).backends
     if want("math_fallback"):
@@ -459,17 +510,30 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
         )
     if want("backend_change"):
         gone, new = sorted(set(base_backends) - set(detected)), sorted(set(detected) - set(base_backends))
-        failed = bool(gone or new)
-        out["backend_change"] = _result(
-            rules,
-            "backend_change",
-            failed,
-            f"attention backend changed: {', '.join(base_backends) or 'none'} -> {', '.join(detected) or 'none'}"
-            if failed
-            else f"attention backend unchanged ({', '.join(detected) or 'none'})",
-            base=base_backends,
-            candidate=detected,
-        )
+        changed = bool(gone or new)
+        said = f"{', '.join(base_backends) or 'none'} -> {', '.join(detected) or 'none'}"
+        if (
+            changed and kind == CROSS_DEVICE
+        ):  # another device's SDPA dispatch: a fact of the device, not a change of code
+            out["backend_change"] = _result(
+                rules,
+                "backend_change",
+                False,
+                f"attention backends on the two devices: {said} (another device: described, not warned)",
+                base=base_backends,
+                candidate=detected,
+            )
+        else:
+            out["backend_change"] = _result(
+                rules,
+                "backend_change",
+                changed,
+                f"attention backend changed: {said}"
+                if changed
+                else f"attention backend unchanged ({', '.join(detected) or 'none'})",
+                base=base_backends,
+                candidate=detected,
+            )
     if want("efficiency_drop"):
         b_pct, c_pct = efficiency_block(base)["pct_of_roofline"], cand_block["pct_of_roofline"]
         if b_pct is None or c_pct is None:
@@ -484,6 +548,15 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
                     if b_pct is None
                     else "the candidate"
                 ),
+                base=b_pct,
+                candidate=c_pct,
+            )
+        elif kind == CROSS_DEVICE:
+            out["efficiency_drop"] = _skip(
+                rules,
+                "efficiency_drop",
+                f"attention efficiency {c_pct:.1f}% of the candidate device's roofline against {b_pct:.1f}% of the "
+                "baseline's: another device, another roofline (described, not judged)",
                 base=b_pct,
                 candidate=c_pct,
             )
@@ -509,7 +582,7 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
                 rules,
                 "idle_share",
                 grow > rules.max_idle_increase,
-                f"device idle {c_idle:.0%} of a step (median) against {b_idle:.0%} ({grow:+.1f} points, allowed "
+                f"device idle {c_idle:.0%} of the span of a step's work (median) against {b_idle:.0%} ({grow:+.1f} points, allowed "
                 f"+{rules.max_idle_increase:g})",
                 base=b_idle,
                 candidate=c_idle,
@@ -542,7 +615,11 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
             (
                 "copy classes grew: "
                 + ", ".join(
-                    f"{cls} {a_cls.get(cls, {}).get('count', 0):g} -> {b_cls[cls]['count']:g} per step" for cls in grown
+                    f"{cls} {a_cls.get(cls, {}).get('count', 0):g} -> {b_cls[cls]['count']:g} per step"
+                    if b_cls[cls]["count"] > a_cls.get(cls, {}).get("count", 0) + 1e-9
+                    else f"{cls} {format_bytes(a_cls.get(cls, {}).get('bytes', 0))} -> {format_bytes(b_cls[cls]['bytes'])} "
+                    f"per step ({b_cls[cls]['count']:g} copies a step in both)"
+                    for cls in grown
                 )
             )
             if grown
@@ -581,8 +658,10 @@ def evaluate(base: Trace, candidate: Trace, rules: Rules = Rules()) -> list[Rule
                 threshold=rules.max_memory_increase_pct,
             )
     if want("health"):
-        a_h = {f["check"]: f for f in health(base)}
-        b_h = {f["check"]: f for f in health(candidate)}
+        a_h = {
+            f["check"]: f for f in health(base) if f["check"] not in WAITING_CHECKS
+        }  # facts of the run are no faults
+        b_h = {f["check"]: f for f in health(candidate) if f["check"] not in WAITING_CHECKS}
         new = [b_h[c] for c in b_h if c not in a_h]
         out["health"] = _result(
             rules,

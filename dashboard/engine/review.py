@@ -89,7 +89,7 @@ COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # The copy alarms' thresholds live in constants.py (the CLI's flags show them); re-exported here.
-from dashboard.engine.constants import COPY_ALARM_BYTES, COPY_ALARM_SHARE, MORE_COPIES_ALARM_SHARE  # noqa: E402,F401
+from dashboard.engine.constants import COPY_ALARM_BYTES, COPY_ALARM_SHARE  # noqa: E402,F401
 
 
 def step_time_total_ns(trace: Trace) -> int:
@@ -361,7 +361,9 @@ def findings(
     backend ran than the one requested), 'parity failure' (the output disagreed with the fp32
     reference). Warning: 'cut trace' when every event was read and only metadata after them was
     lost. Notes: 'more copies' (more copies per step than
-    the run's baseline, which is always of the same device group), 'backend compiled' (the
+    the run's baseline, which is always of the same device group, with what the copies that are not
+    hidden cost: requested, autograd and communication copies are never alarms; not said between
+    runs of different work), 'backend compiled' (the
     requested backend's op was replaced by inductor's kernels), 'backend unverified' (a backend
     was forced but the trace names no attention op or kernel), 'no steps' (no ProfilerStep: the
     whole trace is one step), 'trace' (loader warnings such as a salvaged cut-off file). Messages
@@ -458,7 +460,13 @@ def findings(
                 )
             )
         base = against.get(label)
-        if base is not None and label != base and row["copies_per_step"] > copies_of[base]:
+        # copies are compared only within one workload: between different work "more copies" says nothing
+        if (
+            base is not None
+            and label != base
+            and row["relation"] != NO_SPEEDUP
+            and row["copies_per_step"] > copies_of[base]
+        ):
             mine, theirs = row["copies_per_step"], copies_of[base]
             added_us = copy_us.get(label, 0.0) - copy_us.get(base, 0.0)
             step_us = row["median_step_us"] or 0.0
@@ -493,7 +501,7 @@ def findings(
             rows.append(
                 _finding(
                     label,
-                    SEVERITY_ALARM if share is not None and share >= MORE_COPIES_ALARM_SHARE else SEVERITY_NOTE,
+                    SEVERITY_NOTE,  # only hidden copies are alarms (their own, above): these are asked for
                     "more copies",
                     f"{mine:.4g} {_plural(mine, 'copy', 'copies')} per step against {theirs:.4g} in the baseline '{base}'"
                     + cost

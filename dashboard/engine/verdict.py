@@ -43,9 +43,14 @@ def exit_status(results: list[RuleResult]) -> str:
 
 
 def report(
-    base: str, candidate: str, results: list[RuleResult], changes: list[OpChange] | None = None
+    base: str,
+    candidate: str,
+    results: list[RuleResult],
+    changes: list[OpChange] | None = None,
+    relation: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The JSON record: verdict ('pass' | 'fail'), base, candidate (trace names), counts by status,
+    """The JSON record: verdict ('pass' | 'fail'), base, candidate (trace names), relation (the
+    pair's fingerprint.relation: {"kind", "why"}, when given), counts by status,
     rules (RuleResult.as_dict each, RULES order), changes (op-aligned step diff, largest first:
     kind, scope, base_ops, candidate_ops, delta_ns per step, work, copies, text)."""
     counts = {status: sum(r.status == status for r in results) for status in ("fail", "warn", "pass", "skip")}
@@ -54,6 +59,7 @@ def report(
             "verdict": exit_status(results),
             "base": base,
             "candidate": candidate,
+            **({"relation": {"kind": relation[0], "why": relation[1]}} if relation is not None else {}),
             "counts": counts,
             "rules": [r.as_dict() for r in results],
             "changes": [
@@ -192,6 +198,9 @@ def markdown(record: dict[str, Any]) -> str:
         f"{verdict}: `{record['candidate']}` against `{record['base']}` "
         f"({counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped)"
     ]
+    relation = record.get("relation")
+    if relation and relation["kind"] != "same workload":
+        lines += ["", f"**{relation['kind']}**: {_cell(relation['why'])} (gated as asked: --allow-different-workload)"]
     alarms = [
         f"- {ICON[r['status']]} `{r['rule']}`: {_cell(r['message'])}" for r in rules if r["status"] in ("fail", "warn")
     ]
