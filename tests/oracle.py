@@ -137,7 +137,7 @@ COLLECTIVE_VERBS += ("alltoall", "all_to_all", "cross_device_reduce")
 ATTENTION_WORDS = ("flash_fwd", "flash_bwd", "fmha", "attn_fwd", "attn_bwd", "sdpa", "unified_attention")
 ATTENTION_WORDS += ("sage_fwd", "batchprefill", "batchdecode", "paged_attention", "flex_attention")
 ATTENTION_NAMES = ("reduce_segments",)
-NOT_ATTENTION = ("reshape_and_cache", "fillfunctor", "store_kvcache")  # KV-cache writes, fills
+NOT_ATTENTION = ("reshape_and_cache", "store_kvcache", "fillfunctor")  # KV-cache writes, fills
 # PyTorch's SDPA ops: the device work they launch is attention time whatever its kernels' names.
 SDPA_OP_WORDS = ("scaled_dot_product", "_flash_attention_", "_efficient_attention_", "_cudnn_attention_")
 # c10/core/DeviceType.h, as the profiler writes "Device Type" in memory events.
@@ -305,6 +305,11 @@ def is_collective(name: str) -> bool:
     return low.startswith(COLLECTIVE_STARTS) or any(verb in low for verb in COLLECTIVE_VERBS)
 
 
+def is_kv_cache_write(name: str) -> bool:
+    low = name.lower()
+    return "reshape_and_cache" in low or "store_kvcache" in low
+
+
 def is_attention_kernel(name: str) -> bool:
     low = name.lower()
     if any(word in low for word in NOT_ATTENTION):
@@ -381,15 +386,18 @@ def _holds(outer: dict, inner: dict) -> bool:
 
 def attention_time(events: list[dict]) -> int:
     """The trace's attention time (ns). With device events: the summed durations of the attention
-    kernels and of the device events launched inside an SDPA op (same thread, op.ts <= launch.ts <
-    op.end), each once. CPU-only: the summed spans of the innermost SDPA ops (none inside them) and
-    of the outermost compiled regions (cpu_op "Torch-Compiled Region ...") inside the collectors'
-    "attention::flex" marks: a compiled FlexAttention call on the CPU runs a C++ template kernel that
-    records no name of its own; the mark also holds the block mask's making, which is not the call."""
+    kernels (wherever launched), and of the math path: every device event (but a KV-cache write) of
+    an SDPA call that launched no attention kernel. A call is an SDPA op that holds no other SDPA op;
+    what it launched: the device events whose launch starts inside it on its thread. What an SDPA call
+    launches beside its attention kernel (cuDNN's memset, a fill of the output) is not attention.
+    CPU-only: the summed spans of the SDPA calls and of the outermost compiled regions (cpu_op
+    "Torch-Compiled Region ...") inside the collectors' "attention::flex" marks: a compiled
+    FlexAttention call on the CPU runs a C++ template kernel that records no name of its own; the
+    mark also holds the block mask's making, which is not the call."""
     ops = [e for e in events if _is_sdpa_op(e) and e["end"] > e["ts"]]
+    calls = [op for op in ops if not any(_holds(op, o) for o in ops)]
     device = [e for e in events if is_device(e)]
     if not device:
-        calls = [op for op in ops if not any(_holds(op, o) for o in ops)]
         marks = [e for e in events if e["cat"] == "user_annotation" and e["name"] == "attention::flex"]
         cpu = [e for e in events if e["cat"] == "cpu_op" and e["name"].startswith("Torch-Compiled Region")]
         for mark in marks:
@@ -398,12 +406,23 @@ def attention_time(events: list[dict]) -> int:
         return sum(op["end"] - op["ts"] for op in calls)
     launch_of = launches(events)
     total = 0
+    by_call: dict[int, list[dict]] = defaultdict(list)
     for e in device:
-        hit = GPU_CATS[e["cat"]] == "kernel" and is_attention_kernel(e["name"])
+        if GPU_CATS[e["cat"]] == "kernel" and is_attention_kernel(e["name"]):
+            total += e["end"] - e["ts"]
+            continue
         launch = launch_of.get(e["args"].get("correlation"))
-        if not hit and launch is not None:
-            hit = any(_holds(op, launch) for op in ops)
-        total += e["end"] - e["ts"] if hit else 0
+        owner = next((op for op in calls if launch is not None and _holds(op, launch)), None)
+        if owner is not None:
+            by_call[owner["i"]].append(e)
+    launched_attention = set()
+    for e in device:
+        launch = launch_of.get(e["args"].get("correlation"))
+        if launch is not None and GPU_CATS[e["cat"]] == "kernel" and is_attention_kernel(e["name"]):
+            launched_attention |= {op["i"] for op in calls if _holds(op, launch)}
+    for call, work in by_call.items():
+        if call not in launched_attention:
+            total += sum(e["end"] - e["ts"] for e in work if not is_kv_cache_write(e["name"]))
     return total
 
 
