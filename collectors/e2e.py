@@ -645,7 +645,7 @@ def _line(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Run the end-to-end measurement; 0 when it ran, 2 for bad input (one error line)."""
+    """Run the end-to-end measurement; 0 when it ran, 1 when a row is an error, 2 for bad input (one error line)."""
     try:
         cfg = build_config(argv)
     except UsageError as exc:
@@ -669,4 +669,4 @@ def main(argv: list[str]) -> int:
         "traces",
         flush=True,
     )
-    return 0
+    return measure.exit_status(frame, MODE, cfg.out / "e2e.csv")

@@ -671,7 +671,7 @@ def table_line(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Run the serving mix; 0 when it ran, 2 for bad input (one error line)."""
+    """Run the serving mix; 0 when it ran, 1 when a row is an error, 2 for bad input (one error line)."""
     try:
         cfg = build_config(argv)
     except UsageError as exc:
@@ -692,4 +692,4 @@ def main(argv: list[str]) -> int:
         print(table_line(row))
     counts = ", ".join(f"{st} {n}" for st in STATUSES if (n := int((frame["status"] == st).sum())))
     print(f"{frame.height} rows ({counts}) -> {cfg.out / 'serve.csv'}, serve.json", flush=True)
-    return 0
+    return measure.exit_status(frame, MODE, cfg.out / "serve.csv")

@@ -498,7 +498,7 @@ def table_line(row: dict[str, object]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Run the sweep; 0 when it ran, 2 for bad input (one error line, no traceback)."""
+    """Run the sweep; 0 when it ran, 1 when a row is an error, 2 for bad input (one error line, no traceback)."""
     try:
         cfg = build_config(argv)
     except UsageError as exc:
@@ -510,4 +510,4 @@ def main(argv: list[str]) -> int:
     write(cfg, frame)
     counts = ", ".join(f"{s} {n}" for s in STATUSES if (n := int((frame["status"] == s).sum())))
     print(f"{frame.height} rows ({counts}) -> {cfg.out / 'sweep.csv'}, sweep.parquet, sweep.json", flush=True)
-    return 0
+    return measure.exit_status(frame, MODE, cfg.out / "sweep.csv")

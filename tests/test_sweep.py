@@ -413,7 +413,7 @@ def _missing_package() -> Exception:
 def test_a_variant_that_raises_a_type_error_is_an_error_row_not_unavailable(tmp_path, monkeypatch):
     monkeypatch.setitem(ALL_VARIANTS, "flex", _failing(lambda: TypeError("flex_attention() got an unexpected keyword")))
     status, stdout, _ = run([*TINY_FLEX, "--out", str(tmp_path)])
-    assert status == 0
+    assert status == 1  # the table is written, and the run fails: an error is a bug, not a skip
     (row,) = read_csv(tmp_path / "sweep.csv")[1]
     assert (row["status"], row["reason"]) == ("error", "TypeError: flex_attention() got an unexpected keyword")
     assert row["time_ms"] == "" and row["backend_ran"] == ""
