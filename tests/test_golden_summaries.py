@@ -1,6 +1,11 @@
 """Every committed trace's `attnscope summary --json`, stored: a change in any reading shows up in
 review as a diff of tests/data/golden/, even where no oracle covers that reading.
 
+Where an oracle does cover a field (tests/oracle.py: step spans, busy time, device work per step,
+idle gaps, collectives, overlaps, family times, memory, attention time), the oracle is the truth,
+not the stored summary: a summary that disagrees with it is never written, and a stored one that
+disagrees with it fails when read (agrees_with_the_oracles, in both places).
+
 To accept a change on purpose, rewrite the stored summaries and review their diff:
 
     ATTNSCOPE_UPDATE_GOLDEN=1 python -m pytest tests/test_golden_summaries.py
@@ -14,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import oracle
 from dashboard import cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,6 +53,14 @@ def summary_json(trace: Path, capsys: pytest.CaptureFixture[str]) -> str:
     return out
 
 
+def agrees_with_the_oracles(trace: Path, text: str, what: str) -> None:
+    """Every field of a `summary --json` text that the json-module oracles cover equals the oracle's
+    reading of `trace` (oracle.summary_disagreements); `what` names the text in the failure."""
+    (summary,) = json.loads(text)
+    bad = oracle.summary_disagreements(summary, trace)
+    assert bad == [], f"{what} of {trace.relative_to(REPO)} disagrees with tests/oracle.py:\n  " + "\n  ".join(bad)
+
+
 def test_every_committed_trace_has_a_stored_summary():
     names = [golden_name(t) for t in TRACES]
     assert len(set(names)) == len(names)
@@ -61,12 +75,14 @@ def test_the_summary_reads_as_stored(trace, capsys):
     json.loads(got)  # the CLI printed one JSON document
     stored = GOLDEN / golden_name(trace)
     if UPDATE:
+        agrees_with_the_oracles(trace, got, "the summary to be stored")  # a wrong number never becomes the golden
         GOLDEN.mkdir(exist_ok=True)
         stored.write_text(got)
         return
     assert stored.exists(), (
         f"no stored summary for {trace.name}: run ATTNSCOPE_UPDATE_GOLDEN=1 python -m pytest {Path(__file__).name}"
     )
+    agrees_with_the_oracles(trace, stored.read_text(), "the stored summary")
     assert got == stored.read_text(), (
         f"{trace.relative_to(REPO)}'s summary changed; if on purpose, run "
         f"ATTNSCOPE_UPDATE_GOLDEN=1 python -m pytest tests/test_golden_summaries.py and review the diff of {stored.relative_to(REPO)}"
