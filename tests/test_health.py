@@ -319,3 +319,18 @@ def test_a_trace_with_lost_launches_is_read_with_care_first():
     at = _overview({"run": [run], "baseline": run})
     (warning,) = [w for w in at.warning if "Trace health" in w.value]
     assert "device event without launch" in warning.value
+
+
+def test_every_registered_check_is_documented_and_has_an_injected_fault_test():
+    """One registry (constants.HEALTH_KINDS, one registered function each): every check is defined in
+    docs/analysis.md's health tables and found by a test of this file on a trace built to hold it."""
+    from dashboard.engine import health as module
+    from dashboard.engine.constants import HEALTH_KINDS, WAITING_CHECKS
+
+    assert set(module._REGISTRY) == set(HEALTH_KINDS) and HEALTH_CHECKS == tuple(HEALTH_KINDS)
+    assert set(WAITING_CHECKS) == {n for n, kind in HEALTH_KINDS.items() if kind == "fact"}
+    docs = (Path(__file__).parent.parent / "docs" / "analysis.md").read_text()
+    tests = Path(__file__).read_text()
+    for name in HEALTH_KINDS:
+        assert f"| `{name}` |" in docs, f"{name} is not defined in docs/analysis.md"
+        assert f'.get("{name}") ==' in tests, f"{name} has no injected-fault test here"

@@ -22,10 +22,24 @@ UNIT_KERNEL = "kernel"
 DEFAULT_USD_PER_GPU_HOUR = 2.0
 """The dashboard's and `attnscope compare`'s price of a GPU hour."""
 
-WAITING_CHECKS: tuple[str, ...] = ("idle_gap", "comm_dominated", "dependent_launch_overlap")
-"""The health checks (health.py) about how the device ran (where it waits, overlaps the hardware
-allows), not faults of the trace: its numbers stand (a small launch-bound workload's device is idle most of its step), so the Overview and the
-text summary show them apart from the integrity checks, as information, after the review's alarms."""
+FAULT, FACT = "fault", "fact"
+HEALTH_KINDS: dict[str, str] = {
+    "overlapping_kernels": FAULT,
+    "dependent_launch_overlap": FACT,
+    "duration_overflow": FAULT,
+    "device_event_without_launch": FAULT,
+    "device_before_launch": FAULT,
+    "missing_device_events": FAULT,
+    "idle_gap": FACT,
+    "comm_dominated": FACT,
+}
+"""Every health check (health.py registers one function of each name), in the order findings are
+listed, with its kind: a fault of the trace (its numbers need care: the Overview's yellow box, the
+summary's `health:` line) or a fact of the run (how the device ran: where it waits, overlaps the
+hardware allows; its numbers stand, shown folded after the review's alarms). docs/analysis.md
+defines each; tests/test_health.py injects each."""
+WAITING_CHECKS: tuple[str, ...] = tuple(name for name, kind in HEALTH_KINDS.items() if kind == FACT)
+"""The facts of the run among the health checks (HEALTH_KINDS)."""
 
 # The Trace's tables (model.Trace's polars fields), which the store writes one Parquet file each.
 TRACE_TABLES = ("events", "flows", "steps", "memory")

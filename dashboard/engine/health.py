@@ -31,26 +31,19 @@ Units: times in ns. Every finding is a dict {"check", "count", "example"}; a hea
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
 from dashboard.engine.kernels import work_events
+from dashboard.engine.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
 from dashboard.engine.peaks import dependent_launch, device_properties
 
-HEALTH_CHECKS: tuple[str, ...] = (
-    "overlapping_kernels",
-    "dependent_launch_overlap",
-    "duration_overflow",
-    "device_event_without_launch",
-    "device_before_launch",
-    "missing_device_events",
-    "idle_gap",
-    "comm_dominated",
-)
-from dashboard.engine.constants import WAITING_CHECKS  # noqa: E402,F401  (light, for the CLI's text; re-exported)
+HEALTH_CHECKS: tuple[str, ...] = tuple(HEALTH_KINDS)
+"""Every check's name, in the order findings are listed (constants.HEALTH_KINDS, with each kind)."""
 
 IDLE_GAP_SHARE = 0.5
 """An idle stretch of the device longer than this share of the step's span is a finding."""
@@ -70,8 +63,24 @@ def _us(ns: int | float) -> str:
     return f"{ns / 1000:,.1f} µs" if ns < 10_000_000 else f"{ns / 1e6:,.1f} ms"
 
 
-def _finding(check: str, count: int, example: str) -> dict[str, Any]:
-    return {"check": check, "count": int(count), "example": example}
+Found = tuple[int, str]  # a check's count and one example
+_REGISTRY: dict[str, Callable[[Trace], dict[str, Any] | None]] = {}
+
+
+def _check(find: Callable[[Trace], Found | None]) -> Callable[[Trace], dict[str, Any] | None]:
+    """Register a check under its function's name (one of constants.HEALTH_KINDS); the function
+    returns (count, example) or None, the registered check the finding {"check", "count", "example"}."""
+    name = find.__name__
+    if name not in HEALTH_KINDS:
+        raise ValueError(f"health check {name!r} is not in constants.HEALTH_KINDS")
+
+    @functools.wraps(find)
+    def run(trace: Trace) -> dict[str, Any] | None:
+        found = find(trace)
+        return None if found is None else {"check": name, "count": int(found[0]), "example": found[1]}
+
+    _REGISTRY[name] = run
+    return run
 
 
 def _device_events(trace: Trace) -> pl.DataFrame:
@@ -124,22 +133,23 @@ def _overlaps(trace: Trace) -> pl.DataFrame:
     )
 
 
-def overlapping_kernels(trace: Trace) -> dict[str, Any] | None:
+@_check
+def overlapping_kernels(trace: Trace) -> Found | None:
     """Device events on one (device, stream) that start before the previous one ended (by more
     than OVERLAP_TOLERANCE_NS), except the overlaps of programmatic dependent launch (_overlaps)."""
     hits = _overlaps(trace).filter(~pl.col("dependent"))
     if hits.height == 0:
         return None
     row = hits.row(0, named=True)
-    return _finding(
-        "overlapping_kernels",
+    return (
         hits.height,
         f"{row['name'][:80]} starts {_us(row['overlap_ns'])} before the previous event on "
         f"device {row['device']} stream {row['stream']} ends ({row['prev_name'][:60]})",
     )
 
 
-def dependent_launch_overlap(trace: Trace) -> dict[str, Any] | None:
+@_check
+def dependent_launch_overlap(trace: Trace) -> Found | None:
     """Overlaps of the same kernel pair on a device with programmatic dependent launch (_overlaps):
     the hardware starting a kernel's prologue under its predecessor's tail, not a fault of the
     trace."""
@@ -153,8 +163,7 @@ def dependent_launch_overlap(trace: Trace) -> dict[str, Any] | None:
     )
     top = pairs.row(0, named=True)
     others = pairs.height - 1
-    return _finding(
-        "dependent_launch_overlap",
+    return (
         hits.height,
         f"likely programmatic dependent launch: {top['name'][:60]} starts under the tail of {top['prev_name'][:60]} "
         f"{top['len']:,} times (up to {_us(top['overlap_ns'])})"
@@ -162,7 +171,8 @@ def dependent_launch_overlap(trace: Trace) -> dict[str, Any] | None:
     )
 
 
-def duration_overflow(trace: Trace) -> dict[str, Any] | None:
+@_check
+def duration_overflow(trace: Trace) -> Found | None:
     """Events longer than twice the span of the trace's event starts, plus those the loader read as
     zero-length because their duration was negative or over 36 years (its warnings give the counts).
     The span is taken over starts, not ends, so that the overflowed event does not stretch it; twice,
@@ -198,7 +208,7 @@ def duration_overflow(trace: Trace) -> dict[str, Any] | None:
         example = f"{row['name']} lasts {_us(row['dur_ns'])}, more than twice the trace's span of starts ({_us(span)})"
     else:
         example = "; ".join(f"{n:,} events with a {what} (read as zero-length)" for n, what in loader)
-    return _finding("duration_overflow", count, example)
+    return count, example
 
 
 def _overflowed_steps(trace: Trace) -> pl.DataFrame:
@@ -222,7 +232,8 @@ def _overflowed_steps(trace: Trace) -> pl.DataFrame:
     )
 
 
-def device_event_without_launch(trace: Trace) -> dict[str, Any] | None:
+@_check
+def device_event_without_launch(trace: Trace) -> Found | None:
     """Device events whose correlation id matches no launch call in the trace."""
     if not trace.events["cat"].is_in(LAUNCH_CATEGORIES).any():
         return None  # a trace with no launch calls at all (device-only export) is read as such elsewhere
@@ -230,14 +241,14 @@ def device_event_without_launch(trace: Trace) -> dict[str, Any] | None:
     if lost.height == 0:
         return None
     row = lost.row(0, named=True)
-    return _finding(
-        "device_event_without_launch",
+    return (
         lost.height,
         f"{row['name'][:80]} (correlation {row['correlation']}) has no launch call in the trace",
     )
 
 
-def device_before_launch(trace: Trace) -> dict[str, Any] | None:
+@_check
+def device_before_launch(trace: Trace) -> Found | None:
     """Device events that start before the launch call that queued them (clock skew)."""
     dev = _device_events(trace).filter(pl.col("launch").is_not_null())
     if dev.height == 0:
@@ -255,14 +266,14 @@ def device_before_launch(trace: Trace) -> dict[str, Any] | None:
         .sort(["skew", "id"], descending=[True, False])
         .row(0, named=True)
     )
-    return _finding(
-        "device_before_launch",
+    return (
         early.height,
         f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {worst['launch_name']}",
     )
 
 
-def missing_device_events(trace: Trace) -> dict[str, Any] | None:
+@_check
+def missing_device_events(trace: Trace) -> Found | None:
     """Steps whose launch calls have no device event at all."""
     if not trace.has_gpu or trace.steps.height == 0:
         return None
@@ -279,8 +290,7 @@ def missing_device_events(trace: Trace) -> dict[str, Any] | None:
     if empty.height == 0:
         return None
     row = empty.row(0, named=True)
-    return _finding(
-        "missing_device_events",
+    return (
         empty.height,
         f"step {row['step']} launched {row['len']:,} calls and has no kernel, memcpy or memset",
     )
@@ -349,7 +359,8 @@ def _union_gaps(work: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def idle_gap(trace: Trace) -> dict[str, Any] | None:
+@_check
+def idle_gap(trace: Trace) -> Found | None:
     """Steps where a device sits idle for one stretch longer than IDLE_GAP_SHARE of the span of
     the step's work on it (step_device_times: first start to last end of the work it launched)."""
     times = step_device_times(trace)
@@ -357,15 +368,15 @@ def idle_gap(trace: Trace) -> dict[str, Any] | None:
     if idle.height == 0:
         return None
     worst = idle.sort([pl.col("idle_ns") / pl.col("span_ns"), "step"], descending=[True, False]).row(0, named=True)
-    return _finding(
-        "idle_gap",
+    return (
         idle["step"].n_unique(),
         f"step {worst['step']}: device {worst['device']} idle for {_us(worst['idle_ns'])} in one stretch of the "
         f"{_us(worst['span_ns'])} its work spans ({worst['idle_ns'] / worst['span_ns']:.0%})",
     )
 
 
-def comm_dominated(trace: Trace) -> dict[str, Any] | None:
+@_check
+def comm_dominated(trace: Trace) -> Found | None:
     """Steps where collectives take more than COMM_SHARE of a device's busy time (both the unions
     of the step's own device work: step_device_times)."""
     times = step_device_times(trace)
@@ -373,28 +384,15 @@ def comm_dominated(trace: Trace) -> dict[str, Any] | None:
     if heavy.height == 0:
         return None
     worst = heavy.sort([pl.col("comm_ns") / pl.col("busy_ns"), "step"], descending=[True, False]).row(0, named=True)
-    return _finding(
-        "comm_dominated",
+    return (
         heavy["step"].n_unique(),
         f"step {worst['step']}: collectives are {worst['comm_ns'] / worst['busy_ns']:.0%} of device "
         f"{worst['device']}'s busy time ({_us(worst['comm_ns'])} of {_us(worst['busy_ns'])})",
     )
 
 
-_CHECKS = (
-    overlapping_kernels,
-    dependent_launch_overlap,
-    duration_overflow,
-    device_event_without_launch,
-    device_before_launch,
-    missing_device_events,
-    idle_gap,
-    comm_dominated,
-)
-
-
 @per_trace
 def health(trace: Trace) -> list[dict[str, Any]]:
     """Every finding of the trace's health checks, in HEALTH_CHECKS order: [{"check", "count",
     "example"}, ...]; [] for a healthy trace."""
-    return [found for check in _CHECKS if (found := check(trace)) is not None]
+    return [found for name in HEALTH_KINDS if (found := _REGISTRY[name](trace)) is not None]
