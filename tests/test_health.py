@@ -334,3 +334,46 @@ def test_every_registered_check_is_documented_and_has_an_injected_fault_test():
     for name in HEALTH_KINDS:
         assert f"| `{name}` |" in docs, f"{name} is not defined in docs/analysis.md"
         assert f'.get("{name}") ==' in tests, f"{name} has no injected-fault test here"
+
+
+def test_device_events_the_device_queues_itself_are_no_lost_launches(tmp_path):
+    """An MTIA trace (Kineto's shape, written here: no public MTIA trace exists): dma_request and
+    pe_exe events with no correlation are queued by the device itself; only the kernel that lost
+    its launch call is device_event_without_launch. The oracle counts the written events."""
+    from test_load_devices import vendor_trace, write
+
+    doc = vendor_trace("mtia_runtime", "mtia_ccp_events")
+    ccp = [e for e in doc["traceEvents"] if e.get("cat") == "mtia_ccp_events"]
+    queued = [("dma_request", 0, 3), ("dma_request", 1, 4), ("pe_exe", 2, 2)]  # (name, ts offset, dur)
+    base = max(float(e["ts"]) + float(e["dur"]) for e in ccp)
+    for name, offset, dur in queued:
+        doc["traceEvents"].append(
+            {
+                "ph": "X",
+                "cat": "mtia_ccp_events",
+                "name": name,
+                "pid": 0,
+                "tid": 3,
+                "ts": base + 10 * (offset + 1),
+                "dur": dur,
+                "args": {"device": 0},
+            }
+        )
+    lost_corr = ccp[-1]["args"]["correlation"]
+    doc["traceEvents"] = [
+        e for e in doc["traceEvents"] if not (e.get("cat") == "mtia_runtime" and e["args"]["correlation"] == lost_corr)
+    ]
+    no_corr = [
+        e["name"] for e in doc["traceEvents"] if e.get("cat") == "mtia_ccp_events" and "correlation" not in e["args"]
+    ]
+    assert sorted(no_corr) == ["dma_request", "dma_request", "pe_exe"]
+    result = {f["check"]: f for f in health(load_trace(write(tmp_path, doc)))}
+    assert result.get("device_event_without_launch", {}).get("count") == 1  # the kernel's lost launch only
+    example = result["device_event_without_launch"]["example"]
+    assert "not counted: 2 dma_request, 1 pe_exe events" in example and "mtia" in example
+    # the same queued events with every launch present: no finding at all
+    whole = vendor_trace("mtia_runtime", "mtia_ccp_events")
+    whole["traceEvents"] += [
+        e for e in doc["traceEvents"] if e.get("cat") == "mtia_ccp_events" and "correlation" not in e["args"]
+    ]
+    assert "device_event_without_launch" not in found(load_trace(write(tmp_path, whole, "whole.json")))

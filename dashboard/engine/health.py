@@ -39,6 +39,7 @@ import polars as pl
 
 from dashboard.engine.kernels import work_events
 from dashboard.engine.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
+from dashboard.engine.load.devices import accelerator, unlaunched_by_design
 from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
 from dashboard.engine.peaks import dependent_launch, device_properties
 
@@ -234,16 +235,30 @@ def _overflowed_steps(trace: Trace) -> pl.DataFrame:
 
 @_check
 def device_event_without_launch(trace: Trace) -> Found | None:
-    """Device events whose correlation id matches no launch call in the trace."""
+    """Device events whose correlation id matches no launch call in the trace, except those of a
+    device class that the device queues itself (load.devices.DEVICE_CLASSES, launched=False: an
+    MTIA dma_request or pe_exe with no correlation is by design, not a lost launch)."""
     if not trace.events["cat"].is_in(LAUNCH_CATEGORIES).any():
         return None  # a trace with no launch calls at all (device-only export) is read as such elsewhere
     lost = _device_events(trace).filter(pl.col("launch").is_null())
+    design = pl.lit(False)
+    for row in unlaunched_by_design(trace.raw_categories):
+        design = design | pl.col("name").str.contains("(?i)" + row.name)
+    queued = lost.filter(design).group_by("name").len().sort(["len", "name"], descending=[True, False])
+    by_design = [f"{n:,} {name}" for name, n in queued.iter_rows()]
+    lost = lost.filter(~design)
     if lost.height == 0:
         return None
     row = lost.row(0, named=True)
+    said = (
+        f"; not counted: {', '.join(by_design)} events, which the {accelerator(trace.raw_categories)} device "
+        "queues itself (no launch by design)"
+        if by_design
+        else ""
+    )
     return (
         lost.height,
-        f"{row['name'][:80]} (correlation {row['correlation']}) has no launch call in the trace",
+        f"{row['name'][:80]} (correlation {row['correlation']}) has no launch call in the trace{said}",
     )
 
 

@@ -87,12 +87,16 @@ class DeviceClass:
     becomes: str
     reason: str
     source: str
+    launched: bool = True
+    """False: the device queues events of this class itself, so one with no launch call (no
+    correlation) is by design, not a lost launch (health's device_event_without_launch skips them)."""
 
 
 _MTIA_SOURCE = (
     "an MTIA inference trace read by hand (issue #27 item 4): of its 1,313 mtia_ccp_events, 877 "
     "dma_request (host-to-device and device-to-host transfers), 339 event_record / event_wait, "
-    "about 100 compute; no public MTIA trace holds these, so the rows follow that reading"
+    "about 100 compute; no public MTIA trace holds these, so the rows follow that reading; issue #37 "
+    "item 5: 220 of its dma_request and its 24 pe_exe events carry no correlation at all"
 )
 DEVICE_CLASSES: tuple[DeviceClass, ...] = (
     DeviceClass(
@@ -100,8 +104,10 @@ DEVICE_CLASSES: tuple[DeviceClass, ...] = (
         "mtia_ccp_events",
         r"^dma_request",
         "gpu_memcpy",
-        "a DMA transfer between host and device memory: a copy, not a kernel",
+        "a DMA transfer between host and device memory: a copy, not a kernel; the device's DMA engine "
+        "queues some itself (prefetch, spills), with no launch call",
         _MTIA_SOURCE,
+        launched=False,
     ),
     DeviceClass(
         "mtia",
@@ -110,6 +116,16 @@ DEVICE_CLASSES: tuple[DeviceClass, ...] = (
         DEVICE_SYNC,
         "an event the device queue records or waits on: no work, no copy",
         _MTIA_SOURCE,
+    ),
+    DeviceClass(
+        "mtia",
+        "mtia_ccp_events",
+        r"^pe_exe\b",
+        "kernel",
+        "a processing element's execution record: work, written by the device's own scheduler with no "
+        "launch call of its own",
+        _MTIA_SOURCE,
+        launched=False,
     ),
 )
 # A copy's direction, where its name says one (memcpy kinds as CUDA traces write them).
@@ -176,6 +192,16 @@ def classify_device_events(frame: pl.DataFrame, raw_categories: Iterable[str]) -
         .cast(kind_dtype)
         .alias("kind"),
     ).drop("_class")
+
+
+def unlaunched_by_design(raw_categories: Iterable[str]) -> list[DeviceClass]:
+    """The DEVICE_CLASSES rows of the accelerator these categories imply whose events may carry no
+    launch call by design (launched=False): none on CUDA and ROCm traces."""
+    written = {raw.lower() for raw in raw_categories}
+    implied = accelerator(written)
+    return [
+        row for row in DEVICE_CLASSES if row.accelerator == implied and row.category in written and not row.launched
+    ]
 
 
 def accelerator(raw_categories: Iterable[str]) -> str | None:
