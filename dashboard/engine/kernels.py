@@ -2,7 +2,9 @@
 
 On a GPU trace the unit of device work is a kernel, GPU memcpy or GPU memset. In a CPU-only trace
 (no GPU events at all) it is the leaf cpu_op: an op that does work (not a view, an allocation or
-bookkeeping) and holds no other such op.
+bookkeeping) and holds no other such op. The units are what is counted; the time of a CPU-only
+trace is every work op's self time (work_time), so that an op that computes and also holds one
+(aten::mul holding the scalar's aten::to) keeps its own time in the family breakdown.
 Times are in ns unless a column name says otherwise.
 """
 
@@ -121,13 +123,18 @@ def cpu_ops(trace: Trace) -> pl.DataFrame:
     )
 
 
+def work_ops(trace: Trace) -> pl.DataFrame:
+    """The cpu_ops that do work: not profiler or torch.compile bookkeeping, not views or allocations."""
+    ops = cpu_ops(trace)
+    return ops.filter(~names_matching(ops["name"], lambda name: name.str.contains(METADATA_OPS)))
+
+
 @per_trace
 def leaf_work_ops(trace: Trace) -> pl.DataFrame:
     """The units of work of a CPU-only trace: ops that do work (not views, allocations or
     bookkeeping) and hold no other such op. aten::matmul is not one (its aten::bmm is);
     aten::_scaled_dot_product_flash_attention_for_cpu is (its children only allocate and view)."""
-    ops = cpu_ops(trace)
-    ops = ops.filter(~names_matching(ops["name"], lambda name: name.str.contains(METADATA_OPS)))
+    ops = work_ops(trace)
     parent = trace.events["parent"].fill_null(-1).to_numpy()
     holds_work = np.zeros(trace.events.height, dtype=bool)
     frontier = parent[ops["id"].to_numpy()]
@@ -141,6 +148,56 @@ def leaf_work_ops(trace: Trace) -> pl.DataFrame:
         holds_work[frontier] = True
         frontier = parent[frontier]
     return ops.filter(~series("holds_work", holds_work[ops["id"].to_numpy()]))
+
+
+@per_trace
+def work_time(trace: Trace) -> pl.DataFrame:
+    """Where the work's time goes: id, step, name, family, time_ns, unit (one of work_events'
+    units of work, the ones that are counted).
+
+    On a GPU trace, work_events' rows with time_ns = dur_ns. On a CPU-only trace, every work op
+    (work_ops: leaf_work_ops' units and the work ops that hold them) with its self time: its
+    duration less the durations of the work ops it holds nearest (its children, or a view's or an
+    allocation's children: a view's or an allocation's own time stays with the op that holds it),
+    at least 0. So the time of a step's work ops adds up to that of its outermost work ops, and
+    aten::mul holding the scalar's aten::to keeps the multiply's time, which its leaves leave out."""
+    if trace.has_gpu:
+        return work_events(trace).select(
+            "id", "step", "name", "family", pl.col("dur_ns").alias("time_ns"), pl.lit(True).alias("unit")
+        )
+    ops = work_ops(trace)
+    ids = ops["id"].to_numpy()
+    dur = ops["dur_ns"].to_numpy()
+    parent = trace.events["parent"].fill_null(-1).to_numpy()
+    is_work = np.zeros(trace.events.height, dtype=bool)
+    is_work[ids] = True
+    # each work op's nearest work-op ancestor (-1: none), climbing through the ops that are not work
+    holder = parent[ids]
+    climbing = np.flatnonzero(holder >= 0)
+    climbing = climbing[~is_work[holder[climbing]]]
+    while climbing.size:
+        holder[climbing] = parent[holder[climbing]]
+        climbing = climbing[holder[climbing] >= 0]
+        climbing = climbing[~is_work[holder[climbing]]]
+    held = series("holder", holder, valid=holder >= 0)
+    by_holder = (
+        pl.DataFrame([held, pl.Series("held_ns", dur)])
+        .drop_nulls("holder")
+        .group_by("holder")
+        .agg(pl.col("held_ns").sum(), pl.len().alias("holds"))
+    )
+    return (
+        ops.select("id", "step", "name", family_expr(pl.col("name"), pl.col("cat")).alias("family"), "dur_ns")
+        .join(by_holder, left_on="id", right_on="holder", how="left", maintain_order="left")
+        .select(
+            "id",
+            "step",
+            "name",
+            "family",
+            (pl.col("dur_ns") - pl.col("held_ns").fill_null(0)).clip(lower_bound=0).alias("time_ns"),
+            pl.col("holds").is_null().alias("unit"),
+        )
+    )
 
 
 @per_trace
@@ -190,26 +247,31 @@ def busy_time(work: pl.DataFrame) -> pl.DataFrame:
 
 @per_trace
 def family_per_step(trace: Trace) -> pl.DataFrame:
-    """Per step and family: count and total_ns of device work."""
+    """Per step and family: count (units of work: kernels, or leaf ops on a CPU-only trace) and
+    total_ns (device time; on a CPU-only trace the work ops' self time, work_time, so a step's
+    families add up to its outermost work ops' time; a family of ops that only hold others, as
+    aten::to's 'other', has count 0)."""
     return (
-        work_events(trace)
+        work_time(trace)
         .filter(pl.col("step").is_not_null())
         .group_by("step", "family")
-        .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
+        .agg(pl.col("unit").sum().cast(pl.UInt32).alias("count"), pl.col("time_ns").sum().alias("total_ns"))
         .sort("step", "family")
     )
 
 
 @per_trace
 def kernel_table(trace: Trace) -> pl.DataFrame:
-    """One row per kernel name (leaf op name on CPU traces) over all steps: name, family, count,
-    per_step (count / steps), total_ns, mean_ns, share (of all device work time, 0..1)."""
-    work = work_events(trace).filter(pl.col("step").is_not_null())
+    """One row per kernel name over all steps: name, family, count, per_step (count / steps),
+    total_ns, mean_ns, share (of all device work time, 0..1). On a CPU-only trace one row per work
+    op name (work_time: the leaf ops and the ops that hold them), count its calls and total_ns its
+    self time, so the shares add up to 1 over every op that took time."""
+    work = work_time(trace).filter(pl.col("step").is_not_null())
     steps = step_count(trace)
-    total = work["dur_ns"].sum() or 1
+    total = work["time_ns"].sum() or 1
     return (
         work.group_by("name", "family")
-        .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
+        .agg(pl.len().alias("count"), pl.col("time_ns").sum().alias("total_ns"))
         .with_columns(
             pl.col("name").cast(pl.String),
             (pl.col("count") / steps).alias("per_step"),
