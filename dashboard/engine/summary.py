@@ -56,8 +56,9 @@ TOP_FAMILIES = 3
 
 
 def top_families(trace: Trace, n: int = TOP_FAMILIES) -> dict[int, list[dict[str, Any]]]:
-    """Per step: the `n` kernel families with the most device time (on a CPU-only trace, leaf-op
-    time), each {"family", "us", "share"}; share = the family's time / the step's summed work time
+    """Per step: the `n` kernel families with the most device time (on a CPU-only trace, the work
+    ops' self time: kernels.work_time), each {"family", "us", "share"}; share = the family's time /
+    the step's summed work time
     (0..1; kernels on several streams can overlap, so shares add to 1 over all families, not to
     the busy time). Ties by family name."""
     fam = family_per_step(trace)
