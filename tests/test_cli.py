@@ -215,8 +215,8 @@ def test_check_explains_base_and_candidate():
 
 
 def _steps_running_past_their_span(name: str) -> tuple[int, int]:
-    """(steps whose device busy time exceeds their CPU span, steps), read with the json module:
-    each GPU event in the step whose span holds its launch, busy = the busiest device's union."""
+    """(steps whose device work ends after their CPU span ends, steps), read with the json module:
+    each GPU event in the step whose span holds its launch."""
     from decimal import Decimal
 
     doc = oracle.raw(DATA / name, parse_float=Decimal)
@@ -230,29 +230,28 @@ def _steps_running_past_their_span(name: str) -> tuple[int, int]:
     ahead = 0
     for _, start, end in spans:
         in_step = [e for e in gpu if start <= launch_ts.get(e.get("args", {}).get("correlation"), -1) < end]
-        busy = max((oracle.union_us(iv) for iv in oracle.by_device(in_step).values()), default=0)
-        ahead += busy > end - start
+        ahead += any(e["ts"] + e.get("dur", 0) > end for e in in_step)
     return ahead, len(spans)
 
 
-def test_the_summary_says_when_steps_are_busier_than_their_cpu_span():
-    """busy > span reads like a bug unless the summary says why: the CPU ran ahead of the GPU."""
+def test_the_summary_says_when_the_cpu_ran_ahead_of_the_device():
+    """Device work that ends after its step's CPU span reads like a bug unless the summary says why:
+    the CPU ran ahead of the device (busy and idle are then read on the device's own timeline)."""
     for name in ("hta_v100_ns_resolution.pt.trace.json.gz", "hta_v100_test.json.gz", "hta_a100_control.json.gz"):
         ahead, steps = _steps_running_past_their_span(name)
         result = run("summary", "--no-store", str(DATA / name))
         assert result.returncode == 0, result.stderr
-        line = [l for l in result.stdout.splitlines() if l.startswith("  busy > span")]
+        line = [l for l in result.stdout.splitlines() if l.startswith("  the CPU ran ahead")]
         if ahead:
             assert line == [
-                f"  busy > span in {ahead} of {steps} steps: the GPU finished work they launched after their CPU "
-                "span ended (the CPU ran ahead; a kernel counts in the step that launched it)"
+                f"  the CPU ran ahead in {ahead} of {steps} steps: the device finished work they launched after "
+                "their CPU span ended (a kernel counts in the step that launched it; busy and idle are measured on "
+                "the device's own timeline)"
             ], name
         else:
             assert line == [], name
-    assert _steps_running_past_their_span("hta_v100_ns_resolution.pt.trace.json.gz") == (
-        2,
-        5,
-    )  # 94.6 ms busy in 35.1 and 72.1 ms spans
+    # by hand: every V100 step's last kernels end 66-90 ms after its CPU span (35.1 to 95.7 ms spans)
+    assert _steps_running_past_their_span("hta_v100_ns_resolution.pt.trace.json.gz") == (5, 5)
 
 
 def test_a_folder_without_a_trace_file_is_an_error_naming_it(tmp_path):
