@@ -284,14 +284,21 @@ def test_a_new_copy_fails_by_default():
 
 
 def test_more_kernels_per_step_fails_by_default_and_the_threshold_is_a_percentage():
-    out = check(str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--allow-new-copies")
+    # HTA's pair is one job on an A100 and a V100: gated as asked, the relation said first
+    out = check(
+        str(DATA / "hta_a100_control.json.gz"),
+        str(DATA / "hta_v100_test.json.gz"),
+        "--allow-new-copies",
+        "--allow-different-workload",
+    )
     assert out.returncode == 1
+    assert out.stdout.splitlines()[0].startswith("hta_v100_test.json.gz: the same work on another device (")
     base = median(
         [sum(c.values()) for c in oracle.gpu_per_step(oracle.raw(DATA / "hta_a100_control.json.gz")).values()]
     )
     cand = median([sum(c.values()) for c in oracle.gpu_per_step(oracle.raw(DATA / "hta_v100_test.json.gz")).values()])
     assert (
-        out.stdout.count("\n") == 1 and f"{cand:g} kernels, memcpys and memsets per step against {base:g}" in out.stdout
+        out.stdout.count("\n") == 2 and f"{cand:g} kernels, memcpys and memsets per step against {base:g}" in out.stdout
     )
     growth = (cand / base - 1) * 100
     assert (
@@ -299,6 +306,7 @@ def test_more_kernels_per_step_fails_by_default_and_the_threshold_is_a_percentag
             str(DATA / "hta_a100_control.json.gz"),
             str(DATA / "hta_v100_test.json.gz"),
             "--allow-new-copies",
+            "--allow-different-workload",
             "--max-kernel-increase",
             f"{growth + 0.1:.2f}",
         ).returncode
@@ -362,9 +370,15 @@ def test_a_recorded_parity_failure_fails_and_require_parity_needs_a_record(tmp_p
 
 def test_unusable_input_exits_2():
     out = check(str(DATA / "hta_a100_control.json.gz"), str(SAMPLES / "sdpa.json.gz"))
+    assert out.returncode == 2 and "not comparable: sdpa.json.gz is not the same work" in out.stderr
+    out = check(str(DATA / "hta_a100_control.json.gz"), str(SAMPLES / "sdpa.json.gz"), "--allow-different-workload")
     assert out.returncode == 2 and "compare a GPU trace with a GPU trace" in out.stderr
     # two files of one name: which is which (it said 'naive.json.gz counts kernels and naive.json.gz counts leaf cpu_ops')
-    out = check(str(ROOT / "sample_traces" / "h200" / "naive.json.gz"), str(SAMPLES / "naive.json.gz"))
+    out = check(
+        str(ROOT / "sample_traces" / "h200" / "naive.json.gz"),
+        str(SAMPLES / "naive.json.gz"),
+        "--allow-different-workload",
+    )
     assert out.returncode == 2
     assert (
         "the baseline, naive.json.gz, counts kernels and the candidate, naive.json.gz, counts leaf cpu_ops"
@@ -412,7 +426,8 @@ def test_more_copies_of_a_known_chain_fail_the_gate(tmp_path):
     out = check(str(base), str(SAMPLES / "naive.json.gz"), "--max-kernel-increase", "1000")
     assert out.returncode == 1
     assert out.stdout.strip().splitlines() == [
-        "naive.json.gz: more copies: 1 hidden per step against 0.333333 in the baseline"
+        "naive.json.gz: more copies: 1 hidden per step against 0.333333 in the baseline (chains past the alarm's 1% "
+        "of the step or 1.0 MB a step)"
     ]
 
 

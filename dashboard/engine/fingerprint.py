@@ -9,12 +9,13 @@ a code change.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from dashboard.engine.efficiency import attention_calls
+from dashboard.engine.efficiency import COLLECTOR_DTYPES, DTYPES, attention_calls
 from dashboard.engine.kernels import BOOKKEEPING_OPS, METADATA_OPS
 from dashboard.engine.model import Trace, per_trace
 from dashboard.engine.peaks import device_properties, match_device
@@ -65,14 +66,36 @@ class Fingerprint:
         }
 
 
+_DIMS = re.compile(r"\bB=(\d+) H=(\d+) Sq=(\d+) Sk=(\d+) D=(\d+)")
+
+
 def _collector_shape(trace: Trace) -> str | None:
+    """The collectors' shape in the attention calls' words ('B=8 H=16 Sq=1024 Sk=1024 D=64'), so
+    that a collectors' run and the same run without its metadata compare as one workload."""
     shape = trace.collector.get("shape")
     if not isinstance(shape, dict):
         return None
     dims = [shape.get(k) for k in ("batch", "heads", "seq", "head_dim")]
     if not all(isinstance(d, int) for d in dims):
         return None
-    return "x".join(str(d) for d in dims) + " (batch x heads x seq x head_dim)"
+    b, h, n, d = dims
+    return f"B={b} H={h} Sq={n} Sk={n} D={d}"
+
+
+def _dims(shape: str) -> str:
+    """A shape's dimensions alone ('B=2 H=8 Sq=512 Sk=512 D=64'): the calls' shapes also say the
+    dtype and the mask, which the fingerprint compares on their own."""
+    m = _DIMS.search(shape)
+    return " ".join(f"{k}={v}" for k, v in zip(("B", "H", "Sq", "Sk", "D"), m.groups())) if m else shape
+
+
+def _dtype_name(dtype: str | None) -> str | None:
+    """One name per dtype ('fp32', 'bf16', ...) whether the collectors ('float32') or the recorded
+    shapes ('float', 'c10::BFloat16') said it; a name neither knows is kept as written."""
+    if not dtype:
+        return None
+    recorded = COLLECTOR_DTYPES.get(dtype, dtype)
+    return DTYPES[recorded][0] if recorded in DTYPES else dtype
 
 
 @per_trace
@@ -82,7 +105,7 @@ def fingerprint(trace: Trace) -> Fingerprint:
     device = "cpu" if info["type"] == "cpu" else f"{info['type']}: {info['name'] or 'unnamed device'}"
     match = match_device(device_properties(trace.meta))
     peak = match.peak.name if match.peak is not None else None
-    dtype = trace.collector.get("dtype")
+    dtype = _dtype_name(trace.collector.get("dtype"))
     shapes: tuple[str, ...] = ()
     own = _collector_shape(trace)
     if own:
@@ -92,7 +115,7 @@ def fingerprint(trace: Trace) -> Fingerprint:
         if calls.height:
             shapes = tuple(sorted(set(calls["shape"].to_list())))
             if dtype is None:
-                dtypes = sorted(set(calls["dtype"].drop_nulls().to_list()))
+                dtypes = sorted({_dtype_name(d) for d in calls["dtype"].drop_nulls().to_list()})
                 dtype = ", ".join(dtypes) or None
     ev = trace.events
     names = ev.filter(pl.col("cat") == "cpu_op")["name"].cast(pl.String).unique().drop_nulls().sort()
@@ -127,7 +150,7 @@ def same_workload(a: Fingerprint, b: Fingerprint) -> tuple[bool, str]:
     both sides: equal shapes and dtype (naive and SDPA on one shape are one workload, the article's
     comparison). Otherwise: op signatures at least OP_SIMILARITY alike."""
     if a.shapes and b.shapes:
-        if a.shapes != b.shapes:
+        if {_dims(x) for x in a.shapes} != {_dims(x) for x in b.shapes}:
             return False, f"attention shapes differ ({'; '.join(a.shapes)} against {'; '.join(b.shapes)})"
         if a.dtype and b.dtype and a.dtype != b.dtype:
             return False, f"dtype differs ({a.dtype} against {b.dtype})"
@@ -158,7 +181,7 @@ def differences(base: Trace, other: Trace) -> list[str]:
         out.append(f"device {a.device} -> {b.device}")
     if a.dtype != b.dtype and a.dtype and b.dtype:
         out.append(f"dtype {a.dtype} -> {b.dtype}")
-    if a.shapes != b.shapes and a.shapes and b.shapes:
+    if a.shapes and b.shapes and {_dims(x) for x in a.shapes} != {_dims(x) for x in b.shapes}:
         out.append(f"attention shapes {'; '.join(a.shapes)} -> {'; '.join(b.shapes)}")
     va, vb = dict(a.versions), dict(b.versions)
     for key in sorted(set(va) & set(vb)):

@@ -181,7 +181,7 @@ def work_time(trace: Trace) -> pl.DataFrame:
         climbing = climbing[~is_work[holder[climbing]]]
     held = series("holder", holder, valid=holder >= 0)
     by_holder = (
-        pl.DataFrame([held, pl.Series("held_ns", dur)])
+        pl.DataFrame([held, series("held_ns", dur)])  # through Arrow: pl.Series(numpy) imports numpy.ma
         .drop_nulls("holder")
         .group_by("holder")
         .agg(pl.col("held_ns").sum(), pl.len().alias("holds"))
