@@ -10,6 +10,8 @@ backends analysis reads kernels.family_of: kept in one module, the two formed an
     COLLECTIVES       collectives: kernels (the 'communication' family) and the CPU ops of a
                       copy's op chain (copies.py's 'communication' class)
     KV_CACHE_WRITES   copy kernels that write a KV cache (copies.py: requested, not hidden)
+    CALL_PARTS        attention kernels that are one part of a call whose main kernel is another
+                      (quantization before it, a split-KV merge after it: efficiency.attention_calls)
     LAUNCH_CALLS      host calls that launch a CUDA/HIP graph or one kernel (graphs.py, diff.readings)
     HOST_CATEGORIES   the host-side categories the timeline draws and op_diff compares, besides
                       the launch calls (diff.py)
@@ -106,15 +108,17 @@ BACKEND_TABLE: tuple[AttentionBackend, ...] = (
     ),
     AttentionBackend(
         "sage",
-        "",
+        r"^_FAv3SageWrapperFunc$",
         r"^sage_fwd\w*$|^sage_quant\w*_kernel$|^qk_int_sv_f(8|16)\w*_attn_kernel$|"
         r"^quant_(per_block|query_per_thread|key_per_thread)_int[48]_kernel$|^sageattn_quant\w*_kernel$",
         "SageAttention (INT8 Q/K, FP8/FP16 P*V) and SpargeAttn: Triton sage_fwd and sage_quant_kernel (ROCm aiter), "
         "CUDA qk_int_sv_f8/f16_*attn_kernel, Triton quant_per_block_int8_kernel; the quantization kernels are part "
-        "of the attention's device time",
+        "of the attention's device time (CALL_PARTS: one call with them); aiter's wrapper is an autograd.Function, "
+        "whose apply the profiler records as a cpu_op of the class's name with the tensors' shapes",
         "NVIDIA, AMD",
         source="ROCm/aiter aiter/ops/triton/_triton_kernels/attention/fav3_sage_attention.py (sage_fwd*) and its quant "
-        "module (sage_quant_kernel); thu-ml/SageAttention csrc/qattn/qk_int_sv_f8_cuda_sm89.cuh, "
+        "module (sage_quant_kernel), aiter/ops/triton/attention/fav3_sage.py (_FAv3SageWrapperFunc); "
+        "thu-ml/SageAttention csrc/qattn/qk_int_sv_f8_cuda_sm89.cuh, "
         "csrc/qattn/qk_int_sv_f16_cuda_sm80.cuh, sageattention/triton/quant_per_block.py, quant_per_thread.py",
     ),
     AttentionBackend(
@@ -462,6 +466,76 @@ def is_kv_cache_write(name: str) -> bool:
 
 
 _KV_CACHE_WRITE = re.compile(KV_CACHE_WRITE_KERNELS, re.IGNORECASE)
+
+
+# ---------------------------------------------------------------- parts of one attention call
+
+
+@dataclass(frozen=True)
+class CallPart:
+    """One row of CALL_PARTS: attention kernels (BACKEND_TABLE's fused rows) whose function name
+    (names.parse(...).qualname, case-sensitive) matches `pattern` are a part of the call of another
+    kernel: `before` (True) the next attention kernel on their device and stream, else the one
+    before it. examples: names the row must take."""
+
+    pattern: str
+    before: bool
+    reason: str
+    source: str
+    examples: tuple[str, ...] = ()
+
+
+# An attention call is one call, however many kernels it launches. Under an attention op the op
+# says which kernels are one call; these rows say it where no op does (a graph replay, a library
+# that records no op), so that a quantization kernel is not counted as a call of its own.
+CALL_PARTS: tuple[CallPart, ...] = (
+    CallPart(
+        r"^sage_quant\w*_kernel$|^quant_(per_block|query_per_thread|key_per_thread)_int[48]_kernel$|"
+        r"^sageattn_quant\w*_kernel$",
+        True,
+        "SageAttention quantizes Q and K (INT8) and V (FP8) in kernels of their own, then runs the attention "
+        "kernel on them: one call, quantize and attention kernels together",
+        "ROCm/aiter aiter/ops/triton/attention/fav3_sage.py (sage_quant, then sage_fwd); thu-ml/SageAttention "
+        "sageattention/triton/quant_per_block.py, quant_per_thread.py",
+        ("sage_quant_kernel", "quant_per_block_int8_kernel", "quant_key_per_thread_int8_kernel"),
+    ),
+    CallPart(
+        r"^reduce_segments$",
+        False,
+        "vLLM's Triton unified attention: the 3d kernel splits the keys into segments, reduce_segments merges them",
+        "vllm-project/vllm vllm/attention/ops/triton_unified_attention.py; "
+        "tests/data/tracelens_vllm_decode_graph_unified_attention.json.gz",
+        ("reduce_segments",),
+    ),
+    CallPart(
+        r"^_fwd_kernel_stage2(_\w+)?$",
+        False,
+        "Triton split-KV decode (SGLang, vLLM): stage 1 computes each split, stage 2 merges them",
+        "sgl-project/sglang python/sglang/srt/layers/attention/triton_ops/decode_attention.py",
+        ("_fwd_kernel_stage2",),
+    ),
+    CallPart(
+        r"(^|::)flash_fwd_splitkv(_mla)?_combine_kernel$",
+        False,
+        "FlashAttention's and FlashMLA's split-KV forward: the combine kernel merges the splits' partial outputs",
+        "Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_kernel.h (combine_attn_seqk_parallel); "
+        "deepseek-ai/FlashMLA csrc/flash_fwd_mla_kernel.h",
+        (
+            "void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+            "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, 4, 1, true>"
+            "(flash::Flash_fwd_params)",
+            "void flash::flash_fwd_splitkv_mla_combine_kernel<cutlass::bfloat16_t, 512, 64>(Flash_fwd_mla_params)",
+        ),
+    ),
+)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def call_part(name: str) -> bool | None:
+    """For a kernel that is a part of another kernel's attention call (CALL_PARTS): True when it
+    comes before that kernel, False when after; None for any other name."""
+    qualname = parse(name).qualname
+    return next((row.before for row in CALL_PARTS if re.search(row.pattern, qualname)), None)
 
 
 # ---------------------------------------------------------------- kernel families
