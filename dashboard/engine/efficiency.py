@@ -38,6 +38,7 @@ from dashboard.engine.load.devices import accelerator, gpu_vendor
 from dashboard.engine.model import GPU_CATEGORIES, Trace, names_in, per_trace
 from dashboard.engine.names import parse
 from dashboard.engine.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override
+from dashboard.engine.rules import call_part, is_kv_cache_write
 
 TOP_LEFT, BOTTOM_RIGHT = "top-left", "bottom-right"
 FORWARD, BACKWARD = "forward", "backward"
@@ -126,7 +127,8 @@ class OpReader:
 
     pattern: regular expression over the op name; layout: 'BHSD' (batch, heads, seq, dim) or
     'BSHD' (varlen: 'THD' when cu_q's tensor is present); q: index of the query (key and value
-    follow it); causal: index of is_causal; mask_type: index of xFormers' custom_mask_type (0 none,
+    follow it); causal: index of is_causal (several: the first of them that reads as a bool, for an op
+    whose arguments moved between versions); mask_type: index of xFormers' custom_mask_type (0 none,
     1 causal top-left, 2 causal bottom-right); align: how is_causal aligns; lse: True/False, or the
     index of compute_log_sumexp; mask: index of an attention mask or bias tensor; cu_q/max_q/max_k:
     varlen cumulative lengths tensor and maximum lengths; window: indices of sliding-window sizes.
@@ -141,7 +143,7 @@ class OpReader:
     pattern: str
     layout: str
     q: int
-    causal: int | None
+    causal: int | tuple[int, ...] | None
     align: str = TOP_LEFT
     lse: bool | int = False
     mask: int | None = None
@@ -269,6 +271,14 @@ OP_READERS: tuple[OpReader, ...] = (
         cu_q=4,
         max_q=6,
     ),
+    # SageAttention in ROCm aiter (aiter/ops/triton/attention/fav3_sage.py): _FAv3SageWrapperFunc is an
+    # autograd.Function, whose apply the profiler records under the class's name with its arguments (the
+    # tensors' shapes, and the scalars it can type: a None or a tuple may be left out). q, k, v are
+    # [batch, seq, heads, dim] (layout "bshd", the wrapper's default); causal follows q, k, v directly in
+    # older versions (index 3) and after softmax_scale in newer ones (index 4, or 3 where the profiler
+    # left a None softmax_scale out). It quantizes Q, K and V and runs sage_fwd on them: FLOPs are the
+    # attention's, whatever precision its products run in.
+    OpReader(r"^_FAv3SageWrapperFunc$", "BSHD", 0, causal=(3, 4)),
     # Serving frameworks' attention-layer ops (see OpReader.serving): vLLM's
     # unified_attention(query, key, value, layer_name) and unified_attention_with_output(query, key,
     # value, output, layer_name, ...) take [tokens, heads, head_dim] (vllm/attention/layer.py views
@@ -294,18 +304,27 @@ KERNEL_CAUSAL_ARG: tuple[tuple[str, int], ...] = (
 STEP_ANNOTATION = re.compile(
     r"_context_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)_generation_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
 )
+# vLLM's older form of it, e.g. execute_context_1(888_788544)_generation_0(0): per phase the number of
+# requests, then the sum of new query tokens nq and, after an underscore, the sum of nq^2 (the
+# generation phase may give the tokens alone). It gives no key count: a context request is one that has
+# produced no token yet, taken here as a fresh prefill whose keys are its own query tokens (nkv = nq); a
+# generation request's keys are its whole context, which it does not give.
+OLDER_STEP_ANNOTATION = re.compile(r"_context_(\d+)\((\d+)_(\d+)\)_generation_(\d+)\((\d+)(?:_(\d+))?\)")
+STEP_ANNOTATIONS = (STEP_ANNOTATION, OLDER_STEP_ANNOTATION)
 
 
 @dataclass(frozen=True)
 class ServingBatch:
-    """One serving step's requests, from its step annotation (STEP_ANNOTATION), both phases summed:
-    requests, sq (query tokens), sk (keys over the requests), sqsq (sum of nq^2), sqsk (sum of nq*nkv)."""
+    """One serving step's requests, from its step annotation (STEP_ANNOTATIONS), both phases summed:
+    requests, sq (query tokens), sk (keys over the requests), sqsq (sum of nq^2), sqsk (sum of nq*nkv);
+    older: read from vLLM's older annotation (keys = query tokens, see OLDER_STEP_ANNOTATION)."""
 
     requests: int
     sq: int
     sk: int
     sqsq: int
     sqsk: int
+    older: bool = False
 
     @property
     def pairs(self) -> int:
@@ -315,12 +334,35 @@ class ServingBatch:
 
     @classmethod
     def parse(cls, name: str | None) -> "ServingBatch | None":
+        """The batch of a step annotation in either form, or None (no annotation, or one that does not
+        give the lengths: read() says why)."""
+        found = cls.read(name)
+        return found if isinstance(found, ServingBatch) else None
+
+    @classmethod
+    def read(cls, name: str | None) -> "ServingBatch | str | None":
+        """The batch of a step annotation (STEP_ANNOTATIONS); a reason when the annotation is there
+        but does not give every request's lengths; None when the name holds no annotation."""
         match = STEP_ANNOTATION.search(name or "")
+        if match is not None:
+            n = [int(x) for x in match.groups()]
+            found = cls(n[0] + n[5], n[1] + n[6], n[2] + n[7], n[3] + n[8], n[4] + n[9])
+            ok = 0 <= found.pairs and found.sq <= found.sk and max(n) < MAX_DIM
+            return found if ok else f"step annotation {match.group(0)} does not add up to lengths"
+        match = OLDER_STEP_ANNOTATION.search(name or "")
         if match is None:
             return None
-        n = [int(x) for x in match.groups()]
-        found = cls(n[0] + n[5], n[1] + n[6], n[2] + n[7], n[3] + n[8], n[4] + n[9])
-        return found if 0 <= found.pairs and found.sq <= found.sk and max(n) < MAX_DIM else None
+        text = match.group(0)
+        requests, tokens, squares, gen_requests, gen_tokens = (int(x) for x in match.groups()[:5])
+        if gen_requests or gen_tokens:
+            return (
+                f"vLLM's older step annotation {text} gives no key count for its {gen_requests} generation "
+                "requests, whose keys are their whole context"
+            )
+        # nq >= 1 for each request: tokens <= squares <= tokens^2, and no more requests than tokens
+        if max(requests, tokens, squares) >= MAX_DIM or not (requests <= tokens <= squares <= tokens * tokens):
+            return f"step annotation {text} does not add up to lengths"
+        return cls(requests, tokens, tokens, squares, squares, older=True)
 
 
 @dataclass(frozen=True)
@@ -345,6 +387,7 @@ class AttentionShape:
     # requests, pairs the causal pairs; batch is 1
     pairs: int | None = None
     requests: int | None = None
+    older: bool = False  # the step read from vLLM's older annotation (OLDER_STEP_ANNOTATION)
 
     @property
     def elem_bytes(self) -> int:
@@ -383,9 +426,10 @@ class AttentionShape:
         heads = f"H={self.heads_q}" if self.heads_q == self.heads_kv else f"Hq={self.heads_q} Hkv={self.heads_kv}"
         dims = f"D={self.head_dim}" if self.head_dim == self.head_dim_v else f"D={self.head_dim} Dv={self.head_dim_v}"
         if self.pairs is not None:
+            source = "vLLM's older step annotation: keys = query tokens" if self.older else "step annotation"
             return (
                 f"{self.requests} requests: {self.sq} query tokens over {self.sk} keys, {self.pairs} causal pairs "
-                f"(step annotation) {heads} {dims} {dt}"
+                f"({source}) {heads} {dims} {dt}"
             )
         return f"B={self.batch} {heads} Sq={self.sq} Sk={self.sk} {dims} {dt} {mask}"
 
@@ -441,13 +485,13 @@ def read_shape(
     types_json: str | None,
     concrete_json: str | None = None,
     causal_hint: bool | None = None,
-    step: ServingBatch | None = None,
+    step: ServingBatch | str | None = None,
 ) -> AttentionShape | str:
     """The AttentionShape of one op from its Input Dims / Input type / Concrete Inputs (raw JSON
     text), or a reason string when they do not determine it. causal_hint: is_causal learnt
     elsewhere (the kernel's template arguments, the collectors' metadata), used when Concrete
-    Inputs are not at hand. step: the serving step around the op (ServingBatch), for the serving
-    readers."""
+    Inputs are not at hand. step: the serving step around the op (ServingBatch, or why its
+    annotation does not give the lengths), for the serving readers."""
     reader = reader_for(name)
     if reader is None:
         return f"{name}: no shape reader for this op"
@@ -494,7 +538,7 @@ def read_shape(
 
 
 def _serving_shape(
-    name: str, q: list[int], k: list[int], v: list[int], dtype: str, step: ServingBatch | None
+    name: str, q: list[int], k: list[int], v: list[int], dtype: str, step: ServingBatch | str | None
 ) -> AttentionShape | str:
     """A serving op's shape (OpReader.serving): heads and head dims from [tokens, heads, head_dim]
     key and value (the query [tokens, heads, head_dim] or [tokens, heads * head_dim]); query tokens,
@@ -515,12 +559,27 @@ def _serving_shape(
     )
     if step is None:
         return (
-            where + ", and no step annotation (execute_..._context_N(sq..sk..sqsq..sqsk..)_generation_N(...)) gives it"
+            where + ", and no step annotation (execute_..._context_N(sq..sk..sqsq..sqsk..)_generation_N(...), or "
+            "vLLM's older execute_context_N(tokens_squares)_generation_N(...)) gives it"
         )
+    if isinstance(step, str):
+        return where + ", and the " + step
     if step.sq > tokens:
         return where + f", and the step annotation's {step.sq} query tokens are more than the op's {tokens}"
     return AttentionShape(
-        1, step.sq, step.sk, hq, hkv, d, dv, dtype, True, BOTTOM_RIGHT, pairs=step.pairs, requests=step.requests
+        1,
+        step.sq,
+        step.sk,
+        hq,
+        hkv,
+        d,
+        dv,
+        dtype,
+        True,
+        BOTTOM_RIGHT,
+        pairs=step.pairs,
+        requests=step.requests,
+        older=step.older,
     )
 
 
@@ -531,7 +590,8 @@ def _causal(reader: OpReader, concrete: list[str] | None, hint: bool | None) -> 
         if kind is not None:
             return kind in (1, 2), BOTTOM_RIGHT if kind == 2 else TOP_LEFT
         return hint, TOP_LEFT
-    flag = _bool(_nth(concrete, reader.causal))
+    indices = reader.causal if isinstance(reader.causal, tuple) else (reader.causal,)
+    flag = next((f for i in indices if (f := _bool(_nth(concrete, i))) is not None), None)
     return (flag if flag is not None else hint), reader.align
 
 
@@ -597,6 +657,8 @@ CALL_SCHEMA: dict[str, pl.DataType] = {
     "device": pl.Int64,
     "time_ns": pl.Int64,
     "kernels": pl.Int64,
+    "other_ns": pl.Int64,
+    "others": pl.Int64,
     "pass": pl.String,
     "shape": pl.String,
     "dtype": pl.String,
@@ -617,6 +679,7 @@ EFFICIENCY_SCHEMA: dict[str, pl.DataType] = {
     "kernels_per_call": pl.Float64,
     "mean_us": pl.Float64,
     "total_us": pl.Float64,
+    "other_us": pl.Float64,
     "flops": pl.Int64,
     "bytes": pl.Int64,
     "tflops": pl.Float64,
@@ -656,14 +719,18 @@ def _attention_names(trace: Trace) -> tuple[dict[str, str], set[str], set[str]]:
 
 @per_trace
 def attention_calls(trace: Trace) -> pl.DataFrame:
-    """One row per attention call (the innermost attention op of a nest such as
-    scaled_dot_product_attention > _scaled_dot_product_flash_attention > _flash_attention_forward),
-    and one per attention kernel that no such op launched. Columns (CALL_SCHEMA): call (event id of
-    the op; the kernel's id for a kernel without op), op, called (outermost attention op), kernel
-    (the call's longest attention kernel, else its longest device event), backend, device, time_ns
-    (sum of the durations of the device events launched inside the op; on a CPU-only trace the op's
-    own span), kernels (device events per call), pass, shape, dtype, flops, bytes (per call; null
-    with a reason when the shapes do not say)."""
+    """One row per attention call: the innermost attention op of a nest such as
+    scaled_dot_product_attention > _scaled_dot_product_flash_attention > _flash_attention_forward,
+    and, for attention kernels that no such op launched, one per kernel with the kernels that are a
+    part of its call (rules.CALL_PARTS: SageAttention's quantization before it, a split-KV merge after
+    it). Columns (CALL_SCHEMA): call (event id of the op; of the main kernel for a call without op),
+    op, called (outermost attention op), kernel (the call's longest attention kernel, else its longest
+    device event), backend, device, time_ns (the call's attention device time: the durations of its
+    attention kernels, or, for a call that launched none (the math path's bmm and softmax), of its
+    device events but KV-cache writes; on a CPU-only trace the op's own span), kernels (the device
+    events time_ns sums), other_ns and others (the time and number of the call's other device events:
+    a KV-cache write, a fill of the output, a copy; attention_others lists them), pass, shape, dtype,
+    flops, bytes (per call; null with a reason when the shapes do not say)."""
     found = _attention_work(trace)
     if found is None:
         return pl.DataFrame(schema=CALL_SCHEMA)
@@ -694,47 +761,140 @@ def _attention_work(trace: Trace) -> tuple[pl.DataFrame, np.ndarray, dict[int, i
 
 
 def attention_device_ns(trace: Trace) -> int:
-    """The device time of the trace's attention (ns): every device event that is a fused attention
-    kernel (the 'fused attention' family: BACKEND_TABLE's fused rows, whatever op, graph or nothing
-    launched it) or that an attention op launched (the math path's bmm and softmax, copies inside
-    an SDPA op), each counted once. On a CPU-only trace, the spans of the attention calls.
-    Not counted: hand-written attention (detect_backends' eager and inductor evidence), whose
-    matmuls a name does not tell from the model's other matmuls."""
+    """The device time of the trace's attention (ns): every fused attention kernel (the 'fused
+    attention' family: BACKEND_TABLE's fused rows, whatever op, graph or nothing launched it), and the
+    device events of an attention op that launched no such kernel (the math path's bmm and softmax)
+    but KV-cache writes; each counted once. Not counted: what an attention op launches beside its
+    attention kernels (a KV-cache write, a fill of the output: attention_others). On a CPU-only trace,
+    the spans of the attention calls. Not counted either: hand-written attention (detect_backends'
+    eager and inductor evidence), whose matmuls a name does not tell from the model's other matmuls."""
     found = _attention_work(trace)
     if found is None:
         return 0
     if not trace.has_gpu:
         return int(attention_calls(trace)["time_ns"].fill_null(0).sum())
     work = found[0]
-    return int(work.filter(pl.col("attention") | (pl.col("owner") >= 0))["dur_ns"].fill_null(0).sum())
+    return int(work.filter(pl.col("counted"))["dur_ns"].fill_null(0).sum())
+
+
+OTHERS_SCHEMA: dict[str, pl.DataType] = {
+    "op": pl.String,
+    "name": pl.String,
+    "count": pl.Int64,
+    "calls": pl.Int64,
+    "total_us": pl.Float64,
+}
+
+
+def attention_others(trace: Trace) -> pl.DataFrame:
+    """The device work attention ops launched beside their attention kernels, which their attention
+    time leaves out (OTHERS_SCHEMA): op (the call's op), name (the device event's), count, calls (how
+    many calls launched it), total_us (its device time in all); longest first. vLLM's KV-cache write
+    reshape_and_cache_flash under unified_attention, a FillFunctor zeroing the output before
+    AOTriton's attn_fwd, a copy making an input contiguous."""
+    found = _attention_work(trace)
+    if found is None or not trace.has_gpu:
+        return pl.DataFrame(schema=OTHERS_SCHEMA)
+    other = found[0].filter((pl.col("owner") >= 0) & ~pl.col("counted"))
+    if other.height == 0:
+        return pl.DataFrame(schema=OTHERS_SCHEMA)
+    ops = trace.events["name"].cast(pl.String).gather(other["owner"])
+    return (
+        other.with_columns(ops.alias("op"))
+        .group_by("op", "name", maintain_order=True)
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            pl.col("owner").n_unique().cast(pl.Int64).alias("calls"),
+            (pl.col("dur_ns").fill_null(0).sum() / 1e3).alias("total_us"),
+        )
+        .sort("total_us", descending=True, maintain_order=True)
+        .select(list(OTHERS_SCHEMA))
+    )
 
 
 def _device_work(trace: Trace, parent: np.ndarray, is_call: np.ndarray, kernel_names: set[str]) -> pl.DataFrame:
-    """Device events with the call that launched them: id, name, device, dur_ns, launch, owner
-    (call id or -1), attention (a fused attention kernel)."""
+    """Device events with the call that launched them: id, name, device, stream, ts_ns, dur_ns, launch,
+    owner (the attention op's call id, or -1), attention (a fused attention kernel), call (the
+    attention call the event is part of: the owner; for an attention kernel no op launched, the id of
+    its call's main kernel (_lone_calls); null otherwise), counted (the event is attention time: see
+    attention_calls' time_ns)."""
     gpu = (
         trace.events.lazy()
         .filter(pl.col("cat").is_in(GPU_CATEGORIES))
-        .select("id", pl.col("name").cast(pl.String), "device", "dur_ns", pl.col("launch").fill_null(-1))
+        .select(
+            "id",
+            pl.col("name").cast(pl.String),
+            "device",
+            "stream",
+            "ts_ns",
+            "dur_ns",
+            pl.col("launch").fill_null(-1),
+        )
         .collect()
     )
     owner = nearest_marked(parent, gpu["launch"].to_numpy(), is_call)
-    return gpu.with_columns(series("owner", owner), pl.col("name").is_in(list(kernel_names)).alias("attention"))
+    kv_writes = [n for n in gpu["name"].unique().drop_nulls().to_list() if is_kv_cache_write(n)]
+    owned = pl.col("owner") >= 0
+    # a call that launched an attention kernel counts its attention kernels; one that launched none
+    # (the math path) counts its device events, but a KV-cache write is never attention
+    no_kernel = owned & ~pl.col("attention").any().over("owner")
+    work = gpu.with_columns(series("owner", owner), pl.col("name").is_in(list(kernel_names)).alias("attention"))
+    work = work.with_columns(
+        (pl.col("attention") | (no_kernel & ~pl.col("name").is_in(kv_writes))).alias("counted"),
+    )
+    lone = _lone_calls(work.filter(pl.col("attention") & ~owned))
+    return (
+        work.join(lone, on="id", how="left", maintain_order="left")
+        .with_columns(pl.when(owned).then(pl.col("owner")).otherwise(pl.col("lone_call")).alias("call"))
+        .drop("lone_call")
+    )
+
+
+def _lone_calls(lone: pl.DataFrame) -> pl.DataFrame:
+    """id -> lone_call for attention kernels that no attention op launched: a kernel that is a part
+    of another's call (rules.CALL_PARTS) joins the next (a part before it) or the previous (a part
+    after it) other attention kernel on its device and stream; every other kernel is a call of its
+    own, its id the call's."""
+    names = lone["name"].unique().drop_nulls().to_list()
+    parts = {n: before for n in names if (before := call_part(n)) is not None}
+    lane = ["device", "stream"]
+    main_id = pl.when(pl.col("part").is_null()).then(pl.col("id"))
+    return (
+        lone.sort("ts_ns", "id")
+        .with_columns(pl.col("name").replace_strict(parts, default=None, return_dtype=pl.Boolean).alias("part"))
+        .with_columns(
+            main_id.backward_fill().over(lane).alias("next_main"),
+            main_id.forward_fill().over(lane).alias("prev_main"),
+        )
+        .select(
+            "id",
+            pl.when(pl.col("part").is_null())
+            .then(pl.col("id"))
+            .when(pl.col("part"))
+            .then(pl.coalesce("next_main", "id"))
+            .otherwise(pl.coalesce("prev_main", "id"))
+            .alias("lone_call"),
+        )
+    )
 
 
 def _call_rows(
     trace: Trace, call_ids: np.ndarray, outer: dict[int, int], work: pl.DataFrame, backend: dict[str, str]
 ) -> pl.DataFrame:
     """CALL_SCHEMA rows of the attention op calls (see attention_calls)."""
+    counted = pl.col("counted")
     per_call = (
         work.filter(pl.col("owner") >= 0)
-        .sort(["attention", "dur_ns"], descending=True, maintain_order=True)  # equal times: the first launched
+        # the longest attention kernel, else the longest counted event; equal times: the first launched
+        .sort(["attention", "counted", "dur_ns"], descending=True, maintain_order=True)
         .group_by("owner", maintain_order=True)
         .agg(
             pl.col("name").first().alias("kernel"),
             pl.col("device").first(),
-            pl.col("dur_ns").sum().alias("time_ns"),
-            pl.len().cast(pl.Int64).alias("kernels"),
+            pl.when(counted.any()).then(pl.col("dur_ns").filter(counted).sum()).alias("time_ns"),
+            counted.sum().cast(pl.Int64).alias("kernels"),
+            pl.col("dur_ns").filter(~counted).sum().alias("other_ns"),
+            (~counted).sum().cast(pl.Int64).alias("others"),
             pl.col("name").filter(pl.col("attention")).first().alias("att_kernel"),
         )
     )
@@ -757,16 +917,27 @@ def _call_rows(
         shape = _first_shape(info, chain, hint if hint is not None else hint_default, cache, steps.get(call))
         op = info["name"][call]
         if trace.has_gpu:
-            time_ns, device, kernel, kernels = (
-                (found["time_ns"], found["device"], found["kernel"], found["kernels"])
+            time_ns, device, kernel, kernels, other_ns, others = (
+                (
+                    found["time_ns"],
+                    found["device"],
+                    found["kernel"],
+                    found["kernels"],
+                    found["other_ns"],
+                    found["others"],
+                )
                 if found
-                else (None, None, None, 0)
+                else (None, None, None, 0, 0, 0)
             )
         else:
-            time_ns, device, kernel, kernels = info["dur_ns"][call], None, None, 0
+            time_ns, device, kernel, kernels, other_ns, others = info["dur_ns"][call], None, None, 0, 0, 0
         reason = shape if isinstance(shape, str) else None
         if time_ns is None and reason is None:
-            reason = f"{op}: no device work found under the op"
+            reason = (
+                f"{op}: its device work is KV-cache writes only, no attention kernel"
+                if others
+                else f"{op}: no device work found under the op"
+            )
         rows.append(
             _row(
                 call,
@@ -775,8 +946,7 @@ def _call_rows(
                 kernel,
                 backend.get(op) or backend.get(kernel or ""),
                 device,
-                time_ns,
-                kernels,
+                (time_ns, kernels, other_ns, others),
                 shape,
                 reason,
             )
@@ -784,27 +954,28 @@ def _call_rows(
     return pl.DataFrame(rows, schema=CALL_SCHEMA, orient="row")
 
 
-def _serving_steps(trace: Trace, call_ids: np.ndarray, info: pl.DataFrame) -> dict[int, ServingBatch]:
-    """For the calls of serving ops (OpReader.serving), the ServingBatch of the step annotation
-    (a user_annotation, STEP_ANNOTATION) that holds them on their thread, where there is one."""
+def _serving_steps(trace: Trace, call_ids: np.ndarray, info: pl.DataFrame) -> dict[int, ServingBatch | str]:
+    """For the calls of serving ops (OpReader.serving), what the step annotation (a user_annotation
+    in either form of STEP_ANNOTATIONS) that holds them on their thread reads as (ServingBatch.read:
+    the batch, or why it gives no lengths), where there is one."""
     serving = [c for c in call_ids.tolist() if (r := reader_for(info["name"][c])) is not None and r.serving]
     if not serving:
         return {}
     ev = trace.events
     names = info["name"]
-    is_step = (
-        (ev["cat"] == "user_annotation") & names.str.contains(STEP_ANNOTATION.pattern).fill_null(False)
-    ).to_numpy()
+    annotated = names.str.contains(STEP_ANNOTATION.pattern) | names.str.contains(OLDER_STEP_ANNOTATION.pattern)
+    is_step = ((ev["cat"] == "user_annotation") & annotated.fill_null(False)).to_numpy()
     if not is_step.any():
         return {}
     parent = ev["parent"].fill_null(-1).to_numpy()
     start = np.array(serving, dtype=np.int64)
     held = nearest_marked(parent, parent[start], is_step)
-    return {c: b for c, h in zip(serving, held.tolist()) if h >= 0 and (b := ServingBatch.parse(names[h])) is not None}
+    read = {h: ServingBatch.read(names[h]) for h in set(held.tolist()) if h >= 0}
+    return {c: read[h] for c, h in zip(serving, held.tolist()) if h >= 0 and read[h] is not None}
 
 
 def _first_shape(
-    info: pl.DataFrame, chain: list[int], hint: bool | None, cache: dict, step: ServingBatch | None = None
+    info: pl.DataFrame, chain: list[int], hint: bool | None, cache: dict, step: ServingBatch | str | None = None
 ) -> AttentionShape | str:
     """The shape read from the innermost op of the chain that yields one; else the innermost's reason."""
     readings = []
@@ -834,32 +1005,41 @@ def _row(
     kernel: str | None,
     backend: str | None,
     device: int | None,
-    time_ns: int | None,
-    kernels: int,
+    timing: tuple[int | None, int, int, int],
     shape: AttentionShape | str,
     reason: str | None,
 ) -> tuple:
+    """A CALL_SCHEMA row; timing: (time_ns, kernels, other_ns, others)."""
     if isinstance(shape, AttentionShape):
         w = shape.work()
         described = (BACKWARD if shape.backward else FORWARD, shape.describe(), shape.dtype, w.flops, w.bytes)
     else:
         described = (None, None, None, None, None)
-    return (call, op, called, kernel, backend, device, time_ns, kernels, *described, reason)
+    return (call, op, called, kernel, backend, device, *timing, *described, reason)
 
 
 def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str], lone_steps: bool = False) -> pl.DataFrame:
-    """CALL_SCHEMA rows of attention kernels that no attention op launched, with the reason. With
-    lone_steps (the trace has no attention op at all), a collectors' trace whose steps each hold
-    exactly one such kernel, as its runs replayed from a CUDA graph do, takes the shape from its own
-    metadata: each step is one attention forward of the collector's shape (collector_shape)."""
+    """CALL_SCHEMA rows of the calls of attention kernels that no attention op launched (one per
+    main kernel with its parts, see _lone_calls), with the reason. With lone_steps (the trace has no
+    attention op at all), a collectors' trace whose steps each hold exactly one such call, as its runs
+    replayed from a CUDA graph do, takes the shape from its own metadata: each step is one attention
+    forward of the collector's shape (collector_shape)."""
     lone = work.filter(pl.col("attention") & (pl.col("owner") < 0))
     if lone.height == 0:
         return pl.DataFrame(schema=CALL_SCHEMA)
-    shape = _one_per_step_shape(trace, lone["id"]) if lone_steps else None
+    main = pl.col("id") == pl.col("call")
+    calls = lone.group_by("call", maintain_order=True).agg(
+        pl.col("name").filter(main).first().alias("kernel"),
+        pl.col("device").filter(main).first(),
+        pl.col("dur_ns").sum().alias("time_ns"),
+        pl.len().cast(pl.Int64).alias("kernels"),
+        pl.col("launch").filter(main).first(),
+    )
+    shape = _one_per_step_shape(trace, calls["call"]) if lone_steps else None
     if shape is not None:
         rows = [
-            _row(k, None, None, name, backend.get(name), device, dur, 1, shape, None)
-            for k, name, device, dur in lone.select("id", "name", "device", "dur_ns").iter_rows()
+            _row(k, None, None, name, backend.get(name), device, (dur, n, 0, 0), shape, None)
+            for k, name, device, dur, n in calls.select("call", "kernel", "device", "time_ns", "kernels").iter_rows()
         ]
         return pl.DataFrame(rows, schema=CALL_SCHEMA, orient="row")
     reason = (
@@ -875,22 +1055,25 @@ def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str], lone
             )
         )
     )
-    return lone.select(
-        pl.col("id").alias("call"),
+    return calls.select(
+        "call",
         pl.lit(None, pl.String).alias("op"),
         pl.lit(None, pl.String).alias("called"),
-        pl.col("name").alias("kernel"),
-        pl.col("name").replace_strict(backend, default=None, return_dtype=pl.String).alias("backend"),
+        "kernel",
+        pl.col("kernel").replace_strict(backend, default=None, return_dtype=pl.String).alias("backend"),
         "device",
-        pl.col("dur_ns").alias("time_ns"),
-        pl.lit(1, pl.Int64).alias("kernels"),
+        "time_ns",
+        "kernels",
+        pl.lit(0, pl.Int64).alias("other_ns"),
+        pl.lit(0, pl.Int64).alias("others"),
         *(pl.lit(None, CALL_SCHEMA[c]).alias(c) for c in ("pass", "shape", "dtype", "flops", "bytes")),
         reason.alias("reason"),
     )
 
 
 def _one_per_step_shape(trace: Trace, kernel_ids: pl.Series) -> AttentionShape | None:
-    """The collector's shape when every one of these kernels lies in a step and no step holds two."""
+    """The collector's shape when every one of these (calls' main) kernels lies in a step and no step
+    holds two."""
     shape = collector_shape(trace)
     if isinstance(shape, str) or kernel_ids.len() == 0:
         return None
@@ -932,8 +1115,9 @@ def device_matches(
 
 def efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = None) -> pl.DataFrame:
     """Achieved rates of attention, one row per (op, kernel, shape, device) group (EFFICIENCY_SCHEMA):
-    count (calls), kernels_per_call, mean_us / total_us (device time per call / in all; on a
-    CPU-only trace the op's span), flops / bytes (per call), tflops (TFLOP/s) and tbps (TB/s)
+    count (calls), kernels_per_call (the attention kernels a call's time sums), mean_us / total_us
+    (attention device time per call / in all; on a CPU-only trace the op's span), other_us (the device
+    time of what the calls launched beside their attention kernels, in all: attention_others), flops / bytes (per call), tflops (TFLOP/s) and tbps (TB/s)
     achieved, intensity (FLOP/byte), peak_tflops (dense peak for the dtype) and peak_tbps,
     roofline_tflops = min(peak_tflops, intensity * peak_tbps), pct_of_roofline (0..100), bound
     ('compute' or 'memory'), reason (why a number is missing). peak: a DevicePeak or a mapping such as
@@ -947,6 +1131,7 @@ def efficiency(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = Non
         pl.col("kernels").mean().alias("kernels_per_call"),
         pl.col("time_ns").sum().alias("total_ns"),
         pl.col("time_ns").count().alias("timed"),
+        (pl.col("other_ns").sum() / 1e3).alias("other_us"),
     )
     if device_lost(trace):  # the op spans left time launches: no rate
         groups = groups.with_columns(
@@ -1159,7 +1344,14 @@ def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None
     attention time), "unmeasured_without_shapes" (True when every unmeasured call's time lacks
     shapes, i.e. has no FLOPs, rather than a roofline), "rows" (efficiency() as dicts), "reasons"
     (distinct reasons some rows have no number), "per_step" (step_efficiency() as dicts: the
-    whole variant per step on collectors' traces, [] on others)}."""
+    whole variant per step on collectors' traces, [] on others), "others" (attention_others() as
+    dicts: what the attention ops launched beside their attention kernels, left out of its time),
+    "other_device_ns" (their device time)}.
+
+    The headline rests on most of the attention or says it cannot: when the measured calls cover less
+    than MIN_COVERAGE of the attention device time, "pct_of_roofline" is None and "coverage_reason"
+    says what they cover (it is also the first of "reasons"); "measured_pct_of_roofline" keeps the
+    measured calls' own number."""
     table = efficiency(trace, peak)
     measured = table.filter(pl.col("pct_of_roofline").is_not_null())
     time_us = float(measured["total_us"].sum()) if measured.height else 0.0
@@ -1184,6 +1376,11 @@ def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None
     )
     match = device_matches(trace, [device_ids[0] if device_ids else None], peak)
     first = next(iter(match.values()))
+    pct = 100 * ideal_us / time_us if time_us else None
+    share = min(measured_ns / attention_ns, 1.0) if attention_ns else None
+    coverage = coverage_reason(share) if pct is not None else None
+    reasons = sorted({r for r in table["reason"].to_list() if r})
+    others = attention_others(trace)
     return {
         "device": {
             "name": first.device.get("name") if first.device else None,
@@ -1197,12 +1394,33 @@ def efficiency_block(trace: Trace, peak: DevicePeak | Mapping[str, float] | None
         "time_us": time_us,
         "ideal_us": ideal_us,
         "tflops": flops / time_us / 1e6 if time_us else None,
-        "pct_of_roofline": 100 * ideal_us / time_us if time_us else None,
+        "pct_of_roofline": pct if coverage is None else None,
+        "measured_pct_of_roofline": pct,
+        "coverage_reason": coverage,
         "attention_device_ns": attention_ns,
         "measured_device_ns": measured_ns,
-        "measured_share": min(measured_ns / attention_ns, 1.0) if attention_ns else None,
+        "measured_share": share,
         "unmeasured_without_shapes": bool(unmeasured.height) and unmeasured["flops"].null_count() == unmeasured.height,
         "rows": table.to_dicts(),
-        "reasons": sorted({r for r in table["reason"].to_list() if r}),
+        "reasons": ([coverage] if coverage else []) + reasons,
         "per_step": step_efficiency(trace, peak).to_dicts(),
+        "others": others.to_dicts(),
+        "other_device_ns": int(round(float(others["total_us"].sum()) * 1e3)) if others.height else 0,
     }
+
+
+# The share of the attention device time the measured calls must cover for a trace's % of the roofline.
+MIN_COVERAGE = 0.5
+
+
+def coverage_reason(share: float | None) -> str | None:
+    """Why a trace's headline gives no % of the roofline: its measured calls cover less than
+    MIN_COVERAGE of the attention device time (share, 0..1); None when they cover enough (or there is
+    no attention time to cover)."""
+    if share is None or share >= MIN_COVERAGE:
+        return None
+    percent = f"{100 * share:.0f}%" if share == 0 or share >= 0.01 else "<1%"
+    return (
+        f"the measured calls cover {percent} of the attention device time, less than {100 * MIN_COVERAGE:.0f}%: "
+        "no percentage of the roofline for the trace"
+    )

@@ -419,20 +419,21 @@ def device_bytes(trace: Trace) -> pl.DataFrame:
 def _fused_kernels(trace: Trace) -> dict[int, int | str]:
     """The fused attention kernels (efficiency's 'attention' device work) whose call efficiency.
     attention_calls has bytes for: kernel id -> the call's bytes (read Q, K, V, write O: what a fused
-    kernel moves), or why not when the call launched more than one of them. That covers a kernel
-    launched inside an op without a rule of its own (cuDNN's aten::_cudnn_attention_forward inside
-    aten::_scaled_dot_product_cudnn_attention) and, on collectors' traces, one replayed from a CUDA
-    graph with no op at all (the call is the kernel, shaped by the collector's metadata)."""
+    kernel moves), or why not when the call has more than one of them (SageAttention's quantization
+    kernels and its attention kernel: what passes between them is not in the trace). That covers a
+    kernel launched inside an op without a rule of its own (cuDNN's aten::_cudnn_attention_forward
+    inside aten::_scaled_dot_product_cudnn_attention) and, on collectors' traces, one replayed from a
+    CUDA graph with no op at all (the call is the kernel, shaped by the collector's metadata)."""
     found = _attention_work(trace)
     if found is None:
         return {}
-    calls = attention_calls(trace).select("call", "op", "bytes")
+    calls = attention_calls(trace).select("call", pl.coalesce("op", "kernel").alias("op"), "bytes")
     owned = (
         found[0]
-        .filter(pl.col("attention") & (pl.col("owner") >= 0))
-        .select("id", "owner")
-        .join(calls.filter(pl.col("bytes").is_not_null()), left_on="owner", right_on="call", how="inner")
-        .with_columns(pl.len().over("owner").alias("fused"))
+        .filter(pl.col("attention") & pl.col("call").is_not_null())
+        .select("id", "call")
+        .join(calls.filter(pl.col("bytes").is_not_null()), on="call", how="inner")
+        .with_columns(pl.len().over("call").alias("fused"))
     )
     out: dict[int, int | str] = {}
     for ident, op, moved, fused in owned.select("id", "op", "bytes", "fused").iter_rows():
@@ -443,8 +444,6 @@ def _fused_kernels(trace: Trace) -> dict[int, int | str]:
                 f"{op} launches {fused} fused attention kernels: how its bytes split between them is not in the trace"
             )
         )
-    lone = calls.filter(pl.col("op").is_null() & pl.col("bytes").is_not_null())
-    out.update(zip(lone["call"].to_list(), lone["bytes"].to_list()))
     return out
 
 
@@ -523,8 +522,9 @@ def _op_tree(trace: Trace) -> _OpTree:
 
 def call_bytes(trace: Trace) -> pl.DataFrame:
     """The bytes each attention call's own work moves (efficiency.attention_calls' calls): call,
-    moved (null when unknown), moved_reason. On a GPU trace the sum over the device events the
-    call launched; on a CPU-only trace the call's ops (see _OpTree)."""
+    moved (null when unknown), moved_reason. On a GPU trace the sum over the device events whose
+    time is the call's (its attention kernels, or all its work on the math path: not a KV-cache
+    write or a fill beside the attention kernel); on a CPU-only trace the call's ops (see _OpTree)."""
     calls = attention_calls(trace)
     schema = {"call": pl.Int64, "moved": pl.Int64, "moved_reason": pl.String}
     if calls.height == 0:
@@ -537,15 +537,13 @@ def call_bytes(trace: Trace) -> pl.DataFrame:
             rows.append((call, None if isinstance(got, str) else got, got if isinstance(got, str) else None))
         return pl.DataFrame(rows, schema=schema, orient="row")
     found = _attention_work(trace)
+    # the events the call's time sums (efficiency's counted work: its attention kernels), by call
     owner = (
-        found[0].select("id", "owner")
+        found[0].filter(pl.col("counted") & pl.col("call").is_not_null()).select("id", pl.col("call").alias("owner"))
         if found is not None
         else pl.DataFrame(schema={"id": pl.Int64, "owner": pl.Int64})
     )
-    lone = calls.filter(pl.col("op").is_null()).select(pl.col("call").alias("id"), pl.col("call").alias("owner"))
-    per_event = pl.concat([owner.filter(pl.col("owner") >= 0), lone], how="vertical_relaxed").join(
-        device_bytes(trace).select("id", "bytes", "reason"), on="id", how="inner"
-    )
+    per_event = owner.join(device_bytes(trace).select("id", "bytes", "reason"), on="id", how="inner")
     summed = per_event.group_by("owner").agg(
         pl.when(pl.col("bytes").null_count() == 0).then(pl.col("bytes").sum()).alias("moved"),
         pl.col("reason").drop_nulls().first().alias("moved_reason"),
