@@ -18,12 +18,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from collectors import tables
 from dashboard import article_report
 from dashboard.cli import main as cli
 from dashboard.engine import article as art
 
 SEQS = (64, 128, 256, 512)
-SWEEP_COLUMNS = list(art.REQUIRED["sweep.csv"])
+SWEEP_COLUMNS = list(tables.SWEEP.read)
 
 
 def sweep_rows() -> list[dict]:
@@ -145,7 +146,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
             dict(dtype=d, head_dim=h, mask=m, gqa=str(g).lower(), backend_ran=b, kernel="aten::x", refusals="")
             for d, h, m, g, b in DISPATCH
         ],
-        list(art.REQUIRED["dispatch.csv"]),
+        list(tables.DISPATCH.read),
     )
     write_csv(
         out / "e2e.csv",
@@ -161,12 +162,12 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
             )
             for v, p, s, a, sh, sp, am in E2E
         ],
-        list(art.REQUIRED["e2e.csv"]),
+        list(tables.E2E.read),
     )
     write_csv(
         out / "serve.csv",
         [dict(variant=v, tokens=t, padding_waste=w, tokens_per_s=r, usd_per_1m_tokens=c) for v, t, w, r, c in SERVE],
-        list(art.REQUIRED["serve.csv"]),
+        list(tables.SERVE.read),
     )
     return out
 
@@ -352,7 +353,7 @@ def test_error_rows_read_and_show_as_errors_not_as_unavailable(tmp_path, capsys)
     failed = {**sweep_rows()[1], "variant": "flex", "backend_ran": "", "status": "error", "time_ms": ""}
     failed["reason"] = "TypeError: flex_attention() got an unexpected keyword argument 'scale'"
     write_csv(tmp_path / "sweep.csv", [*sweep_rows(), failed], SWEEP_COLUMNS)
-    e2e_columns = [*art.REQUIRED["e2e.csv"], "status", "reason"]
+    e2e_columns = [*tables.E2E.read, "status", "reason"]
     e2e = [
         dict(zip(("variant", "phase", "step_ms", "attention_ms", "attention_share"), r[:5]), status="ok") for r in E2E
     ]
@@ -361,7 +362,7 @@ def test_error_rows_read_and_show_as_errors_not_as_unavailable(tmp_path, capsys)
     write_csv(
         tmp_path / "serve.csv",
         [dict(variant="packed_flex", tokens=1000, status="error", reason="TypeError: x")],
-        [*art.REQUIRED["serve.csv"], "status", "reason"],
+        [*tables.SERVE.read, "status", "reason"],
     )
     assert cli(["sweep", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -369,3 +370,21 @@ def test_error_rows_read_and_show_as_errors_not_as_unavailable(tmp_path, capsys)
     assert re.search(r"^\s+flex\s+error\s*$", out, re.M)  # the seq-64 cell of the time table
     assert re.search(r"^\s+prefill\s+flex\s+error\s", out, re.M) and re.search(r"^\s+packed_flex\s+error\s", out, re.M)
     assert "unavailable" not in out
+
+
+BUNDLED = Path(__file__).resolve().parent.parent / "sample_traces" / "article-cpu"
+
+
+@pytest.mark.parametrize("table", list(tables.TABLES.values()), ids=lambda t: t.name)
+def test_the_bundled_article_folder_keeps_the_collectors_column_contract(table):
+    """Each file `python -m collectors article` wrote has the columns of its collectors.tables.Table in
+    order, its .json gives them the Table's types (the meanings have grown since it was written), and the
+    dashboard reads the columns it needs with those types."""
+    with open(BUNDLED / table.csv, newline="") as fh:
+        assert next(csv.reader(fh)) == list(table.columns)
+    described = json.loads((BUNDLED / f"{table.name}.json").read_text())["columns"]
+    assert {c: d["type"] for c, d in described.items()} == {c: str(kind) for c, kind in table.schema.items()}
+    frame = getattr(art.read_article(BUNDLED), table.name)
+    for column in table.read:
+        kind = table.columns[column][0]
+        assert frame.schema[column].is_numeric() if kind.is_numeric() else frame.schema[column] == kind, column

@@ -29,60 +29,19 @@ from typing import Any
 
 import polars as pl
 
-FILES = ("sweep.csv", "dispatch.csv", "e2e.csv", "serve.csv")
+from collectors.tables import TABLES
+
+FILES = tuple(table.csv for table in TABLES.values())
 """The tables an article folder may hold (each with a .json of its provenance beside it)."""
 
 BASELINE = "naive"
 """The variant every other one is measured against (the article's starting point)."""
 
-# Columns each file must have to be read; more are kept.
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "sweep.csv": (
-        "variant",
-        "backend_ran",
-        "device",
-        "dtype",
-        "batch",
-        "heads",
-        "seq",
-        "head_dim",
-        "causal",
-        "status",
-        "reason",
-        "time_ms",
-        "time_ms_p10",
-        "time_ms_p90",
-        "tflops",
-        "peak_mem_bytes",
-    ),
-    "dispatch.csv": ("dtype", "head_dim", "mask", "gqa", "backend_ran", "kernel", "refusals"),
-    "e2e.csv": (
-        "variant",
-        "phase",
-        "step_ms",
-        "attention_ms",
-        "attention_share",
-        "speedup_vs_naive",
-        "amdahl_predicted_speedup",
-    ),
-    "serve.csv": ("variant", "tokens", "padding_waste", "tokens_per_s", "usd_per_1m_tokens"),
-}
-_NUMERIC = {
-    "sweep.csv": (
-        "batch",
-        "heads",
-        "seq",
-        "head_dim",
-        "time_ms",
-        "time_ms_p10",
-        "time_ms_p90",
-        "tflops",
-        "peak_mem_bytes",
-    ),
-    "dispatch.csv": ("head_dim",),
-    "e2e.csv": ("step_ms", "attention_ms", "attention_share", "speedup_vs_naive", "amdahl_predicted_speedup"),
-    "serve.csv": ("tokens", "padding_waste", "tokens_per_s", "usd_per_1m_tokens"),
-}
+# The collectors' column contract (collectors.tables): the columns each file must have to be read
+# (more are kept), which of them hold numbers, and which hold true/false.
+REQUIRED: dict[str, tuple[str, ...]] = {table.csv: table.read for table in TABLES.values()}
+_NUMERIC = {table.csv: table.numeric(table.read) for table in TABLES.values()}
+_BOOLEAN = {table.csv: table.boolean() for table in TABLES.values()}
 _DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
 STATUS_OK = "ok"
 
@@ -176,7 +135,7 @@ def _read_table(path: Path, name: str) -> pl.DataFrame:
         frame = frame.with_columns(casts)
     if "dtype" in frame.columns:
         frame = frame.with_columns(pl.col("dtype").cast(pl.String).replace(_DTYPE_NAMES))
-    for column in ("causal", "gqa"):
+    for column in _BOOLEAN[name]:
         if column in frame.columns and frame.schema[column] != pl.Boolean:
             frame = frame.with_columns(
                 pl.col(column).cast(pl.String).str.to_lowercase().is_in(["true", "1", "yes"]).alias(column)
