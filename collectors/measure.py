@@ -1,23 +1,24 @@
-"""Measurements shared by `python -m collectors sweep` and `dispatch`: forward time, the peak
-memory one call adds, which attention backend really ran, out-of-memory and refusal outcomes,
-a real memory cap, and the FLOP count of one forward; and `outcome`, the one classification of
-a failed call (oom, refused, unavailable or error) that sweep, e2e and serve share.
+"""Measurements the modes of `python -m collectors` share (sweep, dispatch, e2e, serve): call
+times, the peak memory one call adds, which attention backend really ran, out-of-memory and
+refusal outcomes, a real memory cap, and the FLOP count of one forward; and `outcome`, the one
+classification of a failed call (oom, refused, unavailable or error) that sweep, e2e and serve share.
 
 Units: times in milliseconds (ms), memory in bytes, FLOPs as a count (multiply-add = 2 FLOPs).
 
-- Time: `time_forward` runs `warmup` untimed calls, then times `reps` calls one by one: on CUDA
-  with a pair of CUDA events around each call (device time, read after one synchronize), on the
-  CPU with time.perf_counter_ns around each call. Median and p10/p90 use linear interpolation
-  between order statistics (numpy's default "linear" method, Hyndman-Fan type 7).
+- Time: `time_calls` (sweep's forwards, e2e's steps, serve's passes) runs `warmup` untimed calls,
+  then times `reps` calls one by one: on CUDA with a pair of CUDA events around each call (device
+  time, read after one synchronize), on the CPU with time.perf_counter_ns around each call. Median
+  and p10/p90 use linear interpolation between order statistics (numpy's default "linear" method,
+  Hyndman-Fan type 7).
 - Peak memory: bytes the call added on top of what was allocated before it. CUDA:
   torch.cuda.reset_peak_memory_stats, then max_memory_allocated() - memory_allocated() before
   the call. CPU: one call under torch.profiler(profile_memory=True); over the [memory] events of
   the CPU allocator, max('Total Allocated') - the level before the first event ('Total
   Allocated' - 'Bytes' of the first event).
 - Backend: the op and kernel names of one profiled call, classified with SDPA_BACKENDS (the
-  names of dashboard.engine.backends.BACKEND_TABLE), plus "eager" for hand-written attention
-  (matmul + softmax ops), "flex" for FlexAttention's compiled region and "hub" for the
-  kernels-hub ops.
+  names of dashboard.engine.backends.BACKEND_TABLE), plus "eager" for hand-written attention (a
+  matmul-like and a softmax op, by the dashboard's EAGER_CHAIN_MATMUL and EAGER_SOFTMAX), "flex"
+  for FlexAttention's compiled region and "hub" for the kernels-hub ops.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
 from collectors.unavailable import Unavailable
+from dashboard.engine.backends import EAGER_CHAIN_MATMUL, EAGER_SOFTMAX
 
 Attention = Callable[..., Tensor]
 QKV = tuple[Tensor, Tensor, Tensor]
@@ -60,9 +62,18 @@ CUDA_PEAK_METHOD = (
 
 # Names that prove a backend the dashboard's BACKEND_TABLE has no row for.
 _FLEX_NAMES = re.compile(r"Torch-Compiled Region|CompiledFxGraph|flex_attention|triton_tem_fused")
-_EAGER_ORDER = ("aten::matmul", "aten::bmm", "aten::baddbmm", "aten::mm")
-_EAGER_MATMUL = re.compile(r"^aten::(matmul|bmm|baddbmm|mm)$")
-_EAGER_SOFTMAX = re.compile(r"^aten::(_?softmax|_safe_softmax)$")
+# Hand-written attention: the dashboard's own patterns, so that both call the same ops eager.
+_EAGER_MATMUL = re.compile(EAGER_CHAIN_MATMUL)
+_EAGER_SOFTMAX = re.compile(EAGER_SOFTMAX)
+# The evidence is the first of these that ran: the pattern's ops, the ones attention code calls
+# (matmul, einsum) before the bmm / mm they call in turn.
+_EAGER_ORDER = tuple(
+    f"aten::{op}"
+    for op in sorted(
+        re.fullmatch(r"\^aten::\((.*)\)\$", EAGER_CHAIN_MATMUL).group(1).split("|"),
+        key=lambda op: op not in ("matmul", "einsum"),
+    )
+)
 _OOM_TEXT = re.compile(r"out of memory|can't allocate memory|Cannot allocate memory", re.IGNORECASE)
 _CPU_ASKED = re.compile(r"you tried to allocate (\d+) bytes")
 _CUDA_ASKED = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?([KMGTP]?i?B)")
@@ -132,29 +143,34 @@ def summarize_times(samples_ms: Sequence[float]) -> Timing:
     return Timing(quantile(samples_ms, 0.5), quantile(samples_ms, 0.1), quantile(samples_ms, 0.9), len(samples_ms))
 
 
-def time_forward(fn: Attention, qkv: QKV, *, reps: int, warmup: int) -> Timing:
-    """Time `reps` forwards of fn(*qkv) after `warmup` untimed ones, each call on its own: CUDA
-    events around each call on a GPU (device time), time.perf_counter_ns on the CPU."""
-    cuda = qkv[0].device.type == "cuda"
+def time_calls(call: Callable[[int], object], cuda: bool, *, reps: int, warmup: int) -> list[float]:
+    """Milliseconds of each of call(0) .. call(reps - 1), timed one by one after `warmup` untimed
+    calls call(0) .. call(warmup - 1), under torch.no_grad: CUDA events around each call on a GPU
+    (device time, read after one synchronize), time.perf_counter_ns on the CPU."""
     with torch.no_grad():
-        for _ in range(warmup):
-            fn(*qkv)
+        for i in range(warmup):
+            call(i)
         if cuda:
             torch.cuda.synchronize()
             events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-            for start, end in events:
+            for i, (start, end) in enumerate(events):
                 start.record()
-                fn(*qkv)
+                call(i)
                 end.record()
             torch.cuda.synchronize()
-            samples = [start.elapsed_time(end) for start, end in events]
-        else:
-            samples = []
-            for _ in range(reps):
-                t0 = time.perf_counter_ns()
-                fn(*qkv)
-                samples.append((time.perf_counter_ns() - t0) / 1e6)
-    return summarize_times(samples)
+            return [start.elapsed_time(end) for start, end in events]
+        samples = []
+        for i in range(reps):
+            t0 = time.perf_counter_ns()
+            call(i)
+            samples.append((time.perf_counter_ns() - t0) / 1e6)
+        return samples
+
+
+def time_forward(fn: Attention, qkv: QKV, *, reps: int, warmup: int) -> Timing:
+    """Time `reps` forwards of fn(*qkv) after `warmup` untimed ones (see `time_calls`)."""
+    cuda = qkv[0].device.type == "cuda"
+    return summarize_times(time_calls(lambda _: fn(*qkv), cuda, reps=reps, warmup=warmup))
 
 
 # ---------------------------------------------------------------- one observed call
@@ -254,8 +270,8 @@ SDPA_BACKENDS: tuple[BackendNames, ...] = (
     BackendNames("math", r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", ""),
 )
 """The forward names of PyTorch's SDPA backends, fused ones first, under the names the dashboard's
-dashboard.engine.backends.BACKEND_TABLE gives them (a test keeps the two in step). The collectors
-keep their own copy so that measuring never depends on the dashboard's import graph."""
+dashboard.engine.backends.BACKEND_TABLE gives them (a test keeps the two in step): the forward
+op and kernel of each backend only, matched against one call's names."""
 _HUB_NAMES = re.compile(r"^_flash_attn\w*::|^_?kernels_community\w*::|flash_attn|(^|\W)flash::|flash_fwd")
 
 
