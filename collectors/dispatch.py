@@ -18,9 +18,7 @@ and DIR/dispatch.json (provenance). Exit status: 0 when the map was written, 2 f
 
 from __future__ import annotations
 
-import json
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -31,8 +29,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from collectors import measure
+from collectors import measure, mode
 from collectors.options import DTYPES, PROG, Parser, UsageError, device, out_dir, positive
+from collectors.tables import DISPATCH
 
 MODE = f"{PROG} dispatch"
 HEAD_DIMS = (64, 72, 96, 128, 160, 256, 512)
@@ -44,31 +43,6 @@ FORCED: tuple[tuple[str, SDPBackend], ...] = (
     ("cudnn", SDPBackend.CUDNN_ATTENTION),
 )
 """The fused backends forced one at a time, in the order of the refusals column."""
-
-COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "dtype": (pl.String, "input dtype: bf16, fp16 or fp32"),
-    "head_dim": (pl.Int64, "head dimension"),
-    "mask": (pl.String, "causal, none, bool, additive or dropout (module docstring)"),
-    "gqa": (pl.Boolean, "k/v with fewer heads than q, enable_gqa=True"),
-    "backend_ran": (
-        pl.String,
-        "backend the default dispatch ran: cpu_flash, flash, efficient, cudnn, math "
-        "(dashboard BACKEND_TABLE names) or unknown",
-    ),
-    "kernel": (pl.String, "the op or kernel name that proves backend_ran (a device kernel when there is one)"),
-    "fallback": (
-        pl.Boolean,
-        "true when the unfused math path ran although this device type has a fused "
-        "backend (cpu_flash on CPU; flash, efficient, cuDNN on CUDA): the silent fallback",
-    ),
-    "refusals": (
-        pl.String,
-        "'flash: ...; efficient: ...; cudnn: ...': PyTorch's text when that backend, "
-        "forced, cannot run; empty after the colon for one that ran",
-    ),
-    "error": (pl.String, "the default dispatch's own error when it could not run at all; empty otherwise"),
-}
-"""Every column of dispatch.csv, in file order: (polars type, meaning)."""
 
 
 @dataclass(frozen=True)
@@ -98,11 +72,7 @@ class Cell:
 
 
 def parser() -> Parser:
-    p = Parser(prog=MODE, description=__doc__.split("\n\n")[0].strip())
-    p.add_argument("--out", type=Path, required=True, help="output folder, created if missing")
-    p.add_argument(
-        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
-    )
+    p = mode.parser(MODE, __doc__)
     p.add_argument("--dtype", choices=tuple(DTYPES), nargs="+", help="dtypes (default all: bf16 fp16 fp32)")
     p.add_argument(
         "--head-dim",
@@ -186,7 +156,7 @@ def _sdpa(**kwargs: object) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
 
 
 def map_cell(cfg: Config, cell: Cell) -> dict[str, object]:
-    """One row of the map (COLUMNS): the default dispatch's backend and each forced refusal."""
+    """One row of the map (DISPATCH's columns): the default dispatch's backend and each forced refusal."""
     qkv, kwargs = inputs(cfg, cell)
     call = _sdpa(**kwargs)
     row: dict[str, object] = {
@@ -225,7 +195,7 @@ def map_cell(cfg: Config, cell: Cell) -> dict[str, object]:
 
 
 def dispatch_map(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFrame:
-    """Every cell's row (COLUMNS, in row order); `echo` gets one table line per cell."""
+    """Every cell's row (DISPATCH's columns, in row order); `echo` gets one table line per cell."""
     echo(
         _LINE.format(
             dtype="dtype", head_dim="D", mask="mask", gqa="gqa", backend="backend", fallback="fallback", kernel="kernel"
@@ -246,8 +216,7 @@ def dispatch_map(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFra
                 kernel=r["kernel"] or r["error"][:60],
             ).rstrip()
         )
-    schema = {name: kind for name, (kind, _) in COLUMNS.items()}
-    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    return DISPATCH.frame(rows)
 
 
 _LINE = "{dtype:<5} {head_dim:>4} {mask:<8} {gqa:<5} {backend:<10} {fallback:<8}  {kernel}"
@@ -255,10 +224,7 @@ _LINE = "{dtype:<5} {head_dim:>4} {mask:<8} {gqa:<5} {backend:<10} {fallback:<8}
 
 def write(cfg: Config, frame: pl.DataFrame) -> None:
     """DIR/dispatch.csv and DIR/dispatch.json."""
-    frame.write_csv(cfg.out / "dispatch.csv")
-    meta = {
-        "mode": "dispatch",
-        **measure.provenance(cfg.device, cfg.command),
+    fields = {
         "shape": {"batch": cfg.batch, "heads": cfg.heads, "kv_heads_gqa": cfg.kv_heads, "seq": cfg.seq},
         "grid": {
             "dtype": list(cfg.dtypes),
@@ -277,28 +243,29 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
         "backend_method": "op and kernel names of one profiled default-dispatch call, classified with "
         "collectors.measure.SDPA_BACKENDS (dashboard BACKEND_TABLE names)",
         "seed": cfg.seed,
-        "row_order": "dtype, head_dim, mask (order above), gqa (false first)",
-        "columns": {name: {"type": str(kind), "meaning": text} for name, (kind, text) in COLUMNS.items()},
-        "rows": frame.height,
-        "fallbacks": int(frame["fallback"].sum()),
     }
-    (cfg.out / "dispatch.json").write_text(json.dumps(meta, indent=2) + "\n")
+    mode.write(
+        DISPATCH,
+        frame,
+        cfg.out,
+        measure.provenance(cfg.device, cfg.command),
+        fields,
+        row_order="dtype, head_dim, mask (order above), gqa (false first)",
+        counts={"rows": frame.height, "fallbacks": int(frame["fallback"].sum())},
+    )
 
 
 def main(argv: list[str]) -> int:
     """Write the dispatch map; 0 when written, 2 for bad input (one error line, no traceback)."""
-    try:
-        cfg = build_config(argv)
-    except UsageError as exc:
-        print(f"{MODE}: error: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
+    return mode.main(MODE, argv, build_config, _run)
+
+
+def _run(cfg: Config) -> int:
     frame = dispatch_map(cfg, echo=lambda line: print(line, flush=True))
     write(cfg, frame)
     print(
         f"{frame.height} cells, {int(frame['fallback'].sum())} silent fallbacks to math -> "
-        f"{cfg.out / 'dispatch.csv'}, dispatch.json",
+        f"{cfg.out / DISPATCH.csv}, dispatch.json",
         flush=True,
     )
     return 0

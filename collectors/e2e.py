@@ -26,7 +26,7 @@ length 1):
 A variant that cannot run is a row with status unavailable, refused or oom and the reason; one that
 fails for any other reason is an error row (collectors.measure.outcome).
 
-Writes DIR/e2e.csv (COLUMNS, rows by phase (prefill first) then variant order),
+Writes DIR/e2e.csv (collectors.tables.E2E, rows by phase (prefill first) then variant order),
 DIR/e2e.<variant>.<phase>.json.gz (torch.profiler Chrome trace of the profiled step, with shapes,
 [memory] events and the "attnscope" metadata block) and DIR/e2e.json (provenance).
 Exit status: 0 when the run finished, 2 for bad input (one error line, no traceback).
@@ -34,12 +34,9 @@ Exit status: 0 when the run finished, 2 for bad input (one error line, no traceb
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shlex
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -49,11 +46,12 @@ import torch
 from torch import Tensor
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from collectors import hub, measure
+from collectors import hub, measure, mode
 from collectors.decoder import Core, Decoder, DecoderConfig, build
-from collectors.options import DTYPE_NAMES, DTYPES, PROG, Parser, UsageError, device, out_dir, positive
+from collectors.options import DTYPE_NAMES, DTYPES, PROG, Parser, UsageError, at_least, device, out_dir, positive
 from collectors.parity import reference
 from collectors.profile import METADATA_KEY, check_metadata, device_name
+from collectors.tables import E2E
 from collectors.variants import VARIANTS, Unavailable, Variant
 
 MODE = f"{PROG} e2e"
@@ -63,8 +61,6 @@ PHASES = ("prefill", "decode")
 MIN_REPS = 10
 WARMUP = 2
 """Untimed prefills before timing (compilation, allocator warm-up); decode's warm-up is the parity run."""
-FORCED = ("math", "flash", "efficient", "cudnn")
-STATUSES = ("ok", "refused", "unavailable", "oom", "error")
 
 
 @dataclass(frozen=True)
@@ -81,33 +77,6 @@ class Scale:
 
 CPU_SCALE = Scale(layers=2, d_model=256, heads=4, prompt_len=128, batch=4, decode_steps=16)
 GPU_SCALE = Scale(layers=8, d_model=2048, heads=16, prompt_len=2048, batch=8, decode_steps=64)
-
-COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "variant": (pl.String, "attention variant (collectors.variants.VARIANTS)"),
-    "phase": (pl.String, "prefill (the prompt batch, causal) or decode (one token per sequence, KV cache)"),
-    "status": (
-        pl.String,
-        "ok, refused (a forced SDPA backend cannot run), unavailable (a known reason: no backend for this "
-        "device or dtype, a package missing), oom or error (anything else: the variant failed)",
-    ),
-    "reason": (pl.String, "why the status is not ok; null when ok"),
-    "step_ms": (pl.Float64, "median time of one step (prefill forward, or one decode step), milliseconds"),
-    "attention_ms": (pl.Float64, "attention's time in the profiled step, milliseconds (see attention_time_source)"),
-    "profiled_step_ms": (pl.Float64, "the profiled step's ProfilerStep span, milliseconds"),
-    "attention_share": (pl.Float64, "attention_ms / profiled_step_ms, a fraction"),
-    "attention_speedup_vs_naive": (pl.Float64, "naive attention_ms / attention_ms (same phase); > 1: faster"),
-    "speedup_vs_naive": (pl.Float64, "naive step_ms / step_ms (same phase); > 1: faster"),
-    "amdahl_predicted_speedup": (
-        pl.Float64,
-        "1 / ((1 - s) + s / a), s = naive's attention_share in the phase, a = attention_speedup_vs_naive",
-    ),
-    "tokens": (pl.Int64, "tokens one step processes: batch * prompt_len (prefill) or batch (decode)"),
-    "tokens_per_s": (pl.Float64, "tokens / (step_ms / 1000)"),
-    "parity_max_abs": (pl.Float64, "max |logits - fp32 reference logits| (see the module docstring)"),
-    "reps": (pl.Int64, "timed steps behind step_ms"),
-    "trace": (pl.String, "the profiled step's trace file in DIR, null when the variant did not run"),
-}
-"""Every column of e2e.csv, in file order: (polars type, meaning and unit)."""
 
 
 @dataclass(frozen=True)
@@ -131,25 +100,8 @@ class Config:
 # ---------------------------------------------------------------- command line
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
-    def check(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}: {value}")
-        return value
-
-    return check
-
-
 def parser() -> Parser:
-    p = Parser(prog=MODE, description=__doc__.split("\n\n")[0].strip())
-    p.add_argument("--out", type=Path, required=True, help="output folder, created if missing")
-    p.add_argument(
-        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
-    )
+    p = mode.parser(MODE, __doc__)
     p.add_argument("--dtype", choices=tuple(DTYPES), help="default bf16 on CUDA, fp32 on CPU")
     for name, help_text in (
         ("layers", "decoder layers"),
@@ -173,7 +125,7 @@ def parser() -> Parser:
     )
     p.add_argument(
         "--reps",
-        type=_at_least(MIN_REPS),
+        type=at_least(MIN_REPS),
         default=MIN_REPS,
         help=f"timed steps per phase and variant (default and minimum {MIN_REPS})",
     )
@@ -194,12 +146,7 @@ def build_config(argv: list[str]) -> Config:
     size = {name: getattr(args, name) or getattr(base, name) for name in vars(base)}
     if size["d_model"] % size["heads"]:
         raise UsageError(f"--d-model {size['d_model']} is not a multiple of --heads {size['heads']}")
-    names = [n for item in args.variants for n in item.split(",") if n]
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise UsageError(f"unknown variant {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
-    if not names:
-        raise UsageError("--variants: no variant named")
+    names = mode.variant_names(args.variants)
     if args.hub_kernel is not None and not args.hub_kernel.strip():
         raise UsageError("--hub-kernel: empty; give a repo id or a folder")
     model = DecoderConfig(
@@ -249,7 +196,7 @@ def make_workload(cfg: Config) -> Workload:
     dec = Core(lambda q, k, v: reference(q, k, v, causal=False), "reference")
     ref_prefill, ref_decode = _generate(ref_model, cfg, prompt, new_tokens, pre, dec)
     del ref_model
-    _release(cfg.device)
+    mode.release(cfg.device)
     model = build(cfg.model, cfg.seed, cfg.device, cfg.dtype)
     return Workload(model, prompt, new_tokens, ref_prefill, ref_decode)
 
@@ -277,7 +224,7 @@ def _example_q(cfg: Config, seq: int) -> Tensor:
 
 
 def run_variant(cfg: Config, work: Workload, variant: Variant) -> dict[str, dict[str, Any]]:
-    """Both phases of one variant: phase -> row (COLUMNS; the relative columns still null)."""
+    """Both phases of one variant: phase -> row (E2E's columns; the relative columns still null)."""
     rows = {phase: _row(cfg, variant.name, phase) for phase in PHASES}
     prefill_core: Core | None = None
     try:
@@ -285,13 +232,13 @@ def run_variant(cfg: Config, work: Workload, variant: Variant) -> dict[str, dict
         _measure_prefill(cfg, work, prefill_core, rows["prefill"])
     except Exception as exc:  # noqa: BLE001 - every outcome is a row
         prefill_core = None
-        _fail(cfg, rows["prefill"], *_classify(exc, variant))
+        _fail(cfg, rows["prefill"], *mode.failed_call(exc, variant))
     try:
         decode_core = Core(variant.bind(_example_q(cfg, 1), causal=False), variant.name)
         _measure_decode(cfg, work, prefill_core, decode_core, rows["decode"])
     except Exception as exc:  # noqa: BLE001
-        _fail(cfg, rows["decode"], *_classify(exc, variant))
-    _release(cfg.device)
+        _fail(cfg, rows["decode"], *mode.failed_call(exc, variant))
+    mode.release(cfg.device)
     return rows
 
 
@@ -310,7 +257,7 @@ def _measure_prefill(cfg: Config, work: Workload, core: Core, row: dict[str, Any
     def step(_: int) -> None:
         model.prefill(work.prompt, core, cache)
 
-    samples = _time_steps(cfg, step, warmup=WARMUP, reps=cfg.reps)
+    samples = measure.time_calls(step, cfg.device.type == "cuda", warmup=WARMUP, reps=cfg.reps)
     _fill_times(cfg, row, samples)
     _profile(cfg, row, core.label, step, "prefill", meta_extra={"positions": [0, cfg.prompt_len]})
 
@@ -340,7 +287,7 @@ def _measure_decode(cfg: Config, work: Workload, prefill_core: Core | None, core
         model.decode(work.new_tokens[:, pos : pos + 1], core, cache, first + pos)
 
     generations = math.ceil(cfg.reps / cfg.decode_steps)
-    samples = _time_steps(cfg, step, warmup=0, reps=generations * cfg.decode_steps)
+    samples = measure.time_calls(step, cfg.device.type == "cuda", warmup=0, reps=generations * cfg.decode_steps)
     _fill_times(cfg, row, samples)
     middle = cfg.decode_steps // 2  # profile a step in the middle of the decode (warm-up step just before)
     _profile(
@@ -351,30 +298,6 @@ def _measure_decode(cfg: Config, work: Workload, prefill_core: Core | None, core
         "decode",
         meta_extra={"positions": [first + middle, first + middle + 1]},
     )
-
-
-def _time_steps(cfg: Config, step: Callable[[int], None], *, warmup: int, reps: int) -> list[float]:
-    """Per-step times in ms of step(0 .. reps-1) after `warmup` untimed calls: CUDA events around
-    each step on a GPU (device time), time.perf_counter_ns on the CPU."""
-    cuda = cfg.device.type == "cuda"
-    with torch.no_grad():
-        for i in range(warmup):
-            step(i)
-        if cuda:
-            torch.cuda.synchronize()
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-            for i, (start, end) in enumerate(events):
-                start.record()
-                step(i)
-                end.record()
-            torch.cuda.synchronize()
-            return [start.elapsed_time(end) for start, end in events]
-        samples = []
-        for i in range(reps):
-            t0 = time.perf_counter_ns()
-            step(i)
-            samples.append((time.perf_counter_ns() - t0) / 1e6)
-        return samples
 
 
 def _fill_times(cfg: Config, row: dict[str, Any], samples: list[float]) -> None:
@@ -468,7 +391,7 @@ def _metadata(cfg: Config, row: dict[str, Any], phase: str, extra: dict[str, Any
 
 
 def _row(cfg: Config, variant: str, phase: str) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row: dict[str, Any] = dict.fromkeys(E2E.columns)
     row.update(
         variant=variant, phase=phase, status="ok", tokens=cfg.batch * (cfg.prompt_len if phase == "prefill" else 1)
     )
@@ -476,14 +399,9 @@ def _row(cfg: Config, variant: str, phase: str) -> dict[str, Any]:
 
 
 def _fail(cfg: Config, row: dict[str, Any], status: str, reason: str) -> None:
-    _release(cfg.device)
+    mode.release(cfg.device)
     keep = {k: row[k] for k in ("variant", "phase", "tokens")}
-    row.update(dict.fromkeys(COLUMNS), **keep, status=status, reason=reason)
-
-
-def _classify(exc: BaseException, variant: Variant) -> tuple[str, str]:
-    """(status, reason) of a phase that raised (collectors.measure.outcome; the warnings are its notes)."""
-    return measure.outcome(exc, forced=variant.backend in FORCED)
+    row.update(dict.fromkeys(E2E.columns), **keep, status=status, reason=reason)
 
 
 def _note(exc: BaseException, caught: list) -> None:
@@ -498,12 +416,6 @@ def _max_abs(out: Tensor, ref: Tensor) -> float:
     if out.shape != ref.shape or not bool(torch.isfinite(out).all()):
         return math.inf
     return float((out.float() - ref).abs().max())
-
-
-def _release(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
 
 
 # ---------------------------------------------------------------- the run
@@ -530,7 +442,7 @@ def relative(rows: list[dict[str, Any]]) -> None:
 
 
 def run(cfg: Config, echo: Callable[[str], None] = print) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Every variant, both phases; the table (COLUMNS, row order: phase, then variant order) and
+    """Every variant, both phases; the table (E2E's columns, row order: phase, then variant order) and
     what e2e.json records beside the provenance (the hub kernel's description when asked for)."""
     hub.select(cfg.hub_kernel)
     extra: dict[str, Any] = {}
@@ -547,12 +459,7 @@ def run(cfg: Config, echo: Callable[[str], None] = print) -> tuple[pl.DataFrame,
             echo(_line(by_variant[name][phase]))
     rows = [by_variant[name][phase] for phase in PHASES for name in cfg.variants]
     relative(rows)
-    return to_frame(rows), extra
-
-
-def to_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    schema = {name: kind for name, (kind, _) in COLUMNS.items()}
-    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    return E2E.frame(rows), extra
 
 
 ATTENTION_TIME_SOURCE = {
@@ -564,11 +471,8 @@ ATTENTION_TIME_SOURCE = {
 
 def write(cfg: Config, frame: pl.DataFrame, extra: dict[str, Any]) -> None:
     """DIR/e2e.csv and DIR/e2e.json."""
-    frame.write_csv(cfg.out / "e2e.csv")
     cuda = cfg.device.type == "cuda"
-    meta = {
-        "mode": "e2e",
-        **measure.provenance(cfg.device, cfg.command),
+    fields = {
         "model": cfg.model.as_dict(),
         "model_description": "collectors/decoder.py: embedding + learned positions, N x (RMSNorm, attention with "
         "q/k/v/o projections, RMSNorm, SiLU-gated MLP), RMSNorm, LM head; weights from the seed",
@@ -594,11 +498,16 @@ def write(cfg: Config, frame: pl.DataFrame, extra: dict[str, Any]) -> None:
         "the same fixed tokens",
         "quantile_method": measure.QUANTILE_METHOD,
         **extra,
-        "row_order": "phase (prefill, decode), then variant order (naive first)",
-        "columns": {name: {"type": str(kind), "meaning": text} for name, (kind, text) in COLUMNS.items()},
-        "statuses": {s: int((frame["status"] == s).sum()) for s in STATUSES},
     }
-    (cfg.out / "e2e.json").write_text(json.dumps(meta, indent=2) + "\n")
+    mode.write(
+        E2E,
+        frame,
+        cfg.out,
+        measure.provenance(cfg.device, cfg.command),
+        fields,
+        row_order="phase (prefill, decode), then variant order (naive first)",
+        counts={"statuses": E2E.status_counts(frame)},
+    )
 
 
 _TABLE = (
@@ -625,34 +534,28 @@ def table_header() -> str:
 
 
 def _line(row: dict[str, Any]) -> str:
-    def num(value: Any, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
-
     return _TABLE.format(
         phase=row["phase"],
         variant=row["variant"],
         status=row["status"],
-        step=num(row["step_ms"], ".3f"),
-        attn=num(row["attention_ms"], ".3f"),
-        share=num(row["attention_share"], ".3f"),
-        aspd=num(row["attention_speedup_vs_naive"], ".2f"),
-        spd=num(row["speedup_vs_naive"], ".2f"),
-        amdahl=num(row["amdahl_predicted_speedup"], ".2f"),
-        tps=num(row["tokens_per_s"], ",.0f"),
-        parity=num(row["parity_max_abs"], ".2e"),
+        step=mode.number(row["step_ms"], ".3f"),
+        attn=mode.number(row["attention_ms"], ".3f"),
+        share=mode.number(row["attention_share"], ".3f"),
+        aspd=mode.number(row["attention_speedup_vs_naive"], ".2f"),
+        spd=mode.number(row["speedup_vs_naive"], ".2f"),
+        amdahl=mode.number(row["amdahl_predicted_speedup"], ".2f"),
+        tps=mode.number(row["tokens_per_s"], ",.0f"),
+        parity=mode.number(row["parity_max_abs"], ".2e"),
         reason=(row["reason"] or "")[:70],
     ).rstrip()
 
 
 def main(argv: list[str]) -> int:
     """Run the end-to-end measurement; 0 when it ran, 1 when a row is an error, 2 for bad input (one error line)."""
-    try:
-        cfg = build_config(argv)
-    except UsageError as exc:
-        print(f"{MODE}: error: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
+    return mode.main(MODE, argv, build_config, _run)
+
+
+def _run(cfg: Config) -> int:
     print(
         f"model {cfg.model.as_dict()}, batch {cfg.batch}, prompt {cfg.prompt_len}, "
         f"{cfg.decode_steps} decode steps, {DTYPE_NAMES[cfg.dtype]} on {cfg.device.type}",
@@ -663,10 +566,6 @@ def main(argv: list[str]) -> int:
     print(table_header())
     for row in frame.iter_rows(named=True):
         print(_line(row))
-    counts = ", ".join(f"{s} {n}" for s in STATUSES if (n := int((frame["status"] == s).sum())))
-    print(
-        f"{frame.height} rows ({counts}) -> {cfg.out / 'e2e.csv'}, e2e.json, {frame['trace'].drop_nulls().len()} "
-        "traces",
-        flush=True,
-    )
-    return measure.exit_status(frame, MODE, cfg.out / "e2e.csv")
+    traces = f"{frame['trace'].drop_nulls().len()} traces"
+    print(mode.closing_line(E2E, frame, cfg.out, "e2e.json", traces), flush=True)
+    return mode.exit_status(E2E, frame, MODE, cfg.out)

@@ -28,13 +28,12 @@ import json
 import math
 import re
 import resource
-import sys
 import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -563,17 +562,3 @@ def provenance(device: torch.device, command: str) -> dict[str, object]:
         "python_version": platform.python_version(),
         "cpu_threads": torch.get_num_threads(),
     }
-
-
-def exit_status(frame: Any, mode: str, out: Any) -> int:
-    """A mode's exit status once its table is written: 1 (and one line on stderr naming the rows)
-    when any row is an `error` (a bug in a variant, a collector or PyTorch: it must fail, not read
-    as a skip), else 0. `frame`: the mode's polars table with a `status` column."""
-    errors = int((frame["status"] == "error").sum())
-    if not errors:
-        return 0
-    print(
-        f"{mode}: error: {errors} {'row is' if errors == 1 else 'rows are'} `error` (see the reason column of {out})",
-        file=sys.stderr,
-    )
-    return 1

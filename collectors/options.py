@@ -1,12 +1,12 @@
 """Command-line pieces every `python -m collectors` mode shares: the error type, the parser that
-raises it, the dtype names, and the checks of --device, --out and positive integers."""
+raises it, the dtype names, and the checks of --device, --out and integers (positive, at least N)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 import torch
 
@@ -27,15 +27,23 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def positive(text: str) -> int:
-    """argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
+def at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type: an integer of at least `minimum`."""
+
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}: {value}")
+        return value
+
+    return check
+
+
+positive = at_least(1)
+"""argparse type: an integer of at least 1."""
 
 
 def device(choice: str) -> torch.device:

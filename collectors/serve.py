@@ -27,7 +27,7 @@ parity_failed) when any element exceeds collectors.parity.TOLERANCES for the dty
 A batching that cannot run here is an unavailable (or oom) row with PyTorch's words; one that fails
 for any other reason is an error row (collectors.measure.outcome).
 
-Writes DIR/serve.csv (COLUMNS) and DIR/serve.json (provenance, the lengths and their summary).
+Writes DIR/serve.csv (collectors.tables.SERVE) and DIR/serve.json (provenance, the lengths and their summary).
 Exit status: 0 when the run finished, 2 for bad input (one error line, no traceback).
 """
 
@@ -36,14 +36,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import json
 import logging
 import math
 import random
 import shlex
 import statistics
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -53,16 +50,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from collectors import measure
-from collectors.options import DTYPE_NAMES, DTYPES, PROG, Parser, UsageError, device, out_dir, positive
+from collectors import measure, mode
+from collectors.options import DTYPE_NAMES, DTYPES, PROG, Parser, UsageError, at_least, device, out_dir, positive
 from collectors.parity import TOLERANCES, compare, reference
+from collectors.tables import SERVE
 
 MODE = f"{PROG} serve"
 BATCHINGS = ("padded_sdpa", "packed_njt_sdpa", "packed_flex", "per_request_sdpa")
 REFERENCE = "per_request_sdpa"
 DEFAULT_USD_PER_GPU_HOUR = 2.0
 """The same price of a GPU hour as the dashboard's (dashboard/engine/speed.py DEFAULT_USD_PER_GPU_HOUR)."""
-STATUSES = ("ok", "parity_failed", "unavailable", "oom", "error")
 MIN_REPS = 3
 LENGTHS_IN_JSON = 4096
 """serve.json lists every length up to this many requests (always their summary)."""
@@ -81,35 +78,6 @@ class Scale:
 
 GPU_SCALE = Scale(mean_len=512, min_len=16, max_len=4096, heads=16, head_dim=64)
 CPU_SCALE = Scale(mean_len=64, min_len=8, max_len=256, heads=4, head_dim=64)
-
-COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "variant": (pl.String, "batching: padded_sdpa, packed_njt_sdpa, packed_flex or per_request_sdpa"),
-    "status": (
-        pl.String,
-        "ok, parity_failed, unavailable (a known reason: no backend for this device or dtype, no working "
-        "compiler, a package missing), oom or error (anything else: the batching failed)",
-    ),
-    "reason": (pl.String, "why the status is not ok; null when ok"),
-    "requests": (pl.Int64, "requests in the mix"),
-    "batches": (pl.Int64, "attention calls per pass: batches, or requests for per_request_sdpa"),
-    "tokens": (pl.Int64, "real tokens: the sum of the request lengths"),
-    "computed_tokens": (
-        pl.Int64,
-        "token positions computed, padding included (padded: batch size x longest, summed over the batches)",
-    ),
-    "padding_waste": (pl.Float64, "1 - tokens / computed_tokens, a fraction"),
-    "time_s": (pl.Float64, "median time of one pass over every request, seconds"),
-    "tokens_per_s": (pl.Float64, "tokens / time_s (real tokens)"),
-    "usd_per_gpu_hour": (pl.Float64, "the price of a GPU hour used, US dollars"),
-    "usd_per_1m_tokens": (pl.Float64, "usd_per_gpu_hour / 3600 * time_s / tokens * 1e6, US dollars"),
-    "parity_max_abs": (
-        pl.Float64,
-        "max |out - per_request_sdpa out| over every request (per_request_sdpa: "
-        "against the fp32 reference), output units",
-    ),
-    "reps": (pl.Int64, "timed passes behind time_s"),
-}
-"""Every column of serve.csv, in file order: (polars type, meaning and unit)."""
 
 
 @dataclass(frozen=True)
@@ -199,22 +167,8 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
-    def check(text: str) -> int:
-        value = positive(text) if minimum >= 1 else int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}: {value}")
-        return value
-
-    return check
-
-
 def parser() -> Parser:
-    p = Parser(prog=MODE, description=__doc__.split("\n\n")[0].strip())
-    p.add_argument("--out", type=Path, required=True, help="output folder, created if missing")
-    p.add_argument(
-        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
-    )
+    p = mode.parser(MODE, __doc__)
     p.add_argument("--dtype", choices=tuple(DTYPES), help="default bf16 on CUDA, fp32 on CPU")
     p.add_argument("--requests", type=positive, help="requests drawn from the distribution (default 64)")
     p.add_argument(
@@ -246,11 +200,11 @@ def parser() -> Parser:
     p.add_argument("--head-dim", type=positive, help=f"head dimension (default {GPU_SCALE.head_dim})")
     p.add_argument(
         "--reps",
-        type=_at_least(MIN_REPS),
+        type=at_least(MIN_REPS),
         default=5,
         help=f"timed passes over every request (default 5, minimum {MIN_REPS})",
     )
-    p.add_argument("--warmup", type=_at_least(1), default=1, help="untimed passes before timing (default 1)")
+    p.add_argument("--warmup", type=at_least(1), default=1, help="untimed passes before timing (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the lengths and of q, k, v (default 0)")
     p.add_argument(
         "--usd-per-gpu-hour",
@@ -485,29 +439,6 @@ def _pytorch_says() -> Iterator[list[str]]:
         logger.propagate = propagate
 
 
-def time_passes(run: Callable[[], list[Any]], cuda: bool, *, reps: int, warmup: int) -> list[float]:
-    """Seconds per pass: `warmup` untimed passes, then `reps` timed ones (CUDA events around each
-    pass, read after one synchronize; on the CPU time.perf_counter_ns)."""
-    with torch.no_grad():
-        for _ in range(warmup):
-            run()
-        if cuda:
-            torch.cuda.synchronize()
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-            for start, end in events:
-                start.record()
-                run()
-                end.record()
-            torch.cuda.synchronize()
-            return [start.elapsed_time(end) / 1e3 for start, end in events]
-        samples = []
-        for _ in range(reps):
-            t0 = time.perf_counter_ns()
-            run()
-            samples.append((time.perf_counter_ns() - t0) / 1e9)
-        return samples
-
-
 def parity(outs: list[Tensor], refs: list[Tensor], dtype: torch.dtype) -> tuple[float, bool]:
     """(max |out - ref| over every request, every request within the dtype's tolerance)."""
     results = [compare(o, r.float(), dtype) for o, r in zip(outs, refs)]
@@ -515,7 +446,7 @@ def parity(outs: list[Tensor], refs: list[Tensor], dtype: torch.dtype) -> tuple[
 
 
 def _row(cfg: Config, variant: str) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row: dict[str, Any] = dict.fromkeys(SERVE.columns)
     tokens = sum(cfg.lengths)
     computed = computed_tokens(variant, cfg.lengths, cfg.batch)
     row.update(
@@ -534,7 +465,7 @@ def _row(cfg: Config, variant: str) -> dict[str, Any]:
 def run_batching(
     cfg: Config, variant: str, reqs: list[QKV], refs: list[Tensor] | None
 ) -> tuple[dict[str, Any], list[Tensor] | None]:
-    """One batching: its row (COLUMNS) and its per-request outputs (None when it did not run).
+    """One batching: its row (SERVE's columns) and its per-request outputs (None when it did not run).
     refs: per_request_sdpa's outputs (None: compare with the fp32 reference instead)."""
     row = _row(cfg, variant)
     cuda = cfg.device.type == "cuda"
@@ -543,13 +474,13 @@ def run_batching(
         with _pytorch_says() as said, torch.no_grad():
             prepared = PREPARE[variant](reqs, cfg.lengths, cfg.batch)
             outs = prepared.split(prepared.run())
-        samples = time_passes(prepared.run, cuda, reps=cfg.reps, warmup=cfg.warmup)
+        samples = measure.time_calls(lambda _: prepared.run(), cuda, reps=cfg.reps, warmup=cfg.warmup)
     except Exception as exc:  # noqa: BLE001 - a batching that cannot run is a row, not a crash
-        _release(cfg.device)
+        mode.release(cfg.device)
         status, reason = measure.outcome(exc, said=said)
         row.update(status=status, reason=reason)
         return row, None
-    time_s = measure.summarize_times(samples).median_ms  # the median of the samples, here in seconds
+    time_s = measure.summarize_times(samples).median_ms / 1e3
     tokens = row["tokens"]
     row.update(
         time_s=time_s,
@@ -571,14 +502,8 @@ def run_batching(
     return row, outs
 
 
-def _release(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-
-
 def run(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFrame:
-    """Every batching; the table (COLUMNS, rows in BATCHINGS order). per_request_sdpa runs first:
+    """Every batching; the table (SERVE's columns, rows in BATCHINGS order). per_request_sdpa runs first:
     its outputs are the others' parity reference."""
     reqs = make_requests(cfg)
     rows: dict[str, dict[str, Any]] = {}
@@ -593,18 +518,14 @@ def run(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFrame:
     ordered = [rows[v] for v in BATCHINGS]
     for row in ordered:
         echo(table_line(row))
-    schema = {name: kind for name, (kind, _) in COLUMNS.items()}
-    return pl.DataFrame(ordered, schema=schema, orient="row")
+    return SERVE.frame(ordered)
 
 
 def write(cfg: Config, frame: pl.DataFrame) -> None:
     """DIR/serve.csv and DIR/serve.json."""
-    frame.write_csv(cfg.out / "serve.csv")
     lengths = list(cfg.lengths)
     cuda = cfg.device.type == "cuda"
-    meta = {
-        "mode": "serve",
-        **measure.provenance(cfg.device, cfg.command),
+    fields = {
         "dtype": DTYPE_NAMES[cfg.dtype],
         "heads": cfg.heads,
         "head_dim": cfg.head_dim,
@@ -622,11 +543,16 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
         "parity": "every request's output against per_request_sdpa's (per_request_sdpa: against the fp32 "
         "reference, collectors.parity.reference); torch.allclose rule with collectors.parity.TOLERANCES",
         "quantile_method": measure.QUANTILE_METHOD,
-        "row_order": ", ".join(BATCHINGS),
-        "columns": {name: {"type": str(kind), "meaning": text} for name, (kind, text) in COLUMNS.items()},
-        "statuses": {s: int((frame["status"] == s).sum()) for s in STATUSES},
     }
-    (cfg.out / "serve.json").write_text(json.dumps(meta, indent=2) + "\n")
+    mode.write(
+        SERVE,
+        frame,
+        cfg.out,
+        measure.provenance(cfg.device, cfg.command),
+        fields,
+        row_order=", ".join(BATCHINGS),
+        counts={"statuses": SERVE.status_counts(frame)},
+    )
 
 
 _TABLE = (
@@ -652,33 +578,27 @@ def table_header() -> str:
 
 
 def table_line(row: dict[str, Any]) -> str:
-    def num(value: Any, fmt: str, scale: float = 1.0) -> str:
-        return "-" if value is None else format(value * scale, fmt)
-
     return _TABLE.format(
         variant=row["variant"],
         status=row["status"],
         batches=row["batches"],
         tokens=row["tokens"],
         computed=row["computed_tokens"],
-        waste=num(row["padding_waste"], ".1%"),
-        time=num(row["time_s"], ".3f", 1e3),
-        tps=num(row["tokens_per_s"], ",.0f"),
-        usd=num(row["usd_per_1m_tokens"], ".4f"),
-        parity=num(row["parity_max_abs"], ".2e"),
+        waste=mode.number(row["padding_waste"], ".1%"),
+        time=mode.number(row["time_s"], ".3f", 1e3),
+        tps=mode.number(row["tokens_per_s"], ",.0f"),
+        usd=mode.number(row["usd_per_1m_tokens"], ".4f"),
+        parity=mode.number(row["parity_max_abs"], ".2e"),
         reason=(row["reason"] or "")[:70],
     ).rstrip()
 
 
 def main(argv: list[str]) -> int:
     """Run the serving mix; 0 when it ran, 1 when a row is an error, 2 for bad input (one error line)."""
-    try:
-        cfg = build_config(argv)
-    except UsageError as exc:
-        print(f"{MODE}: error: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
+    return mode.main(MODE, argv, build_config, _run)
+
+
+def _run(cfg: Config) -> int:
     s = summary(cfg.lengths)
     print(
         f"{s['count']} requests, {s['tokens']} tokens (lengths {s['min']}..{s['max']}, mean {s['mean']:.1f}), "
@@ -690,6 +610,5 @@ def main(argv: list[str]) -> int:
     print(table_header())
     for row in frame.iter_rows(named=True):
         print(table_line(row))
-    counts = ", ".join(f"{st} {n}" for st in STATUSES if (n := int((frame["status"] == st).sum())))
-    print(f"{frame.height} rows ({counts}) -> {cfg.out / 'serve.csv'}, serve.json", flush=True)
-    return measure.exit_status(frame, MODE, cfg.out / "serve.csv")
+    print(mode.closing_line(SERVE, frame, cfg.out, "serve.json"), flush=True)
+    return mode.exit_status(SERVE, frame, MODE, cfg.out)

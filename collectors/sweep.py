@@ -14,10 +14,7 @@ row with its status and reason (collectors.measure.outcome); the sweep goes on. 
 
 from __future__ import annotations
 
-import argparse
-import json
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -26,10 +23,11 @@ import polars as pl
 import torch
 from torch import Tensor
 
-from collectors import measure
+from collectors import measure, mode
 from collectors.collection import make_inputs
-from collectors.options import DTYPES, PROG, Parser, UsageError, device, out_dir, positive
+from collectors.options import DTYPES, PROG, Parser, at_least, device, out_dir, positive
 from collectors.parity import compare, reference
+from collectors.tables import SWEEP
 from collectors.variants import VARIANTS, Shape, Variant
 
 MODE = f"{PROG} sweep"
@@ -39,47 +37,8 @@ HEAD_DIMS = (64, 128, 256)
 GPU_TOKENS, GPU_WIDTH = 16384, 2048
 CPU_TOKENS, CPU_WIDTH = 1024, 256
 MIN_REPS = 10
-FORCED = ("math", "flash", "efficient", "cudnn")
-"""Variant backends that force one SDPA backend: a RuntimeError on their first call is a refusal."""
-STATUSES = ("ok", "refused", "oom", "parity_failed", "unavailable", "error")
 REFERENCE_CHUNK_BYTES = 1 << 28
 """Scores bytes the fp32 reference may hold at once; it runs over head slices beyond that."""
-
-COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "variant": (pl.String, "attention variant (collectors.variants.VARIANTS)"),
-    "backend_ran": (
-        pl.String,
-        "backend the call really ran, from a profiled call's op/kernel names: cpu_flash, "
-        "flash, efficient, cudnn, math, eager, flex, hub or unknown; null when the variant did not run",
-    ),
-    "device": (pl.String, "cpu or cuda"),
-    "dtype": (pl.String, "input dtype: bf16, fp16 or fp32"),
-    "batch": (pl.Int64, "batch size"),
-    "heads": (pl.Int64, "attention heads"),
-    "seq": (pl.Int64, "sequence length, tokens (queries = keys)"),
-    "head_dim": (pl.Int64, "head dimension"),
-    "causal": (pl.Boolean, "causal (lower-triangular) attention"),
-    "status": (
-        pl.String,
-        "ok, refused (forced backend cannot run), oom, parity_failed, unavailable (a known reason: no backend "
-        "for this device or dtype, a package missing) or error (anything else: the variant failed)",
-    ),
-    "reason": (
-        pl.String,
-        "why the status is not ok (PyTorch's text for refusals; bytes asked for an oom); null when ok",
-    ),
-    "time_ms": (pl.Float64, "median forward time, milliseconds"),
-    "time_ms_p10": (pl.Float64, "10th percentile forward time, milliseconds"),
-    "time_ms_p90": (pl.Float64, "90th percentile forward time, milliseconds"),
-    "reps": (pl.Int64, "timed repetitions behind the time columns"),
-    "flops": (pl.Int64, "FLOPs of one forward: 4*batch*heads*seq^2*head_dim, half when causal"),
-    "tflops": (pl.Float64, "achieved TFLOP/s: flops / (time_ms * 1e-3) / 1e12"),
-    "peak_mem_bytes": (pl.Int64, "bytes one call added at its peak over what was allocated before it"),
-    "scores_bytes": (pl.Int64, "bytes of the batch*heads*seq*seq scores matrix in the input dtype"),
-    "parity_max_abs": (pl.Float64, "max |out - fp32 reference| in output units (inf: non-finite output)"),
-    "evidence": (pl.String, "the op or kernel name that proves backend_ran"),
-}
-"""Every column of sweep.csv / sweep.parquet, in file order: (polars type, meaning and unit)."""
 
 
 @dataclass(frozen=True)
@@ -118,27 +77,8 @@ def batch_heads(cfg: Config, seq: int, head_dim: int) -> tuple[int, int]:
 # ---------------------------------------------------------------- command line
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
-    """argparse type: an integer of at least `minimum`."""
-
-    def check(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}: {value}")
-        return value
-
-    return check
-
-
 def parser() -> Parser:
-    p = Parser(prog=MODE, description=__doc__.split("\n\n")[0].strip())
-    p.add_argument("--out", type=Path, required=True, help="output folder, created if missing")
-    p.add_argument(
-        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cuda when available, else cpu"
-    )
+    p = mode.parser(MODE, __doc__)
     p.add_argument(
         "--seq",
         type=positive,
@@ -177,11 +117,11 @@ def parser() -> Parser:
     )
     p.add_argument(
         "--reps",
-        type=_at_least(MIN_REPS),
+        type=at_least(MIN_REPS),
         default=MIN_REPS,
         help=f"timed repetitions per point and variant (default and minimum {MIN_REPS})",
     )
-    p.add_argument("--warmup", type=_at_least(0), default=3, help="untimed calls before timing (default 3)")
+    p.add_argument("--warmup", type=at_least(0), default=3, help="untimed calls before timing (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random q, k, v (default 0)")
     p.add_argument(
         "--memory-cap",
@@ -199,12 +139,7 @@ def build_config(argv: list[str]) -> Config:
     args = parser().parse_args(argv)
     dev = device(args.device)
     gpu = dev.type == "cuda"
-    names = [n for item in args.variants for n in item.split(",") if n]
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise UsageError(f"unknown variant {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
-    if not names:
-        raise UsageError("--variants: no variant named")
+    names = mode.variant_names(args.variants)
     if args.causal == args.no_causal:
         causals = (False, True)
     else:
@@ -266,13 +201,13 @@ def run_variant(
     ref: Tensor | None,
     ref_problem: str | None,
 ) -> dict[str, object]:
-    """Measure one variant at one point; every outcome is a row (see COLUMNS), never an exception."""
+    """Measure one variant at one point; every outcome is a row (SWEEP's columns), never an exception."""
     row = _row(cfg, variant, point)
     dtype = DTYPES[point.dtype]
     try:
         fn = variant.bind(qkv[0], causal=point.causal)
     except Exception as exc:  # noqa: BLE001 - a variant that cannot be set up is a row, not a crash
-        return _failed(row, *_classify(exc, variant, ()))
+        return _failed(row, *mode.failed_call(exc, variant))
     caught: list = []
     try:
         with measure.memory_cap(cfg.memory_cap, cfg.device), measure.catching_warnings() as caught:
@@ -283,8 +218,8 @@ def run_variant(
         with measure.memory_cap(cfg.memory_cap, cfg.device):
             timing = measure.time_forward(fn, qkv, reps=cfg.reps, warmup=cfg.warmup)
     except Exception as exc:  # noqa: BLE001 - refusals, OOM, unavailability and errors are outcomes
-        _release(cfg.device)
-        return _failed(row, *_classify(exc, variant, caught))
+        mode.release(cfg.device)
+        return _failed(row, *mode.failed_call(exc, variant, [str(w.message) for w in caught]))
     row.update(
         time_ms=timing.median_ms,
         time_ms_p10=timing.p10_ms,
@@ -297,7 +232,7 @@ def run_variant(
         row["backend_ran"], row["evidence"] = measure.backend_ran(seen.names, variant.backend)
         row["peak_mem_bytes"] = seen.peak_mem_bytes
     except Exception as exc:  # noqa: BLE001 - timing stands; say why the rest is missing
-        _release(cfg.device)
+        mode.release(cfg.device)
         row["backend_ran"], row["reason"] = "unknown", f"profiled call failed: {measure.one_line(str(exc))}"
     if parity is None:
         row["reason"] = f"parity not checked: {ref_problem}"
@@ -313,7 +248,7 @@ def run_variant(
 
 
 def _row(cfg: Config, variant: Variant, point: Point) -> dict[str, object]:
-    row: dict[str, object] = dict.fromkeys(COLUMNS)
+    row: dict[str, object] = dict.fromkeys(SWEEP.columns)
     row.update(
         variant=variant.name,
         device=cfg.device.type,
@@ -330,20 +265,9 @@ def _row(cfg: Config, variant: Variant, point: Point) -> dict[str, object]:
     return row
 
 
-def _classify(exc: BaseException, variant: Variant, caught: list) -> tuple[str, str]:
-    """(status, reason) of a call that raised (collectors.measure.outcome)."""
-    return measure.outcome(exc, forced=variant.backend in FORCED, said=[str(w.message) for w in caught])
-
-
 def _failed(row: dict[str, object], status: str, reason: str) -> dict[str, object]:
     row.update(status=status, reason=reason)
     return row
-
-
-def _release(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
 
 
 # ---------------------------------------------------------------- the sweep
@@ -361,7 +285,7 @@ def points(cfg: Config) -> list[Point]:
 
 
 def sweep(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFrame:
-    """Run every variant at every point; return the rows (COLUMNS, in row order). `echo` gets one
+    """Run every variant at every point; return the rows (SWEEP's columns, in row order). `echo` gets one
     table line per row as it is measured."""
     rows: list[dict[str, object]] = []
     echo(table_header())
@@ -369,7 +293,7 @@ def sweep(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFrame:
         try:
             qkv = make_inputs(point.shape, DTYPES[point.dtype], cfg.device, cfg.seed)
         except Exception as exc:  # noqa: BLE001 - inputs too large for the device: every variant is oom
-            _release(cfg.device)
+            mode.release(cfg.device)
             status, reason = measure.outcome(exc)
             for name in cfg.variants:
                 rows.append(_failed(_row(cfg, VARIANTS[name], point), status, f"inputs: {reason}"))
@@ -379,23 +303,22 @@ def sweep(cfg: Config, echo: Callable[[str], None] = print) -> pl.DataFrame:
         try:
             ref = fp32_reference(qkv, point.causal)
         except Exception as exc:  # noqa: BLE001
-            _release(cfg.device)
+            mode.release(cfg.device)
             ref_problem = f"fp32 reference failed: {measure.oom_reason(exc) if measure.is_oom(exc) else exc}"
         for name in cfg.variants:
             rows.append(run_variant(cfg, VARIANTS[name], point, qkv, ref, ref_problem))
             echo(table_line(rows[-1]))
         del qkv, ref
-        _release(cfg.device)
+        mode.release(cfg.device)
     return to_frame(rows)
 
 
 def to_frame(rows: list[dict[str, object]]) -> pl.DataFrame:
-    """Rows as a frame with COLUMNS' order and types, sorted by dtype, head_dim, causal, seq, variant order."""
-    schema = {name: kind for name, (kind, _) in COLUMNS.items()}
+    """Rows as a frame with SWEEP's columns and types, sorted by dtype, head_dim, causal, seq, variant order."""
     order = {name: i for i, name in enumerate(VARIANTS)}
-    frame = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
     return (
-        frame.with_columns(pl.col("variant").replace_strict(order, return_dtype=pl.Int64).alias("_order"))
+        SWEEP.frame(rows)
+        .with_columns(pl.col("variant").replace_strict(order, return_dtype=pl.Int64).alias("_order"))
         .sort("dtype", "head_dim", "causal", "seq", "_order", maintain_order=True)
         .drop("_order")
     )
@@ -403,12 +326,8 @@ def to_frame(rows: list[dict[str, object]]) -> pl.DataFrame:
 
 def write(cfg: Config, frame: pl.DataFrame) -> None:
     """DIR/sweep.csv, DIR/sweep.parquet and DIR/sweep.json."""
-    frame.write_csv(cfg.out / "sweep.csv")
-    frame.write_parquet(cfg.out / "sweep.parquet")
     tokens, width = cfg.tokens_width
-    meta = {
-        "mode": "sweep",
-        **measure.provenance(cfg.device, cfg.command),
+    fields = {
         "grid": {
             "seq": list(cfg.seqs),
             "head_dim": list(cfg.head_dims),
@@ -439,12 +358,16 @@ def write(cfg: Config, frame: pl.DataFrame) -> None:
         "collectors.measure.SDPA_BACKENDS (dashboard BACKEND_TABLE names; + eager, flex, hub)",
         "parity": "collectors.parity: fp32 reference on the same inputs, torch.allclose rule with dtype tolerances",
         "memory_cap_bytes": cfg.memory_cap,
-        "row_order": "dtype, head_dim, causal (false first), seq, then variant order",
-        "columns": {name: {"type": str(kind), "meaning": text} for name, (kind, text) in COLUMNS.items()},
-        "rows": frame.height,
-        "statuses": {s: int((frame["status"] == s).sum()) for s in STATUSES},
     }
-    (cfg.out / "sweep.json").write_text(json.dumps(meta, indent=2) + "\n")
+    mode.write(
+        SWEEP,
+        frame,
+        cfg.out,
+        measure.provenance(cfg.device, cfg.command),
+        fields,
+        row_order="dtype, head_dim, causal (false first), seq, then variant order",
+        counts={"rows": frame.height, "statuses": SWEEP.status_counts(frame)},
+    )
 
 
 # ---------------------------------------------------------------- text table
@@ -476,9 +399,6 @@ def table_header() -> str:
 def table_line(row: dict[str, object]) -> str:
     """One row of the stdout table: median ms, TFLOP/s, peak MiB; the reason cut to 60 characters."""
 
-    def num(value: object, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
-
     peak = row["peak_mem_bytes"]
     return _TABLE.format(
         variant=row["variant"],
@@ -490,24 +410,20 @@ def table_line(row: dict[str, object]) -> str:
         heads=row["heads"],
         status=row["status"],
         backend=row["backend_ran"] or "-",
-        time=num(row["time_ms"], ".4f"),
-        tflops=num(row["tflops"], ".4f"),
-        peak=num(None if peak is None else peak / 2**20, ".3f"),
+        time=mode.number(row["time_ms"], ".4f"),
+        tflops=mode.number(row["tflops"], ".4f"),
+        peak=mode.number(None if peak is None else peak / 2**20, ".3f"),
         reason=(row["reason"] or "")[:60],
     ).rstrip()
 
 
 def main(argv: list[str]) -> int:
     """Run the sweep; 0 when it ran, 1 when a row is an error, 2 for bad input (one error line, no traceback)."""
-    try:
-        cfg = build_config(argv)
-    except UsageError as exc:
-        print(f"{MODE}: error: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
+    return mode.main(MODE, argv, build_config, _run)
+
+
+def _run(cfg: Config) -> int:
     frame = sweep(cfg, echo=lambda line: print(line, flush=True))
     write(cfg, frame)
-    counts = ", ".join(f"{s} {n}" for s in STATUSES if (n := int((frame["status"] == s).sum())))
-    print(f"{frame.height} rows ({counts}) -> {cfg.out / 'sweep.csv'}, sweep.parquet, sweep.json", flush=True)
-    return measure.exit_status(frame, MODE, cfg.out / "sweep.csv")
+    print(mode.closing_line(SWEEP, frame, cfg.out, "sweep.parquet", "sweep.json"), flush=True)
+    return mode.exit_status(SWEEP, frame, MODE, cfg.out)

@@ -23,10 +23,11 @@ from torch.profiler import ProfilerActivity, profile
 
 from collectors import measure
 from collectors.dispatch import main
+from collectors.tables import DISPATCH
 
 ARGS = ["--device", "cpu", "--dtype", "fp32", "bf16", "--head-dim", "64", "512"]
 MASKS = ["causal", "none", "bool", "additive", "dropout"]
-EXPECTED_COLUMNS = ["dtype", "head_dim", "mask", "gqa", "backend_ran", "kernel", "fallback", "refusals", "error"]
+EXPECTED_COLUMNS = list(DISPATCH.columns)  # the contract (collectors.tables), read by the dashboard
 REFUSALS = re.compile(r"^flash: (?P<flash>.*); efficient: (?P<efficient>.*); cudnn: (?P<cudnn>.*)$")
 
 

@@ -14,6 +14,7 @@ import torch
 
 from collectors.__main__ import main
 from collectors.decoder import Core, DecoderConfig, build
+from collectors.tables import E2E
 from collectors.variants import VARIANTS, Variant
 
 LAYERS, BATCH, PROMPT, DECODE = 2, 2, 16, 3
@@ -36,24 +37,7 @@ TINY = [
     "10",
 ]
 RAN = ["naive", "naive_inplace", "sdpa", "sdpa-math", "hub"]
-COLUMNS = [
-    "variant",
-    "phase",
-    "status",
-    "reason",
-    "step_ms",
-    "attention_ms",
-    "profiled_step_ms",
-    "attention_share",
-    "attention_speedup_vs_naive",
-    "speedup_vs_naive",
-    "amdahl_predicted_speedup",
-    "tokens",
-    "tokens_per_s",
-    "parity_max_abs",
-    "reps",
-    "trace",
-]
+COLUMNS = list(E2E.columns)  # the contract (collectors.tables), read by the dashboard
 FAKE_KERNEL = """
 import math
 import torch

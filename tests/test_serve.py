@@ -13,27 +13,13 @@ import torch
 
 from collectors import serve
 from collectors.__main__ import main
+from collectors.tables import SERVE
 from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
 
 LENGTHS = [5, 3, 8, 2, 7]  # batches of 2: [5, 3] [8, 2] [7]
 PADDED = 2 * 5 + 2 * 8 + 1 * 7  # 33 positions computed when each batch is padded to its longest
 TOKENS = 25
-COLUMNS = [
-    "variant",
-    "status",
-    "reason",
-    "requests",
-    "batches",
-    "tokens",
-    "computed_tokens",
-    "padding_waste",
-    "time_s",
-    "tokens_per_s",
-    "usd_per_gpu_hour",
-    "usd_per_1m_tokens",
-    "parity_max_abs",
-    "reps",
-]
+COLUMNS = list(SERVE.columns)  # the contract (collectors.tables), read by the dashboard
 
 
 @pytest.fixture(scope="module")
@@ -198,4 +184,4 @@ def test_a_batching_that_fails_is_an_error_row_not_unavailable(tmp_path: Path, m
         "error",
         "TypeError: create_block_mask() missing 1 required positional argument: 'KV_LEN'",
     )
-    assert "error" in serve.STATUSES
+    assert "error" in SERVE.statuses

@@ -26,6 +26,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from collectors import measure
 from collectors.sweep import main
+from collectors.tables import SWEEP
 from collectors.variants import VARIANTS as ALL_VARIANTS
 from collectors.variants import Unavailable, Variant
 
@@ -50,29 +51,7 @@ ARGS = [
     "1",
 ]
 B, H, D = 1, 4, 64
-EXPECTED_COLUMNS = [
-    "variant",
-    "backend_ran",
-    "device",
-    "dtype",
-    "batch",
-    "heads",
-    "seq",
-    "head_dim",
-    "causal",
-    "status",
-    "reason",
-    "time_ms",
-    "time_ms_p10",
-    "time_ms_p90",
-    "reps",
-    "flops",
-    "tflops",
-    "peak_mem_bytes",
-    "scores_bytes",
-    "parity_max_abs",
-    "evidence",
-]
+EXPECTED_COLUMNS = list(SWEEP.columns)  # the contract (collectors.tables), read by the dashboard
 TIMING = {"time_ms", "time_ms_p10", "time_ms_p90", "tflops"}
 
 
