@@ -58,6 +58,43 @@ def test_the_docs_build_with_no_warning(tmp_path):
     assert run.returncode == 0 and not warnings, "\n".join(warnings) or run.stderr[-3000:]
     assert (tmp_path / "site" / "cli" / "index.html").exists()
     assert "0.1.0" in (tmp_path / "site" / "changelog" / "index.html").read_text()
+    fetched = off_host_fetches(tmp_path / "site")
+    assert fetched == [], f"the built site fetches from off the machine: {fetched[:5]}"
+
+
+# What a page makes the browser fetch by itself: a <link> (stylesheet, preconnect, font), <script>,
+# <img> or <iframe> with an address, a CSS @import or url(). An <a href> is a link a reader follows.
+FETCHING_TAG = re.compile(r"<(?:link|script|img|iframe|source)\b[^>]*>", re.IGNORECASE)
+ADDRESS = re.compile(r"""(?:href|src|srcset)\s*=\s*["']?\s*((?:https?:)?//[^"'\s>]+)""", re.IGNORECASE)
+CSS_FETCH = re.compile(r"""(?:@import\s+|url\(\s*)["']?((?:https?:)?//[^"')\s]+)""", re.IGNORECASE)
+
+
+def off_host_fetches(site: Path) -> list[str]:
+    """Every address off this host that a built page or its CSS makes a browser fetch: file: address."""
+    found = []
+    for path in sorted(site.rglob("*")):
+        if path.suffix not in (".html", ".css"):
+            continue
+        text = path.read_text(errors="replace")
+        tags = FETCHING_TAG.findall(text) if path.suffix == ".html" else []
+        for address in [a for tag in tags for a in ADDRESS.findall(tag)] + CSS_FETCH.findall(text):
+            found.append(f"{path.relative_to(site)}: {address}")
+    return found
+
+
+def test_the_off_host_check_finds_the_theme_fonts_it_is_there_for(tmp_path):
+    """The check above, on the page Material writes with its default font: Google's two addresses."""
+    (tmp_path / "index.html").write_text(
+        '<link rel="preconnect" href="https://fonts.gstatic.com" crossorigin>'
+        '<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Roboto:300&display=fallback">'
+        '<a href="https://squidfunk.github.io/mkdocs-material/">Material</a><script src="../assets/x.js"></script>'
+    )
+    (tmp_path / "a.css").write_text('@import url("//fonts.googleapis.com/css?family=Roboto");')
+    assert off_host_fetches(tmp_path) == [
+        "a.css: //fonts.googleapis.com/css?family=Roboto",
+        "index.html: https://fonts.gstatic.com",
+        "index.html: https://fonts.googleapis.com/css?family=Roboto:300&display=fallback",
+    ]
 
 
 def test_the_readme_is_short_and_keeps_its_two_commands():
