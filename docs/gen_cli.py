@@ -402,7 +402,7 @@ def render_tables() -> str:
         "",
     ]
     for mode, files in COLUMN_FILES.items():
-        columns = importlib.import_module(f"collectors.{mode}").COLUMNS
+        columns = importlib.import_module("collectors.tables").TABLES[mode].columns
         lines += [f"### {files} {{#{mode}-columns}}", "", "| column | type | meaning and unit |", "|---|---|---|"]
         for name, (kind, meaning) in columns.items():
             lines.append(f"| {_tick(name)} | {kind} | {_cell(meaning)} |")
