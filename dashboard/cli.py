@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 # Light modules only at the top: `attnscope --help` must not pay for polars and the analyses
 # (benchmarks/bench_cold_start.py). Each command imports what it needs when it runs.
-from dashboard.engine.constants import (
-    BACKENDS,
+from dashboard.engine.model.constants import (
     COPY_ALARM_BYTES,
     COPY_ALARM_SHARE,
     DEFAULT_USD_PER_GPU_HOUR,
     UNIT_KERNEL,
     WAITING_CHECKS,
 )
-from dashboard.engine.errors import TraceError
+from dashboard.engine.rules import BACKENDS
+from dashboard.engine.model.errors import TraceError
 
 if TYPE_CHECKING:
-    from dashboard.engine.model import Trace
-    from dashboard.engine.store import Store
+    from dashboard.engine.model.trace import Trace
+    from dashboard.engine.store.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 _OPENED: list[Store] = []  # the stores this command opened: main() waits for their writers
@@ -37,7 +37,7 @@ def _store(args: argparse.Namespace) -> Store | None:
     opened: then the command parses every file, after one warning)."""
     if getattr(args, "no_store", False):
         return None
-    from dashboard.engine.store import Store
+    from dashboard.engine.store.store import Store
 
     try:
         store = Store(args.store) if args.store else Store()
@@ -227,8 +227,8 @@ def _step_efficiency_line(step: dict[str, Any], gpu: bool) -> str:
 
 def _rank_lines(folder: str, traces: list[Trace]) -> list[str]:
     """Per-rank step times and the straggler of each step, for a folder of rank traces."""
-    from dashboard.engine.ingest import one_job, world_of
-    from dashboard.engine.ranks import STRAGGLER_SPREAD, rank_of, rank_step_times, stragglers
+    from dashboard.engine.store.ingest import one_job, world_of
+    from dashboard.engine.compare.ranks import STRAGGLER_SPREAD, rank_of, rank_step_times, stragglers
 
     if not one_job([rank_of(t) for t in traces], [world_of(t) for t in traces]):
         return []
@@ -255,7 +255,7 @@ def _spread(value: float | None) -> str:
 def _expand(paths: Sequence[str]) -> tuple[list[str], dict[str, list[str]], list[str]]:
     """Files to read: each file as named, each folder's trace files (sorted, recursive); folder ->
     its files, for the per-rank table; and one error line per folder that holds no trace file."""
-    from dashboard.engine.ingest import TRACE_SUFFIXES, discover
+    from dashboard.engine.store.ingest import TRACE_SUFFIXES, discover
 
     files: list[str] = []
     folders: dict[str, list[str]] = {}
@@ -280,13 +280,11 @@ def _analysis_error(trace: Trace, exc: Exception) -> str:
     return f"{trace.source}: could not be analysed ({type(exc).__name__}: {exc})".replace("\n", " ")
 
 
-SUMMARY_KEY = (
-    "dashboard.engine.summary.summarize"  # its per_trace key (the kept file's name): not imported for a kept answer
-)
+SUMMARY_KEY = "dashboard.engine.analyses.summary.summarize"  # its per_trace key (the kept file's name): not imported for a kept answer
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from dashboard.engine.kept import MISSING
+    from dashboard.engine.store.kept import MISSING
 
     files, folders, errors = _expand(args.traces)  # a folder without a trace file is an error, not an empty answer
     store = _store(args)
@@ -303,7 +301,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
                 summaries.append(answer)
                 warned += answer["warnings"]
                 continue
-        from dashboard.engine.summary import summarize
+        from dashboard.engine.analyses.summary import summarize
 
         loaded, failed = _load_all([path], store)
         errors += failed
@@ -352,7 +350,7 @@ def _labels(traces: list[Trace]) -> dict[str, Trace]:
 
 def _mixed_devices(traces: list[Trace]) -> str | None:
     """Why these traces cannot be compared as one group (GPU and CPU-only runs among them), or None."""
-    from dashboard.engine.speed import GROUP_GPU, device_group
+    from dashboard.engine.compare.speed import GROUP_GPU, device_group
 
     gpu = [t.source for t in traces if device_group(t) == GROUP_GPU]
     cpu = [t.source for t in traces if device_group(t) != GROUP_GPU]
@@ -370,7 +368,7 @@ def _article_folders(paths: Sequence[str]) -> tuple[list[str], list[str]]:
     e2e.csv, serve.csv) and everything else (the traces)."""
     from pathlib import Path
 
-    from dashboard.engine.article import is_article_folder
+    from dashboard.engine.analyses.article import is_article_folder
 
     folders = [p for p in paths if is_article_folder(Path(p))]
     return folders, [p for p in paths if p not in folders]
@@ -379,7 +377,7 @@ def _article_folders(paths: Sequence[str]) -> tuple[list[str], list[str]]:
 def _read_articles(folders: Sequence[str]) -> tuple[list[Any], list[str]]:
     from pathlib import Path
 
-    from dashboard.engine.article import ArticleError, read_article
+    from dashboard.engine.analyses.article import ArticleError, read_article
 
     found, errors = [], []
     for folder in folders:
@@ -398,6 +396,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         render_html,
         render_json,
         render_markdown,
+        render_text,
     )  # plotly loads only when asked for
 
     folders, paths = _article_folders([args.base, *args.others])
@@ -419,7 +418,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if mixed and not args.group_by_device:
         print(f"attnscope: error: {mixed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    markdown = html = as_json = ""
+    markdown = html = as_json = text = ""
     if traces:
         runs = _labels(traces)  # (loader warnings are in the report's findings, once)
         baseline = next(iter(runs))
@@ -433,6 +432,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 copy_alarm_bytes=args.copy_alarm_bytes,
             )
             markdown = render_markdown(review)
+            text = render_text(review)  # what the terminal gets: plain text, Markdown only where asked for
             html = render_html(review) if args.html else ""
             as_json = render_json(review) if args.json else ""
         except Exception as exc:
@@ -440,6 +440,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
     if articles:
         markdown = "\n".join(part for part in [markdown, *map(article_report.render_markdown, articles)] if part)
+        text = "\n".join(part for part in [text, *map(article_report.render_text, articles)] if part)
         sections = "".join(map(article_report.render_html, articles))
         if args.html:
             html = (
@@ -458,7 +459,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
         written = _write(args.json, as_json) and written
     if not args.html and not args.markdown and not args.json:
-        print(markdown)
+        print(text)
     return EXIT_OK if written else EXIT_BAD_INPUT
 
 
@@ -528,7 +529,7 @@ def _check_settings(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
     nearest one at or above the current folder), then the command line's flags over it."""
     from pathlib import Path
 
-    from dashboard.engine.verdict import find_config, read_config
+    from dashboard.engine.compare.verdict import find_config, read_config
 
     path = Path(args.config) if args.config else find_config(Path.cwd())
     table = (read_config(path) or {}) if path is not None else {}
@@ -561,10 +562,10 @@ def _check_settings(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from dashboard.engine.alignment import op_changes
-    from dashboard.engine.fingerprint import DIFFERENT, SAME, relation
-    from dashboard.engine.gate import IncomparableError, Rules, evaluate, with_levels
-    from dashboard.engine.verdict import junit, markdown, report, to_json
+    from dashboard.engine.compare.alignment import op_changes
+    from dashboard.engine.compare.fingerprint import DIFFERENT, SAME, relation
+    from dashboard.engine.compare.gate import IncomparableError, Rules, evaluate, with_levels
+    from dashboard.engine.compare.verdict import junit, markdown, report, to_json
 
     base_ref, candidate_ref = args.base, args.candidate
     if args.baseline:
@@ -685,7 +686,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from dashboard.engine.ingest import ingest
+    from dashboard.engine.store.ingest import ingest
 
     store = _store(args)
     if store is None:
@@ -710,7 +711,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from dashboard.engine.review import format_bytes
+    from dashboard.engine.compare.review import format_bytes
 
     store = _store(args)
     if store is None:

@@ -21,19 +21,21 @@ import plotly.offline
 import polars as pl
 
 from dashboard import __version__, charts
-from dashboard.engine import review
-from dashboard.engine.diff import timeline
-from dashboard.engine.kernels import work_unit
-from dashboard.engine.model import Trace
-from dashboard.engine.speed import (
+from dashboard.engine.compare import review
+from dashboard.engine.compare.diff import timeline
+from dashboard.engine.analyses.kernels import work_unit
+from dashboard.engine.model.trace import Trace
+from dashboard.engine.compare.speed import (
     DEFAULT_USD_PER_GPU_HOUR,
     GROUP_CPU,
     GROUP_GPU,
     Group,
+    NO_SPEEDUP,
     device_groups,
     representative_step,
     speed_table,
 )
+from dashboard.engine.compare.fingerprint import CROSS_DEVICE
 
 KERNEL_CHANGES_SHOWN = review.TOP_EXPLAINED  # rows of each kernel and op diff shown (the rows 'explained' counts)
 NAMES_LISTED = 60  # op names listed as only in one run, at most (then 'and N more')
@@ -172,7 +174,137 @@ def _steps_words(change: review.Change) -> str:
     return f"The run's {word(change.step_run)} against the baseline's {word(change.step_base)}"
 
 
-# ---------- Markdown ----------
+# ---------- How each run relates to its baseline: said before anything else ----------
+
+NOT_SAME_WORK = "Not the same work as its baseline"
+NOT_SAME_WORK_WHY = (
+    "no speedup is set between different work, and what differs between them is a difference, not a change"
+)
+ANOTHER_DEVICE = "The same work on another device"
+ANOTHER_DEVICE_WHY = "its speedup and its differences compare the devices as well as the code"
+RELATION_FINDINGS = ("different workload", "cross-device")
+"""review.findings' kinds that the relation block states first: not repeated among the findings."""
+# A kernel or op diff between different work is no change: each kind of row in words that say how the two differ.
+DIFFERENCE_WORDS = {
+    "added": "only in the run",
+    "removed": "only in the baseline",
+    "more": "more per step",
+    "fewer": "fewer per step",
+    "slower": "longer mean",
+    "faster": "shorter mean",
+    "same": "alike",
+}
+
+
+def relations(speed: pl.DataFrame) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The runs of a speed.speed_table that do other work than their baseline, and those that do
+    the same work on another device: each {run, baseline, why}, in run order."""
+
+    def rows(kind: str) -> list[dict[str, str]]:
+        found = speed.filter(pl.col("relation") == kind)
+        return [
+            {"run": r["run"], "baseline": r["baseline"], "why": r["relation_why"] or ""}
+            for r in found.iter_rows(named=True)
+        ]
+
+    return rows(NO_SPEEDUP), rows(CROSS_DEVICE)
+
+
+def said_findings(findings: pl.DataFrame) -> pl.DataFrame:
+    """The findings less those the relation block already says (RELATION_FINDINGS)."""
+    return findings.filter(~pl.col("kind").is_in(RELATION_FINDINGS))
+
+
+def as_differences(frame: pl.DataFrame) -> pl.DataFrame:
+    """A kernel or op diff between different work, its change column in DIFFERENCE_WORDS."""
+    return frame.with_columns(pl.col("change").replace(DIFFERENCE_WORDS))
+
+
+# ---------- Markdown and plain text ----------
+
+
+class _Markdown:
+    """How render_markdown writes each part: GitHub-flavoured Markdown, trace strings escaped."""
+
+    def lit(self, value: Any) -> str:
+        return md_text(value)
+
+    def strong(self, text: str) -> str:
+        return f"**{text}**"
+
+    def title(self, text: str) -> list[str]:
+        return [f"## {text}", ""]
+
+    def heading(self, level: int, text: str) -> str:
+        return f"{'#' * level} {text}"
+
+    def table(self, frame: pl.DataFrame, columns: dict[str, str]) -> str:
+        return _md_table(frame, columns)
+
+    def quote(self, lines: list[str]) -> list[str]:
+        return [f"> {line}" for line in lines]
+
+    def details(self, summary: str, body: str) -> list[str]:
+        return ["", f"<details><summary>{summary}</summary>", "", body, "", "</details>"]
+
+    def footer(self, text: str) -> str:
+        return f"<sub>{text}</sub>"
+
+    def mark(self, severity: str) -> str:
+        return MARKS.get(severity, "note")
+
+
+class _Text(_Markdown):
+    """How render_text writes each part: plain text for a terminal, strings as they are."""
+
+    def lit(self, value: Any) -> str:
+        return " ".join(str(value).splitlines())
+
+    def strong(self, text: str) -> str:
+        return text
+
+    def title(self, text: str) -> list[str]:
+        return [text, "=" * min(len(text), 100), ""]
+
+    def heading(self, level: int, text: str) -> str:
+        return f"{text}\n{('-' if level <= 3 else '~') * min(len(text), 100)}"
+
+    def table(self, frame: pl.DataFrame, columns: dict[str, str]) -> str:
+        return text_table(frame, columns)
+
+    def quote(self, lines: list[str]) -> list[str]:
+        return lines
+
+    def details(self, summary: str, body: str) -> list[str]:
+        return ["", f"{summary}: {body}"]
+
+    def footer(self, text: str) -> str:
+        return text
+
+    def mark(self, severity: str) -> str:
+        return TEXT_MARKS.get(severity, "note")
+
+
+TEXT_MARKS = {review.SEVERITY_ALARM: "ALARM", review.SEVERITY_WARNING: "WARNING", review.SEVERITY_NOTE: "note"}
+TEXT_CELL = 100  # a plain-text cell's characters at most (kernel names run to 1,000)
+
+
+def text_table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
+    """A plain-text table of `frame` with {column: header}: columns padded to their widest cell,
+    numbers right-aligned, columns empty in every row left out, cells cut at TEXT_CELL characters."""
+    cells = {c: [_fmt(c, row[c]).replace("\n", " ") for row in frame.iter_rows(named=True)] for c in columns}
+    shown = [c for c in columns if any(cells[c])] or list(columns)
+    cut = {c: [v if len(v) <= TEXT_CELL else v[: TEXT_CELL - 1] + "…" for v in cells[c]] for c in shown}
+    width = {c: max([len(columns[c]), *map(len, cut[c])]) for c in shown}
+    numeric = {
+        c: frame[c].dtype.is_numeric() and frame[c].dtype != pl.Boolean if c in frame.columns else False for c in shown
+    }
+
+    def line(values: dict[str, str]) -> str:
+        return "  ".join(values[c].rjust(width[c]) if numeric[c] else values[c].ljust(width[c]) for c in shown).rstrip()
+
+    rows = [line({c: cut[c][i] for c in shown}) for i in range(frame.height)]
+    return "\n".join([line(columns), "  ".join("-" * width[c] for c in shown), *rows])
 
 
 def _cell(value: Any) -> str:
@@ -381,107 +513,164 @@ def _with_device_label(frame: pl.DataFrame) -> pl.DataFrame:
 MARKS = {review.SEVERITY_ALARM: "**ALARM**", review.SEVERITY_WARNING: "**WARNING**", review.SEVERITY_NOTE: "note"}
 
 
-def _md_changes(change: review.Change, by: str) -> list[str]:
-    """The Markdown of one run against its baseline: readings, the explained line, the kernel and op diffs."""
-    parts = [
-        "",
-        f"#### What changed: {md_text(change.run)} against {md_text(change.baseline)}",
-        "",
-        md_text(
-            f"{_steps_words(change)}; kernels {'by base name (template instances folded)' if by == 'base' else 'by full name'}."
-        ),
-        "",
-    ]
-    if change.readings:
-        parts += ["Readings:", *[f"- {md_text(line)}" for line in change.readings], ""]
-    else:
-        parts += ["Readings: no compile, CUDA-graph, attention-backend or copy-class change.", ""]
+def _md_changes(change: review.Change, by: str, m: _Markdown | None = None, different: str | None = None) -> list[str]:
+    """One run against its baseline: readings, the explained line, the kernel and op diffs. Between
+    different work (`different`: why they differ) the diffs say how the two differ, not what changed."""
+    m = m or _Markdown()
+    steps = m.lit(
+        f"{_steps_words(change)}; kernels {'by base name (template instances folded)' if by == 'base' else 'by full name'}."
+    )
     kernels, ops = _shown(change.kernels), _shown(change.ops)
-    parts += [md_text(review.explained_sentence(change)), ""]
+    if different is not None:
+        head = f"Different work, side by side: {m.lit(change.run)} against {m.lit(change.baseline)}"
+        columns = {**CHANGE_COLUMNS, "change": "how they differ"}
+        op_columns = {**OP_COLUMNS, "change": "how they differ"}
+        parts = [
+            "",
+            m.heading(4, head),
+            "",
+            steps,
+            "",
+            m.lit(
+                f"Not the same work ({different}): the rows below are how the two differ, the largest difference of "
+                "time per step first; none of them is a change."
+            ),
+            "",
+        ]
+        kernels, ops = as_differences(kernels), as_differences(ops)
+    else:
+        columns, op_columns = CHANGE_COLUMNS, OP_COLUMNS
+        parts = ["", m.heading(4, f"What changed: {m.lit(change.run)} against {m.lit(change.baseline)}"), "", steps, ""]
+        if change.readings:
+            parts += ["Readings:", *[f"- {m.lit(line)}" for line in change.readings], ""]
+        else:
+            parts += ["Readings: no compile, CUDA-graph, attention-backend or copy-class change.", ""]
+        parts += [m.lit(review.explained_sentence(change)), ""]
     parts.append(
-        _md_table(kernels.with_columns(pl.col("name").str.slice(0, 100)), CHANGE_COLUMNS)
+        m.table(kernels.with_columns(pl.col("name").str.slice(0, 100)), columns)
         if kernels.height
-        else "No kernel changed."
+        else ("No kernel differs." if different is not None else "No kernel changed.")
     )
     parts += ["", f"CPU side: ops, annotations and launch calls (top {KERNEL_CHANGES_SHOWN} by time):", ""]
     parts.append(
-        _md_table(ops.with_columns(pl.col("name").str.slice(0, 100)), OP_COLUMNS) if ops.height else "No op changed."
+        m.table(ops.with_columns(pl.col("name").str.slice(0, 100)), op_columns)
+        if ops.height
+        else ("No op differs." if different is not None else "No op changed.")
     )
     for change_kind, words in (("added", "only in the run"), ("removed", "only in the baseline")):
         names, total = _only(change.ops, change_kind)
         if total:
             more = f", and {total - len(names)} more" if total > len(names) else ""
-            parts += [
-                "",
-                f"<details><summary>{total} op {'name' if total == 1 else 'names'} {words}</summary>",
-                "",
-                ", ".join(md_text(n) for n in names) + more,
-                "",
-                "</details>",
-            ]
+            parts += m.details(
+                f"{total} op {'name' if total == 1 else 'names'} {words}", ", ".join(m.lit(n) for n in names) + more
+            )
     return parts
 
 
-def render_markdown(rv: Review) -> str:
-    """The Markdown summary of a computed review. Trace strings are escaped (md_text)."""
+def _relation_block(rv: Review, m: _Markdown) -> list[str]:
+    """The runs that are not the same work as their baseline, and those on another device, each
+    with why: the first thing a reader meets after the title (nothing when every run is the same work)."""
+    different, cross = relations(rv.speed)
+    parts: list[str] = []
+    for rows, title, why in (
+        (different, NOT_SAME_WORK, NOT_SAME_WORK_WHY),
+        (cross, ANOTHER_DEVICE, ANOTHER_DEVICE_WHY),
+    ):
+        if rows:
+            lines = [f"{m.strong(title + ':')} {m.lit(why)}."] + [
+                f"- {m.strong(m.lit(r['run']))} against {m.lit(r['baseline'])}: {m.lit(r['why'])}" for r in rows
+            ]
+            parts += [*m.quote(lines), ""]
+    return parts
+
+
+def _document(rv: Review, m: _Markdown) -> str:
+    """The summary of a computed review, in Markdown (_Markdown) or plain text (_Text)."""
     others = [label for label in rv.runs if label != rv.baseline]
-    parts = [
-        f"## attnscope review: {md_text(', '.join(others) or rv.baseline)} against baseline **{md_text(rv.baseline)}**",
-        "",
-    ]
+    parts = m.title(
+        f"attnscope review: {m.lit(', '.join(others) or rv.baseline)} against baseline {m.strong(m.lit(rv.baseline))}"
+    )
     split = len(rv.groups) > 1
     if split:
         parts += [
-            f"> {md_text(review.MIXED_DEVICES_WHY)} "
-            + "; ".join(f"{g.name} runs against **{md_text(g.baseline)}**" for g in rv.groups)
-            + ".",
+            *m.quote(
+                [
+                    f"{m.lit(review.MIXED_DEVICES_WHY)} "
+                    + "; ".join(f"{g.name} runs against {m.strong(m.lit(g.baseline))}" for g in rv.groups)
+                    + "."
+                ]
+            ),
             "",
         ]
-    parts.append("### Findings")
-    if rv.findings.height:
-        for row in review.by_severity(rv.findings).iter_rows(named=True):
-            mark = MARKS.get(row["severity"], "note")
-            parts.append(f"- {mark} **{md_text(row['run'])}** {row['kind']}: {md_text(row['message'])}")
+    parts += _relation_block(rv, m)
+    parts.append(m.heading(3, "Findings"))
+    findings = said_findings(rv.findings)
+    if findings.height:
+        for row in review.by_severity(findings).iter_rows(named=True):
+            parts.append(
+                f"- {m.mark(row['severity'])} {m.strong(m.lit(row['run']))} {row['kind']}: {m.lit(row['message'])}"
+            )
     else:
         parts.append("- nothing to flag: no hidden copies, no backend fallback, no parity failure")
     units = sorted({work_unit(t) for t in rv.runs.values()})
     overview = _with_device_label(rv.overview)
     parts += [
         "",
-        "### Overview",
-        f"Work is counted in {md_text(' and '.join(u + 's' for u in units))}; speedup > 1 means faster than the baseline.",
+        m.heading(3, "Overview"),
+        f"Work is counted in {m.lit(' and '.join(u + 's' for u in units))}; speedup > 1 means faster than the baseline.",
         "",
     ]
     for group in rv.groups:
         if split:
-            parts += [f"#### {md_text(_group_title(group))}", ""]
-        parts += [_md_table(_group_rows(overview, group), OVERVIEW_COLUMNS), ""]
-    parts += ["### Device work per step by kernel family", "", _md_table(rv.families, FAMILY_COLUMNS)]
+            parts += [m.heading(4, m.lit(_group_title(group))), ""]
+        parts += [m.table(_group_rows(overview, group), OVERVIEW_COLUMNS), ""]
+    parts += [m.heading(3, "Device work per step by kernel family"), "", m.table(rv.families, FAMILY_COLUMNS)]
+    why_apart = {r["run"]: r["why"] for r in relations(rv.speed)[0]}
     if rv.changes:
-        parts += ["", "### What changed, ranked by time per step"]
+        title = (
+            "How each run differs from its baseline (not the same work), ranked by time per step"
+            if all(c.run in why_apart for c in rv.changes)
+            else "What changed, ranked by time per step"
+        )
+        parts += ["", m.heading(3, title)]
     for change in rv.changes:
-        parts += _md_changes(change, rv.by)
-    parts += ["", "### Copies", "", _md_table(rv.copies, COPY_COLUMNS) if rv.copies.height else "No copies in any run."]
-    parts += ["", "### Attention backend", "", _md_table(rv.backends, BACKEND_COLUMNS)]
+        parts += _md_changes(change, rv.by, m, why_apart.get(change.run))
+    parts += [
+        "",
+        m.heading(3, "Copies"),
+        "",
+        m.table(rv.copies, COPY_COLUMNS) if rv.copies.height else "No copies in any run.",
+    ]
+    parts += ["", m.heading(3, "Attention backend"), "", m.table(rv.backends, BACKEND_COLUMNS)]
     if rv.efficiency is not None:
         parts += [
             "",
-            "### Attention efficiency",
+            m.heading(3, "Attention efficiency"),
             "",
-            md_text(EFFICIENCY_WHY),
+            m.lit(EFFICIENCY_WHY),
             "",
-            _md_table(rv.efficiency, EFFICIENCY_COLUMNS),
+            m.table(rv.efficiency, EFFICIENCY_COLUMNS),
         ]
-    parts += ["", "### Speed", "", md_text(_price_line(rv)), ""]
+    parts += ["", m.heading(3, "Speed"), "", m.lit(_price_line(rv)), ""]
     for group in rv.groups:
         if split:
-            parts += [f"#### {md_text(_group_title(group))}", ""]
-        parts += [_md_table(_group_rows(rv.speed, group), SPEED_COLUMNS), ""]
+            parts += [m.heading(4, m.lit(_group_title(group))), ""]
+        parts += [m.table(_group_rows(rv.speed, group), SPEED_COLUMNS), ""]
     parts += [
-        f"<sub>attnscope {__version__}; traces: " + ", ".join(md_text(t.source) for t in rv.runs.values()) + "</sub>",
+        m.footer(f"attnscope {__version__}; traces: " + ", ".join(m.lit(t.source) for t in rv.runs.values())),
         "",
     ]
     return "\n".join(parts)
+
+
+def render_markdown(rv: Review) -> str:
+    """The Markdown summary of a computed review. Trace strings are escaped (md_text)."""
+    return _document(rv, _Markdown())
+
+
+def render_text(rv: Review) -> str:
+    """The same summary as plain text, for a terminal: no Markdown marks, no escapes, tables padded."""
+    return _document(rv, _Text())
 
 
 # ---------- HTML ----------
@@ -550,7 +739,7 @@ def review_data(rv: Review, full: bool = False) -> dict[str, Any]:
     """The numbers behind the report: runs, fingerprints, findings, overview, families, copies,
     backends, speed (speedup or, between different workloads, the reason for none), efficiency and
     each run's changes (readings, the kernels ranked by time; with `full`, every kernel and op row)."""
-    from dashboard.engine.fingerprint import fingerprint
+    from dashboard.engine.compare.fingerprint import fingerprint
 
     def kernels(c: review.Change) -> list[dict[str, Any]]:
         frame = (
@@ -626,26 +815,42 @@ def html_report(
     return render_html(build_review(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour, colors, by=by, steps=steps))
 
 
-def _html_changes(change: review.Change, by: str) -> list[str]:
-    """The HTML of one run against its baseline: readings, the explained line, the kernel and op diffs."""
-    out = [
-        f"<h3>What changed: {html.escape(change.run)} against {html.escape(change.baseline)}</h3>",
+def _html_changes(change: review.Change, by: str, different: str | None = None) -> list[str]:
+    """The HTML of one run against its baseline: readings, the explained line, the kernel and op
+    diffs; between different work (`different`: why) how the two differ, not what changed."""
+    steps = (
         f'<p class="muted">{html.escape(_steps_words(change))}; kernels '
-        f"{'by base name (template instances folded)' if by == 'base' else 'by full name'}.</p>",
-    ]
-    if change.readings:
-        out.append(
-            '<div class="note readings"><ul>'
-            + "".join(f"<li>{html.escape(line)}</li>" for line in change.readings)
-            + "</ul></div>"
-        )
-    else:
-        out.append("<p>Readings: no compile, CUDA-graph, attention-backend or copy-class change.</p>")
+        f"{'by base name (template instances folded)' if by == 'base' else 'by full name'}.</p>"
+    )
     kernels, ops = _shown(change.kernels), _shown(change.ops)
-    out.append(f"<p>{html.escape(review.explained_sentence(change))}</p>")
-    out.append(_html_table(kernels, CHANGE_COLUMNS) if kernels.height else "<p>No kernel changed.</p>")
+    if different is not None:
+        out = [
+            f"<h3>Different work, side by side: {html.escape(change.run)} against {html.escape(change.baseline)}</h3>",
+            steps,
+            f'<div class="warning">Not the same work ({html.escape(different)}): the rows below are how the two differ, '
+            "the largest difference of time per step first; none of them is a change.</div>",
+        ]
+        columns, op_columns = (
+            {**CHANGE_COLUMNS, "change": "how they differ"},
+            {**OP_COLUMNS, "change": "how they differ"},
+        )
+        kernels, ops = as_differences(kernels), as_differences(ops)
+    else:
+        out = [f"<h3>What changed: {html.escape(change.run)} against {html.escape(change.baseline)}</h3>", steps]
+        if change.readings:
+            out.append(
+                '<div class="note readings"><ul>'
+                + "".join(f"<li>{html.escape(line)}</li>" for line in change.readings)
+                + "</ul></div>"
+            )
+        else:
+            out.append("<p>Readings: no compile, CUDA-graph, attention-backend or copy-class change.</p>")
+        out.append(f"<p>{html.escape(review.explained_sentence(change))}</p>")
+        columns, op_columns = CHANGE_COLUMNS, OP_COLUMNS
+    none = "differs" if different is not None else "changed"
+    out.append(_html_table(kernels, columns) if kernels.height else f"<p>No kernel {none}.</p>")
     out.append(f"<h4>CPU side: ops, annotations and launch calls (top {KERNEL_CHANGES_SHOWN} by time)</h4>")
-    out.append(_html_table(ops, OP_COLUMNS) if ops.height else "<p>No op changed.</p>")
+    out.append(_html_table(ops, op_columns) if ops.height else f"<p>No op {none}.</p>")
     for change_kind, words in (("added", "only in the run"), ("removed", "only in the baseline")):
         names, total = _only(change.ops, change_kind)
         if total:
@@ -653,6 +858,27 @@ def _html_changes(change: review.Change, by: str) -> list[str]:
             out.append(
                 f"<details><summary>{total} op {'name' if total == 1 else 'names'} {words}</summary>"
                 f"<p>{html.escape(', '.join(names) + more)}</p></details>"
+            )
+    return out
+
+
+def _html_relations(rv: Review) -> list[str]:
+    """_relation_block in HTML: the runs not the same work as their baseline (a warning) and those
+    on another device (a note), each with why."""
+    different, cross = relations(rv.speed)
+    out = []
+    for rows, title, why, cls in (
+        (different, NOT_SAME_WORK, NOT_SAME_WORK_WHY, "warning"),
+        (cross, ANOTHER_DEVICE, ANOTHER_DEVICE_WHY, "note"),
+    ):
+        if rows:
+            out.append(
+                f'<div class="{cls} relation"><b>{html.escape(title)}:</b> {html.escape(why)}.<ul>'
+                + "".join(
+                    f"<li><b>{html.escape(r['run'])}</b> against {html.escape(r['baseline'])}: {html.escape(r['why'])}</li>"
+                    for r in rows
+                )
+                + "</ul></div>"
             )
     return out
 
@@ -683,9 +909,11 @@ def render_html(rv: Review) -> str:
             + "; ".join(f"{html.escape(g.name)} runs against <b>{html.escape(g.baseline)}</b>" for g in rv.groups)
             + ".</div>"
         )
+    body += _html_relations(rv)
     body.append("<h2>Findings</h2>")
-    if rv.findings.height:
-        for row in review.by_severity(rv.findings).iter_rows(named=True):
+    findings = said_findings(rv.findings)
+    if findings.height:
+        for row in review.by_severity(findings).iter_rows(named=True):
             body.append(
                 f'<div class="{row["severity"]}"><b>{html.escape(row["run"])}</b> · {html.escape(row["kind"])}: '
                 f"{html.escape(row['message'])}</div>"
@@ -706,10 +934,15 @@ def render_html(rv: Review) -> str:
             _figure(charts.work_by_family_stacked(fam, group.runs, " / ".join(group_units)), f"work-{group.name}")
         )
     body.append(_html_table(rv.families, FAMILY_COLUMNS))
+    why_apart = {r["run"]: r["why"] for r in relations(rv.speed)[0]}
     if rv.changes:
-        body.append("<h2>What changed, ranked by time per step</h2>")
+        body.append(
+            "<h2>How each run differs from its baseline (not the same work), ranked by time per step</h2>"
+            if all(c.run in why_apart for c in rv.changes)
+            else "<h2>What changed, ranked by time per step</h2>"
+        )
     for change in rv.changes:
-        body += _html_changes(change, rv.by)
+        body += _html_changes(change, rv.by, why_apart.get(change.run))
     body += [
         "<h2>Copies</h2>",
         _figure(charts.copy_time_bars(rv.copies, labels), "copies") if rv.copies.height else "",
@@ -756,7 +989,9 @@ def render_html(rv: Review) -> str:
         base_step, step = representative_step(base), representative_step(trace)
         body.append(
             f"<p class=muted>Median step of each run: {html.escape(base_label)} step {base_step}, "
-            f"{html.escape(label)} step {step}.</p>"
+            f"{html.escape(label)} step {step}."
+            + (" Not the same work: two programs side by side, not a change." if label in why_apart else "")
+            + "</p>"
         )
         body.append(
             _figure(

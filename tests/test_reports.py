@@ -111,6 +111,26 @@ def literal(text: str) -> str:
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
 
 
+def _text_rows(text: str, heading: str) -> list[dict[str, str]]:
+    """The rows of the first plain-text table after `heading` (what `compare` prints), as {header:
+    cell}: the columns are where the rule of dashes under the headers puts them."""
+    lines = text.splitlines()
+    lines = lines[next(i for i, line in enumerate(lines) if line.startswith(heading)) :]
+    rule_at = next(i for i, line in enumerate(lines) if i > 1 and re.fullmatch(r"-+( +-+)*", line))
+    spans = [m.span() for m in re.finditer(r"-+", lines[rule_at])]
+
+    def cells(line: str) -> list[str]:
+        return [line[a : (spans[k + 1][0] if k + 1 < len(spans) else None)].strip() for k, (a, _) in enumerate(spans)]
+
+    header = cells(lines[rule_at - 1])
+    rows = []
+    for line in lines[rule_at + 1 :]:
+        if not line.strip():
+            break
+        rows.append(dict(zip(header, cells(line))))
+    return rows
+
+
 def _md_rows(markdown: str, heading: str) -> list[dict[str, str]]:
     """The rows of the first Markdown table after `heading`, as {header: cell as a reader sees it}.
     Cells are split on unescaped pipes only."""
@@ -559,7 +579,7 @@ def test_trace_strings_are_literal_in_both_reports(tmp_path):
 def test_a_compiled_math_run_says_inductor_replaced_the_math_path():
     out = run("compare", str(SAMPLES / "sdpa-math.json.gz"), str(SAMPLES / "sdpa-math.compiled.json.gz"))
     assert out.returncode == 0, out.stderr
-    rows = {r["run"]: r for r in _md_rows(out.stdout, "### Attention backend")}
+    rows = {r["run"]: r for r in _text_rows(out.stdout, "Attention backend")}
     doc = raw_sample("sdpa-math.compiled.json.gz")
     names = {e["name"] for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
     assert doc["attnscope"]["backend_requested"] == "math"
@@ -572,7 +592,7 @@ def test_runs_replayed_from_cuda_graphs_are_named_so_and_their_generated_math_pa
     h200 = ROOT / "sample_traces" / "h200"
     out = run("compare", *(str(h200 / f"sdpa-math{kind}.json.gz") for kind in ("", ".compiled", ".graphs")))
     assert out.returncode == 0, out.stderr
-    rows = {r["run"]: r for r in _md_rows(out.stdout, "### Attention backend")}
+    rows = {r["run"]: r for r in _text_rows(out.stdout, "Attention backend")}
     assert list(rows) == ["sdpa-math", "sdpa-math (compiled)", "sdpa-math (CUDA graphs)"]
     graphs = oracle.raw(h200 / "sdpa-math.graphs.json.gz")
     assert graphs["attnscope"]["cuda_graphs"] is True and graphs["attnscope"]["backend_requested"] == "math"
@@ -587,7 +607,8 @@ def test_runs_replayed_from_cuda_graphs_are_named_so_and_their_generated_math_pa
 
 
 def test_one_copy_is_one_copy_not_one_copies():
-    from dashboard.engine import load_trace, review
+    from dashboard.engine import load_trace
+    from dashboard.engine.compare import review
 
     runs = {
         "naive_inplace": load_trace(SAMPLES / "naive_inplace.json.gz"),
@@ -886,3 +907,62 @@ def test_the_explained_line_sums_the_kernel_rows_the_report_lists(run_name, tmp_
     assert found, line
     assert int(found[1]) == len(rows) and all(r["what changed"] != "same" for r in rows)
     assert float(found[2].replace(",", "")) == pytest.approx(sum(float(r["Δ µs per step"]) for r in rows), abs=0.06)
+
+
+# ---------- what the terminal gets, and what is said first (issue 40) ----------
+
+
+def test_compare_prints_plain_text_and_writes_markdown_only_where_asked(tmp_path):
+    pair = [str(H200 / "naive.json.gz"), str(H200 / "sdpa.json.gz"), "--no-store"]
+    printed = run("compare", *pair)
+    assert printed.returncode == 0, printed.stderr
+    text = printed.stdout
+    # the naive run's hidden clone, as the trace names it (the oracle: the DtoD copy's bytes in the JSON)
+    doc = oracle.raw(H200 / "naive.json.gz")
+    dtod = {e["args"]["bytes"] for e in oracle.complete(doc) if "Memcpy DtoD" in str(e.get("name"))}
+    assert len(dtod) == 1 and f"({next(iter(dtod)) / 1e6:.1f} MB per step" in text
+    assert "aten::masked_fill > aten::clone > aten::copy_" in text
+    assert "\\" not in text and "**" not in text and "|---" not in text and "<sub>" not in text
+    assert text.splitlines()[:2] == ["attnscope review: sdpa against baseline naive", "=" * 45]
+    rows = {r["run"]: r for r in _text_rows(text, "Overview")}
+    assert rows["sdpa"]["compared as"] == "same workload" and rows["naive"]["compared as"] == "baseline"
+    md = tmp_path / "review.md"
+    assert run("compare", *pair, "--markdown", str(md)).returncode == 0
+    written = md.read_text()
+    assert "aten::masked\\_fill \\> aten::clone \\> aten::copy\\_" in written  # Markdown keeps its escapes
+    assert literal(written).count("hidden copy") == text.count("hidden copy")
+
+
+def test_a_review_of_different_work_says_so_first_and_calls_no_difference_a_change(tmp_path):
+    """H200 naive attention against TraceLens' H100 BERT: other shapes (the oracle below), other device."""
+    bert = DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
+    sdpa_dims = {
+        json.dumps(e["args"]["Input Dims"][0])
+        for e in oracle.complete(oracle.raw(bert))
+        if e.get("name") == "aten::scaled_dot_product_attention"
+    }
+    assert sdpa_dims and "[8, 16, 1024, 64]" not in sdpa_dims  # the collectors' 8x16x1024x64 is not BERT's
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    args = [str(H200 / "naive.json.gz"), str(bert), "--no-store"]
+    printed = run("compare", *args)
+    assert run("compare", *args, "--markdown", str(md), "--html", str(page)).returncode == 0
+    for text in (printed.stdout, literal(md.read_text())):
+        head = text[: text.index("Findings")].replace("**", "")  # (Markdown's bold)
+        assert "Not the same work as its baseline:" in head and "no speedup is set" in head
+        assert "tracelens_h100_bert_sdpa_flash.json.gz against naive: attention shapes differ" in head
+        findings = text[text.index("Findings") : text.index("Overview")]
+        assert "different workload" not in findings  # said once, first
+        assert "What changed" not in text and "Different work, side by side: tracelens_h100_bert" in text
+        assert "how they differ" in text and "only in the baseline" in text
+        kinds = re.findall(r"^(?:\| )?(added|removed|more|fewer|slower|faster)(?: \|| {2,})", text, flags=re.MULTILINE)
+        assert kinds == []  # no row of the diff reads as a change
+    html = page.read_text()
+    assert html.index('class="warning relation"') < html.index("<h2>Findings</h2>")
+    assert "What changed" not in re.sub(r"<script\b.*?</script>", "", html, flags=re.DOTALL)
+
+
+def test_a_review_of_the_same_work_on_another_device_says_that_first():
+    out = run("compare", str(DATA / "hta_a100_control.json.gz"), str(DATA / "hta_v100_test.json.gz"), "--no-store")
+    head = out.stdout[: out.stdout.index("Findings")]
+    assert "The same work on another device:" in head and "Tesla V100-SXM2-16GB" in head
+    assert "What changed: hta_v100_test.json.gz against hta_a100_control.json.gz" in out.stdout  # still a change
