@@ -15,6 +15,9 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from dashboard.engine.compare.fingerprint import CROSS_DEVICE
+from dashboard.engine.compare.speed import NO_SPEEDUP
+
 # One colour per kernel family, everywhere. Copies are red so they stand out; fused attention green.
 FAMILY_COLORS: dict[str, str] = {
     "fused attention": "#2ca02c",
@@ -401,6 +404,9 @@ def step_time_bars(
     More than FEW_RUNS runs: flat bars, fastest first, faceted by `modes`, the `baseline` hatched
     and named."""
     runs = speed["run"].to_list()
+    other = _other_work(speed)
+    if other:
+        title = (title or "Median time per step, with spread") + f" ({OTHER_WORK_KEY})"
     if _flat(runs):
         return _flat_step_time(speed, log, title, modes, baseline)
     median = speed["median_us"].to_list()
@@ -412,6 +418,7 @@ def step_time_bars(
             x=runs,
             y=median,
             marker_color=run_colors(runs, colors),
+            marker_pattern_shape=["x" if r in other else "" for r in runs],
             showlegend=False,
             error_y={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "color": "#444"},
             customdata=list(zip(speed["p10_us"].to_list(), p90, speed["time_source"].to_list())),
@@ -423,7 +430,7 @@ def step_time_bars(
             x=runs,
             y=[max(m, p) if p == p else m for m, p in zip(median, p90)],
             mode="text",
-            text=[format_us(m) for m in median],
+            text=[format_us(m) + (f" · {OTHER_WORK}" if r in other else "") for r, m in zip(runs, median)],
             textposition="top center",
             cliponaxis=False,
             showlegend=False,
@@ -443,6 +450,7 @@ def step_time_bars(
 
 def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | None, baseline: str | None) -> go.Figure:
     rows = {r["run"]: r for r in speed.iter_rows(named=True)}
+    other = _other_work(speed)
     facets = _facets(list(rows), modes, {r: rows[r]["median_us"] for r in rows})
     fig = _facet_figure(facets)
     for row, (_, members) in enumerate(facets, start=1):
@@ -457,7 +465,7 @@ def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | N
                 showlegend=False,
                 marker={
                     "color": [BASELINE_COLOR if r == baseline else FLAT_COLOR for r in members],
-                    "pattern": {"shape": ["/" if r == baseline else "" for r in members]},
+                    "pattern": {"shape": ["/" if r == baseline else "x" if r in other else "" for r in members]},
                 },
                 error_x={
                     "type": "data",
@@ -478,7 +486,10 @@ def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | N
                 x=[max(m, b) if b == b else m for m, b in zip(median, p90)],
                 mode="text",
                 cliponaxis=False,
-                text=[" " + format_us(m) + (" · baseline" if r == baseline else "") for r, m in zip(members, median)],
+                text=[
+                    " " + format_us(m) + (" · baseline" if r == baseline else f" · {OTHER_WORK}" if r in other else "")
+                    for r, m in zip(members, median)
+                ],
                 textposition="middle right",
                 showlegend=False,
                 hoverinfo="skip",
@@ -527,7 +538,18 @@ def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False, modes: M
         type="log" if log else "linear",
         rangemode="normal" if log else "tozero",
     )
-    return _base_layout(fig, f"Speedup against {baseline} (above 1 = faster)")
+    _base_layout(fig, f"Speedup against {baseline} (above 1 = faster)")
+    for run, value, words in zip(runs, values, text):
+        if run != baseline and (value is None or value != value or value <= 0):  # no bar: its slot says why
+            fig.add_annotation(
+                x=plain(run),  # the axis holds the runs as _literal wrote them
+                y=0,  # 0 on a linear axis, 10^0 = 1 on a log one
+                text=_wrapped(words),
+                showarrow=False,
+                yanchor="bottom",
+                font={"size": 12, "color": NO_BAR_COLOR},
+            )
+    return fig
 
 
 def _flat_speedup(
@@ -558,13 +580,45 @@ def _flat_speedup(
     top = max((v for v in values if v is not None and v == v), default=1.0)
     if not log:  # room for the labels beside the longest bar
         fig.update_xaxes(range=[0, top * 1.35])
-    return _flat_layout(
+    _flat_layout(
         fig,
         f"Speedup against {baseline} (right of 1 = faster)",
         "speedup (baseline time / run time)",
         len(runs),
         len(facets),
     )
+    for row, (_, members) in enumerate(facets, start=1):
+        for run in members:
+            value, words, _ = by[run]
+            if run != baseline and (value is None or value != value or value <= 0):  # no bar: its slot says why
+                fig.add_annotation(
+                    x=0,
+                    y=plain(run),
+                    text=plain(words),
+                    showarrow=False,
+                    xanchor="left",
+                    font={"size": 12, "color": NO_BAR_COLOR},
+                    row=row,
+                    col=1,
+                )
+    return fig
+
+
+NO_BAR_COLOR = "#8a6d00"  # the words in a speedup slot that holds no bar
+OTHER_WORK = "other work"  # a step-time bar of a run that does other work than its baseline
+OTHER_WORK_KEY = "hatched ×: other work"  # the step-time chart's title, when it has such bars
+
+
+def _other_work(speed: pl.DataFrame) -> set[str]:
+    """The runs of a speed.speed_table that do other work than their baseline (no speedup)."""
+    if "relation" not in speed.columns:
+        return set()
+    return set(speed.filter(pl.col("relation") == NO_SPEEDUP)["run"].to_list())
+
+
+def _wrapped(words: str) -> str:
+    """A slot's words for a narrow bar slot: plain(), broken after the colon ('different workload:<br>no speedup')."""
+    return "<br>".join(plain(part.strip()) for part in words.split(":", 1)) if ":" in words else plain(words)
 
 
 def _speedup_text(runs: list[str], values: list, related: list, baseline: str) -> list[str]:
@@ -576,7 +630,7 @@ def _speedup_text(runs: list[str], values: list, related: list, baseline: str) -
             (rel or "no speedup")
             if v is None or v <= 0
             else (f"{v:.2f}× faster" if v >= 1 else f"{1 / v:.2f}× slower")
-            + (" (cross-device)" if rel == "cross-device" else "")
+            + (" (cross-device)" if rel == CROSS_DEVICE else "")
         )
         for r, v, rel in zip(runs, values, related)
     ]
@@ -968,7 +1022,7 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
 
 def _dtype_word(dtype: str | None) -> str:
     """'c10::BFloat16' -> 'bf16' (the peaks table's word) for a legend; the name itself when unknown."""
-    from dashboard.engine.efficiency import DTYPES
+    from dashboard.engine.analyses.efficiency import DTYPES
 
     return DTYPES.get(dtype or "", (dtype or "",))[0]
 

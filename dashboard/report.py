@@ -210,6 +210,22 @@ def relations(speed: pl.DataFrame) -> tuple[list[dict[str, str]], list[dict[str,
     return rows(NO_SPEEDUP), rows(CROSS_DEVICE)
 
 
+NO_ATTENTION = "no attention found"
+
+
+def backend_check_words(frame: pl.DataFrame, verdict: str = "verdict", detected: str = "detected") -> pl.DataFrame:
+    """`frame` (review.backend_table, or the overview with verdict='backend_verdict' and
+    detected='backends') with 'not forced' read as NO_ATTENTION where no backend was detected: a
+    trace without attention was not 'not forced', there is nothing to force."""
+    empty = pl.col(detected).is_null() | (pl.col(detected) == "")
+    return frame.with_columns(
+        pl.when(empty & (pl.col(verdict) == review.VERDICT_NOT_FORCED))
+        .then(pl.lit(NO_ATTENTION))
+        .otherwise(pl.col(verdict))
+        .alias(verdict)
+    )
+
+
 def said_findings(findings: pl.DataFrame) -> pl.DataFrame:
     """The findings less those the relation block already says (RELATION_FINDINGS)."""
     return findings.filter(~pl.col("kind").is_in(RELATION_FINDINGS))
@@ -502,8 +518,9 @@ def markdown_report(
 
 def _with_device_label(frame: pl.DataFrame) -> pl.DataFrame:
     """The overview with a `device_label` column: 'cuda · NVIDIA H100 80GB HBM3', 'cpu · AMD EPYC', 'cpu';
-    a cut accelerator trace whose device events were lost: 'cuda trace, cut: device events lost · <name>'."""
-    return frame.with_columns(
+    a cut accelerator trace whose device events were lost: 'cuda trace, cut: device events lost · <name>'.
+    Its backend check in words (backend_check_words)."""
+    return backend_check_words(frame, "backend_verdict", "backends").with_columns(
         pl.struct("device", "device_name", "cut")
         .map_elements(lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String)
         .alias("device_label")
@@ -641,7 +658,7 @@ def _document(rv: Review, m: _Markdown) -> str:
         "",
         m.table(rv.copies, COPY_COLUMNS) if rv.copies.height else "No copies in any run.",
     ]
-    parts += ["", m.heading(3, "Attention backend"), "", m.table(rv.backends, BACKEND_COLUMNS)]
+    parts += ["", m.heading(3, "Attention backend"), "", m.table(backend_check_words(rv.backends), BACKEND_COLUMNS)]
     if rv.efficiency is not None:
         parts += [
             "",
@@ -950,7 +967,7 @@ def render_html(rv: Review) -> str:
         if rv.copies.height
         else "<p>No copies in any run.</p>",
     ]
-    body += ["<h2>Attention backend</h2>", _html_table(rv.backends, BACKEND_COLUMNS)]
+    body += ["<h2>Attention backend</h2>", _html_table(backend_check_words(rv.backends), BACKEND_COLUMNS)]
     if rv.efficiency is not None:
         body += [
             "<h2>Attention efficiency</h2>",

@@ -221,6 +221,14 @@ def _screenshot(page, path: Path) -> None:
     page.set_viewport_size({"width": WIDTH, "height": 1000})
 
 
+def clear_comparison(page) -> None:
+    """Empty the sidebar's Compare box (its 'Clear all' button), as a user does before uploading
+    runs to see them alone."""
+    page.locator("[data-testid=stSidebar] .st-key-sel_runs [aria-label='Clear all']").click()
+    page.get_by_text("Choose at least one run").wait_for(timeout=60_000)
+    _settle(page)
+
+
 def _overview_runs(page) -> list[str]:
     """The run column of every overview table, read from the grids' accessible rows (once the
     grids have drawn their rows: under load they can lag the run that made them)."""
@@ -242,7 +250,7 @@ def _overview_runs_with(page, wanted: str, timeout_s: float = 30.0) -> list[str]
     return runs
 
 
-def test_upload_two_gpu_traces_they_alone_are_compared_and_every_tab_draws(server):
+def test_two_gpu_uploads_join_the_runs_on_screen_the_baseline_stays_and_every_tab_draws(server):
     from urllib.parse import parse_qs, urlparse
 
     from playwright.sync_api import sync_playwright
@@ -258,6 +266,7 @@ def test_upload_two_gpu_traces_they_alone_are_compared_and_every_tab_draws(serve
             page.locator(".st-key-tbl_overview").wait_for(timeout=90_000)
             _settle(page)
             _screenshot(page, ARTIFACTS / "0-first-look.png")
+            before, on_screen = parse_qs(urlparse(page.url).query), _overview_runs(page)
 
             answers: list = []
             page.on("response", lambda r: answers.append(r) if "upload" in r.url else None)
@@ -281,9 +290,10 @@ def test_upload_two_gpu_traces_they_alone_are_compared_and_every_tab_draws(serve
             ]
             query = parse_qs(urlparse(page.url).query)
             ids = ["upload/" + u.name for u in UPLOADS]
-            assert query["run"] == ids  # the uploads alone, in upload order, in the link
-            assert query["baseline"] == [ids[0]]  # the first upload is the baseline
-            assert _overview_runs(page) == UPLOADED_LABELS
+            assert len(before["run"]) == len(on_screen) == 7  # the H200 article path the app opens on
+            assert query["run"] == before["run"] + ids  # the review stays; the uploads join it, in upload order
+            assert query["baseline"] == before["baseline"] == ["h200/naive"]  # the baseline stays
+            assert _overview_runs(page) == on_screen + UPLOADED_LABELS
 
             for i, (tab, key) in enumerate(TABS.items(), start=1):
                 page.get_by_role("tab", name=tab).click()
@@ -378,7 +388,7 @@ def test_the_upload_route_refuses_a_client_without_a_session_and_a_removed_uploa
                 state="detached", timeout=60_000
             )
             _settle(page)
-            assert _overview_runs(page) == UPLOADED_LABELS[1:]
+            assert [r for r in _overview_runs(page) if r in UPLOADED_LABELS] == UPLOADED_LABELS[1:]
             assert [t.strip() for t in page.locator(".files .name").all_inner_texts()] == [UPLOADS[1].name]
             assert len(removed) == 1 and "api/upload" in removed[0]
 
@@ -518,5 +528,100 @@ def test_the_timeline_canvas_draws_each_bar_where_its_hover_names_it_and_zooms(s
             painted(page)
             assert pixel(x, y) == family["color"]
             assert not errors, errors
+        finally:
+            browser.close()
+
+
+# ---------- a newcomer's hour (issue 40): other work said first, the saved view's link, labels ----------
+
+UNRELATED = (
+    "run=h200/naive&run=gpu-public/tracelens_h100_bert_sdpa_flash&run=gpu-public/hta_mi250_rocm_minitoy"
+    "&baseline=h200/naive"
+)
+
+
+def _box(page, selector: str) -> dict:
+    box = page.locator(selector).first.bounding_box()
+    assert box is not None, f"{selector} is not on the page"
+    return box
+
+
+def test_other_work_is_said_above_everything_and_each_empty_speedup_slot_says_why(server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+            for tab, first_key in (
+                ("Speedups", "tbl_speed"),
+                ("Kernels", "chart_kernels_count"),
+                ("Timeline diff", "chart_timeline"),
+            ):
+                page.goto(f"{server}?{UNRELATED}&tab={tab.replace(' ', '+')}")
+                page.locator(f"[class*=st-key-{first_key}]").first.wait_for(timeout=90_000)
+                _settle(page)
+                said = _box(page, ".st-key-relation [data-testid=stAlert]")
+                assert said["y"] + said["height"] <= _box(page, f"[class*=st-key-{first_key}]")["y"], tab
+                text = page.locator(".st-key-relation").inner_text()
+                assert "not the same work" in text.lower() and "\\" not in text, text
+                _screenshot(page, ARTIFACTS / f"other-work-{tab.lower().replace(' ', '-')}.png")
+                if tab != "Speedups":
+                    continue
+                chart = page.locator("[class*=st-key-chart_speedup]").first
+                chart.scroll_into_view_if_needed()
+                _settle(page)
+                plot = chart.locator(".main-svg").first.bounding_box()
+                notes = chart.locator(".annotation-text")
+                words = ["".join(t.split()) for t in notes.all_text_contents()]  # (one tspan a line)
+                assert words.count("differentworkloadnospeedup") == 2, words
+                for i in range(notes.count()):  # each drawn inside the chart, none cut off
+                    box = notes.nth(i).bounding_box()
+                    assert box and plot["x"] <= box["x"] and box["x"] + box["width"] <= plot["x"] + plot["width"]
+                    assert plot["y"] <= box["y"] and box["y"] + box["height"] <= plot["y"] + plot["height"]
+        finally:
+            browser.close()
+
+
+def test_a_saved_view_is_a_whole_link_and_labels_read_as_written(server):
+    import re
+    from urllib.parse import urlparse
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+            page.goto(f"{server}?run=h200/naive&run=h200/sdpa&baseline=h200/naive")
+            page.locator(".st-key-tbl_overview").wait_for(timeout=90_000)
+            _settle(page)
+            note = page.locator("[data-testid=stSidebar] .st-key-view_note input")
+            note.fill("flash vs naive")
+            note.press("Enter")
+            _settle(page)
+            page.locator("[data-testid=stSidebar] .st-key-save_view button").click()
+            code = page.locator("[data-testid=stSidebar] [data-testid=stCode]")
+            code.wait_for(timeout=60_000)
+            _settle(page)
+            link = code.inner_text().strip()
+            assert re.fullmatch(re.escape(server) + r"\?view=[0-9a-f]+", link), link  # the whole link, to copy
+            # the pin checkboxes of the trace store read as the runs are named, no escapes
+            page.get_by_text("Trace store:").click()
+            _settle(page)
+            pins = [
+                c.get_attribute("aria-label") or ""
+                for c in page.locator("[data-testid=stSidebar] input[type=checkbox]").all()
+            ]
+            pins = [c for c in pins if c.startswith("Pin ")]
+            assert pins and pins[0].startswith("Pin naive [h200] (") and not [c for c in pins if "\\" in c], pins
+            # the link opens the view, on a page of its own
+            reviewer = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+            reviewer.goto(link)
+            reviewer.locator(".st-key-tbl_overview").wait_for(timeout=90_000)
+            _settle(reviewer)
+            assert "flash vs naive" in reviewer.locator("[data-testid=stMain]").inner_text()
+            assert urlparse(reviewer.url).query.count("run=") == 2
         finally:
             browser.close()

@@ -7,10 +7,11 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard.engine import review
-from dashboard.engine.backends import BACKEND_TABLE, attention_launches
+from dashboard import report
+from dashboard.engine.compare import review
+from dashboard.engine.analyses.backends import BACKEND_TABLE, attention_launches
 from dashboard.runs import Selection
-from dashboard.views import literal, tables
+from dashboard.views import literal, relation, tables
 
 VERDICT_STYLE = {review.VERDICT_FALLBACK: tables.ALARM_BG, review.VERDICT_UNVERIFIED: tables.NOTE_BG}
 
@@ -24,7 +25,8 @@ def verdict_style(verdict: str | None) -> str:
 
 
 def render(sel: Selection) -> None:
-    frame = review.backend_table(sel.runs)
+    relation.say(sel)
+    frame = report.backend_check_words(review.backend_table(sel.runs))
     with st.container(key="backend_alarms"):
         _banners(frame)
     st.caption(

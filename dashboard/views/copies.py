@@ -8,10 +8,10 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts
-from dashboard.engine import review
-from dashboard.engine.copies import COPY_CLASSES, copies
+from dashboard.engine.compare import review
+from dashboard.engine.analyses.copies import COPY_CLASSES, copies
 from dashboard.runs import Selection
-from dashboard.views import literal, tables
+from dashboard.views import literal, relation, tables
 
 MAX_BOXES = 3  # hidden-copy boxes per run; the rest are red rows in the table
 
@@ -31,16 +31,22 @@ def render(sel: Selection) -> None:
     groups = review.copy_groups(runs)
     hidden = groups.filter(pl.col("alarm"))
     small = groups.filter(pl.col("hidden") & ~pl.col("alarm"))
+    relation.say(sel)
     with st.container(key="copies_alarms"):
         if hidden.height == 0:
+            threshold = (
+                f"{review.COPY_ALARM_SHARE:.0%} of the step or {review.format_bytes(review.COPY_ALARM_BYTES)} a step"
+            )
+            below = [
+                f"**{literal.md(row['run'])}** {row['per_step']:.4g} per step"
+                + (f", {review.format_bytes(row['bytes_per_step'])} a step" if row["bytes_per_step"] else "")
+                for row in small.group_by("run", maintain_order=True)
+                .agg(pl.col("per_step").sum(), pl.col("bytes_per_step").sum())
+                .iter_rows(named=True)
+            ]
             st.success(
-                "No hidden copy costs 1% of a step or 1 MB a step in the selected runs."
-                + (
-                    f" {small.height} cheaper hidden {'chain is' if small.height == 1 else 'chains are'} "
-                    "in yellow below."
-                    if small.height
-                    else ""
-                ),
+                f"No hidden copy at or above the alarm's threshold ({threshold}) in the selected runs"
+                + (f"; below it: {'; '.join(below)} (the yellow rows below)." if below else "."),
                 icon=":material/check_circle:",
             )
         for label in runs:

@@ -10,12 +10,12 @@ import re
 import polars as pl
 import streamlit as st
 
-from dashboard import charts
-from dashboard.engine import review
-from dashboard.engine.diff import NOISE_NS
-from dashboard.engine.kernels import work_unit
+from dashboard import charts, report
+from dashboard.engine.compare import review
+from dashboard.engine.compare.diff import NOISE_NS
+from dashboard.engine.analyses.kernels import work_unit
 from dashboard.runs import Selection
-from dashboard.views import link, literal, tables
+from dashboard.views import link, literal, relation, tables
 
 CHANGE_WORDS = {
     "added": "only in this run",
@@ -39,6 +39,7 @@ CHANGE_STYLE = {
 
 def render(sel: Selection) -> None:
     runs = sel.runs
+    apart = relation.say(sel)
     units = {label: work_unit(t) for label, t in runs.items()}
     if "leaf cpu_op" in units.values():
         st.info(
@@ -90,7 +91,7 @@ def render(sel: Selection) -> None:
         height=420,
     )
 
-    show_changes(sel, split)
+    show_changes(sel, split, apart)
 
 
 ALL_STEPS = (
@@ -99,9 +100,11 @@ ALL_STEPS = (
 STEPS_PER_ROW = 4
 
 
-def show_changes(sel: Selection, split: list[review.Group]) -> None:
+def show_changes(sel: Selection, split: list[review.Group], apart: set[str] = frozenset()) -> None:
     """Each run against its group's baseline: the readings, how much the top kernels explain,
-    the kernel diff ranked by time, and the CPU-side op diff, over the steps the user picks."""
+    the kernel diff ranked by time, and the CPU-side op diff, over the steps the user picks. The
+    runs in `apart` do other work than their baseline: how they differ is shown on its own, in
+    words and colours that call nothing a change (show_differences)."""
     runs = sel.runs
     against = {label: g.baseline for g in split for label in g.runs}
     others = [label for label in runs if label != against[label]]
@@ -126,11 +129,33 @@ def show_changes(sel: Selection, split: list[review.Group]) -> None:
             "row that cancel. Off: every full kernel name, as the rest of the dashboard shows them.",
         )
     with right:
-        only_changes = st.toggle("Show only kernels and ops that changed", value=True, key="kernels_only_changes")
+        only_changes = st.toggle(
+            "Show only kernels and ops that changed" + (" or differ" if apart else ""),
+            value=True,
+            key="kernels_only_changes",
+        )
     link.publish("names", None if by_base else "full")
     steps = pick_steps(sel, [label for label in runs if label in others or label in against.values()])
-    changes = review.changes(runs, sel.baseline, steps, by="base" if by_base else "name")
+    every = review.changes(runs, sel.baseline, steps, by="base" if by_base else "name")
+    changes = [c for c in every if c.run not in apart]
+    if changes:
+        show_changed(changes, [c.run for c in changes], split, only_changes)
+    else:
+        st.info(
+            "No selected run does the same work as its baseline, so nothing here is a change: how each one differs "
+            "from its baseline is below.",
+            icon=":material/block:",
+        )
+    differing = [c for c in every if c.run in apart]
+    if differing:
+        show_differences(differing, only_changes, len(split) > 1)
 
+
+def show_changed(
+    changes: list[review.Change], others: list[str], split: list[review.Group], only_changes: bool
+) -> None:
+    """The runs that do their baseline's work: readings, what the top rows explain, the kernel and
+    op diffs, coloured by the direction of each change."""
     with st.container(key="kernels_readings"):
         show_all_readings(changes)
 
@@ -342,6 +367,47 @@ def explained_line(change: review.Change, named: bool) -> str:
         else f"{steps.capitalize()}: "
     )
     return review.explained_sentence(change, "tab", lead=who)
+
+
+def show_differences(differing: list[review.Change], only_changes: bool, grouped: bool) -> None:
+    """The runs that do other work than their baseline: their kernel and op diffs as differences
+    (report.as_differences: 'only in the run', 'longer mean'...), uncoloured, under their own heading."""
+    st.subheader("Different work, side by side", anchor=False)
+    st.caption(
+        "These runs do other work than their baseline (the note at the top of the tab says why), so no row below is a "
+        "change and none is coloured better or worse: each says how the two programs differ, the largest difference of "
+        "time per step first."
+    )
+    for table, key, name, digits in (
+        ("kernels", "tbl_kernels_apart", "kernel (or leaf op)", 2),
+        ("ops", "tbl_ops_apart", "op or call", 1),
+    ):
+        if table == "ops":
+            st.caption("The CPU side: ops, annotations and launch calls, the same way.")
+        rows = report.as_differences(review.diffs_by_run(differing, table))
+        shown = (
+            rows.filter(pl.col("change") != report.DIFFERENCE_WORDS["same"]) if only_changes else rows
+        ).with_columns(_no_negative_zero(pl.col("delta_us_per_step"), digits))
+        tables.show(
+            shown,
+            key,
+            {
+                "run": tables.text("run") if len(differing) > 1 else None,
+                "baseline": tables.text("against") if grouped else None,
+                "change": tables.text("how they differ"),
+                "name": tables.text(name, width="large"),
+                "family": tables.text("family", width="small") if table == "kernels" else None,
+                "cat": tables.text("kind") if table == "ops" else None,
+                "delta_us_per_step": st.column_config.NumberColumn(
+                    "run − baseline µs / step", format=f"%+.{digits}f", help="A difference between two programs"
+                ),
+                "base_us_per_step": tables.us("baseline µs / step"),
+                "other_us_per_step": tables.us("run µs / step"),
+                "base_per_step": tables.count("baseline count / step"),
+                "other_per_step": tables.count("run count / step"),
+            },
+            height=tables.fit(shown.height, 420),
+        )
 
 
 OP_CATEGORY_WORDS = {"cpu_op": "op", "user_annotation": "annotation"}

@@ -4,14 +4,16 @@ runs are shown as separate groups, each against its own baseline."""
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 import streamlit as st
 
 from dashboard import charts, report
-from dashboard.engine import review
-from dashboard.engine.health import WAITING_CHECKS, health
+from dashboard.engine.compare import review
+from dashboard.engine.analyses.health import WAITING_CHECKS, health
 from dashboard.runs import Collection, Selection
-from dashboard.views import literal, tables
+from dashboard.views import literal, relation, tables
 
 ICONS = {
     "cut trace": ":material/content_cut:",
@@ -31,8 +33,9 @@ def render(sel: Selection) -> None:
     alarmed = set(groups.filter(pl.col("alarm"))["run"].to_list())
     split = review.device_groups(runs, sel.baseline)
     findings = {label: health(trace) for label, trace in runs.items()}
+    relation.say(sel)  # first: which runs are not the same work as their baseline (the findings do not repeat it)
     show_health(findings)
-    show_findings(found)
+    show_findings(report.said_findings(found))
     show_waiting(findings)
     if len(split) > 1:
         show_split(split)
@@ -50,7 +53,14 @@ def render(sel: Selection) -> None:
         .group_by("run")
         .agg(pl.col("count_per_step").sum().alias("memsets_per_step"))
     )
-    shown = table.join(memsets, on="run", how="left", maintain_order="left").with_columns(
+    shown = report.backend_check_words(
+        table.join(memsets, on="run", how="left", maintain_order="left"), "backend_verdict", "backends"
+    ).with_columns(
+        # a run that counts kernels and launched no memset launched 0, not an unknown number
+        pl.when(pl.col("work_unit") == "kernel")
+        .then(pl.col("memsets_per_step").fill_null(0.0))
+        .otherwise(pl.col("memsets_per_step"))
+        .alias("memsets_per_step"),
         pl.struct("device", "device_name", "cut")
         .map_elements(lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String)
         .alias("device_label"),
@@ -124,6 +134,7 @@ def render(sel: Selection) -> None:
         pl.col("p10_step_us").alias("p10_us"),
         pl.col("p90_step_us").alias("p90_us"),
         "time_source",
+        "relation",  # the chart marks the runs that do other work than their baseline
     )
     for group in split:
         suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
@@ -316,19 +327,38 @@ def show_waiting(findings: dict[str, list[dict]]) -> None:
             )
 
 
+SMALL_COPY = "small hidden copy"  # review.findings' kind for hidden copies under the alarm's threshold
+BELOW_THRESHOLD = re.compile(r"; below the alarm's [^;]*$")  # its message's tail, which the green line says once
+
+
 def show_findings(found: pl.DataFrame) -> None:
     """Alarms as red boxes, warnings (a cut file whose events were all read) as yellow ones, both
-    always open; notes folded below; a green line when there is no alarm. Run labels and messages
-    quote trace strings, shown literally."""
+    always open; notes folded below; a green line when there is no alarm, which also says, once,
+    that no hidden copy reaches the alarm's threshold and which ones stay under it, with their size
+    (then not repeated among the notes). Run labels and messages quote trace strings, shown literally."""
     alarms = found.filter(pl.col("severity") == review.SEVERITY_ALARM)
     warnings = found.filter(pl.col("severity") == review.SEVERITY_WARNING)
     notes = found.filter(pl.col("severity") == review.SEVERITY_NOTE)
     with st.container(key="findings"):
         if alarms.height == 0:
-            st.success(
-                "No cut-off file, hidden copy, backend fallback or parity failure in the selected runs.",
-                icon=":material/check_circle:",
+            small = notes.filter(pl.col("kind") == SMALL_COPY)
+            notes = notes.filter(pl.col("kind") != SMALL_COPY)
+            threshold = (
+                f"{review.COPY_ALARM_SHARE:.0%} of the step or {review.format_bytes(review.COPY_ALARM_BYTES)} a step"
             )
+            text = (
+                "No cut-off file, backend fallback or parity failure in the selected runs, and no hidden copy at or "
+                f"above the alarm's threshold ({threshold})."
+            )
+            if small.height:
+                text += (
+                    f" Below it, {small.height} {'run makes' if small.height == 1 else 'runs make'} hidden copies:\n"
+                    + "\n".join(
+                        f"- **{literal.md(row['run'])}**: {literal.md(BELOW_THRESHOLD.sub('', row['message']))}"
+                        for row in small.iter_rows(named=True)
+                    )
+                )
+            st.success(text, icon=":material/check_circle:")
         for row in alarms.iter_rows(named=True):
             st.error(
                 f"**{literal.md(row['run'])}: {row['kind']}.** {literal.md(row['message'])}",
@@ -389,7 +419,7 @@ def show_collections(collections: list[Collection]) -> None:
         facts.append(where)
         skipped = f", {len(c.skipped)} skipped" if c.skipped else ""
         with st.expander(
-            f"Collection '{literal.md(c.name)}': {len(c.sources)} {'run' if len(c.sources) == 1 else 'runs'}{skipped}"
+            f"Collection '{literal.label(c.name)}': {len(c.sources)} {'run' if len(c.sources) == 1 else 'runs'}{skipped}"
         ):
             st.markdown("\n".join(f"- {fact}" for fact in facts))
             for skip in c.skipped:

@@ -8,11 +8,12 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts
-from dashboard.engine import review
-from dashboard.engine.memory import memory_by_run, memory_peak
-from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, speed_table
+from dashboard.engine.compare import review
+from dashboard.engine.analyses.memory import memory_by_run, memory_peak
+from dashboard.engine.compare.fingerprint import CROSS_DEVICE
+from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, speed_table
 from dashboard.runs import Selection
-from dashboard.views import link, literal, tables
+from dashboard.views import link, literal, relation, tables
 
 
 def prices(groups: list[review.Group]) -> tuple[float | None, float | None]:
@@ -50,10 +51,13 @@ def prices(groups: list[review.Group]) -> tuple[float | None, float | None]:
 
 def render(sel: Selection) -> None:
     split = review.device_groups(sel.runs, sel.baseline)
+    first = st.container()  # the relation goes above the prices, once the table it reads is made
     left, right = st.columns([1, 3])
     with left:
         usd, usd_cpu = prices(split)
     speed = speed_table(sel.runs, sel.baseline or "", usd, usd_cpu)
+    with first:
+        apart = relation.say(sel, speed)
     attention = review.attention_efficiency(sel.runs)
     first = attention.unique(
         "run", keep="first", maintain_order=True
@@ -89,7 +93,15 @@ def render(sel: Selection) -> None:
             "p90_us": tables.us("p90 (µs)"),
             "steps": tables.count("steps"),
             "time_source": tables.text("time from"),
-            "speedup": tables.ratio("speedup vs baseline"),
+            "speedup": tables.ratio(
+                "speedup vs baseline", "Empty between runs that do different work: see 'compared as' and the note above"
+            ),
+            "relation": tables.text(
+                "compared as",
+                "same workload; cross-device: the same work on another device; 'different workload: no speedup'",
+            )
+            if apart or speed["relation"].is_in([CROSS_DEVICE]).any()
+            else None,
             "attn_tflops": st.column_config.NumberColumn(
                 "attention TFLOP/s",
                 format="%.4g",
@@ -116,6 +128,14 @@ def render(sel: Selection) -> None:
     show_efficiency(sel, attention)
     show_memory(sel)
     log = st.toggle("Logarithmic axes (when runs differ by orders of magnitude)", key="speed_log")
+    if apart:
+        with st.container(key="speed_apart"):
+            st.caption(
+                "Not the same work as their baseline: "
+                + ", ".join(f"**{literal.md(r)}**" for r in speed["run"].to_list() if r in apart)
+                + ". Their times below are each run's own, marked 'other work', side by side, not faster or slower; "
+                "their speedup slots say why they hold no bar."
+            )
     for group in split:
         suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
         mine = speed.filter(pl.col("run").is_in(group.runs))

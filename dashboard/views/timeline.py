@@ -9,15 +9,18 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts
-from dashboard.engine import review
-from dashboard.engine.alignment import describe, op_changes, step_pairs
-from dashboard.engine.diff import family_time_diff, sequence_diff, timeline
-from dashboard.engine.speed import representative_step
+from dashboard.engine.compare import review
+from dashboard.engine.compare.alignment import describe, op_changes, step_pairs
+from dashboard.engine.compare.diff import family_time_diff, sequence_diff, timeline
+from dashboard.engine.compare.fingerprint import DIFFERENT
+from dashboard.engine.compare.speed import representative_step
 from dashboard.runs import Selection
-from dashboard.views import link, literal, tables, timeline_chart
+from dashboard.views import link, literal, relation, tables, timeline_chart
 
 OP_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "replace": "changed"}
 OP_STYLE = {"insert": tables.ALARM_BG, "delete": tables.ADDED_BG, "replace": tables.NOTE_BG}
+# Between different work the sequences are two programs side by side: where they differ, in words that call nothing a change
+APART_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "replace": "different kernels"}
 
 
 ARTICLE_B = "sdpa"  # the article's comparison: naive against the fused SDPA call
@@ -76,6 +79,7 @@ def render(sel: Selection) -> None:
         link.publish(param, value)
 
     label_a, label_b = f"A: {name[id_a]} step {step_a}", f"B: {name[id_b]} step {step_b}"
+    other_work = id_a != id_b and relation.say_pair(a, b) == DIFFERENT  # said first: two programs, not a change
     if group_of[id_a] != group_of[id_b]:
         st.warning(
             f"A is a {group_of[id_a]} run and B a {group_of[id_b]} run: their times are measured differently (device busy "
@@ -92,7 +96,7 @@ def render(sel: Selection) -> None:
     with st.container(key="chart_timeline"):
         timeline_chart.timeline_chart(charts.timeline_data(tl_a, tl_b, label_a, label_b), key="fig_timeline")
 
-    _op_changes(a, b, step_a, step_b, pairs, group_of[id_a] == group_of[id_b])
+    _op_changes(a, b, step_a, step_b, pairs, group_of[id_a] == group_of[id_b], other_work)
 
     st.subheader("Kernel sequence, in launch order")
     seq = sequence_diff(a, step_a, b, step_b)
@@ -103,15 +107,16 @@ def render(sel: Selection) -> None:
         + (" Kernels ran on more than one stream: the stream columns say where each one ran." if streams > 1 else "")
     )
     count = review.sequence_counts(seq)
+    words = APART_WORDS if other_work else OP_WORDS
     with st.container(key="timeline_counts", horizontal=True):
         st.metric("same in both", count["equal"])
-        st.metric("only in A (removed in B)", count["delete"])
-        st.metric("only in B (added in B)", count["insert"])
-        st.metric("changed at that point", count["replace"])
+        st.metric("only in A" if other_work else "only in A (removed in B)", count["delete"])
+        st.metric("only in B" if other_work else "only in B (added in B)", count["insert"])
+        st.metric("different kernels at that point" if other_work else "changed at that point", count["replace"])
     only_diff = st.toggle("Show only the differences", value=True, key="tl_only_diff")
     shown = seq.filter(pl.col("op") != "equal") if only_diff else seq
     shown = shown.with_columns(
-        pl.col("op").replace_strict(OP_WORDS, default=pl.col("op")).alias("change"),
+        pl.col("op").replace_strict(words, default=pl.col("op")).alias("change"),
         (pl.col("a_dur_ns") / 1000.0).alias("a_us"),
         (pl.col("b_dur_ns") / 1000.0).alias("b_us"),
     )
@@ -129,7 +134,7 @@ def render(sel: Selection) -> None:
             "b_stream": st.column_config.NumberColumn("B stream", format="%d", width="small") if streams > 1 else None,
             "b_us": tables.us("B µs", digits=2),
         },
-        highlight=lambda row: OP_STYLE.get(row["op"], ""),
+        highlight=None if other_work else lambda row: OP_STYLE.get(row["op"], ""),  # other work: no better or worse
         height=tables.fit(shown.height, 420),
     )
 
@@ -161,16 +166,27 @@ def render(sel: Selection) -> None:
         )
 
 
-def _op_changes(a, b, step_a: int, step_b: int, pairs: list[tuple[int, int]], comparable: bool) -> None:
+def _op_changes(
+    a, b, step_a: int, step_b: int, pairs: list[tuple[int, int]], comparable: bool, other_work: bool = False
+) -> None:
     """What changed op by op: alignment.op_changes over every matched step (the lines `attnscope
     check --markdown` and `--json` give for the pair) or over the two steps shown, each worded by
-    alignment.describe; names shown as written."""
-    st.subheader("What changed, op by op")
+    alignment.describe; names shown as written. Not between different work (`other_work`): one
+    program's ops are no replacement of the other's."""
+    st.subheader("Op by op" if other_work else "What changed, op by op")
     if not comparable:
         st.caption(
             "Not compared: a GPU run's device time and a CPU-only run's op time are not one measure "
             "(`attnscope check` refuses the pair too)."
         )
+        return
+    if other_work:
+        with st.container(key="timeline_op_changes"):
+            st.caption(
+                "Not compared: A and B do different work (the note above says why), so their ops are not aligned. "
+                "Matched op by op, one program's ops would read as replacements of the other's, and its kernels and "
+                "time as a change."
+            )
         return
     scope = st.radio("Changes over", (OPS_EVERY, OPS_SHOWN), key="tl_ops_scope", horizontal=True)
     every = scope == OPS_EVERY
