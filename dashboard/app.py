@@ -22,7 +22,7 @@ import streamlit as st
 from dashboard import charts, report, runs
 from dashboard import catalog
 from dashboard.engine.rules import RulesError, user_rules
-from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
+from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
 from dashboard.views import ranks as ranks_view
 
@@ -314,10 +314,24 @@ def offer_saved_view(sidebar, cache: runs.TraceCache) -> None:
         view_id = cache.store.save_view({"query": query, "note": note})
         st.session_state["saved_view_id"] = view_id
     if st.session_state.get("saved_view_id"):
-        sidebar.code(f"?view={st.session_state['saved_view_id']}", language=None)
+        sidebar.code(saved_view_link(st.session_state["saved_view_id"]), language=None, wrap_lines=True)
         sidebar.caption(
-            "Append to this server's address: the view opens with its runs (uploads come from the trace store), labels and note."
+            "The link to copy (the button beside it): it opens this view on this server, with its runs (uploads come "
+            "from the trace store), labels, baseline, tab and note."
         )
+
+
+def saved_view_link(view_id: str) -> str:
+    """The whole link of a saved view: the page's address as the user's browser has it (scheme,
+    host, port and path; st.context.url, without the query), then `?view=<id>`. Without a browser
+    (a script run by AppTest) the address is unknown: the query alone."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    page = st.context.url
+    if not page:
+        return f"?view={view_id}"
+    parts = urlsplit(page)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", f"view={view_id}", ""))
 
 
 def show_store(
@@ -363,7 +377,7 @@ def show_store(
             key = f"pin_{run.source.id}"
             st.session_state[key] = all(r.pinned for r in rows)
             st.checkbox(
-                f"Pin {literal.md(label)} ({catalog.format_bytes(sum(r.stored_bytes for r in rows))})",
+                f"Pin {literal.label(label)} ({catalog.format_bytes(sum(r.stored_bytes for r in rows))})",
                 key=key,
                 on_change=pin_run,
                 args=(store, shas, key),
@@ -417,9 +431,10 @@ def pin_run(store, shas: list[str], key: str) -> None:
 
 
 def follow_uploads(ids: list[str]) -> None:
-    """When new files are uploaded, the comparison becomes the uploads, the first one the
-    baseline (unless the baseline already is an upload); when they complete a shared link's
-    runs, the link's selection and baseline are restored instead."""
+    """When new files are uploaded, they join the comparison (after the runs already chosen, which
+    stay) and the baseline stays the one the user had; into an empty comparison, the first upload
+    becomes the baseline. When they complete a shared link's runs, the link's selection and
+    baseline are restored instead."""
     known: set[str] = st.session_state.setdefault("known_runs", set())
     uploaded = [i for i in ids if i.startswith("upload/")]
     fresh = [i for i in uploaded if i not in known]
@@ -432,9 +447,10 @@ def follow_uploads(ids: list[str]) -> None:
         st.session_state["sel_runs"] = chosen
         st.session_state["baseline"] = wanted_baseline if wanted_baseline in chosen else chosen[0]
         return
-    st.session_state["sel_runs"] = uploaded
-    if st.session_state.get("baseline") not in uploaded:
-        st.session_state["baseline"] = uploaded[0]
+    chosen = [i for i in st.session_state.get("sel_runs") or [] if i in ids]
+    st.session_state["sel_runs"] = chosen + [i for i in fresh if i not in chosen]
+    if st.session_state.get("baseline") not in chosen:  # an empty comparison (or a baseline no longer chosen)
+        st.session_state["baseline"] = (chosen or fresh)[0]
 
 
 def opening_runs(sets: list[catalog.RunSet], loaded: list[catalog.Run]) -> list[str]:

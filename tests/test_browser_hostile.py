@@ -37,6 +37,7 @@ from test_dashboard_browser import (  # noqa: F401
     _settle,
     again_if_redrawn,
     browser_ready,
+    clear_comparison,
     timeline_hover,
     timeline_point,
 )
@@ -281,6 +282,7 @@ def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alo
             page.goto(server.url)
             page.locator(".st-key-tbl_overview").first.wait_for(timeout=90_000)
             _settle(page)
+            clear_comparison(page)  # the uploads alone: an upload joins what is on screen
             page.set_input_files("input[type=file]", uploads)
             page.locator("[data-testid=stSidebar] [data-testid=stAlert]", has_text=BROKEN_NAME).wait_for(timeout=90_000)
             page.locator(".st-key-tbl_overview [role=row]", has_text=CLEAN_LABEL).wait_for(

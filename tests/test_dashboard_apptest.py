@@ -24,11 +24,11 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from dashboard.engine import load_trace
-from dashboard.engine.backends import detect_backends
-from dashboard.engine.copies import copies
-from dashboard.engine.diff import family_time_diff, kernel_diff, sequence_diff, timeline
-from dashboard.engine.kernels import family_per_step, kernel_table, per_step
-from dashboard.engine.speed import representative_step, speed_table, step_time
+from dashboard.engine.analyses.backends import detect_backends
+from dashboard.engine.analyses.copies import copies
+from dashboard.engine.compare.diff import family_time_diff, kernel_diff, sequence_diff, timeline
+from dashboard.engine.analyses.kernels import family_per_step, kernel_table, per_step
+from dashboard.engine.compare.speed import representative_step, speed_table, step_time
 from dashboard.runs import ENV_TRACES, trace_cache
 
 REPO = Path(__file__).resolve().parent.parent
@@ -335,8 +335,9 @@ def test_a_link_naming_a_run_that_is_not_loaded_says_so(app):
     assert any("upload/theirs.json.gz" in t for t in texts(at.sidebar.info))
 
 
-def test_a_bad_upload_shows_its_error_and_the_good_one_becomes_the_comparison(app):
+def test_a_bad_upload_shows_its_error_and_the_good_one_joins_the_comparison(app):
     at = app()
+    before, baseline = at.multiselect[0].value, at.selectbox(key="baseline").value
     send(
         at,
         [
@@ -347,33 +348,44 @@ def test_a_bad_upload_shows_its_error_and_the_good_one_becomes_the_comparison(ap
     assert not at.exception
     errors = texts(at.sidebar.error)
     assert len(errors) == 1 and "broken.json.gz" in errors[0]
-    runs = table(at, "tbl_overview")["run"].tolist()
-    assert runs == ["tracelens_h100_bert_sdpa_flash"]  # the upload alone: the samples are not selected
-    assert at.selectbox(key="baseline").value == "upload/" + H100.name
+    assert at.multiselect[0].value == before + ["upload/" + H100.name]  # the runs on screen stay, the upload joins
+    assert at.selectbox(key="baseline").value == baseline == "h200/naive"
+    assert table(at, "tbl_overview")["run"].tolist()[-1] == "tracelens_h100_bert_sdpa_flash"
     assert {"tracelens_h100_bert_sdpa_flash", "h100-bert-flash", cpu("naive")} <= set(
         at.multiselect[0].options
     )  # all on offer
 
 
-def test_two_uploads_become_the_comparison_with_the_first_as_baseline_and_the_samples_one_click_away(trace_of, app):
+def test_uploads_join_the_comparison_the_baseline_stays_and_into_an_empty_one_the_first_is_the_baseline(trace_of, app):
     first, second = DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz", A100
-    at = app(params=cpu_link())
+    at = app(params={**cpu_link(), "baseline": sample_id("sdpa")})
+    chosen = at.multiselect[0].value
+    assert len(chosen) == len(sample_runs()) and at.selectbox(key="baseline").value == sample_id("sdpa")
     send(at, [(p.name, p.read_bytes(), "application/gzip") for p in (first, second)])
     assert not at.exception
     ids = ["upload/" + first.name, "upload/" + second.name]
-    assert at.multiselect[0].value == ids
-    assert at.selectbox(key="baseline").value == ids[0]
-    assert as_list(at.query_params["run"]) == ids and at.query_params["baseline"] == ids[0]
-    shown = table(at, "tbl_overview").set_index("run")
-    assert list(shown.index) == [first.name.removesuffix(".json.gz"), second.name.removesuffix(".json.gz")]
+    assert at.multiselect[0].value == chosen + ids  # the review stays; the uploads join it, in upload order
+    assert at.selectbox(key="baseline").value == sample_id("sdpa")  # the user's baseline stays
+    assert as_list(at.query_params["run"]) == chosen + ids and at.query_params["baseline"] == sample_id("sdpa")
+    # GPU uploads beside CPU runs: their own group, against the first GPU run
+    gpu = table(at, "tbl_overview_gpu").set_index("run")
+    assert list(gpu.index) == [first.name.removesuffix(".json.gz"), second.name.removesuffix(".json.gz")]
+    # into an empty comparison, the first upload is the baseline
+    at = app()
+    at.multiselect[0].set_value([]).run()
+    send(at, [(p.name, p.read_bytes(), "application/gzip") for p in (first, second)])
+    assert at.multiselect[0].value == ids and at.selectbox(key="baseline").value == ids[0]
     # a Qwen chat server on an H100 against HTA's recommendation model on an A100 (deviceProperties):
-    # not one workload, so no speedup, and the Overview says why
+    # not one workload, so no speedup, and the tab says why before anything else
     names = [oracle.raw(p)["deviceProperties"][0]["name"] for p in (first, second)]
     assert names[0] != names[1]
+    shown = table(at, "tbl_overview").set_index("run")
     assert math.isnan(shown.iloc[1]["speedup"]) and shown.iloc[1]["relation"] == "different workload: no speedup"
-    found = texts(at.get_by_key("findings").warning) if at.get_by_key("findings").warning else []
-    assert any("different workload" in t and "no speedup is set" in t for t in found)
-    assert not any("CPU" in t for t in found)
+    said = texts(at.get_by_key("relation").warning)
+    assert len(said) == 1 and "Not the same work" in said[0] and "no speedup is set" in said[0]
+    assert second.name.removesuffix(".json.gz") in said[0]
+    findings = texts(at.get_by_key("findings").warning) if at.get_by_key("findings").warning else []
+    assert not any("different workload" in f for f in findings)  # said once, first
     at.button(key="pick_cpu").click().run()  # the samples, one click away
     assert at.multiselect[0].value == [sample_id(label) for label in sample_runs()]
 
@@ -426,7 +438,7 @@ def test_a_manifest_run_whose_trace_is_missing_is_an_error_and_similar_names_kee
 
 
 def test_a_tab_the_engine_fails_on_shows_one_error_and_the_rest_of_the_app_stays(app, monkeypatch):
-    from dashboard.engine import review
+    from dashboard.engine.compare import review
 
     def broken(runs):
         raise ValueError("no backend table today\nsecond line")

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 import oracle
 from uploading import send
-from dashboard.engine.store import Store, sha256_of
+from dashboard.engine.store.store import Store, sha256_of
 from dashboard.runs import ENV_TRACES, trace_cache
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +42,8 @@ def run(params: dict | None = None, uploads: list[Path] = ()) -> AppTest:
     for key, value in (params or {}).items():
         at.query_params[key] = value
     at.run()
-    if uploads:
+    if uploads:  # into an empty comparison: the uploads alone, the first the baseline
+        at.multiselect(key="sel_runs").set_value([]).run()
         send(at, [(p.name, p.read_bytes(), "application/gzip") for p in uploads])
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -250,14 +251,14 @@ def test_an_upload_reaches_the_store_when_a_rerun_stops_the_run_before_its_tabs_
 def test_an_uploads_analyses_are_kept_from_its_first_draw_and_read_back_after_a_restart(server):
     """The analyses the Overview ran on a just-parsed upload are in the store before its tables are
     (kept.py); after a restart they are read back, not computed again."""
-    from dashboard.engine import kept
+    from dashboard.engine.store import kept
 
     author = run(uploads=[H100])
     folder = kept.Kept(Path(os.environ["ATTNSCOPE_STORE"]), sha256_of(H100)).folder
     for key in (
-        "dashboard.engine.health.health",
-        "dashboard.engine.kernels.per_step",
-        "dashboard.engine.copies.copies",
+        "dashboard.engine.analyses.health.health",
+        "dashboard.engine.analyses.kernels.per_step",
+        "dashboard.engine.analyses.copies.copies",
     ):
         assert any(folder.glob(f"{key}.*")), key
     link = params_of(author)
@@ -275,5 +276,5 @@ def test_an_uploads_analyses_are_kept_from_its_first_draw_and_read_back_after_a_
         run(params=link)
     finally:
         kept.Kept.get = original
-    assert ("dashboard.engine.health.health", True) in served
-    assert ("dashboard.engine.health.health", False) not in served
+    assert ("dashboard.engine.analyses.health.health", True) in served
+    assert ("dashboard.engine.analyses.health.health", False) not in served

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import oracle
 from uploading import send
-from dashboard.engine.store import Store, sha256_of
+from dashboard.engine.store.store import Store, sha256_of
 from dashboard.runs import ENV_MAX_UPLOAD, ENV_TRACES, trace_cache, upload_limit
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,8 +65,8 @@ def test_an_upload_over_the_limit_is_refused_unread_and_the_others_open(fresh, m
     assert [(r.status, r.message) for r in refused] == [
         (413, f"big.json.gz: {len(big):,} bytes is over the upload limit of {kb(limit)} ({limit:,} bytes); not read")
     ]
-    assert at.multiselect[0].value == ["upload/" + TRITON.name]  # the good upload is the comparison
-    assert at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist() == [TRITON.name.removesuffix(".json.gz")]
+    assert [r for r in at.multiselect[0].value if r.startswith("upload/")] == ["upload/" + TRITON.name]  # it joined
+    assert at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist()[-1] == TRITON.name.removesuffix(".json.gz")
     big_sha = sha256_of(big)
     cache = trace_cache()
     assert cache.get(big_sha) is None and big_sha not in cache.failures  # never parsed, never tried
@@ -79,7 +79,7 @@ def test_an_upload_kept_before_the_limit_was_lowered_is_refused_unread(fresh, mo
     at = AppTest.from_file(str(APP), default_timeout=120)
     at.run()
     assert send(at, [(TRITON.name, TRITON.read_bytes())]) == []
-    assert at.multiselect[0].value == ["upload/" + TRITON.name]
+    assert [r for r in at.multiselect[0].value if r.startswith("upload/")] == ["upload/" + TRITON.name]
     limit = 1000
     size = TRITON.stat().st_size
     monkeypatch.setenv(ENV_MAX_UPLOAD, str(limit))
@@ -105,8 +105,8 @@ def test_a_gzip_upload_that_inflates_past_the_json_limit_is_one_line_and_the_oth
     errors = [as_read(e.value) for e in at.sidebar.error]
     assert len(errors) == 1 and errors[0].startswith("bomb.json.gz") and "\n" not in errors[0], errors
     assert f"{len(inflated) - 1:,} bytes" in errors[0], errors  # names the limit
-    assert at.multiselect[0].value == ["upload/" + TRITON.name]
-    assert at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist() == [TRITON.name.removesuffix(".json.gz")]
+    assert [r for r in at.multiselect[0].value if r.startswith("upload/")] == ["upload/" + TRITON.name]
+    assert at.get_by_key("tbl_overview").dataframe[0].value["run"].tolist()[-1] == TRITON.name.removesuffix(".json.gz")
     assert len(at.multiselect[0].options) > 1
 
 
