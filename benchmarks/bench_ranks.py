@@ -52,7 +52,7 @@ import json, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from dashboard.engine import load_trace
-from dashboard.engine.ranks import (
+from dashboard.engine.compare.ranks import (
     compare_ranks, compare_slowest, rank_matrix, rank_medians, rank_of, rank_step_times, slowest_of, stragglers,
 )
 def job(folder):
@@ -85,7 +85,7 @@ import json, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from dashboard.catalog import TraceCache, discover, open_all, pending_file
-from dashboard.engine.store import Store
+from dashboard.engine.store.store import Store
 store, folder, nothing = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 t0 = time.perf_counter()
 cache = TraceCache(store=Store(store))

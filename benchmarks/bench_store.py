@@ -27,7 +27,7 @@ import json, resource, sys, time
 sys.path.insert(0, {root!r})
 store_dir, path, what = sys.argv[1], sys.argv[2], sys.argv[3]
 from dashboard.engine import summarize
-from dashboard.engine.store import Store
+from dashboard.engine.store.store import Store
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 t0 = time.perf_counter()
 trace, sha = Store(store_dir).open(path)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dashboard import charts  # noqa: E402
 from dashboard.engine import load_trace  # noqa: E402
-from dashboard.engine.diff import sequence_diff, timeline  # noqa: E402
+from dashboard.engine.compare.diff import sequence_diff, timeline  # noqa: E402
 
 
 def busy_trace(path: Path, kernels: int, renamed: float = 0.0, seed: int = 0) -> None:

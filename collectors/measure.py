@@ -16,7 +16,7 @@ Units: times in milliseconds (ms), memory in bytes, FLOPs as a count (multiply-a
   the CPU allocator, max('Total Allocated') - the level before the first event ('Total
   Allocated' - 'Bytes' of the first event).
 - Backend: the op and kernel names of one profiled call, classified with SDPA_BACKENDS (the
-  names of dashboard.engine.backends.BACKEND_TABLE), plus "eager" for hand-written attention (a
+  names of dashboard.engine.analyses.backends.BACKEND_TABLE), plus "eager" for hand-written attention (a
   matmul-like and a softmax op, by the dashboard's EAGER_CHAIN_MATMUL and EAGER_SOFTMAX), "flex"
   for FlexAttention's compiled region and "hub" for the kernels-hub ops.
 """
@@ -40,7 +40,7 @@ from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
 from collectors.unavailable import Unavailable
-from dashboard.engine.backends import EAGER_CHAIN_MATMUL, EAGER_SOFTMAX
+from dashboard.engine.analyses.backends import EAGER_CHAIN_MATMUL, EAGER_SOFTMAX
 
 Attention = Callable[..., Tensor]
 QKV = tuple[Tensor, Tensor, Tensor]
@@ -269,7 +269,7 @@ SDPA_BACKENDS: tuple[BackendNames, ...] = (
     BackendNames("math", r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", ""),
 )
 """The forward names of PyTorch's SDPA backends, fused ones first, under the names the dashboard's
-dashboard.engine.backends.BACKEND_TABLE gives them (a test keeps the two in step): the forward
+dashboard.engine.analyses.backends.BACKEND_TABLE gives them (a test keeps the two in step): the forward
 op and kernel of each backend only, matched against one call's names."""
 _HUB_NAMES = re.compile(r"^_flash_attn\w*::|^_?kernels_community\w*::|flash_attn|(^|\W)flash::|flash_fwd")
 

@@ -1,7 +1,7 @@
 """The end-of-run table: what each written trace says about itself, read back through the engine.
 
 Per run: variant, the attention backend detected from its own trace, median step time in ms as
-the dashboard measures it (dashboard.engine.speed.step_time: device busy time on GPU traces, the
+the dashboard measures it (dashboard.engine.compare.speed.step_time: device busy time on GPU traces, the
 ProfilerStep CPU span on CPU-only ones), units of work per step (kernels + GPU memcpy + memset on
 a GPU, leaf cpu_ops on a CPU; the median over steps), copies per step (how many hidden), parity.
 """
@@ -24,10 +24,10 @@ def summarize_run(folder: Path, run: Run) -> tuple[tuple[str, ...], str]:
     import polars as pl
 
     from dashboard.engine import load_trace
-    from dashboard.engine.backends import detect_backends
-    from dashboard.engine.copies import copies
-    from dashboard.engine.kernels import per_step, work_unit
-    from dashboard.engine.speed import step_time
+    from dashboard.engine.analyses.backends import detect_backends
+    from dashboard.engine.analyses.copies import copies
+    from dashboard.engine.analyses.kernels import per_step, work_unit
+    from dashboard.engine.compare.speed import step_time
 
     trace = load_trace(folder / run.trace)
     time = step_time(trace)

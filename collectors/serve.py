@@ -59,7 +59,7 @@ MODE = f"{PROG} serve"
 BATCHINGS = ("padded_sdpa", "packed_njt_sdpa", "packed_flex", "per_request_sdpa")
 REFERENCE = "per_request_sdpa"
 DEFAULT_USD_PER_GPU_HOUR = 2.0
-"""The same price of a GPU hour as the dashboard's (dashboard/engine/speed.py DEFAULT_USD_PER_GPU_HOUR)."""
+"""The same price of a GPU hour as the dashboard's (dashboard/engine/compare/speed.py DEFAULT_USD_PER_GPU_HOUR)."""
 MIN_REPS = 3
 LENGTHS_IN_JSON = 4096
 """serve.json lists every length up to this many requests (always their summary)."""

@@ -2,7 +2,7 @@
 CSV's columns in file order with their polars type and meaning (written into the mode's .json),
 the columns a reader may count on, and the values of its status column.
 
-The modes build their frames and their .json from a Table; dashboard.engine.article reads an
+The modes build their frames and their .json from a Table; dashboard.engine.analyses.article reads an
 article folder's files by the same Tables (the columns it needs, which of them hold numbers or
 booleans); the tests hold what each mode writes to them. Nothing here imports torch: the dashboard
 reads these without the collectors' extra installed.
@@ -21,7 +21,7 @@ class Table:
     """One mode's table, written as DIR/<name>.csv (and .parquet when `parquet`) beside DIR/<name>.json.
 
     columns: every column in file order -> (polars type, meaning and unit). read: the columns every
-    folder's file has, the ones a reader (dashboard.engine.article) needs; the rest it keeps when
+    folder's file has, the ones a reader (dashboard.engine.analyses.article) needs; the rest it keeps when
     present. statuses: the values of the status column, in the order the .json and the closing
     line count them (() for a table without one)."""
 

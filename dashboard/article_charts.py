@@ -1,4 +1,4 @@
-"""Plotly figures of the article's measurements (dashboard.engine.article frames in, figures out):
+"""Plotly figures of the article's measurements (dashboard.engine.analyses.article frames in, figures out):
 time, TFLOP/s and peak memory against sequence length, log-log, one line per variant with the
 crossover points and out-of-memory points marked; the end-to-end gain beside Amdahl's prediction.
 No streamlit here."""
@@ -10,7 +10,7 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from dashboard.charts import RUN_COLORS
-from dashboard.engine import article as art
+from dashboard.engine.analyses import article as art
 
 MEASURED_COLOR = "#4c78a8"
 PREDICTED_COLOR = "#b0b0b0"

@@ -1,6 +1,6 @@
 """The article's measurements as words and tables: `attnscope sweep DIR` (text) and the Sweep
 section of `attnscope compare`'s Markdown and HTML reports. Computes nothing itself: every number
-comes from dashboard.engine.article."""
+comes from dashboard.engine.analyses.article."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import polars as pl
 
-from dashboard.engine import article as art
+from dashboard.engine.analyses import article as art
 
 Table = tuple[list[str], list[list[str]]]
 """A table as headers and rows of cell text."""

@@ -12,7 +12,7 @@ an upload over the limit).
 
 A TraceCache holds parsed traces by the SHA-256 of the file's bytes (least recently used out
 first) and remembers failures by hash, so nothing is parsed twice; behind it the trace store
-(dashboard.engine.store: Parquet + a SQLite catalog) reopens what any process parsed before.
+(dashboard.engine.store.store: Parquet + a SQLite catalog) reopens what any process parsed before.
 No streamlit here: dashboard/runs.py makes one TraceCache per server process and keeps what a
 user picked; tests and tools use this module directly. It reads the command line, uploads and
 run labels: the dashboard's run picker, so it lives beside the dashboard, not in the engine
@@ -32,14 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from dashboard.engine import Trace, TraceError, kept, load_trace
-from dashboard.engine.model import detached
-from dashboard.engine.article import is_article_folder
-from dashboard.engine.ingest import one_job, outside, world_of
-from dashboard.engine.ranks import rank_of, slowest_rank
-from dashboard.engine.review import format_bytes
-from dashboard.engine.store import Store, StoredTrace
-from dashboard.engine import settings
+from dashboard.engine import Trace, TraceError, load_trace
+from dashboard.engine.store import kept
+from dashboard.engine.model.trace import detached
+from dashboard.engine.analyses.article import is_article_folder
+from dashboard.engine.store.ingest import one_job, outside, world_of
+from dashboard.engine.compare.ranks import rank_of, slowest_rank
+from dashboard.engine.compare.review import format_bytes
+from dashboard.engine.store.store import Store, StoredTrace
+from dashboard.engine.model import settings
 
 if TYPE_CHECKING:
     from dashboard.engine.load.arrival import Arrival

@@ -263,7 +263,7 @@ def _num(value: float | None) -> str:
 
 
 def render_tables() -> str:
-    from dashboard.engine.peaks import PEAK_TABLE
+    from dashboard.engine.rules.peaks import PEAK_TABLE
     from dashboard.engine.rules import (
         BACKEND_TABLE,
         COLLECTIVES,
@@ -380,7 +380,7 @@ def render_tables() -> str:
         "",
         "## Device peaks {#peaks}",
         "",
-        "`dashboard/engine/peaks.py` `PEAK_TABLE`: dense TFLOP/s by dtype and memory bandwidth in TB/s, "
+        "`dashboard/engine/rules/peaks.py` `PEAK_TABLE`: dense TFLOP/s by dtype and memory bandwidth in TB/s, "
         "as the vendors publish them (2:4-sparsity figures halved). How a device is matched: "
         "[attention efficiency](analysis.md#peaks).",
         "",

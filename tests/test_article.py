@@ -1,4 +1,4 @@
-"""The article's measurements read back (dashboard.engine.article), `attnscope sweep`, the Sweep
+"""The article's measurements read back (dashboard.engine.analyses.article), `attnscope sweep`, the Sweep
 section of `attnscope compare`, and the Sweep tab, on folders written here with the csv module.
 
 The numbers are chosen so that every answer is a hand computation: naive's time doubles with the
@@ -21,7 +21,7 @@ import pytest
 from collectors import tables
 from dashboard import article_report
 from dashboard.cli import main as cli
-from dashboard.engine import article as art
+from dashboard.engine.analyses import article as art
 
 SEQS = (64, 128, 256, 512)
 SWEEP_COLUMNS = list(tables.SWEEP.read)

@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 
 import oracle
-from dashboard.engine import gate
-from dashboard.engine.backends import BACKEND_TABLE, BACKENDS, attention_backend, detect_backends, fallback
-from dashboard.engine.kernels import kernel_table
+from dashboard.engine.compare import gate
+from dashboard.engine.analyses.backends import BACKEND_TABLE, BACKENDS, attention_backend, detect_backends, fallback
+from dashboard.engine.analyses.kernels import kernel_table
 from dashboard.engine.load import load_trace
-from dashboard.engine.summary import summarize
+from dashboard.engine.analyses.summary import summarize
 
 MI300X_CK = "tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz"
 QWEN_FLASH = "tracelens_h100_qwen_chat_sdpa_flash.json.gz"

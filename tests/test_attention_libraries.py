@@ -14,9 +14,15 @@ import polars as pl
 import pytest
 
 import oracle
-from dashboard.engine.backends import BACKEND_TABLE, attention_backend, detect_backends
-from dashboard.engine.efficiency import ServingBatch, attention_calls, attention_device_ns, efficiency, efficiency_block
-from dashboard.engine.kernels import family_of, kernel_table
+from dashboard.engine.analyses.backends import BACKEND_TABLE, attention_backend, detect_backends
+from dashboard.engine.analyses.efficiency import (
+    ServingBatch,
+    attention_calls,
+    attention_device_ns,
+    efficiency,
+    efficiency_block,
+)
+from dashboard.engine.analyses.kernels import family_of, kernel_table
 from dashboard.engine.load import load_trace
 
 DESIGN = Path(__file__).parent.parent / "docs" / "design.md"

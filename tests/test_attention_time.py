@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 import oracle
-from dashboard.engine.efficiency import (
+from dashboard.engine.analyses.efficiency import (
     ServingBatch,
     attention_calls,
     attention_device_ns,
@@ -27,7 +27,7 @@ from dashboard.engine.efficiency import (
     efficiency_block,
 )
 from dashboard.engine.load import load_trace
-from dashboard.engine.roofline import call_bytes
+from dashboard.engine.analyses.roofline import call_bytes
 from dashboard.engine.rules import CALL_PARTS, call_part
 
 B200 = [{"id": 0, "name": "NVIDIA B200", "computeMajor": 10, "computeMinor": 0, "totalGlobalMem": 191_000_000_000}]

@@ -17,7 +17,7 @@ import pytest
 import oracle
 from dashboard import catalog
 from dashboard.catalog import TraceCache, discover, file_digest, file_source, open_all, pending_file, server_cache
-from dashboard.engine.store import Store
+from dashboard.engine.store.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
 H100 = oracle.DATA / "tracelens_h100_bert_sdpa_flash.json.gz"
@@ -35,7 +35,7 @@ def test_a_process_discovers_opens_and_stores_runs_without_importing_streamlit(t
 import json, sys
 from pathlib import Path
 from dashboard import catalog
-from dashboard.engine.store import Store
+from dashboard.engine.store.store import Store
 cache = catalog.TraceCache(store=Store({str(tmp_path / "store")!r}))
 collections, loose, failures = catalog.discover(root=Path({str(tmp_path / "none")!r}), extra=[Path({str(folder)!r}), Path({str(H100)!r})])
 pending = [catalog.pending_file(s, cache) for c in collections for s in c.sources] + [catalog.pending_file(s, cache) for s in loose]

@@ -12,7 +12,7 @@ import pytest
 
 import oracle
 from dashboard import cli
-from dashboard.engine import store as store_module
+from dashboard.engine.store import store as store_module
 
 SOURCE = oracle.DATA / "hta_mi250_rocm_minitoy.json.gz"
 QWEN = oracle.DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"

@@ -26,7 +26,8 @@ from collectors.parity import compare, reference
 from collectors.report import render as render_table
 from collectors.report import summarize_run as summarize_table_row
 from collectors.variants import VARIANTS, Unavailable, Variant, naive
-from dashboard.engine import load_trace, review, summarize
+from dashboard.engine import load_trace, summarize
+from dashboard.engine.compare import review
 
 TINY = ["--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16"]
 ACTIVE = 2
@@ -229,8 +230,8 @@ def test_the_end_of_run_table_shows_the_numbers_the_dashboard_shows(collection: 
 
 
 def test_the_end_of_run_table_of_a_gpu_trace_shows_device_busy_time() -> None:
-    from dashboard.engine.kernels import per_step
-    from dashboard.engine.speed import step_time
+    from dashboard.engine.analyses.kernels import per_step
+    from dashboard.engine.compare.speed import step_time
 
     data = Path(__file__).resolve().parent / "data"
     name = "tracelens_h100_bert_sdpa_flash.json.gz"

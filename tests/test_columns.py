@@ -1,4 +1,4 @@
-"""Columns handed to polars as Arrow arrays (dashboard/engine/columns.py, _scan.arrow) against
+"""Columns handed to polars as Arrow arrays (dashboard/engine/model/columns.py, _scan.arrow) against
 the obvious constructions: a Python list of the values, with None where a value is not valid."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from dashboard.engine import columns
+from dashboard.engine.model import columns
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_c = pytest.mark.skipif(columns._scan is None, reason="the C extension is not built here (no C compiler?)")

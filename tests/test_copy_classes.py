@@ -12,8 +12,8 @@ import pytest
 
 import oracle
 from dashboard.engine import load_trace
-from dashboard.engine.copies import classify_chain, copies
-from dashboard.engine.gate import Rules, check
+from dashboard.engine.analyses.copies import classify_chain, copies
+from dashboard.engine.compare.gate import Rules, check
 
 SAMPLES = oracle.DATA.parent.parent / "sample_traces" / "cpu"
 

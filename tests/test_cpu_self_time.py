@@ -20,7 +20,7 @@ import pytest
 
 import oracle
 from dashboard.engine import load_trace, summarize
-from dashboard.engine.kernels import (
+from dashboard.engine.analyses.kernels import (
     BOOKKEEPING_OPS,
     METADATA_OPS,
     family_of,

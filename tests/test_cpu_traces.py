@@ -13,8 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dashboard.engine import load_trace, summarize  # noqa: E402
-from dashboard.engine.copies import copies  # noqa: E402
-from dashboard.engine.kernels import per_step, work_events, work_unit  # noqa: E402
+from dashboard.engine.analyses.copies import copies  # noqa: E402
+from dashboard.engine.analyses.kernels import per_step, work_events, work_unit  # noqa: E402
 
 
 def _profile(fn, path: Path, steps: int = 2) -> Path:

@@ -18,8 +18,8 @@ import pytest
 import oracle
 from dashboard.engine import TraceError, load_trace
 from dashboard.engine.load import decode as load_decode
-from dashboard.engine.kernels import per_step
-from dashboard.engine.summary import device_info
+from dashboard.engine.analyses.kernels import per_step
+from dashboard.engine.analyses.summary import device_info
 
 DATA = oracle.DATA
 # The committed real traces (tests/data/SOURCES.md) and the vendor their GPU column names.
@@ -311,7 +311,7 @@ def test_a_gpu_trace_cut_before_its_device_events_gets_no_attention_rate(variant
     """The H200 collection's runs cut before their first device event: the attention:: spans and op
     spans left time the launches (the naive run read 36.8 TFLOP/s 'achieved' over them). No rate,
     no percentage, and the reason says why, in the block that summary, check and compare read."""
-    from dashboard.engine.efficiency import LOST_REASON, efficiency_block
+    from dashboard.engine.analyses.efficiency import LOST_REASON, efficiency_block
 
     full = gzip.decompress((oracle.DATA.parent.parent / "sample_traces" / "h200" / f"{variant}.json.gz").read_bytes())
     doc = json.loads(full)

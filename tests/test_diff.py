@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import oracle
-from dashboard.engine.diff import chosen_steps, explained, kernel_diff, op_diff, readings, sequence_diff
+from dashboard.engine.compare.diff import chosen_steps, explained, kernel_diff, op_diff, readings, sequence_diff
 
 CONTROL, TEST = "hta_a100_control.json.gz", "hta_v100_test.json.gz"
 SAMPLES = oracle.DATA.parent.parent / "sample_traces" / "cpu"
@@ -201,7 +201,7 @@ def test_a_step_that_does_not_exist_is_named(trace_of):
 def _work_sequence_by_joins(trace, step: int) -> pl.DataFrame:
     """The obvious version of diff.work_sequence: the launches' rows joined on id (the gather it
     uses instead reads them by row number)."""
-    from dashboard.engine.kernels import work_events
+    from dashboard.engine.analyses.kernels import work_events
 
     ev = trace.events
     work = (
@@ -225,7 +225,7 @@ def _work_sequence_by_joins(trace, step: int) -> pl.DataFrame:
 def test_the_launch_ordered_sequence_is_the_one_joins_give_on_every_real_trace(trace_of, path):
     from polars.testing import assert_frame_equal
 
-    from dashboard.engine.diff import work_sequence
+    from dashboard.engine.compare.diff import work_sequence
 
     trace = trace_of(path)
     steps = trace.steps["step"].to_list()
@@ -237,8 +237,8 @@ def test_equal_sequences_align_as_one_equal_block_as_difflib_says(trace_of):
     """The shortcut for equal sequences (a run against itself) gives difflib's own answer."""
     from difflib import SequenceMatcher
 
-    from dashboard.engine.diff import aligned_opcodes
-    from dashboard.engine.kernels import work_events
+    from dashboard.engine.compare.diff import aligned_opcodes
+    from dashboard.engine.analyses.kernels import work_events
 
     names = work_events(trace_of(oracle.DATA / "hta_triton_example.json.gz"))["name"].cast(pl.String).to_list()
     for seq in ([], names[:1], names, names * 3):

@@ -136,7 +136,7 @@ def test_a_rerun_gives_the_same_rows(rows, tmp_path):
 
 
 def test_the_backend_names_are_the_dashboards():
-    from dashboard.engine.backends import attention_backend
+    from dashboard.engine.analyses.backends import attention_backend
 
     names = [
         "aten::_scaled_dot_product_flash_attention_for_cpu",

@@ -13,9 +13,9 @@ import pytest
 
 import oracle
 from dashboard.engine import load_trace
-from dashboard.engine.backends import detect_backends
-from dashboard.engine.review import CUT_DEVICE_LOST, cut_state, device_label
-from dashboard.engine.summary import device_info
+from dashboard.engine.analyses.backends import detect_backends
+from dashboard.engine.compare.review import CUT_DEVICE_LOST, cut_state, device_label
+from dashboard.engine.analyses.summary import device_info
 
 DATA = oracle.DATA
 SAMPLES = DATA.parent.parent / "sample_traces"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.engine.efficiency import (
+from dashboard.engine.analyses.efficiency import (
     BOTTOM_RIGHT,
     CONCRETE_COLUMN,
     TOP_LEFT,
@@ -24,7 +24,7 @@ from dashboard.engine.efficiency import (
     read_shape,
     step_efficiency,
 )
-from dashboard.engine.peaks import PEAK_TABLE, DevicePeak, match_device, with_override
+from dashboard.engine.rules.peaks import PEAK_TABLE, DevicePeak, match_device, with_override
 from oracle import DATA, complete, raw
 
 SAMPLES = Path(__file__).parent.parent / "sample_traces" / "cpu"
@@ -404,7 +404,7 @@ ATTENTION_KERNELS = {
 
 @pytest.mark.parametrize("name", list(ATTENTION_KERNELS))
 def test_the_attention_device_time_and_the_measured_share_agree_with_the_json(trace_of, name):
-    from dashboard.engine.efficiency import attention_device_ns
+    from dashboard.engine.analyses.efficiency import attention_device_ns
 
     doc = raw(DATA / name)
     kernels = [e for e in complete(doc) if e.get("cat") == "kernel"]

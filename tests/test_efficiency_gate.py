@@ -7,7 +7,7 @@ import json
 
 import oracle
 from dashboard.engine import summarize
-from dashboard.engine.gate import Rules, check
+from dashboard.engine.compare.gate import Rules, check
 
 QWEN = oracle.DATA / "tracelens_h100_qwen_chat_sdpa_flash.json.gz"
 SAMPLES = oracle.DATA.parent.parent / "sample_traces" / "cpu"

@@ -12,9 +12,9 @@ import pytest
 
 import oracle
 from dashboard.engine import TraceError, load_trace, summarize
-from dashboard.engine.backends import detect_backends
-from dashboard.engine.copies import copies
-from dashboard.engine.kernels import kernel_table, per_step, work_unit
+from dashboard.engine.analyses.backends import detect_backends
+from dashboard.engine.analyses.copies import copies
+from dashboard.engine.analyses.kernels import kernel_table, per_step, work_unit
 
 DATA = oracle.DATA
 GPU_TRACES = [
@@ -280,7 +280,7 @@ def test_reading_a_value_back_to_python_is_not_a_hidden_copy(loaded):
 
 
 def test_a_forced_math_backend_compiled_by_inductor_is_not_a_fallback():
-    from dashboard.engine.backends import fallback
+    from dashboard.engine.analyses.backends import fallback
 
     assert fallback("math", ["inductor"]) is False
     assert fallback("flash", ["math"]) is True
@@ -414,7 +414,7 @@ def test_a_copy_under_autograd_or_compiled_wrappers_takes_its_origin_from_the_fi
     ],
 )
 def test_kernel_families_of_real_kernel_names(name, family):
-    from dashboard.engine.kernels import family_expr
+    from dashboard.engine.analyses.kernels import family_expr
 
     assert pl.select(family_expr(pl.lit(name), pl.lit("kernel"))).item() == family
 
@@ -422,7 +422,7 @@ def test_kernel_families_of_real_kernel_names(name, family):
 def test_long_kernel_sequences_align_window_by_window():
     import random
 
-    from dashboard.engine.diff import aligned_opcodes
+    from dashboard.engine.compare.diff import aligned_opcodes
 
     rng = random.Random(0)
     a = [f"k{rng.randint(0, 30)}" for _ in range(30_000)]
@@ -456,7 +456,7 @@ def _check_alignment(a, b, ops):
 def test_long_steps_with_a_common_head_and_tail_align_in_linear_time():
     import random
 
-    from dashboard.engine.diff import aligned_opcodes
+    from dashboard.engine.compare.diff import aligned_opcodes
 
     rng = random.Random(1)
     a = [f"k{rng.randint(0, 3)}" for _ in range(90_000)]  # few names, each repeated a lot
@@ -481,7 +481,7 @@ def test_long_steps_with_a_common_head_and_tail_align_in_linear_time():
 def test_aligned_opcodes_cover_both_sequences_whatever_their_heads_and_tails():
     import random
 
-    from dashboard.engine.diff import aligned_opcodes
+    from dashboard.engine.compare.diff import aligned_opcodes
 
     rng = random.Random(2)
     for _ in range(400):
@@ -555,10 +555,10 @@ def test_attention_is_detected_only_where_attention_ops_ran(loaded, name):
 def test_name_predicates_per_distinct_name_match_the_per_event_version():
     """names_matching tests each distinct name once; the obvious version casts every event's
     name to text and tests it. Every predicate the analyses use, on every real trace."""
-    from dashboard.engine.copies import KV_CACHE_WRITE
-    from dashboard.engine.graphs import GRAPH_LAUNCH
-    from dashboard.engine.kernels import BOOKKEEPING_OPS, METADATA_OPS
-    from dashboard.engine.model import names_matching
+    from dashboard.engine.analyses.copies import KV_CACHE_WRITE
+    from dashboard.engine.analyses.graphs import GRAPH_LAUNCH
+    from dashboard.engine.analyses.kernels import BOOKKEEPING_OPS, METADATA_OPS
+    from dashboard.engine.model.trace import names_matching
 
     predicates = [
         lambda n: n.str.contains(KV_CACHE_WRITE),
@@ -629,7 +629,7 @@ def test_the_distinct_names_per_category_are_what_a_filter_per_category_finds(pa
     """names_by_category answers with one query what each analysis asked with a query of its own
     (the obvious version: filter a category, take its distinct names). On every real and bundled
     trace; and on the tests/data traces every name of a complete event in the JSON is found."""
-    from dashboard.engine.model import names_by_category, names_in
+    from dashboard.engine.model.trace import names_by_category, names_in
 
     trace = load_trace(path)
     by_cat = names_by_category(trace)
@@ -691,8 +691,8 @@ def test_tables_with_ties_sort_fully(path):
     """Rows that tie on the ranked value (equal total time, equal copy time: common at µs
     resolution) come in a fixed order, not the one a group_by happened to give: each table's sort
     key covers its group key, so the order is total."""
-    from dashboard.engine.copies import copy_summary
-    from dashboard.engine.review import copy_groups
+    from dashboard.engine.analyses.copies import copy_summary
+    from dashboard.engine.compare.review import copy_groups
 
     trace = load_trace(path)
     table = kernel_table(trace)

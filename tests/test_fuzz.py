@@ -27,9 +27,18 @@ from hypothesis import strategies as st
 
 from fuzz_mutations import FIELDS, TRACES, Case, Deep, Raw, build, seeds
 from dashboard.engine import TraceError, load_trace
-from dashboard.engine import backends, copies, diff, efficiency, gate, graphs, kernels, ranks, review, speed
-from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
-from dashboard.engine.summary import device_info, summarize
+from dashboard.engine.analyses import backends
+from dashboard.engine.analyses import copies
+from dashboard.engine.compare import diff
+from dashboard.engine.analyses import efficiency
+from dashboard.engine.compare import gate
+from dashboard.engine.analyses import graphs
+from dashboard.engine.analyses import kernels
+from dashboard.engine.compare import ranks
+from dashboard.engine.compare import review
+from dashboard.engine.compare import speed
+from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
+from dashboard.engine.analyses.summary import device_info, summarize
 
 # Examples per run (derandomized: the same ones each time). 1,200 and 800 took 155 s and 32 s of the
 # README's test command; these halves keep its 15-minute budget, and the @example cases above (every

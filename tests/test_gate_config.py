@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dashboard import cli
-from dashboard.engine import verdict
+from dashboard.engine.compare import verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = ROOT / "sample_traces" / "cpu"

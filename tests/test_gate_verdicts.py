@@ -18,9 +18,9 @@ import pytest
 
 from dashboard import cli
 from dashboard.engine import load_trace
-from dashboard.engine.alignment import describe, op_changes
-from dashboard.engine.bootstrap import MIN_STEPS, ratio_interval, time_verdict
-from dashboard.engine.gate import RULES, Rules, evaluate
+from dashboard.engine.compare.alignment import describe, op_changes
+from dashboard.engine.compare.bootstrap import MIN_STEPS, ratio_interval, time_verdict
+from dashboard.engine.compare.gate import RULES, Rules, evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 H200, CPU, DATA = ROOT / "sample_traces" / "h200", ROOT / "sample_traces" / "cpu", ROOT / "tests" / "data"
@@ -172,7 +172,7 @@ def test_the_bundled_naive_sdpa_pairs_go_the_known_way():
     assert forward["step_time"].details["outcome"] == "improvement"
     assert backward["step_time"].details["outcome"] == "regression" and backward["step_time"].status == "fail"
     # 3 steps each: the interval is [min(c)/max(b), max(c)/min(b)], by hand from the busy times
-    from dashboard.engine.kernels import per_step
+    from dashboard.engine.analyses.kernels import per_step
 
     b, c = per_step(naive)["busy_ns"].to_list(), per_step(sdpa)["busy_ns"].to_list()
     assert forward["step_time"].details["low"] == pytest.approx(min(c) / max(b), rel=1e-5)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import oracle
 from dashboard.engine import summarize
-from dashboard.engine.graphs import graph_replays
+from dashboard.engine.analyses.graphs import graph_replays
 
 GRAPH_CALLS = {"cudaGraphLaunch", "hipGraphLaunch"}
 

@@ -13,8 +13,8 @@ import pytest
 
 import oracle
 from dashboard.engine import load_trace
-from dashboard.engine.backends import detect_backends, fallback, requested_backend
-from dashboard.engine.copies import copies
+from dashboard.engine.analyses.backends import detect_backends, fallback, requested_backend
+from dashboard.engine.analyses.copies import copies
 
 H200 = Path(__file__).resolve().parent.parent / "sample_traces" / "h200"
 MANIFEST = json.loads((H200 / "runs.json").read_text())
@@ -163,7 +163,7 @@ ATTENTION_KERNELS = ("pytorch_flash::flash_fwd_kernel", "fmha_cutlassF_", "cudnn
 @pytest.mark.parametrize("variant", ["sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"])
 @pytest.mark.parametrize("kind", ["", ".graphs"])
 def test_fused_attention_rates_come_from_the_shape_even_when_a_cuda_graph_replays_the_kernel(trace_of, variant, kind):
-    from dashboard.engine.efficiency import efficiency_block
+    from dashboard.engine.analyses.efficiency import efficiency_block
 
     events = oracle.complete(oracle.raw(H200 / f"{variant}{kind}.json.gz"))
     kernels = [e for e in events if e.get("cat") == "kernel" and any(k in e["name"] for k in ATTENTION_KERNELS)]
@@ -183,7 +183,7 @@ def test_fused_attention_rates_come_from_the_shape_even_when_a_cuda_graph_replay
 
 
 def test_a_graph_replay_without_the_collectors_metadata_still_gives_no_percentage(trace_of):
-    from dashboard.engine.efficiency import efficiency_block
+    from dashboard.engine.analyses.efficiency import efficiency_block
 
     block = efficiency_block(trace_of(oracle.DATA / "tracelens_vllm_decode_graph_unified_attention.json.gz"))
     assert block["pct_of_roofline"] is None and block["measured"] == 0

@@ -17,7 +17,7 @@ import pytest
 import oracle
 from dashboard.cli import main as cli
 from dashboard.engine import load_trace
-from dashboard.engine.health import HEALTH_CHECKS, health
+from dashboard.engine.analyses.health import HEALTH_CHECKS, health
 
 NAIVE = Path(__file__).parent.parent / "sample_traces" / "h200" / "naive.json.gz"
 DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -324,8 +324,8 @@ def test_a_trace_with_lost_launches_is_read_with_care_first():
 def test_every_registered_check_is_documented_and_has_an_injected_fault_test():
     """One registry (constants.HEALTH_KINDS, one registered function each): every check is defined in
     docs/analysis.md's health tables and found by a test of this file on a trace built to hold it."""
-    from dashboard.engine import health as module
-    from dashboard.engine.constants import HEALTH_KINDS, WAITING_CHECKS
+    from dashboard.engine.analyses import health as module
+    from dashboard.engine.model.constants import HEALTH_KINDS, WAITING_CHECKS
 
     assert set(module._REGISTRY) == set(HEALTH_KINDS) and HEALTH_CHECKS == tuple(HEALTH_KINDS)
     assert set(WAITING_CHECKS) == {n for n, kind in HEALTH_KINDS.items() if kind == "fact"}

@@ -10,9 +10,9 @@ import json
 import pytest
 
 import oracle
-from dashboard.engine.ingest import discover, ingest
-from dashboard.engine.ranks import rank_step_times, slowest_rank, stragglers
-from dashboard.engine.store import Store
+from dashboard.engine.store.ingest import discover, ingest
+from dashboard.engine.compare.ranks import rank_step_times, slowest_rank, stragglers
+from dashboard.engine.store.store import Store
 
 SOURCE = oracle.DATA / "hta_mi250_rocm_minitoy.json.gz"
 SLOW = {0: 1.0, 1: 1.5, 2: 3.0}  # kernel durations scaled per rank: rank 2 is the straggler

@@ -1,4 +1,4 @@
-"""Analyses kept with the trace (dashboard/engine/kept.py): a reopened trace answers from what its
+"""Analyses kept with the trace (dashboard/engine/store/kept.py): a reopened trace answers from what its
 analyses answered before, byte for byte, and recomputes when the analysis code changes."""
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ import pytest
 
 import oracle
 from dashboard import cli
-from dashboard.engine import kept
-from dashboard.engine import store as store_module
-from dashboard.engine.model import ANALYSES
-from dashboard.engine.store import Store, sha256_of
+from dashboard.engine.store import kept
+from dashboard.engine.store import store as store_module
+from dashboard.engine.model.trace import ANALYSES
+from dashboard.engine.store.store import Store, sha256_of
 
 # every module with per_trace analyses, so that ANALYSES holds them all
-import dashboard.engine.summary  # noqa: F401
-import dashboard.engine.review  # noqa: F401
-import dashboard.engine.fingerprint  # noqa: F401
+import dashboard.engine.analyses.summary  # noqa: F401
+import dashboard.engine.compare.review  # noqa: F401
+import dashboard.engine.compare.fingerprint  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 REAL = sorted(p for p in oracle.DATA.glob("*.json.gz")) + [REPO / "sample_traces" / "h200" / "naive.json.gz"]
-SUMMARY = "dashboard.engine.summary.summarize"
+SUMMARY = "dashboard.engine.analyses.summary.summarize"
 
 
 def _run_all(trace) -> dict[str, object]:
@@ -64,7 +64,7 @@ def test_every_kept_analysis_reads_back_equal_to_a_fresh_computation(path, trace
     first = _run_all(dataclasses.replace(parsed, _analyses={}, _kept=kept.Kept(tmp_path, sha)))
     folder = kept.Kept(tmp_path, sha).folder
     on_disk = {f.name.rsplit(".", 1)[0] for f in folder.iterdir()}
-    assert {SUMMARY, "dashboard.engine.kernels.per_step", "dashboard.engine.copies.copies"} <= on_disk
+    assert {SUMMARY, "dashboard.engine.analyses.kernels.per_step", "dashboard.engine.analyses.copies.copies"} <= on_disk
     assert not [f for f in folder.iterdir() if f.name.endswith(".tmp")]
 
     class Served(kept.Kept):
@@ -176,7 +176,7 @@ def test_a_failed_background_write_is_a_warning_and_the_answer_stands(tmp_path, 
 def test_eviction_removes_the_kept_analyses_with_the_trace(tmp_path):
     store = Store(tmp_path / "store")
     trace, sha = store.open(oracle.DATA / "hta_triton_example.json.gz")
-    dashboard.engine.summary.summarize(trace)
+    dashboard.engine.analyses.summary.summarize(trace)
     assert (tmp_path / "store" / "analyses" / f"trace={sha}").exists() and store.has(sha)
     store.max_bytes = 1  # a cap below the one trace: it goes, and its analyses with it
     assert store.evict() == [sha]
@@ -191,7 +191,7 @@ def test_help_imports_neither_polars_nor_the_analyses():
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n        cli.main(['--help'])\n    except SystemExit:\n        pass\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('polars', 'numpy', 'msgspec', 'streamlit')"
-        " or m in ('dashboard.engine.load', 'dashboard.engine.summary', 'dashboard.engine.store'))\n"
+        " or m in ('dashboard.engine.load', 'dashboard.engine.analyses.summary', 'dashboard.engine.store.store'))\n"
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
@@ -199,11 +199,17 @@ def test_help_imports_neither_polars_nor_the_analyses():
 
 
 def test_the_light_constants_are_the_ones_the_analyses_use():
-    from dashboard.engine import backends, constants, kernels, review, rules, speed
+    from dashboard.engine import rules
+    from dashboard.engine.analyses import backends
+    from dashboard.engine.model import constants
+    from dashboard.engine.analyses import kernels
+    from dashboard.engine.compare import review
+    from dashboard.engine.compare import speed
 
-    assert backends.BACKENDS == rules.BACKEND_NAMES + ("inductor", "eager") == constants.BACKENDS
+    assert backends.BACKENDS == rules.BACKEND_NAMES + ("inductor", "eager") == rules.BACKENDS
+    assert constants.UNIT_KERNEL == "kernel"
     assert review.COPY_ALARM_SHARE == 0.01 and review.COPY_ALARM_BYTES == 1_000_000
     assert kernels.UNIT_KERNEL == "kernel" and speed.DEFAULT_USD_PER_GPU_HOUR == 2.0
-    from dashboard.engine.summary import summarize
+    from dashboard.engine.analyses.summary import summarize
 
     assert cli.SUMMARY_KEY == f"{summarize.__module__}.{summarize.__qualname__}" and cli.SUMMARY_KEY in ANALYSES

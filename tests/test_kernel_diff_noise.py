@@ -16,7 +16,7 @@ import pytest
 from oracle import complete, raw
 
 from dashboard import charts, report
-from dashboard.engine.diff import CHANGES, FASTER, NOISE_NS, SLOWER, kernel_diff
+from dashboard.engine.compare.diff import CHANGES, FASTER, NOISE_NS, SLOWER, kernel_diff
 from dashboard.engine.load import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]

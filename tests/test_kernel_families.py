@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 import oracle
-from dashboard.engine.kernels import FAMILIES, FAMILY_RULES, family_expr, family_of
-from dashboard.engine.names import demangle, parse
+from dashboard.engine.analyses.kernels import FAMILIES, FAMILY_RULES, family_expr, family_of
+from dashboard.engine.rules.names import demangle, parse
 
 TSV = Path(__file__).parent / "data" / "kernel_names.tsv"
 BUNDLED = Path(__file__).parent.parent / "sample_traces"  # the bundled collections (the H200's among them)

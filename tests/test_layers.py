@@ -158,7 +158,7 @@ def test_the_circle_finder_sees_a_circle_closed_inside_a_function():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert import_circles(graph) == [["a", "b", "c"]]
     assert (
-        "dashboard.engine.kernels" in import_graph()["dashboard.engine.backends"]
+        "dashboard.engine.analyses.kernels" in import_graph()["dashboard.engine.analyses.backends"]
     )  # read at module level and in functions
 
 

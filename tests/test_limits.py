@@ -481,7 +481,7 @@ def _decays(conf: str) -> tuple[str | None, str | None]:
     # the CLI imports polars when a command runs (its --help imports none of it): its summary's first import
     "first",
     [
-        "import dashboard.cli; import dashboard.engine.summary",
+        "import dashboard.cli; import dashboard.engine.analyses.summary",
         "import streamlit; from dashboard import charts, report, runs",
     ],
 )

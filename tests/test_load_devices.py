@@ -16,10 +16,10 @@ import pytest
 
 import oracle
 from dashboard.engine import load_trace, summarize
-from dashboard.engine.kernels import per_step, work_unit
+from dashboard.engine.analyses.kernels import per_step, work_unit
 from dashboard.engine.load import CATEGORIES, DEVICE, LAUNCH
-from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES
-from dashboard.engine.summary import device_info
+from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from dashboard.engine.analyses.summary import device_info
 
 # Kineto's ActivityType names (libkineto/include/ActivityType.h, _activityTypeNames), the oracle
 # for "every category Kineto writes is known".
@@ -318,7 +318,7 @@ def _json_directions(doc: dict) -> list[tuple[int, str, int | None]]:
 
 @pytest.mark.parametrize("scanner", [True, False], ids=["C scanner", "msgspec"])
 def test_an_mtia_dma_request_takes_its_direction_and_bytes_from_its_args(tmp_path, monkeypatch, scanner):
-    from dashboard.engine.copies import copies
+    from dashboard.engine.analyses.copies import copies
     from dashboard.engine.load import scanner as load_scanner
 
     if not scanner:

@@ -21,7 +21,7 @@ from dashboard.engine.load import (
     slices as load_slices,
     workers as load_workers,
 )
-from dashboard.engine.summary import summarize
+from dashboard.engine.analyses.summary import summarize
 
 DATA = Path(__file__).parent / "data"
 
@@ -460,8 +460,8 @@ def test_the_workers_close_once_a_files_slices_are_read_unless_more_large_files_
     assert used[4] is used[5]
     assert load_workers._workers_started is None and _exited(used[5])
 
-    from dashboard.engine.ingest import ingest
-    from dashboard.engine.store import Store
+    from dashboard.engine.store.ingest import ingest
+    from dashboard.engine.store.store import Store
 
     done = ingest([path, other], Store(tmp_path / "store"))  # `attnscope ingest a b`, in this process
     assert done.errors == [] and len(done.runs) == 2

@@ -32,9 +32,9 @@ from dashboard.engine.load import (
 )
 from dashboard import charts
 from dashboard.cli import _human
-from dashboard.engine.memory import memory_block, memory_by_run, memory_peak, memory_peaks
-from dashboard.engine.model import empty_memory
-from dashboard.engine.summary import summarize
+from dashboard.engine.analyses.memory import memory_block, memory_by_run, memory_peak, memory_peaks
+from dashboard.engine.model.trace import empty_memory
+from dashboard.engine.analyses.summary import summarize
 
 DATA = Path(__file__).parent / "data"
 NEW = "cpu_naive_profile_memory.json.gz"
@@ -465,7 +465,7 @@ def test_a_gpu_trace_reports_its_device_memory_and_a_2021_trace_its_events_witho
 
 
 def test_the_store_keeps_the_memory_table(tmp_path):
-    from dashboard.engine.store import Store
+    from dashboard.engine.store.store import Store
 
     store = Store(tmp_path)
     parsed, sha = store.open(DATA / NEW)

@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oracle
-from dashboard.engine import load_trace, steps
+from dashboard.engine import load_trace
+from dashboard.engine.load import steps
 
 TICK_NS = 1000
 ALL_TRACES = sorted(p.name for p in oracle.DATA.glob("*.json.gz"))

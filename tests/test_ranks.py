@@ -26,7 +26,7 @@ import pytest
 
 import oracle
 from dashboard.engine import load_trace
-from dashboard.engine.ranks import (
+from dashboard.engine.compare.ranks import (
     compare_ranks,
     compare_slowest,
     rank_matrix,

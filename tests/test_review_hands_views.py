@@ -15,9 +15,10 @@ import pytest
 
 import oracle
 from dashboard import cli, report
-from dashboard.engine import diff, review
-from dashboard.engine.kernels import kernel_table
-from dashboard.engine.ranks import STRAGGLER_SPREAD, rank_step_times, stragglers
+from dashboard.engine.compare import diff
+from dashboard.engine.compare import review
+from dashboard.engine.analyses.kernels import kernel_table
+from dashboard.engine.compare.ranks import STRAGGLER_SPREAD, rank_step_times, stragglers
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = ROOT / "sample_traces" / "cpu"

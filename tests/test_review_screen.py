@@ -15,9 +15,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import charts, report
-from dashboard.engine import review
-from dashboard.engine.copies import copies
-from dashboard.engine.speed import speed_table, step_time
+from dashboard.engine.compare import review
+from dashboard.engine.analyses.copies import copies
+from dashboard.engine.compare.speed import speed_table, step_time
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "dashboard" / "app.py"

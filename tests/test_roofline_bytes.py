@@ -16,9 +16,9 @@ import pytest
 from oracle import complete, raw
 
 from dashboard import charts, report
-from dashboard.engine import review
+from dashboard.engine.compare import review
 from dashboard.engine.load import load_trace
-from dashboard.engine.roofline import call_bytes, op_bytes, roofline_rows
+from dashboard.engine.analyses.roofline import call_bytes, op_bytes, roofline_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 H200, CPU = ROOT / "sample_traces" / "h200", ROOT / "sample_traces" / "cpu"
@@ -254,7 +254,7 @@ def test_call_bytes_sum_what_each_call_launched(trace_of):
 
 
 def test_the_roofline_rows_name_their_measures_as_the_review_does():
-    from dashboard.engine import roofline
+    from dashboard.engine.analyses import roofline
 
     assert (roofline.MEASURE_OPS, roofline.MEASURE_STEP) == (review.MEASURE_OPS, review.MEASURE_STEP)
     assert charts.OWN_BYTES == roofline.OWN_BYTES_WORDS

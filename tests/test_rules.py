@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 import oracle
-from dashboard.engine import rules, settings
-from dashboard.engine.copies import COMMUNICATION, classify_chain
-from dashboard.engine.kernels import FAMILY_RULES, family_of
-from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES
-from dashboard.engine.names import parse
+from dashboard.engine import rules
+from dashboard.engine.model import settings
+from dashboard.engine.analyses.copies import COMMUNICATION, classify_chain
+from dashboard.engine.analyses.kernels import FAMILY_RULES, family_of
+from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from dashboard.engine.rules.names import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 TSV = oracle.DATA / "kernel_names.tsv"
@@ -60,7 +61,9 @@ def test_one_table_feeds_another_instead_of_a_copy_of_its_patterns():
     assert [r.name for r in FAMILY_RULES if r.family == "copy" and "KV_CACHE_WRITES" in r.reason] == [
         rules.KV_CACHE_WRITE_KERNELS
     ]
-    from dashboard.engine import copies, diff, graphs
+    from dashboard.engine.analyses import copies
+    from dashboard.engine.compare import diff
+    from dashboard.engine.analyses import graphs
 
     assert graphs.GRAPH_LAUNCH == diff.GRAPH_LAUNCHES == rules.GRAPH_LAUNCH
     assert diff.KERNEL_LAUNCHES == rules.KERNEL_LAUNCH
@@ -249,9 +252,9 @@ def test_a_users_rows_change_the_classification_and_only_where_they_match(tmp_pa
     path = tmp_path / "rules.toml"
     path.write_text(GOOD_TOML)
     code = (
-        "from dashboard.engine.kernels import family_of\n"
+        "from dashboard.engine.analyses.kernels import family_of\n"
         "from dashboard.engine.rules import attention_backend, is_collective_op\n"
-        "from dashboard.engine.copies import classify_chain\n"
+        "from dashboard.engine.analyses.copies import classify_chain\n"
         "b = attention_backend('our_flash_fwd')\n"
         "print(family_of('ampere_sgemm_128x64_nn'), family_of('our_flash_fwd'), b.name if b else None, "
         "is_collective_op('fbgemm::permute_sparse_features'), "

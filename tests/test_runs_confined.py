@@ -16,9 +16,9 @@ from streamlit.testing.v1 import AppTest
 
 import oracle
 from dashboard.cli import main as cli_main
-from dashboard.engine.ingest import discover as ingest_discover
-from dashboard.engine.ingest import ingest
-from dashboard.engine.store import Store
+from dashboard.engine.store.ingest import discover as ingest_discover
+from dashboard.engine.store.ingest import ingest
+from dashboard.engine.store.store import Store
 from dashboard.catalog import ENV_TRACES, discover
 from dashboard.runs import trace_cache
 

@@ -19,8 +19,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import oracle
-from dashboard.engine.ingest import ingest
-from dashboard.engine.store import Store
+from dashboard.engine.store.ingest import ingest
+from dashboard.engine.store.store import Store
 from dashboard.catalog import ENV_TRACES, TraceCache, discover, file_source, open_all, pending_file
 from dashboard.runs import trace_cache
 from test_ingest import _busy_us

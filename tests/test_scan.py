@@ -24,7 +24,7 @@ from dashboard.engine.load import (
     reading as load_reading,
     scanner as load_scanner,
 )
-from dashboard.engine.summary import summarize
+from dashboard.engine.analyses.summary import summarize
 
 DATA = Path(__file__).parent / "data"
 TRACES = sorted(p.name for p in DATA.glob("*.json.gz"))
@@ -430,7 +430,8 @@ scan = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(scan)
 sys.modules["dashboard.engine._scan"] = scan  # the engine imports this build: its columns, polars' releases
 import numpy as np
-from dashboard.engine import columns, load_trace, summarize
+from dashboard.engine import load_trace, summarize
+from dashboard.engine.model import columns
 from dashboard.engine import load
 from dashboard.engine.load import decode as load_decode, frames as load_frames, reading as load_reading, scanner as load_scanner
 assert columns._scan is scan and load_scanner._scan is scan

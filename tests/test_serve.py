@@ -14,7 +14,7 @@ import torch
 from collectors import serve
 from collectors.__main__ import main
 from collectors.tables import SERVE
-from dashboard.engine.speed import DEFAULT_USD_PER_GPU_HOUR
+from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR
 
 LENGTHS = [5, 3, 8, 2, 7]  # batches of 2: [5, 3] [8, 2] [7]
 PADDED = 2 * 5 + 2 * 8 + 1 * 7  # 33 positions computed when each batch is padded to its longest

@@ -1,4 +1,4 @@
-"""One table of environment variables (dashboard/engine/settings.py): the docs page is generated from
+"""One table of environment variables (dashboard/engine/model/settings.py): the docs page is generated from
 it, every ATTNSCOPE_ name in the code is in it, and the readers honour it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import re
 from pathlib import Path
 
-from dashboard.engine import settings
+from dashboard.engine.model import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def test_every_attnscope_variable_in_the_code_is_in_the_table_and_every_row_is_u
 
 def test_the_readers_take_their_values_from_the_table(tmp_path, monkeypatch):
     from dashboard.engine.load import json_limit
-    from dashboard.engine.store import default_max_bytes, default_root
+    from dashboard.engine.store.store import default_max_bytes, default_root
 
     monkeypatch.setenv(settings.MAX_JSON_BYTES.name, " 1234 ")
     monkeypatch.setenv(settings.STORE.name, str(tmp_path))
@@ -47,10 +47,10 @@ def test_the_readers_take_their_values_from_the_table(tmp_path, monkeypatch):
 
 def test_the_byte_settings_are_parsed_in_one_place_and_their_callers_keep_their_advice(monkeypatch):
     from dashboard.catalog import upload_limit
-    from dashboard.engine import settings
-    from dashboard.engine.errors import TraceError
+    from dashboard.engine.model import settings
+    from dashboard.engine.model.errors import TraceError
     from dashboard.engine.load.limits import json_limit
-    from dashboard.engine.store import default_max_bytes
+    from dashboard.engine.store.store import default_max_bytes
 
     bytes_settings = (settings.MAX_JSON_BYTES, settings.STORE_MAX_BYTES, settings.MAX_UPLOAD_BYTES)
     for setting in bytes_settings:
@@ -78,7 +78,7 @@ def test_the_byte_settings_are_parsed_in_one_place_and_their_callers_keep_their_
 def test_path_lists_split_on_the_path_separator_and_drop_blanks():
     import os
 
-    from dashboard.engine import settings
+    from dashboard.engine.model import settings
 
     assert settings.TRACES.paths({}) == [] and settings.RULES.paths({"ATTNSCOPE_RULES": " "}) == []
     given = {"ATTNSCOPE_TRACES": f" a/b {os.pathsep}{os.pathsep} c "}

@@ -13,8 +13,8 @@ import pytest
 
 import oracle
 from dashboard.engine import load_trace, summarize
-from dashboard.engine import store as store_module
-from dashboard.engine.store import SCHEMA_VERSION, Store, sha256_of
+from dashboard.engine.store import store as store_module
+from dashboard.engine.store.store import SCHEMA_VERSION, Store, sha256_of
 
 TRACES = sorted(p.name for p in oracle.DATA.glob("*.json.gz"))
 SAMPLES = oracle.DATA.parent.parent / "sample_traces" / "cpu"
@@ -113,7 +113,7 @@ def test_the_size_cap_evicts_the_least_recently_opened_unpinned_traces(tmp_path)
 def test_a_reopened_trace_reads_each_table_only_when_asked_and_its_kept_answers_none(tmp_path):
     """Store.get reads the fields; a table is read from Parquet the first time it is asked for,
     and a trace whose analyses are kept (has_gpu from the kept category names) reads none."""
-    from dashboard.engine.model import ReopenedTrace, names_by_category
+    from dashboard.engine.model.trace import ReopenedTrace, names_by_category
 
     path = oracle.DATA / "hta_triton_example.json.gz"
     doc = oracle.raw(path)
@@ -132,7 +132,7 @@ def test_a_reopened_trace_reads_each_table_only_when_asked_and_its_kept_answers_
 
 
 def test_a_stored_table_damaged_inside_says_so_when_it_is_read(tmp_path):
-    from dashboard.engine.errors import TraceError
+    from dashboard.engine.model.errors import TraceError
 
     store = Store(tmp_path)
     _, sha = store.open(SAMPLES / "naive.json.gz")

@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import cli
-from dashboard.engine.alignment import describe, op_changes
+from dashboard.engine.compare.alignment import describe, op_changes
 from dashboard.runs import ENV_TRACES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ def test_the_cpu_naive_against_sdpa_lines_and_the_two_steps_alone(app, trace_of,
 
 def test_b_opens_on_the_step_check_matches_with_as(app, trace_of):
     """Steps are matched in order: the i-th ProfilerStep of A with the i-th of B."""
-    from dashboard.engine.speed import representative_step
+    from dashboard.engine.compare.speed import representative_step
 
     a_path, b_path = H200 / "naive.json.gz", H200 / "sdpa.json.gz"
     at = app({"run": ["h200/naive", "h200/sdpa"], "a": "h200/naive", "b": "h200/sdpa"})
@@ -169,7 +169,7 @@ def test_a_gpu_run_against_a_cpu_run_is_not_compared(app):
 
 
 def test_a_run_against_itself_has_no_op_change_and_its_steps_match_one_to_one(trace_of):
-    from dashboard.engine.alignment import op_changes, step_pairs
+    from dashboard.engine.compare.alignment import op_changes, step_pairs
 
     trace = trace_of(A100)
     steps = trace.steps["step"].to_list()

@@ -12,8 +12,8 @@ import pytest
 
 import oracle
 from dashboard import charts
-from dashboard.engine.diff import timeline
-from dashboard.engine.speed import representative_step
+from dashboard.engine.compare.diff import timeline
+from dashboard.engine.compare.speed import representative_step
 
 TRACES = sorted(p for p in oracle.DATA.glob("*.json.gz"))
 

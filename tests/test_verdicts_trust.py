@@ -15,7 +15,7 @@ import pytest
 import oracle
 from dashboard import cli
 from dashboard.engine import load_trace
-from dashboard.engine.review import SEVERITY_ALARM, findings
+from dashboard.engine.compare.review import SEVERITY_ALARM, findings
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"

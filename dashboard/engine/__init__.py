@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "TraceError": "dashboard.engine.load",
     "load_trace": "dashboard.engine.load",
-    "memory_peak": "dashboard.engine.memory",
-    "memory_peaks": "dashboard.engine.memory",
-    "Trace": "dashboard.engine.model",
-    "summarize": "dashboard.engine.summary",
+    "memory_peak": "dashboard.engine.analyses.memory",
+    "memory_peaks": "dashboard.engine.analyses.memory",
+    "Trace": "dashboard.engine.model.trace",
+    "summarize": "dashboard.engine.analyses.summary",
     "TraceAnalysis": "dashboard.engine.analysis",
 }
 
@@ -48,6 +48,6 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from dashboard.engine.analysis import TraceAnalysis  # noqa: F401
     from dashboard.engine.load import TraceError, load_trace  # noqa: F401
-    from dashboard.engine.memory import memory_peak, memory_peaks  # noqa: F401
-    from dashboard.engine.model import Trace  # noqa: F401
-    from dashboard.engine.summary import summarize  # noqa: F401
+    from dashboard.engine.analyses.memory import memory_peak, memory_peaks  # noqa: F401
+    from dashboard.engine.model.trace import Trace  # noqa: F401
+    from dashboard.engine.analyses.summary import summarize  # noqa: F401

@@ -1215,7 +1215,7 @@ PyDoc_STRVAR(scan_document_doc,
 
 /* holders(lane, reach, need, out): for each row i of int64 arrays sorted by lane (each lane's rows
  * contiguous), out[i] = the largest j < i of i's lane with reach[j] >= need[i], else -1: the
- * nesting rule's innermost holder (dashboard/engine/steps.py: innermost_holders, whose numpy
+ * nesting rule's innermost holder (dashboard/engine/load/steps.py: innermost_holders, whose numpy
  * version is the fallback and the tests' oracle). Each row first gets prev[i], the latest earlier
  * row of its lane with a reach strictly greater than its own; a walk from i - 1 may then jump from
  * j to prev[j], since every row between them reaches no further than j. O(n) for prev; each
@@ -1260,7 +1260,7 @@ done:
 PyDoc_STRVAR(holders_doc,
 "holders(lane, reach, need, out) -> None\n\n"
 "out[i] = the largest j < i of i's lane with reach[j] >= need[i], else -1 (int64 arrays of one\n"
-"length, sorted by lane). See dashboard/engine/steps.py: innermost_holders.");
+"length, sorted by lane). See dashboard/engine/load/steps.py: innermost_holders.");
 
 /* arrow(values, format, valid): see arrow_doc. The values are copied (a few bytes a row, once), so
  * the array owns what it points to and outlives the buffer it was made from. */

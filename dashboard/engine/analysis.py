@@ -16,7 +16,7 @@ reports call: the numbers agree everywhere) and computes nothing of its own. The
 each analysis computed, so asking twice costs nothing. Tables are polars DataFrames (`.to_pandas()`
 for pandas); times are in ns where a column ends in `_ns`, µs in `_us`, bytes in `bytes`.
 
-The functions themselves are imported from their modules (dashboard.engine.kernels, .copies,
+The functions themselves are imported from their modules (dashboard.engine.analyses.kernels, .copies,
 .backends, .efficiency, .speed, .health, .summary, .memory); the package exports this class, and
 imports it (and through it the analyses) only when first asked for, so `import dashboard.engine`
 stays cheap.
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:  # the analyses are imported when a method first needs one
     import polars as pl
 
-    from dashboard.engine.backends import Backends
-    from dashboard.engine.model import Trace
-    from dashboard.engine.peaks import DevicePeak
-    from dashboard.engine.speed import StepTime
+    from dashboard.engine.analyses.backends import Backends
+    from dashboard.engine.model.trace import Trace
+    from dashboard.engine.rules.peaks import DevicePeak
+    from dashboard.engine.compare.speed import StepTime
 
 
 class TraceAnalysis:
@@ -50,7 +50,7 @@ class TraceAnalysis:
     def __init__(
         self, trace: str | os.PathLike | bytes | Trace, name: str | None = None, max_json_bytes: int | None = None
     ) -> None:
-        from dashboard.engine.model import Trace
+        from dashboard.engine.model.trace import Trace
 
         if isinstance(trace, Trace):
             self.trace = trace
@@ -81,7 +81,7 @@ class TraceAnalysis:
         kernel, gpu_memcpy, gpu_memset, work (units of device work), busy_ns (the union of device
         work on the busiest device; of all ops on a CPU-only trace), dur_ns (the step's CPU span).
         kernels.per_step."""
-        from dashboard.engine.kernels import per_step
+        from dashboard.engine.analyses.kernels import per_step
 
         return per_step(self.trace)
 
@@ -89,7 +89,7 @@ class TraceAnalysis:
         """Median, p10 and p90 of the time per step in µs, as the Overview and Speedups tabs give
         it. which: 'busy' (device busy time), 'span' (the CPU ProfilerStep span), or 'auto' (busy on
         a GPU trace, span on a CPU-only one). speed.step_time."""
-        from dashboard.engine.speed import step_time
+        from dashboard.engine.compare.speed import step_time
 
         return step_time(self.trace, which)
 
@@ -99,7 +99,7 @@ class TraceAnalysis:
         total_ns, mean_ns, share (of all device work time, 0..1); kernels.kernel_table.
         per='family': one row per step and family: step, family, count, total_ns;
         kernels.family_per_step."""
-        from dashboard.engine import kernels
+        from dashboard.engine.analyses import kernels
 
         if per == "kernel":
             return kernels.kernel_table(self.trace)
@@ -116,7 +116,7 @@ class TraceAnalysis:
         in_steps: keep only the copies inside a profiled step (the ones per-step figures count).
         grouped: one row per (kind, op chain, class) instead, hidden first: kind, op_chain,
             copy_class, hidden, count, bytes, dur_ns (copies.copy_summary)."""
-        from dashboard.engine import copies
+        from dashboard.engine.analyses import copies
 
         table = copies.copies_in_steps(self.trace) if in_steps else copies.copies(self.trace)
         if hidden is not None:
@@ -127,14 +127,14 @@ class TraceAnalysis:
         """Which attention implementations ran: .backends (names, e.g. ['cudnn']), .evidence
         (backend -> the op and kernel names that prove it), .launches (each attention kernel with
         the op and runtime call that launched it). backends.detect_backends."""
-        from dashboard.engine.backends import detect_backends
+        from dashboard.engine.analyses.backends import detect_backends
 
         return detect_backends(self.trace)
 
     def fallback(self) -> bool:
         """True when the collectors forced a backend (the trace's metadata says which) and another
         one ran. backends.fallback."""
-        from dashboard.engine.backends import fallback, requested_backend
+        from dashboard.engine.analyses.backends import fallback, requested_backend
 
         return fallback(requested_backend(self.trace), self.backends().backends)
 
@@ -149,7 +149,7 @@ class TraceAnalysis:
             device time; no rows on other traces); efficiency.step_efficiency.
         peak: the device's peaks when the table lacks it or to replace its row, e.g.
             {"bf16": 989.5, "bandwidth_tbps": 4.8} (dense TFLOP/s per dtype, TB/s)."""
-        from dashboard.engine import efficiency
+        from dashboard.engine.analyses import efficiency
 
         if per == "call":
             return efficiency.efficiency(self.trace, peak)
@@ -160,20 +160,20 @@ class TraceAnalysis:
     def health(self) -> list[dict[str, Any]]:
         """The trace's health findings, [{"check", "count", "example"}, ...] in the checks' order;
         [] for a healthy trace. health.health."""
-        from dashboard.engine.health import health
+        from dashboard.engine.analyses.health import health
 
         return health(self.trace)
 
     def memory(self) -> pl.DataFrame:
         """Peak memory allocated per step and device (a trace recorded with profile_memory=True;
         no rows otherwise). memory.memory_peaks."""
-        from dashboard.engine.memory import memory_peaks
+        from dashboard.engine.analyses.memory import memory_peaks
 
         return memory_peaks(self.trace)
 
     def summary(self) -> dict[str, Any]:
         """Everything `attnscope summary --json` prints for the trace, as plain data (do not change
         the dict: it is kept with the trace). summary.summarize."""
-        from dashboard.engine.summary import summarize
+        from dashboard.engine.analyses.summary import summarize
 
         return summarize(self.trace)

@@ -4,7 +4,7 @@ behind the median rank (the straggler every other rank waits for); with two or m
 each against the baseline rank by rank and slowest rank against slowest rank. Runs of one rank
 get one line saying how to open a run of several.
 
-The numbers are dashboard.engine.ranks'; this module only lays them out (and draws the per-rank
+The numbers are dashboard.engine.compare.ranks'; this module only lays them out (and draws the per-rank
 chart, here because no other tab needs it)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine import Trace
-from dashboard.engine.ranks import (
+from dashboard.engine.compare.ranks import (
     STRAGGLER_SPREAD,
     compare_ranks,
     compare_slowest,
@@ -29,7 +29,7 @@ from dashboard.engine.ranks import (
     slowest_of,
     stragglers,
 )
-from dashboard.engine.speed import device_groups
+from dashboard.engine.compare.speed import device_groups
 from dashboard.runs import Selection
 from dashboard.views import literal, tables
 

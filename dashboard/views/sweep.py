@@ -2,7 +2,7 @@
 `article` for all four) found in the bundled sample_traces and the folders given on the command
 line. Time, TFLOP/s and memory against sequence length with the crossover and out-of-memory
 points, the dispatch map with the math cells flagged, the end-to-end gain beside Amdahl's
-prediction, and the serving mix. Draws what dashboard.engine.article computes."""
+prediction, and the serving mix. Draws what dashboard.engine.analyses.article computes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import polars as pl
 import streamlit as st
 
 from dashboard import article_charts, article_report
-from dashboard.engine import article as art
+from dashboard.engine.analyses import article as art
 from dashboard import catalog
 from dashboard.runs import Selection
 from dashboard.views import literal, tables

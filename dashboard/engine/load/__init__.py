@@ -41,8 +41,8 @@ import msgspec
 
 # columns imports numpy, whose OpenBLAS thread busy-waits for about 0.1 s once started: started
 # before polars' import (about 0.1 s), that spin overlaps the import rather than a first load.
-import dashboard.engine.columns  # noqa: F401  before polars: see above
-from dashboard.engine.model import Trace
+import dashboard.engine.model.columns  # noqa: F401  before polars: see above
+from dashboard.engine.model.trace import Trace
 
 from dashboard.engine.load import slices
 from dashboard.engine.load.arrival import Arrival, take_arrival

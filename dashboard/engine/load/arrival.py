@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable, Union
 
-from dashboard.engine.model import Trace
+from dashboard.engine.model.trace import Trace
 
 from dashboard.engine.load import frames, slices, workers
 from dashboard.engine.load.frames import _Part, _drain

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from dashboard.engine.model import GPU_CATEGORIES
+from dashboard.engine.model.trace import GPU_CATEGORIES
 
 
 # Every category the loader knows, lower-cased as written (Kineto's ActivityType names, the 2021

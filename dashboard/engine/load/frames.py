@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterable, Iterator
 import msgspec
 import polars as pl
 
-from dashboard.engine.memory import memory_table
-from dashboard.engine.model import Cut, GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
-from dashboard.engine.steps import assign_steps, find_steps, nesting
+from dashboard.engine.load.memory import memory_table
+from dashboard.engine.model.trace import Cut, GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
+from dashboard.engine.load.steps import assign_steps, find_steps, nesting
 
 from dashboard.engine.load.devices import (
     CATEGORIES,

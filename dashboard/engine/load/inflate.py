@@ -22,7 +22,7 @@ from dashboard.engine.load.reading import GZIP_MAGIC, TraceError, _Reading, _lab
 from dashboard.engine.load.slices import _Stopped
 
 if TYPE_CHECKING:
-    from dashboard.engine.model import Trace
+    from dashboard.engine.model.trace import Trace
 
 
 # A .json.gz is read this many compressed bytes at a time, and one zlib call gives at most this

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 from dashboard.engine.load.reading import TraceError
-from dashboard.engine import settings
+from dashboard.engine.model import settings
 
 
 # The most JSON one trace may hold, bytes: the size of a plain file or upload, or what a .json.gz

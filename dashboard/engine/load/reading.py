@@ -19,7 +19,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 _LEADING_SPACE = re.compile(rb"\s*")
 
 
-from dashboard.engine.errors import TraceError  # noqa: E402,F401  (defined light for the CLI; re-exported)
+from dashboard.engine.model.errors import TraceError  # noqa: E402,F401  (defined light for the CLI; re-exported)
 
 
 # Fields take any JSON scalar: writers disagree on ints, floats and numeric strings, and one odd

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from dashboard.engine.columns import from_arrow  # numpy before polars: see load/__init__.py
+from dashboard.engine.model.columns import from_arrow  # numpy before polars: see load/__init__.py
 import polars as pl
 
 from dashboard.engine.load.frames import _Part, _finished, _flows_finished, _int_or_none, _memory_finished, _ns

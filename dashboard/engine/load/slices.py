@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from dashboard.engine.model import Trace
+from dashboard.engine.model.trace import Trace
 
 from dashboard.engine.load import frames
 from dashboard.engine.load.decode import _EVENT_GAP, _decode_each, _decode_raw_list, _utf8_safe

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
-from dashboard.engine import settings
+from dashboard.engine.model import settings
 
 
 def _workers() -> int:

@@ -14,9 +14,9 @@ from typing import Any
 
 import polars as pl
 
-from dashboard.engine.kernels import per_step
-from dashboard.engine.model import Trace
-from dashboard.engine.speed import step_time_column
+from dashboard.engine.analyses.kernels import per_step
+from dashboard.engine.model.trace import Trace
+from dashboard.engine.compare.speed import step_time_column
 
 
 def rank_of(trace: Trace) -> int | None:

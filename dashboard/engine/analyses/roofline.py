@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dashboard.engine.efficiency import (
+from dashboard.engine.analyses.efficiency import (
     DTYPES,
     INT64_MAX,
     LOST_REASON,
@@ -70,9 +70,9 @@ from dashboard.engine.efficiency import (
     reader_for,
     step_groups,
 )
-from dashboard.engine.kernels import BOOKKEEPING_OPS, METADATA_OPS
-from dashboard.engine.model import GPU_CATEGORIES, Trace, per_trace
-from dashboard.engine.peaks import DevicePeak
+from dashboard.engine.analyses.kernels import BOOKKEEPING_OPS, METADATA_OPS
+from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
+from dashboard.engine.rules.peaks import DevicePeak
 
 # Input type as torch.profiler writes it -> bytes per element (efficiency.DTYPES' floats, and the rest).
 ELEMENT_BYTES: dict[str, int] = {

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, names_in, per_trace
+from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, names_in, per_trace
 from dashboard.engine.rules import GRAPH_LAUNCH  # rules.LAUNCH_CALLS' graph rows (diff.readings reads them too)
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from dashboard.engine.alignment import OpChange, describe
-from dashboard.engine.gate import RuleResult
+from dashboard.engine.compare.alignment import OpChange, describe
+from dashboard.engine.compare.gate import RuleResult
 
 CONFIG_TABLE = ("tool", "attnscope", "check")
 # Without a TOML reader: a line that may open the table ([tool.attnscope...], tool.attnscope... =,

@@ -12,8 +12,8 @@ from difflib import SequenceMatcher
 
 import polars as pl
 
-from dashboard.engine.kernels import family_expr, work_events
-from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
+from dashboard.engine.analyses.kernels import family_expr, work_events
+from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
 from dashboard.engine.rules import GRAPH_LAUNCH, HOST_SPANS, KERNEL_LAUNCH
 
 TIMELINE_CPU = HOST_SPANS + LAUNCH_CATEGORIES  # rules.HOST_CATEGORIES, then every vendor's launch calls
@@ -312,7 +312,7 @@ def _changes(base: pl.DataFrame, other: pl.DataFrame, keys: list[str]) -> pl.Dat
 def _base_names(names: pl.Series) -> pl.Series:
     """Each kernel name's base name (namespace::function, template arguments and signature
     dropped: split_embedding_*<2ul> and <5ul> fold into one), parsed once per distinct name."""
-    from dashboard.engine.names import parse
+    from dashboard.engine.rules.names import parse
 
     distinct = names.unique().drop_nulls().to_list()
     mapping = {name: parse(name).qualname or name for name in distinct}
@@ -386,10 +386,10 @@ def readings(base: Trace, other: Trace, step_base: int | None = None, step_other
     the code (device, dtype, attention shapes, versions; a different workload says so), then
     torch.compile switched on or off, CUDA graphs, an attention backend change, a copy class one
     side has and the other lacks."""
-    from dashboard.engine.backends import detect_backends
-    from dashboard.engine.copies import copies
+    from dashboard.engine.analyses.backends import detect_backends
+    from dashboard.engine.analyses.copies import copies
 
-    from dashboard.engine.fingerprint import DIFFERENT, differences, relation
+    from dashboard.engine.compare.fingerprint import DIFFERENT, differences, relation
 
     ops = op_diff(base, other, step_base, step_other)
     lines: list[str] = []

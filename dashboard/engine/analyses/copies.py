@@ -16,8 +16,8 @@ import re
 
 import polars as pl
 
-from dashboard.engine.kernels import family_expr
-from dashboard.engine.model import Trace, names_matching, per_trace
+from dashboard.engine.analyses.kernels import family_expr
+from dashboard.engine.model.trace import Trace, names_matching, per_trace
 from dashboard.engine.rules import KV_CACHE_WRITE_KERNELS, is_collective_op, is_kv_cache_write
 
 # Ops whose job is to move or convert data: a copy whose origin is one of these was asked for.

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Union
 
-from dashboard.engine import kept, settings
-from dashboard.engine.constants import TRACE_TABLES
-from dashboard.engine.errors import TraceError
+from dashboard.engine.store import kept
+from dashboard.engine.model import settings
+from dashboard.engine.model.constants import TRACE_TABLES
+from dashboard.engine.model.errors import TraceError
 
 if TYPE_CHECKING:
-    from dashboard.engine.model import Trace
+    from dashboard.engine.model.trace import Trace
 
 # polars, the model and the loader are imported when a trace is read or parsed: answering from
 # kept analyses (Store.kept, `attnscope summary` of a file seen before) needs none of them.
@@ -208,7 +209,7 @@ class Store:
         if not self.has(sha):
             return None
         folder = self._folder(sha)
-        from dashboard.engine.model import Cut, ReopenedTrace
+        from dashboard.engine.model.trace import Cut, ReopenedTrace
 
         try:
             fields = json.loads((folder / "trace.json").read_text(encoding="utf-8"))
@@ -256,7 +257,7 @@ class Store:
             trace._kept = kept.Kept(self.root, sha)
         if self.has(sha):
             return []
-        from dashboard.engine.summary import device_info
+        from dashboard.engine.analyses.summary import device_info
 
         tmp = self.root / "tmp" / uuid.uuid4().hex
         tmp.mkdir(parents=True)
@@ -377,7 +378,7 @@ class Store:
         disk, a file changed meanwhile) costs only the keeping: its message waits in `write_errors`."""
         import polars as pl
 
-        from dashboard.engine.model import detached
+        from dashboard.engine.model.trace import detached
 
         mine = detached(trace)  # the caller's analyses read the trace while this thread writes it out
 

@@ -4,11 +4,6 @@ analyses import them from here (review.py, speed.py, backends.py re-export them)
 
 from __future__ import annotations
 
-from dashboard.engine.rules import BACKEND_NAMES
-
-BACKENDS: tuple[str, ...] = BACKEND_NAMES + ("inductor", "eager")
-"""Every attention backend a run can show: the fused and math backends of the rules table, then
-"inductor" (a compiled graph's own attention) and "eager" (matmul -> softmax -> matmul)."""
 
 COPY_ALARM_SHARE = 0.01
 """A hidden copy (one op chain) is an alarm when it costs at least this share of the step's time
@@ -43,3 +38,8 @@ WAITING_CHECKS: tuple[str, ...] = tuple(name for name, kind in HEALTH_KINDS.item
 
 # The Trace's tables (model.Trace's polars fields), which the store writes one Parquet file each.
 TRACE_TABLES = ("events", "flows", "steps", "memory")
+
+
+MISSING = object()
+"""What the store's kept analyses answer for an analysis they do not hold (store.kept); defined
+here, light, so that the model's per_trace and the CLI's kept answers need no other floor."""

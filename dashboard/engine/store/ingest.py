@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Union
 
-from dashboard.engine.errors import TraceError
-from dashboard.engine.store import Store
+from dashboard.engine.model.errors import TraceError
+from dashboard.engine.store.store import Store
 
 if TYPE_CHECKING:  # light at the top: `attnscope summary` finds its files here before deciding to parse
-    from dashboard.engine.model import Trace
+    from dashboard.engine.model.trace import Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 NOT_TRACES = ("runs.json",)  # a collection's manifest (collectors/manifest.py) sits beside its traces
@@ -103,7 +103,7 @@ def parse_into(
         trace, sha = Store(root).open(path, keep_workers=keep_workers)
     except TraceError as exc:
         return path, None, None, str(exc), None
-    from dashboard.engine.ranks import rank_of
+    from dashboard.engine.compare.ranks import rank_of
 
     return path, sha, rank_of(trace), None, world_of(trace)
 

@@ -18,10 +18,10 @@ import polars as pl
 
 # The family table lives in rules.py with the other name rules; re-exported here.
 from dashboard.engine.rules import FAMILIES, FAMILY_RULES, FamilyRule, family_rules, is_fused_attention  # noqa: F401
-from dashboard.engine.columns import series
-from dashboard.engine.model import GPU_CATEGORIES, Trace, names_matching, per_trace
-from dashboard.engine.names import parse
-from dashboard.engine.constants import UNIT_KERNEL  # noqa: F401  (defined light for the CLI; re-exported)
+from dashboard.engine.model.columns import series
+from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, names_matching, per_trace
+from dashboard.engine.rules.names import parse
+from dashboard.engine.model.constants import UNIT_KERNEL  # noqa: F401  (defined light for the CLI; re-exported)
 
 UNIT_LEAF_OP = "leaf cpu_op"
 

@@ -12,8 +12,8 @@ import re
 import numpy as np
 import polars as pl
 
-from dashboard.engine.columns import series
-from dashboard.engine.model import GPU_CATEGORIES
+from dashboard.engine.model.columns import series
+from dashboard.engine.model.trace import GPU_CATEGORIES
 
 try:  # the C extension's stack-free walk (see _scan.c: holders); the numpy version below without it
     from dashboard.engine._scan import holders as _c_holders

@@ -6,15 +6,15 @@ from typing import Any
 
 import polars as pl
 
-from dashboard.engine.backends import detect_backends
-from dashboard.engine.copies import copies, copy_summary
-from dashboard.engine.efficiency import efficiency_block
-from dashboard.engine.graphs import graph_summary, graph_warning
-from dashboard.engine.health import health, step_device_times
-from dashboard.engine.kernels import family_per_step, per_step, work_unit
+from dashboard.engine.analyses.backends import detect_backends
+from dashboard.engine.analyses.copies import copies, copy_summary
+from dashboard.engine.analyses.efficiency import efficiency_block
+from dashboard.engine.analyses.graphs import graph_summary, graph_warning
+from dashboard.engine.analyses.health import health, step_device_times
+from dashboard.engine.analyses.kernels import family_per_step, per_step, work_unit
 from dashboard.engine.load.devices import accelerator, device_names, gpu_vendor
-from dashboard.engine.memory import memory_block
-from dashboard.engine.model import Trace, names_by_category, per_trace
+from dashboard.engine.analyses.memory import memory_block
+from dashboard.engine.model.trace import Trace, names_by_category, per_trace
 
 
 def device_info(trace: Trace) -> dict[str, Any]:

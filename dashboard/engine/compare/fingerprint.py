@@ -15,11 +15,11 @@ from typing import Any
 
 import polars as pl
 
-from dashboard.engine.efficiency import COLLECTOR_DTYPES, DTYPES, attention_calls
-from dashboard.engine.kernels import BOOKKEEPING_OPS, METADATA_OPS
-from dashboard.engine.model import Trace, per_trace
-from dashboard.engine.peaks import device_properties, match_device
-from dashboard.engine.summary import device_info
+from dashboard.engine.analyses.efficiency import COLLECTOR_DTYPES, DTYPES, attention_calls
+from dashboard.engine.analyses.kernels import BOOKKEEPING_OPS, METADATA_OPS
+from dashboard.engine.model.trace import Trace, per_trace
+from dashboard.engine.rules.peaks import device_properties, match_device
+from dashboard.engine.analyses.summary import device_info
 
 SAME, CROSS_DEVICE, DIFFERENT = "same workload", "cross-device", "different workload"
 """How a run relates to its baseline (relation())."""

@@ -32,12 +32,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from dashboard.engine.backends import detect_backends
-from dashboard.engine.columns import series
+from dashboard.engine.analyses.backends import detect_backends
+from dashboard.engine.model.columns import series
 from dashboard.engine.load.devices import accelerator, gpu_vendor
-from dashboard.engine.model import GPU_CATEGORIES, Trace, names_in, per_trace
-from dashboard.engine.names import parse
-from dashboard.engine.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override
+from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, names_in, per_trace
+from dashboard.engine.rules.names import parse
+from dashboard.engine.rules.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override
 from dashboard.engine.rules import call_part, is_kv_cache_write
 
 TOP_LEFT, BOTTOM_RIGHT = "top-left", "bottom-right"

@@ -21,10 +21,10 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
-from dashboard.engine.copies import copies_in_steps
-from dashboard.engine.diff import aligned_opcodes
-from dashboard.engine.kernels import work_events
-from dashboard.engine.model import Trace, names_matching, per_trace
+from dashboard.engine.analyses.copies import copies_in_steps
+from dashboard.engine.compare.diff import aligned_opcodes
+from dashboard.engine.analyses.kernels import work_events
+from dashboard.engine.model.trace import Trace, names_matching, per_trace
 
 SCOPE_CATEGORIES = ("user_annotation", "python_function", "gpu_user_annotation")
 

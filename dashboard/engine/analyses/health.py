@@ -37,11 +37,11 @@ from typing import Any, Callable
 
 import polars as pl
 
-from dashboard.engine.kernels import work_events
-from dashboard.engine.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
+from dashboard.engine.analyses.kernels import work_events
+from dashboard.engine.model.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
 from dashboard.engine.load.devices import accelerator, unlaunched_by_design
-from dashboard.engine.model import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
-from dashboard.engine.peaks import dependent_launch, device_properties
+from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
+from dashboard.engine.rules.peaks import dependent_launch, device_properties
 
 HEALTH_CHECKS: tuple[str, ...] = tuple(HEALTH_KINDS)
 """Every check's name, in the order findings are listed (constants.HEALTH_KINDS, with each kind)."""

@@ -13,15 +13,24 @@ from typing import Any
 
 import polars as pl
 
-from dashboard.engine.backends import NOT_FORCED, detect_backends, fallback, requested_backend
-from dashboard.engine.copies import copies_in_steps
-from dashboard.engine.diff import CHANGES, NOISE_NS, SLOWER, changed_rows, explained, kernel_diff, op_diff, readings
-from dashboard.engine.efficiency import efficiency_block
-from dashboard.engine.roofline import ROOFLINE_ROW_SCHEMA, own_roofline
-from dashboard.engine.kernels import family_per_step, kernel_table, per_step, step_count, work_unit
-from dashboard.engine.model import Trace, per_trace
-from dashboard.engine.fingerprint import CROSS_DEVICE
-from dashboard.engine.speed import (
+from dashboard.engine.analyses.backends import NOT_FORCED, detect_backends, fallback, requested_backend
+from dashboard.engine.analyses.copies import copies_in_steps
+from dashboard.engine.compare.diff import (
+    CHANGES,
+    NOISE_NS,
+    SLOWER,
+    changed_rows,
+    explained,
+    kernel_diff,
+    op_diff,
+    readings,
+)
+from dashboard.engine.analyses.efficiency import efficiency_block
+from dashboard.engine.analyses.roofline import ROOFLINE_ROW_SCHEMA, own_roofline
+from dashboard.engine.analyses.kernels import family_per_step, kernel_table, per_step, step_count, work_unit
+from dashboard.engine.model.trace import Trace, per_trace
+from dashboard.engine.compare.fingerprint import CROSS_DEVICE
+from dashboard.engine.compare.speed import (
     NO_SPEEDUP,
     GROUP_CPU,
     GROUP_GPU,
@@ -34,7 +43,7 @@ from dashboard.engine.speed import (
     step_time,
     step_time_column,
 )
-from dashboard.engine.summary import device_info
+from dashboard.engine.analyses.summary import device_info
 
 __all__ = ["GROUP_CPU", "GROUP_GPU", "MIXED_DEVICES_WHY", "Group", "device_group", "device_groups", "group_baselines"]
 
@@ -89,7 +98,7 @@ COPY_GROUP_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # The copy alarms' thresholds live in constants.py (the CLI's flags show them); re-exported here.
-from dashboard.engine.constants import COPY_ALARM_BYTES, COPY_ALARM_SHARE  # noqa: E402,F401
+from dashboard.engine.model.constants import COPY_ALARM_BYTES, COPY_ALARM_SHARE  # noqa: E402,F401
 
 
 def step_time_total_ns(trace: Trace) -> int:

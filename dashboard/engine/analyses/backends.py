@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from dashboard.engine.columns import series
-from dashboard.engine.model import Trace, names_in, per_trace
-from dashboard.engine.kernels import family_of
+from dashboard.engine.model.columns import series
+from dashboard.engine.model.trace import Trace, names_in, per_trace
+from dashboard.engine.analyses.kernels import family_of
 
 # The attention-backend table lives in rules.py (kernels reads it too); re-exported here.
 from dashboard.engine.rules import (  # noqa: F401
@@ -27,7 +27,7 @@ from dashboard.engine.rules import (  # noqa: F401
 )
 
 
-from dashboard.engine.constants import BACKENDS  # noqa: E402,F401  (re-exported; defined light for the CLI's --help)
+from dashboard.engine.rules import BACKENDS  # noqa: E402,F401  (re-exported; defined light for the CLI's --help)
 
 # What the collectors write as backend_requested when no one backend was forced.
 NOT_FORCED = ("default", "eager", "none")

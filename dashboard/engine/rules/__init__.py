@@ -30,8 +30,8 @@ import re
 import sys
 from dataclasses import dataclass
 
-from dashboard.engine import settings
-from dashboard.engine.names import parse
+from dashboard.engine.model import settings
+from dashboard.engine.rules.names import parse
 
 
 @dataclass(frozen=True)
@@ -261,6 +261,9 @@ BACKEND_TABLE: tuple[AttentionBackend, ...] = (
     ),
 )
 BACKEND_NAMES: tuple[str, ...] = tuple(b.name for b in BACKEND_TABLE)
+BACKENDS: tuple[str, ...] = BACKEND_NAMES + ("inductor", "eager")
+"""Every attention backend a run can show: the fused and math backends of the table, then
+"inductor" (a compiled graph's own attention) and "eager" (matmul -> softmax -> matmul)."""
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,8 +14,8 @@ from typing import Any, Callable, TypeVar
 
 import polars as pl
 
-from dashboard.engine.constants import TRACE_TABLES as TABLES
-from dashboard.engine.kept import MISSING
+from dashboard.engine.model.constants import TRACE_TABLES as TABLES
+from dashboard.engine.model.constants import MISSING
 
 # Categories after normalization (see load.CATEGORIES, the one table of categories and their roles).
 # Device work of every accelerator is one of these three (MTIA's mtia_ccp_events become kernel).

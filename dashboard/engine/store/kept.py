@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ENGINE = Path(__file__).resolve().parent
-MISSING = object()
+from dashboard.engine.model.constants import MISSING  # noqa: E402,F401  (re-exported: the model's sentinel)
 
 
 @functools.lru_cache(maxsize=1)

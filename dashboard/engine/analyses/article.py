@@ -344,7 +344,7 @@ def e2e_table(e2e: pl.DataFrame) -> pl.DataFrame:
 def device_peak_tflops(a: Article, dtype: str) -> float | None:
     """The dense peak TFLOP/s of the article's device for `dtype` (bf16, fp16, fp32) from the peaks
     table, matched by the device name its provenance gives; None for a CPU or an unknown device."""
-    from dashboard.engine.peaks import match_device
+    from dashboard.engine.rules.peaks import match_device
 
     name = a.device_name
     devices = set(a.sweep["device"].to_list()) if a.sweep is not None and "device" in a.sweep.columns else set()

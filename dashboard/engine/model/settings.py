@@ -1,7 +1,7 @@
 """Every environment variable attnscope reads, in one table: its name, default, unit and meaning,
 and the module that checks its value. The modules take their variable's name from here
 (`settings.MAX_JSON_BYTES.name`, ...), so a name exists once; docs/settings.md is generated from
-this table (`python -m dashboard.engine.settings > docs/settings.md`), and a test keeps the two equal
+this table (`python -m dashboard.engine.model.settings > docs/settings.md`), and a test keeps the two equal
 and checks that every `ATTNSCOPE_` name in the code is one of these.
 """
 
@@ -65,14 +65,14 @@ STORE = Setting(
     "$XDG_CACHE_HOME/attnscope, else ~/.cache/attnscope",
     "The trace store's folder: parsed traces (Parquet) and the SQLite catalog, shared by the CLI and the "
     "dashboard (`--store DIR` overrides it for one command).",
-    "dashboard/engine/store.py",
+    "dashboard/engine/store/store.py",
 )
 STORE_MAX_BYTES = Setting(
     "ATTNSCOPE_STORE_MAX_BYTES",
     "unset: no cap",
     "The store's size cap in bytes: past it the least recently opened traces that are not pinned are removed. "
     "Whole bytes above 0.",
-    "dashboard/engine/store.py",
+    "dashboard/engine/store/store.py",
 )
 NO_STORE = Setting(
     "ATTNSCOPE_NO_STORE",
@@ -129,8 +129,8 @@ def markdown() -> str:
         "# Settings",
         "",
         "attnscope reads these environment variables; nothing else configures it besides the command-line",
-        "options (see [the CLI reference](cli.md)). This page is generated from `dashboard/engine/settings.py`",
-        "(`python -m dashboard.engine.settings > docs/settings.md`); a test keeps them equal.",
+        "options (see [the CLI reference](cli.md)). This page is generated from `dashboard/engine/model/settings.py`",
+        "(`python -m dashboard.engine.model.settings > docs/settings.md`); a test keeps them equal.",
         "",
         "| variable | default | meaning | checked by |",
         "|---|---|---|---|",

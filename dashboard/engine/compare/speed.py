@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from dashboard.engine.kernels import per_step
-from dashboard.engine.model import Trace
+from dashboard.engine.analyses.kernels import per_step
+from dashboard.engine.model.trace import Trace
 
 
 GROUP_GPU = "GPU"
 GROUP_CPU = "CPU-only"
-from dashboard.engine.constants import DEFAULT_USD_PER_GPU_HOUR  # noqa: E402,F401  (re-exported)
+from dashboard.engine.model.constants import DEFAULT_USD_PER_GPU_HOUR  # noqa: E402,F401  (re-exported)
 
 MIXED_DEVICES_WHY = (
     "GPU and CPU-only runs are measured differently (device busy time and kernels on GPU traces, the CPU "
@@ -132,7 +132,7 @@ def speed_table(
     runs, per CPU-hour on CPU-only runs; None when not given), usd_per_mtok (cost per million
     tokens at that price), relation ('baseline', fingerprint.SAME, CROSS_DEVICE, or NO_SPEEDUP when
     the workloads differ: then speedup is None) and relation_why (how that was decided)."""
-    from dashboard.engine.fingerprint import CROSS_DEVICE, DIFFERENT, relation
+    from dashboard.engine.compare.fingerprint import CROSS_DEVICE, DIFFERENT, relation
 
     rows = []
     times = {label: step_time(t) for label, t in traces.items()}

@@ -19,18 +19,18 @@ from typing import Any, Callable
 import numpy as np
 import polars as pl
 
-from dashboard.engine.backends import detect_backends
-from dashboard.engine.bootstrap import TimeVerdict, time_verdict
-from dashboard.engine.copies import copies_in_steps
-from dashboard.engine.diff import NOISE_NS
-from dashboard.engine.efficiency import efficiency_block
-from dashboard.engine.constants import COPY_ALARM_BYTES, COPY_ALARM_SHARE, WAITING_CHECKS
-from dashboard.engine.fingerprint import CROSS_DEVICE, relation
-from dashboard.engine.health import health, step_device_times
-from dashboard.engine.kernels import family_per_step, per_step, step_count, work_unit
-from dashboard.engine.model import Trace
-from dashboard.engine.review import backend_check, copy_groups, format_bytes, parity
-from dashboard.engine.speed import step_time, step_time_column
+from dashboard.engine.analyses.backends import detect_backends
+from dashboard.engine.compare.bootstrap import TimeVerdict, time_verdict
+from dashboard.engine.analyses.copies import copies_in_steps
+from dashboard.engine.compare.diff import NOISE_NS
+from dashboard.engine.analyses.efficiency import efficiency_block
+from dashboard.engine.model.constants import COPY_ALARM_BYTES, COPY_ALARM_SHARE, WAITING_CHECKS
+from dashboard.engine.compare.fingerprint import CROSS_DEVICE, relation
+from dashboard.engine.analyses.health import health, step_device_times
+from dashboard.engine.analyses.kernels import family_per_step, per_step, step_count, work_unit
+from dashboard.engine.model.trace import Trace
+from dashboard.engine.compare.review import backend_check, copy_groups, format_bytes, parity
+from dashboard.engine.compare.speed import step_time, step_time_column
 
 LEVELS = ("fail", "warn", "off")
 STATUSES = ("pass", "fail", "warn", "skip")
@@ -294,7 +294,7 @@ def _family_rule(rules: Rules, base: Trace, candidate: Trace) -> RuleResult:
 def _memory_peak(trace: Trace) -> int | None:
     """The peak allocated bytes on the trace's headline device (memory.memory_block), or None."""
     try:
-        from dashboard.engine.memory import memory_block
+        from dashboard.engine.analyses.memory import memory_block
     except ImportError:  # the memory analysis is not in this tree
         return None
     return memory_block(trace)["peak_allocated_bytes"]  # type: ignore[return-value]
