@@ -1,4 +1,6 @@
-"""The work of one attention call from its sizes: FLOPs and the minimum bytes moved.
+"""The work of one attention call from its sizes: FLOPs and the minimum bytes moved, by the
+conventions below.
+
 Conventions (the README's "Attention efficiency" section says the same):
 - FLOPs count the two matrix products of the forward, 2 FLOP per multiply-add: for every score
   pair (query i, key j) that is computed, QK^T costs 2*D and PV 2*Dv, per query head. Forward =

@@ -59,6 +59,8 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     **RATE_SCHEMA,
 }
 # roofline.roofline_rows: the attention's op groups and whole step at the bytes their own kernels move.
+# Their bytes are whole numbers too, but a chart's coordinate: Float64, as the reviews' JSON has always
+# written them (a structural change leaves that output as it is).
 ROOFLINE_ROW_SCHEMA: dict[str, pl.DataType] = {
     "measure": pl.String,
     "name": pl.String,
@@ -69,6 +71,7 @@ ROOFLINE_ROW_SCHEMA: dict[str, pl.DataType] = {
     "count": pl.Int64,
     "mean_us": pl.Float64,
     **RATE_SCHEMA,
+    "bytes": pl.Float64,  # keeps its place among the rate columns
 }
 # A roofline chart's points (compare.review.roofline_points): each run's roofline rows, with rates.
 ROOFLINE_POINT_SCHEMA: dict[str, pl.DataType] = {

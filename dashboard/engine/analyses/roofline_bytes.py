@@ -14,7 +14,7 @@ value, 0 bytes):
 - softmax (_softmax, _log_softmax): read the input, write its shape (fp32 with half_to_float).
 - reductions (all, any, sum, mean, amax, amin, prod): read the input, write it with the reduced dims
   (from Concrete Inputs) removed.
-- attention ops (efficiency.OP_READERS): what a fused kernel moves, efficiency's bytes: read Q, K, V
+- attention ops (op_readers.OP_READERS): what a fused kernel moves, efficiency's bytes: read Q, K, V
   (and a mask), write O (and the log-sum-exp where it is written).
 - views and allocations (kernels.METADATA_OPS) move nothing.
 Anything else has no bytes, and says why: an inductor-generated kernel (the trace does not say
@@ -229,45 +229,67 @@ def _op_bytes(
     bad = next((f for f in found if isinstance(f, str)), None)
     if bad is not None:
         return f"{name}: {bad}"
-    operands = [f for f in found[: rule.operands] if f is not None]
-    outs = [f for f in found[rule.operands :] if f is not None]
-    count = lambda t: math.prod(t[0]) * t[1]
     if rule.kind == GEMM:
-        a, b = (found[1], found[2]) if rule.bias else (found[0], found[1])
-        if a is None or b is None or len(a[0]) < 2 or len(b[0]) < 2 or a[0][-1] != b[0][-2]:
-            return f"{name}: operands {dims[: rule.operands]} are not a matrix product's"
-        written = count(outs[0]) if outs else math.prod(a[0][:-1]) * b[0][-1] * a[1]
-        return sum(count(t) for t in operands) + written
+        return _gemm_bytes(name, rule, dims, found)
     if not dims or (found[0] is None and dims[0] != []):
         return f"{name}: its first input is not a tensor ({dims[:1]})"
     if rule.kind == IN_PLACE:  # a 0-dim self (a scalar tensor) counts 0 bytes, as every 0-dim input
         read = found[: rule.operands] if rule.reads_self else found[1 : rule.operands]
-        return sum(count(t) for t in read if t is not None) + (count(found[0]) if found[0] is not None else 0)
+        return sum(_count(t) for t in read if t is not None) + (_count(found[0]) if found[0] is not None else 0)
     if rule.kind in (SOFTMAX, REDUCTION) and found[0] is None:
         return 0
     if rule.kind == SOFTMAX:
         concrete = _load(concrete_json) or []
         half_to_float = len(concrete) > 2 and concrete[2] == "True"
-        return count(found[0]) + math.prod(found[0][0]) * (4 if half_to_float else found[0][1])
+        return _count(found[0]) + math.prod(found[0][0]) * (4 if half_to_float else found[0][1])
     if rule.kind == REDUCTION:
-        shape, size = found[0]
-        reduced = _reduced_dims(_load(concrete_json), len(dims), len(shape))
-        if isinstance(reduced, str):
-            return f"{name}: {reduced}"
-        kept = math.prod(s for k, s in enumerate(shape) if k not in reduced)
-        return count(found[0]) + kept * (1 if rule.result == "bool" else size)
-    # elementwise
+        return _reduction_bytes(name, rule, dims, found[0], concrete_json)
+    return _elementwise_bytes(name, rule, dims, types, found)
+
+
+def _count(tensor: tuple[list[int], int]) -> int:
+    """The bytes of a tensor given as (dims, element bytes)."""
+    return math.prod(tensor[0]) * tensor[1]
+
+
+def _gemm_bytes(name: str, rule: OpRule, dims: list, found: list) -> int | str:
+    """A matrix product: read both operands (and the bias), write the [..., m, n] product (or the out= buffer)."""
+    operands = [f for f in found[: rule.operands] if f is not None]
+    outs = [f for f in found[rule.operands :] if f is not None]
+    a, b = (found[1], found[2]) if rule.bias else (found[0], found[1])
+    if a is None or b is None or len(a[0]) < 2 or len(b[0]) < 2 or a[0][-1] != b[0][-2]:
+        return f"{name}: operands {dims[: rule.operands]} are not a matrix product's"
+    written = _count(outs[0]) if outs else math.prod(a[0][:-1]) * b[0][-1] * a[1]
+    return sum(_count(t) for t in operands) + written
+
+
+def _reduction_bytes(
+    name: str, rule: OpRule, dims: list, tensor: tuple[list[int], int], concrete_json: Any
+) -> int | str:
+    """A reduction: read the input, write it with the reduced dims removed."""
+    shape, size = tensor
+    reduced = _reduced_dims(_load(concrete_json), len(dims), len(shape))
+    if isinstance(reduced, str):
+        return f"{name}: {reduced}"
+    kept = math.prod(s for k, s in enumerate(shape) if k not in reduced)
+    return _count(tensor) + kept * (1 if rule.result == "bool" else size)
+
+
+def _elementwise_bytes(name: str, rule: OpRule, dims: list, types: list, found: list) -> int | str:
+    """An elementwise op: read each tensor operand, write the broadcast shape at the result's type (or the out= buffer)."""
+    operands = [f for f in found[: rule.operands] if f is not None]
+    outs = [f for f in found[rule.operands :] if f is not None]
     if not operands:  # every operand a scalar: a 0-dim result
         return 0
     if outs:
-        written = count(outs[0])
+        written = _count(outs[0])
     else:
         shape = _broadcast([t[0] for t in operands])
         if shape is None:
             return f"{name}: operand shapes {[t[0] for t in operands]} do not broadcast"
         size = 1 if rule.result == "bool" else _widest(dims, types, rule.operands)
         written = math.prod(shape) * size
-    return sum(count(t) for t in operands) + written
+    return sum(_count(t) for t in operands) + written
 
 
 def _widest(dims: list, types: list, operands: int) -> int:
