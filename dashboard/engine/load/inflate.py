@@ -179,24 +179,34 @@ _malloc_trim: Any = None  # glibc's malloc_trim once looked up; False where ther
 
 
 def _read_json(source: Union[str, os.PathLike, bytes], reading: _Reading, limit: int, sink: _Sink) -> _Json:
-    label = reading.label
+    """The trace's JSON from bytes in memory or a file, gzip or not, through `sink`."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        view = memoryview(source).cast("B")
-        if view[:2] == GZIP_MAGIC:
-            read, out = _gzip_pieces(len(view), bytes(view[-4:]))
-            if read >= len(view):  # one piece: the whole stream in one call
-                whole = bytes(view)
-                if not _inflate_whole(whole, out, reading, limit, sink):
-                    _gunzip((whole,), reading, limit, sink, out)
-                return sink.finish(reading)
-            _gunzip((bytes(view[at : at + read]) for at in range(0, len(view), read)), reading, limit, sink, out)
+        return _read_bytes(source, reading, limit, sink)
+    return _read_file(source, reading, limit, sink)
+
+
+def _read_bytes(source: Union[bytes, bytearray, memoryview], reading: _Reading, limit: int, sink: _Sink) -> _Json:
+    label = reading.label
+    view = memoryview(source).cast("B")
+    if view[:2] == GZIP_MAGIC:
+        read, out = _gzip_pieces(len(view), bytes(view[-4:]))
+        if read >= len(view):  # one piece: the whole stream in one call
+            whole = bytes(view)
+            if not _inflate_whole(whole, out, reading, limit, sink):
+                _gunzip((whole,), reading, limit, sink, out)
             return sink.finish(reading)
-        if len(view) > limit:
-            raise _too_large(label, len(view), limit)
-        if sink.spill_at is not None and len(view) >= sink.spill_at:
-            sink.spill(view)  # a large upload: read in slices from a file, as a large file is
-            return sink.finish(reading)
-        return _Json(reading, _without_bom(bytes(source)))
+        _gunzip((bytes(view[at : at + read]) for at in range(0, len(view), read)), reading, limit, sink, out)
+        return sink.finish(reading)
+    if len(view) > limit:
+        raise _too_large(label, len(view), limit)
+    if sink.spill_at is not None and len(view) >= sink.spill_at:
+        sink.spill(view)  # a large upload: read in slices from a file, as a large file is
+        return sink.finish(reading)
+    return _Json(reading, _without_bom(bytes(source)))
+
+
+def _read_file(source: Union[str, os.PathLike], reading: _Reading, limit: int, sink: _Sink) -> _Json:
+    label = reading.label
     try:
         fh = open(source, "rb")
     except FileNotFoundError:
@@ -421,6 +431,27 @@ class _Sink:
         )
 
 
+def _inflate_chunk(
+    member: Any, data: bytes, out: int, limit: int, out_bytes: int, sink: _Sink, label: str
+) -> tuple[bytes, bool, int]:
+    """Inflate what `data` gives of one gzip member into `sink`, a zlib call at most out_bytes at a
+    time whatever the ratio: (the bytes after the member's end, or b"" when the chunk is used up;
+    True when the member ended; the bytes inflated so far). TraceError past `limit`."""
+    while True:
+        room = min(out_bytes, limit + 1 - out)
+        piece = member.decompress(data, room)
+        out += len(piece)
+        if out > limit:
+            raise _inflates_too_far(label, limit)
+        if piece:
+            sink.write(piece)
+        if member.eof:
+            return member.unused_data, True, out
+        data = member.unconsumed_tail
+        if not data and len(piece) < room:
+            return b"", False, out  # this chunk is used up: read the next
+
+
 def _gunzip(
     chunks: Iterable[bytes], reading: _Reading, limit: int, sink: _Sink, out_bytes: int = GZIP_OUT_BYTES
 ) -> None:
@@ -453,20 +484,9 @@ def _gunzip(
                     if data[:2] != GZIP_MAGIC:
                         raise TraceError(f"{label}: not a valid gzip file (Not a gzipped file ({data[:2]!r}))")
                     member = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                while True:  # a zlib call gives at most out_bytes, whatever the ratio
-                    room = min(out_bytes, limit + 1 - out)
-                    piece = member.decompress(data, room)
-                    out += len(piece)
-                    if out > limit:
-                        raise _inflates_too_far(label, limit)
-                    if piece:
-                        sink.write(piece)
-                    if member.eof:
-                        data, member, ended = member.unused_data, None, True
-                        break
-                    data = member.unconsumed_tail
-                    if not data and len(piece) < room:
-                        break  # this chunk is used up: read the next
+                data, done, out = _inflate_chunk(member, data, out, limit, out_bytes, sink, label)
+                if done:
+                    member, ended = None, True
     except zlib.error as exc:
         raise TraceError(f"{label}: not a valid gzip file ({exc})") from None
     if member is not None:  # cut off mid-member
