@@ -158,34 +158,41 @@ def discover(
         elif is_article_folder(path):
             continue  # the article's measurements: the Sweep tab reads them (its e2e traces are no ranks of one job)
         elif path.is_dir():
-            try:
-                names = [p for p in sorted(path.iterdir()) if p.is_file() and is_trace_name(p.name)]
-            except OSError as exc:
-                failures.append(_path_failure(path, exc.strerror or str(exc)))
-                continue
-            found = []
-            for file in names:
-                why = outside(path, file)
-                if why:
-                    failures.append(_path_failure(file, why))
-                else:
-                    found.append(file_source(file))
-            if not found:
-                failures.append(_path_failure(path, f"no trace files ({', '.join(TRACE_SUFFIXES)}) in this folder"))
-            name = path.resolve().name or str(path)
-            group = base = f"ranks/{name}"
-            n = 2
-            while group in groups:
-                group = f"{base}#{n}"
-                n += 1
-            groups.add(group)
-            loose.extend(dataclasses.replace(s, group=group, group_name=name) for s in found)
+            loose.extend(_folder_sources(path, groups, failures))
         elif path.is_file():
             loose.append(file_source(path))
         else:
             failures.append(_path_failure(path, "no such file or folder"))
     unique = list({f.message: f for f in failures}.values())  # a path named twice fails once
     return collections, _unique_ids(loose), unique
+
+
+def _folder_sources(path: Path, groups: set[str], failures: list[Failure]) -> list[Source]:
+    """The trace files of a folder given at start, as the ranks of one group ('ranks/<name>', a
+    counter where two folders share a name: `groups` holds the names taken); a file outside the
+    folder or a folder without traces is a Failure."""
+    try:
+        names = [p for p in sorted(path.iterdir()) if p.is_file() and is_trace_name(p.name)]
+    except OSError as exc:
+        failures.append(_path_failure(path, exc.strerror or str(exc)))
+        return []
+    found = []
+    for file in names:
+        why = outside(path, file)
+        if why:
+            failures.append(_path_failure(file, why))
+        else:
+            found.append(file_source(file))
+    if not found:
+        failures.append(_path_failure(path, f"no trace files ({', '.join(TRACE_SUFFIXES)}) in this folder"))
+    name = path.resolve().name or str(path)
+    group = base = f"ranks/{name}"
+    n = 2
+    while group in groups:
+        group = f"{base}#{n}"
+        n += 1
+    groups.add(group)
+    return [dataclasses.replace(s, group=group, group_name=name) for s in found]
 
 
 def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collection | Failure:
@@ -521,20 +528,7 @@ def open_all(
     are built from what this call found or parsed, so a batch larger than the cache's capacity
     loses none of its runs."""
     cache.hold_at_least(len({item.digest for item in pending}))
-    got: dict[str, Trace] = {}
-    reopened: list[str] = []
-    for item in pending:  # in memory, else parsed before by this server or another: from the store
-        if item.digest in got or item.digest in cache.failures:
-            continue
-        trace = cache.get(item.digest)
-        if trace is None:
-            trace = from_store(cache, item.digest, touch=False)
-            if trace is not None:
-                cache.put(item.digest, trace)
-                reopened.append(item.digest)
-        if trace is not None:
-            got[item.digest] = trace
-    touch_stored(cache, reopened)
+    got = _known(pending, cache)
     todo: list[Pending] = []
     for item in pending:  # the same bytes twice: parsed once
         if item.digest not in got and item.digest not in cache.failures and all(p.digest != item.digest for p in todo):
@@ -583,6 +577,26 @@ def open_all(
             continue
         runs.append(Run(item.source, default_label(item.source, trace), trace, item.digest, item.size))
     return join_ranks(runs, cache), failures
+
+
+def _known(pending: list[Pending], cache: TraceCache) -> dict[str, Trace]:
+    """The traces of `pending` held in memory, else parsed before by this server or another and
+    reopened from the store (marked opened in one catalog transaction), by digest."""
+    got: dict[str, Trace] = {}
+    reopened: list[str] = []
+    for item in pending:
+        if item.digest in got or item.digest in cache.failures:
+            continue
+        trace = cache.get(item.digest)
+        if trace is None:
+            trace = from_store(cache, item.digest, touch=False)
+            if trace is not None:
+                cache.put(item.digest, trace)
+                reopened.append(item.digest)
+        if trace is not None:
+            got[item.digest] = trace
+    touch_stored(cache, reopened)
+    return got
 
 
 def join_ranks(loaded: list[Run], cache: TraceCache) -> list[Run]:
