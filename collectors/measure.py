@@ -40,7 +40,7 @@ from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
 from collectors.unavailable import Unavailable
-from dashboard.engine.analyses.backends import EAGER_CHAIN_MATMUL, EAGER_SOFTMAX
+from dashboard.engine.rules.ops import EAGER_CHAIN_MATMUL, EAGER_SOFTMAX
 
 Attention = Callable[..., Tensor]
 QKV = tuple[Tensor, Tensor, Tensor]

@@ -29,14 +29,18 @@ from dashboard.engine.rules import (  # noqa: F401
 
 from dashboard.engine.rules import BACKENDS  # noqa: E402,F401  (re-exported; defined light for the CLI's --help)
 
+# The op names of an attention written by hand and of a compiled region live in rules/ops.py.
+from dashboard.engine.rules.ops import (  # noqa: E402
+    COMPILED_REGION,
+    EAGER_CHAIN_MATMUL,
+    EAGER_MATMUL,
+    EAGER_SOFTMAX,
+    INDUCTOR_SOFTMAX,
+    SDPA_OP,
+)
+
 # What the collectors write as backend_requested when no one backend was forced.
 NOT_FORCED = ("default", "eager", "none")
-SDPA_OP = r"^aten::(scaled_dot_product_attention|_scaled_dot_product_)"
-EAGER_MATMUL = r"^aten::(matmul|bmm|baddbmm|einsum)$"
-EAGER_SOFTMAX = r"^aten::(_?softmax|_safe_softmax)$"
-# torch.compile fuses a hand-written attention's scale, mask and softmax into one generated kernel
-# (cpp_fused_* on CPU, triton_*_fused_* on GPU) between two matmuls.
-INDUCTOR_SOFTMAX = r"(cpp|triton)_\w*fused\w*softmax"
 
 
 LAUNCH_SCHEMA: dict[str, pl.DataType] = {
@@ -102,9 +106,6 @@ def backend_launches(trace: Trace) -> pl.DataFrame:
     """Backends.launches (LAUNCH_SCHEMA): a table, so a reopened trace keeps it (kept.py) and
     detect_backends, whose other parts come from kept name lists, never reads the events again."""
     return _launches(trace, _backend_by_name(names_in(trace, "cpu_op", "kernel")))
-
-
-COMPILED_REGION = r"^Torch-Compiled Region|^## Call CompiledFxGraph"
 
 
 def _cpu_flex_evidence(trace: Trace) -> list[str]:
@@ -186,9 +187,6 @@ def _inductor_evidence(trace: Trace, names: pl.Series, fused: list[str]) -> list
     return hits if any(family_of(name) == "gemm" for name in names_in(trace, "kernel")) else []
 
 
-# Matrix products that can compute attention scores (Q K^T) or apply them to V (P V); aten::mm
-# too, which a 2-D attention (one head, no batch) calls.
-EAGER_CHAIN_MATMUL = r"^aten::(matmul|bmm|baddbmm|einsum|mm)$"
 # What an eager attention chain's evidence caps at: the first chains found, then a count.
 EAGER_CHAINS_SHOWN = 2
 

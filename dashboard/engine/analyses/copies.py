@@ -12,96 +12,29 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 import polars as pl
 
 from dashboard.engine.analyses.kernels import family_expr
 from dashboard.engine.model.trace import Trace, names_matching, per_trace
 from dashboard.engine.rules import KV_CACHE_WRITE_KERNELS, is_collective_op, is_kv_cache_write
-
-# Ops whose job is to move or convert data: a copy whose origin is one of these was asked for.
-# The model's code called them (x.to, x.contiguous(), x.type_as(y), F.pad, torch.cat, ...), so the
-# copy is the call's own work, not one an op made behind the user's back. docs/design.md lists them.
-REQUESTED_COPY_OPS = frozenset(
-    {
-        "aten::copy_",
-        "aten::copy",
-        "aten::_copy_from",
-        "aten::_copy_from_and_resize",
-        "aten::to",
-        "aten::_to_copy",
-        "aten::clone",
-        "aten::contiguous",
-        "aten::_local_scalar_dense",
-        "aten::item",
-        "aten::cpu",
-        "aten::cuda",
-        "aten::lift_fresh",
-        "aten::lift_fresh_copy",
-        "aten::cat",
-        "aten::_cat",
-        "aten::concat",
-        "aten::concatenate",
-        "aten::stack",
-        "aten::hstack",
-        "aten::vstack",
-        "aten::index_copy",
-        "aten::index_copy_",
-        "aten::pin_memory",
-        "aten::_pin_memory",
-        "aten::to_dense",
-        "aten::repeat",
-        "aten::tile",
-        "aten::tensor",
-        "aten::scalar_tensor",
-        "aten::new_tensor",
-        "aten::detach_copy",
-        "aten::_foreach_copy_",
-        "aten::_foreach_copy",
-        # explicit conversions and paddings the model's code calls (their copy is the call's whole job)
-        "aten::type_as",
-        "aten::double",
-        "aten::float",
-        "aten::half",
-        "aten::bfloat16",
-        "aten::int",
-        "aten::long",
-        "aten::pad",
-        "aten::_pad_enum",
-        "aten::constant_pad_nd",
-        "aten::_pad_circular",
-        "aten::reflection_pad1d",
-        "aten::reflection_pad2d",
-        "aten::reflection_pad3d",
-        "aten::replication_pad1d",
-        "aten::replication_pad2d",
-        "aten::replication_pad3d",
-        "aten::repeat_interleave",
-        "aten::narrow_copy",
-        # DDP's bucketing: flattening gradients into one buffer is the op's whole job
-        "aten::flatten_dense_tensors",
-        "aten::unflatten_dense_tensors",
-    }
+from dashboard.engine.rules.ops import (
+    ANNOTATION,
+    AUTOGRAD_OPS,
+    COPY_OP,
+    REQUESTED_COPY_OPS,
+    REQUESTED_COPY_SUFFIX,
+    SCALAR_READS,
+    WRAPPER_OPS,
 )
-# Functionalization's *_copy ops (aten::view_copy, aten::permute_copy, ...) copy by name.
-REQUESTED_COPY_SUFFIX = re.compile(r"^aten::\w+_copy$")
+
 # Kernels that write keys and values into a KV cache (rules.KV_CACHE_WRITES: vLLM's
 # reshape_and_cache*, SGLang's store_kvcache): the attention op's own job, asked for by the serving
 # framework. The same rows make them copy kernels (rules.FAMILY_RULES), so the two cannot disagree.
 KV_CACHE_WRITE = "(?i)" + KV_CACHE_WRITE_KERNELS  # over a kernel's function name (rules.is_kv_cache_write)
-# A chain through one of these reads a value back to Python (`.item()`, `if tensor:`): the user
-# asked for that value, so its tiny device-to-host copy is a sync to know about, not a hidden copy.
-SCALAR_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
-# Autograd engine work: backward nodes and gradient accumulation.
-AUTOGRAD_OPS = re.compile(r"^autograd::engine::evaluate_function: |^torch::autograd::|^\w+Backward\d*$")
-# Ops that only wrap other ops (besides autograd nodes): never the origin of a copy.
-WRAPPER_OPS = re.compile(
-    r"^(CompiledFunction|CompiledFunctionBackward|Torch-Compiled Region|TorchDynamo Cache Lookup|Pregraph bytecode|"
-    r"AOTDispatcher|## |DistributedDataParallel|nn\.Module: |record_param_comms$|forward$|\w*profiler\w*::)"
-)
-# record_function annotations have no op namespace and read like prose: "Optimizer.step#SGD.step".
-ANNOTATION = re.compile(r"^[^:]*[.#( ][^:]*$")
+# The op-name sets live in rules/ops.py with their reasons (imported here): REQUESTED_COPY_OPS
+# and REQUESTED_COPY_SUFFIX (ops whose job is to move data), SCALAR_READS (a value read back),
+# AUTOGRAD_OPS and WRAPPER_OPS (kinds of NOT_MODEL_OP_RULES: never a copy's origin), ANNOTATION.
 # Collectives and their staging (DDP's reducer copies buckets into gradients): rules.COLLECTIVES'
 # op rows (rules.is_collective_op, a user's rows first).
 
@@ -220,7 +153,7 @@ def copies(trace: Trace) -> pl.DataFrame:
             pl.col("launch").alias("anchor"),
         )
     else:
-        found = ev.filter((pl.col("cat") == "cpu_op") & (pl.col("name") == "aten::copy_")).with_columns(
+        found = ev.filter((pl.col("cat") == "cpu_op") & (pl.col("name") == COPY_OP)).with_columns(
             pl.lit("cpu").alias("kind"), pl.col("id").alias("anchor")
         )
     if found.height == 0:
@@ -305,7 +238,7 @@ def _fill_bytes_from_shapes(
 ) -> pl.DataFrame:
     """Bytes for copies that carry none (copy kernels, CPU copies), from the innermost
     aten::copy_'s Input Dims and Input type when shapes were recorded; and mark scalar copies."""
-    inner = [next((node for node in reversed(path) if names[node] == "aten::copy_"), None) for path in paths]
+    inner = [next((node for node in reversed(path) if names[node] == COPY_OP), None) for path in paths]
     wanted = sorted({node for node in inner if node is not None})
     shapes = trace.events.select("input_dims", "input_types")[wanted] if wanted else None
     recorded = dict(zip(wanted, shapes.iter_rows())) if shapes is not None else {}

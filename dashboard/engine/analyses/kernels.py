@@ -21,6 +21,10 @@ from dashboard.engine.rules import FAMILIES, FAMILY_RULES, FamilyRule, family_ru
 from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, names_matching, per_trace
 from dashboard.engine.rules.names import parse
+
+# cpu_ops with no work of their own, never device work on CPU-only traces: rules/ops.py
+# (NOT_MODEL_OP_RULES' bookkeeping and compiled regions; views and allocations). Re-exported.
+from dashboard.engine.rules.ops import BOOKKEEPING_OPS, METADATA_OPS  # noqa: F401
 from dashboard.engine.model.constants import UNIT_KERNEL  # noqa: F401  (defined light for the CLI; re-exported)
 
 UNIT_LEAF_OP = "leaf cpu_op"
@@ -55,17 +59,6 @@ def _families(names: pl.Series) -> pl.Series:
     names = names.cast(pl.String)
     distinct = names.drop_nulls().unique().to_list()
     return names.replace_strict({n: family_of(n) for n in distinct}, default="other", return_dtype=pl.String)
-
-
-# cpu_ops that do no work of their own, never counted as device work on CPU-only traces:
-# profiler and torch.compile bookkeeping, and ops that only make a new view or allocate.
-BOOKKEEPING_OPS = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region|Pregraph bytecode|AOTDispatcher|ProfilerStep#|## )"
-METADATA_OPS = (
-    r"^aten::(view|_unsafe_view|_reshape_alias|reshape|view_as|as_strided|transpose|t|permute|expand|expand_as|"
-    r"unsqueeze|squeeze|slice|select|narrow|split|split_with_sizes|chunk|unbind|detach|alias|resolve_conj|"
-    r"resolve_neg|empty|empty_like|empty_strided|lift_fresh|contiguous|flatten|unflatten|numpy_T|"
-    r"broadcast_tensors|result_type|size|stride|dim|is_same_size|lift)$"
-)
 
 
 def family_expr(name: pl.Expr, cat: pl.Expr | None = None) -> pl.Expr:

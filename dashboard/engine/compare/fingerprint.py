@@ -16,8 +16,8 @@ from typing import Any
 import polars as pl
 
 from dashboard.engine.analyses.efficiency import COLLECTOR_DTYPES, DTYPES, attention_calls
-from dashboard.engine.analyses.kernels import BOOKKEEPING_OPS, METADATA_OPS
 from dashboard.engine.model.trace import Trace, per_trace
+from dashboard.engine.rules.ops import BOOKKEEPING_OPS, METADATA_OPS, NOT_MODEL_OPS
 from dashboard.engine.rules.peaks import device_properties, match_device
 from dashboard.engine.analyses.summary import device_info
 
@@ -27,8 +27,8 @@ OP_SIMILARITY = 0.6
 """Without attention shapes, two runs are one workload when the Jaccard similarity of their op
 signatures (distinct cpu_op names that compute) is at least this: the same model on two devices
 shares nearly every op name (HTA's A100/V100 pair: 0.84); a vLLM and an SGLang server share few."""
-NOT_MODEL_OPS = r"^(autograd::|torch::autograd::|\w+Backward\d*$|CompiledFunction|Torch-Compiled Region)"
-"""Ops that are the engine's or the compiler's, not the model's: left out of the op signature."""
+# Ops that are the engine's or the compiler's, not the model's, are left out of the op signature:
+# rules.ops.NOT_MODEL_OPS (autograd, compiled graphs and regions), BOOKKEEPING_OPS, METADATA_OPS.
 VERSION_KEYS = (
     ("torch", None),
     ("cuda runtime", "cuda_runtime_version"),
