@@ -9,7 +9,7 @@ against the code.
 docs/cli.md is rendered from the argparse parsers: `dashboard.cli.build_parser` (attnscope) and the
 parsers of `python -m collectors` and its modes (collectors/__main__.py, sweep.py, dispatch.py,
 e2e.py, serve.py, article.py). docs/tables.md is rendered from the engine's tables
-(the name rules of rules.py, peaks.PEAK_TABLE) and the collectors' COLUMNS.
+(the name rules of rules/, peaks.PEAK_TABLE) and the collectors' COLUMNS.
 The collectors import torch: run this where `pip install -e ".[collectors]"` was done.
 tests/test_docs.py runs the check.
 """
@@ -285,7 +285,7 @@ def render_tables() -> str:
         "",
         "## Attention backends {#backends}",
         "",
-        "`dashboard/engine/rules.py` `BACKEND_TABLE`, in the order a name is tried (the first row it "
+        "`dashboard/engine/rules/backends.py` `BACKEND_TABLE`, in the order a name is tried (the first row it "
         "matches wins). Patterns are regular expressions over the function name of a cpu_op or kernel "
         "([kernel names](analysis.md#kernel-names)). Where the names come from: "
         "[design notes](design.md#attention-kernels).",
@@ -306,7 +306,7 @@ def render_tables() -> str:
         "",
         "## Kernel families {#families}",
         "",
-        "`dashboard/engine/rules.py` `FAMILY_RULES`: a kernel (on a CPU-only trace, a leaf op) gets the "
+        "`dashboard/engine/rules/families.py` `FAMILY_RULES`: a kernel (on a CPU-only trace, a leaf op) gets the "
         "family of the first rule that matches its function name (case-insensitive; a rule with a template "
         "pattern also needs its template arguments to match). *fused attention* comes first: the fused rows "
         "above. GPU memcpy and memset events are *copy* and *memset* whatever their name; a name no rule "
@@ -323,7 +323,7 @@ def render_tables() -> str:
         "",
         "## Collectives {#collectives}",
         "",
-        "`dashboard/engine/rules.py` `COLLECTIVES` (case-insensitive): a *kernel* row matches a kernel's function "
+        "`dashboard/engine/rules/collectives.py` `COLLECTIVES` (case-insensitive): a *kernel* row matches a kernel's function "
         "name and gives the *communication* family (the family table's first row is these rows); an *op* row "
         "matches the CPU ops of a copy's op chain and makes the copy *communication* "
         "([copies](design.md#copies-which-are-alarms)).",
@@ -340,7 +340,7 @@ def render_tables() -> str:
         "",
         "## KV-cache writes {#kv-cache-writes}",
         "",
-        "`dashboard/engine/rules.py` `KV_CACHE_WRITES`: copy kernels (the family table's copy rows include "
+        "`dashboard/engine/rules/calls.py` `KV_CACHE_WRITES`: copy kernels (the family table's copy rows include "
         "these) that write a KV cache, so a copy they make is *requested*, never hidden.",
         "",
         "| function name | why | source |",
@@ -352,7 +352,7 @@ def render_tables() -> str:
         "",
         "## Launch calls {#launch-calls}",
         "",
-        "`dashboard/engine/rules.py` `LAUNCH_CALLS`: host calls that replay a graph (its kernels share the "
+        "`dashboard/engine/rules/launches.py` `LAUNCH_CALLS`: host calls that replay a graph (its kernels share the "
         "call's correlation id: [CUDA graphs](analysis.md#cuda-and-hip-graphs)) or launch one kernel, matched as a prefix of the "
         "call's name.",
         "",
@@ -365,7 +365,7 @@ def render_tables() -> str:
         "",
         "## Host categories {#host-categories}",
         "",
-        "`dashboard/engine/rules.py` `HOST_CATEGORIES`: the host side the Timeline draws and the op "
+        "`dashboard/engine/rules/launches.py` `HOST_CATEGORIES`: the host side the Timeline draws and the op "
         "comparison counts, besides every vendor's launch-call categories.",
         "",
         "| category | why | source |",

@@ -1,4 +1,4 @@
-"""The name rules (dashboard/engine/rules.py): the tables agree with each other, the analyses read
+"""The name rules (dashboard/engine/rules/): the tables agree with each other, the analyses read
 them and no copy of their own, and a user's rows from ATTNSCOPE_RULES change a classification (or,
 from a file that cannot be used, give one line naming the file and the problem)."""
 

@@ -17,7 +17,7 @@ from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import Trace, names_in, per_trace
 from dashboard.engine.analyses.kernels import family_of
 
-# The attention-backend table lives in rules.py (kernels reads it too); re-exported here.
+# The attention-backend table lives in rules/backends.py (kernels reads it too); re-exported here.
 from dashboard.engine.rules import (  # noqa: F401
     BACKEND_NAMES,
     BACKEND_TABLE,

@@ -16,7 +16,7 @@ import re
 import numpy as np
 import polars as pl
 
-# The family table lives in rules.py with the other name rules; re-exported here.
+# The family table lives in rules/families.py with the other name rules; re-exported here.
 from dashboard.engine.rules import FAMILIES, FAMILY_RULES, FamilyRule, family_rules, is_fused_attention  # noqa: F401
 from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, names_matching, per_trace

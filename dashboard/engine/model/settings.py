@@ -100,7 +100,7 @@ RULES = Setting(
     "[[collective]] rows, each a pattern with its reason, tried before the built-in rows of the same table "
     "(docs/design.md, section Name rules). Read once per process; a file that cannot be used is one error line "
     "naming it and the problem.",
-    "dashboard/engine/rules.py",
+    "dashboard/engine/rules/user.py",
 )
 SLICE_WORKER = Setting(
     "_ATTNSCOPE_SLICE_WORKER",
