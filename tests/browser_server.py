@@ -207,6 +207,10 @@ async def one_session(
         await page.goto(url)
         await page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_s * 1000)
         await _settle_async(page, bound_s)
+        # its upload alone: an upload joins the runs on screen, so the user clears them first
+        await page.locator("[data-testid=stSidebar] .st-key-sel_runs [aria-label='Clear all']").click()
+        await page.get_by_text("Choose at least one run").wait_for(timeout=bound_s * 1000)
+        await _settle_async(page, bound_s)
         await page.set_input_files("input[type=file]", str(upload))
         await page.locator(".st-key-tbl_overview [role=row]", has_text=label).wait_for(
             state="attached", timeout=bound_s * 1000
