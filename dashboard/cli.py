@@ -561,30 +561,32 @@ def _check_settings(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
     return settings, str(path) if table else None
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    from dashboard.engine.compare.alignment import op_changes
-    from dashboard.engine.compare.fingerprint import DIFFERENT, SAME, relation
-    from dashboard.engine.compare.gate import IncomparableError, Rules, evaluate, with_levels
-    from dashboard.engine.compare.verdict import junit, markdown, report, to_json
+class _Refused(Exception):
+    """The check cannot run: `lines` are what stderr says (one per problem), exit 2."""
 
+    def __init__(self, *lines: str) -> None:
+        super().__init__(*lines)
+        self.lines = lines
+
+
+def _check_refs(args: argparse.Namespace) -> tuple[str, str]:
+    """(base, candidate) as given: BASE CANDIDATE, or --baseline BASE CANDIDATE."""
     base_ref, candidate_ref = args.base, args.candidate
     if args.baseline:
         if candidate_ref is not None:
-            print("attnscope: error: with --baseline give only the CANDIDATE", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        base_ref, candidate_ref = args.baseline, args.base
-    elif candidate_ref is None:
-        print("attnscope: error: check needs BASE and CANDIDATE (or --baseline BASE and CANDIDATE)", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        settings, config = _check_settings(args)
-    except ValueError as exc:
-        print(f"attnscope: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+            raise _Refused("attnscope: error: with --baseline give only the CANDIDATE")
+        return args.baseline, args.base
+    if candidate_ref is None:
+        raise _Refused("attnscope: error: check needs BASE and CANDIDATE (or --baseline BASE and CANDIDATE)")
+    return base_ref, candidate_ref
+
+
+def _check_traces(args: argparse.Namespace, refs: tuple[str, str]) -> list[Trace]:
+    """Both traces, from files or the store (`store:` refs); every one that cannot be read refused."""
     store = _store(args)
     traces: list[Trace] = []
     errors: list[str] = []
-    for i, ref in enumerate((base_ref, candidate_ref)):
+    for ref in refs:
         try:
             if ref.startswith("store:"):
                 traces.append(_open_store_run(ref, store))
@@ -594,74 +596,70 @@ def cmd_check(args: argparse.Namespace) -> int:
                 errors += failed
         except TraceError as exc:
             errors.append(str(exc))
-    for error in errors:
-        print(f"attnscope: error: {error}", file=sys.stderr)
     if errors:
-        return EXIT_BAD_INPUT
-    try:
-        rules = Rules(
-            max_kernel_increase_pct=settings.get("max_kernel_increase", 0.0),
-            no_new_copies=not settings.get("allow_new_copies", False),  # --no-new-copies is the default, said out loud
-            require_backend=settings.get("require_backend"),
-            forbid_math=not settings.get("allow_math", False),
-            min_speedup=settings.get("min_speedup"),
-            require_parity=settings.get("require_parity", False),
-            min_attention_efficiency=settings.get("min_attention_efficiency"),
-            max_slowdown_pct=settings.get("max_slowdown"),
-            max_family_slowdown_pct=settings.get("max_family_slowdown"),
-            inconclusive=settings.get("inconclusive", "pass"),
-            **{
-                key: settings[dest]
-                for key, dest in (
-                    ("confidence", "confidence"),
-                    ("resamples", "resamples"),
-                    ("seed", "seed"),
-                    ("max_memory_increase_pct", "max_memory_increase"),
-                    ("max_efficiency_drop", "max_efficiency_drop"),
-                    ("max_idle_increase", "max_idle_increase"),
-                )
-                if dest in settings
-            },
-        )
-        if rules.inconclusive not in ("pass", "fail"):
-            raise ValueError(f"inconclusive must be 'pass' or 'fail', not '{rules.inconclusive}'")
-        if rules.require_backend is not None and rules.require_backend not in BACKENDS:
-            raise ValueError(f"require-backend must be one of {', '.join(BACKENDS)}")
-        rules = with_levels(rules, settings.get("rule", {}))
-    except ValueError as exc:
-        print(f"attnscope: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    base, candidate = traces
+        raise _Refused(*(f"attnscope: error: {error}" for error in errors))
+    return traces
+
+
+def _gate_rules(settings: dict[str, Any]) -> Any:
+    """The gate's Rules from the merged settings (config file, then flags); ValueError names a bad one."""
+    from dashboard.engine.compare.gate import Rules, with_levels
+
+    rules = Rules(
+        max_kernel_increase_pct=settings.get("max_kernel_increase", 0.0),
+        no_new_copies=not settings.get("allow_new_copies", False),  # --no-new-copies is the default, said out loud
+        require_backend=settings.get("require_backend"),
+        forbid_math=not settings.get("allow_math", False),
+        min_speedup=settings.get("min_speedup"),
+        require_parity=settings.get("require_parity", False),
+        min_attention_efficiency=settings.get("min_attention_efficiency"),
+        max_slowdown_pct=settings.get("max_slowdown"),
+        max_family_slowdown_pct=settings.get("max_family_slowdown"),
+        inconclusive=settings.get("inconclusive", "pass"),
+        **{
+            key: settings[dest]
+            for key, dest in (
+                ("confidence", "confidence"),
+                ("resamples", "resamples"),
+                ("seed", "seed"),
+                ("max_memory_increase_pct", "max_memory_increase"),
+                ("max_efficiency_drop", "max_efficiency_drop"),
+                ("max_idle_increase", "max_idle_increase"),
+            )
+            if dest in settings
+        },
+    )
+    if rules.inconclusive not in ("pass", "fail"):
+        raise ValueError(f"inconclusive must be 'pass' or 'fail', not '{rules.inconclusive}'")
+    if rules.require_backend is not None and rules.require_backend not in BACKENDS:
+        raise ValueError(f"require-backend must be one of {', '.join(BACKENDS)}")
+    return with_levels(rules, settings.get("rule", {}))
+
+
+def _check_relation(base: Trace, candidate: Trace, allowed: bool) -> tuple[str, str]:
+    """The pair's fingerprint relation; a pair that is not the same work on one device is refused
+    unless `allowed` (--allow-different-workload), and then said first."""
+    from dashboard.engine.compare.fingerprint import DIFFERENT, SAME, relation
+
     try:
         kind, why = relation(base, candidate)
     except Exception as exc:
-        print(f"attnscope: error: {_analysis_error(candidate, exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        raise _Refused(f"attnscope: error: {_analysis_error(candidate, exc)}") from None
     if kind != SAME:
         what = "not the same work" if kind == DIFFERENT else "the same work on another device"
-        said = f"{candidate.source} is {what} as {base.source} ({why})"
-        if not settings.get("allow_different_workload", False):
-            print(
-                f"attnscope: not comparable: {said}: the gate judges one code change on one workload and device; "
-                "pass --allow-different-workload to gate them anyway",
-                file=sys.stderr,
+        if not allowed:
+            raise _Refused(
+                f"attnscope: not comparable: {candidate.source} is {what} as {base.source} ({why}): the gate judges "
+                "one code change on one workload and device; pass --allow-different-workload to gate them anyway"
             )
-            return EXIT_BAD_INPUT
         print(f"{candidate.source}: {what} ({why}), gated as asked (--allow-different-workload)")
-    try:
-        results = evaluate(base, candidate, rules)
-        changes = op_changes(base, candidate) if (args.json or args.markdown) else []
-    except IncomparableError as exc:
-        print(f"attnscope: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Exception as exc:
-        print(f"attnscope: error: {_analysis_error(candidate, exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    base_name = base_ref if base_ref.startswith("store:") else base.source
-    candidate_name = candidate_ref if candidate_ref.startswith("store:") else candidate.source
-    record = report(base_name, candidate_name, results, changes, relation=(kind, why))
-    if config:
-        record["config"] = config
+    return kind, why
+
+
+def _write_reports(args: argparse.Namespace, record: dict[str, Any]) -> None:
+    """The verdict as --json, --junit and --markdown files, where asked."""
+    from dashboard.engine.compare.verdict import junit, markdown, to_json
+
     for path, text in (
         (args.json, lambda: to_json(record)),
         (args.junit, lambda: junit(record)),
@@ -672,8 +670,43 @@ def cmd_check(args: argparse.Namespace) -> int:
                 with open(path, "w", encoding="utf-8") as fh:
                     fh.write(text())
             except OSError as exc:
-                print(f"attnscope: error: {path}: cannot write ({exc.strerror})", file=sys.stderr)
-                return EXIT_BAD_INPUT
+                raise _Refused(f"attnscope: error: {path}: cannot write ({exc.strerror})") from None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from dashboard.engine.compare.alignment import op_changes
+    from dashboard.engine.compare.gate import IncomparableError, evaluate
+    from dashboard.engine.compare.verdict import report
+
+    try:
+        base_ref, candidate_ref = _check_refs(args)
+        try:
+            settings, config = _check_settings(args)
+        except ValueError as exc:
+            raise _Refused(f"attnscope: error: {exc}") from None
+        base, candidate = _check_traces(args, (base_ref, candidate_ref))
+        try:
+            rules = _gate_rules(settings)
+        except ValueError as exc:
+            raise _Refused(f"attnscope: error: {exc}") from None
+        kind, why = _check_relation(base, candidate, settings.get("allow_different_workload", False))
+        try:
+            results = evaluate(base, candidate, rules)
+            changes = op_changes(base, candidate) if (args.json or args.markdown) else []
+        except IncomparableError as exc:
+            raise _Refused(f"attnscope: error: {exc}") from None
+        except Exception as exc:
+            raise _Refused(f"attnscope: error: {_analysis_error(candidate, exc)}") from None
+        base_name = base_ref if base_ref.startswith("store:") else base.source
+        candidate_name = candidate_ref if candidate_ref.startswith("store:") else candidate.source
+        record = report(base_name, candidate_name, results, changes, relation=(kind, why))
+        if config:
+            record["config"] = config
+        _write_reports(args, record)
+    except _Refused as refused:
+        for line in refused.lines:
+            print(line, file=sys.stderr)
+        return EXIT_BAD_INPUT
     failed = [r for r in results if r.status == "fail"]
     for r in failed:
         print(f"{candidate.source}: {r.message}")
