@@ -68,8 +68,8 @@ def _load_all(paths: Sequence[str], store: Store | None = None) -> tuple[list[Tr
     return traces, errors
 
 
-def _human(summary: dict[str, Any]) -> str:
-    """A compact table for one file."""
+def _head_lines(summary: dict[str, Any]) -> list[str]:
+    """The file, its device, events and unit of work."""
     dev = summary["device"]
     unit = summary["work_unit"]
     lines = [
@@ -82,6 +82,12 @@ def _human(summary: dict[str, Any]) -> str:
             "no other such op; views, allocations and bookkeeping ops are not counted)"
         ),
     ]
+    return lines
+
+
+def _health_lines(summary: dict[str, Any]) -> list[str]:
+    """The health line: the trace's faults, then the facts of the run."""
+    lines: list[str] = []
     problems = [h for h in summary["health"] if h["check"] not in WAITING_CHECKS]
     waiting = [h for h in summary["health"] if h["check"] in WAITING_CHECKS]
     lines.append(
@@ -101,6 +107,13 @@ def _human(summary: dict[str, Any]) -> str:
     lines.append(f"  attention: {', '.join(backends) if backends else 'none detected'}")
     if summary["memcpy"]:
         lines.append("  memcpy: " + ", ".join(f"{k} {v:,}" for k, v in summary["memcpy"].items()))
+    return lines
+
+
+def _step_lines(summary: dict[str, Any]) -> list[str]:
+    """Each step's counts, where its time goes, cut and ran-ahead notes."""
+    unit = summary["work_unit"]
+    lines: list[str] = []
     header = f"  {'step':<32} {'work':>8} {'kernel':>8} {'memcpy':>8} {'memset':>8} {'span ms':>10} {'busy ms':>10}"
     lines.append(header)
     for step in summary["steps"]:
@@ -139,6 +152,13 @@ def _human(summary: dict[str, Any]) -> str:
             "after their CPU span ended (a kernel counts in the step that launched it; busy and idle are measured on the "
             "device's own timeline)"
         )
+    return lines
+
+
+def _efficiency_lines(summary: dict[str, Any]) -> list[str]:
+    """Attention efficiency and the graph replays."""
+    unit = summary["work_unit"]
+    lines: list[str] = []
     lines.append(f"  attention efficiency: {_efficiency_line(summary['efficiency'])}")
     for step in summary["efficiency"]["per_step"]:  # collectors' traces: the measure `compare` ranks variants by
         lines.append(f"  attention efficiency over the whole step: {_step_efficiency_line(step, unit == UNIT_KERNEL)}")
@@ -151,6 +171,12 @@ def _human(summary: dict[str, Any]) -> str:
         )
         launches = "1 launch" if one else f"{graphs['launches']:,} launches"
         lines.append(f"  graph replays: {launches} replayed {graphs['kernels']:,} device events ({ops})")
+    return lines
+
+
+def _memory_lines(summary: dict[str, Any]) -> list[str]:
+    """The memory peak, as recorded."""
+    lines: list[str] = []
     memory = summary["memory"]  # decimal MB and GB (10^6, 10^9 bytes)
     size = lambda n, sign="": f"{n / 1e9:{sign}.2f} GB" if abs(n) >= 1e9 else f"{n / 1e6:{sign}.1f} MB"  # noqa: E731
     if not memory["recorded"]:
@@ -170,6 +196,12 @@ def _human(summary: dict[str, Any]) -> str:
         lines.append(
             f"  memory: peak {size(memory['peak_allocated_bytes'])} allocated on {memory['device']}, {where}{added}"
         )
+    return lines
+
+
+def _copy_lines(summary: dict[str, Any]) -> list[str]:
+    """Copies by class and the hidden ones by op chain."""
+    lines: list[str] = []
     classes: dict[str, int] = {}
     for copy in summary["copies"]:
         classes[copy["class"]] = classes.get(copy["class"], 0) + copy["count"]
@@ -183,6 +215,14 @@ def _human(summary: dict[str, Any]) -> str:
             lines.append(f"    {copy['count']:>6,} x {copy['kind']:<6} {size:>23}  {' > '.join(copy['op_chain'])}")
         if len(hidden) > 10:
             lines.append(f"    ... and {len(hidden) - 10} more op chains")
+    return lines
+
+
+def _human(summary: dict[str, Any]) -> str:
+    """A compact table for one file."""
+    lines = []
+    for part in (_head_lines, _health_lines, _step_lines, _efficiency_lines, _memory_lines, _copy_lines):
+        lines += part(summary)
     return "\n".join(lines)  # (warnings go to stderr once, not here as well)
 
 
