@@ -114,6 +114,35 @@ def _toml():
     return tomli
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One row of a rules file as written, read with the file's name and the row's place in errors."""
+
+    path: str
+    where: str
+    entry: dict
+
+    def text(self, key: str, default: str = "") -> str:
+        value = self.entry.get(key, default)
+        if not isinstance(value, str):
+            _fail(self.path, f"{self.where}: {key!r} must be text")
+        return value
+
+    def pattern(self, key: str, flags: int) -> str:
+        value = self.text(key)
+        try:
+            re.compile(value, flags)
+        except re.error as exc:
+            _fail(self.path, f"{self.where}: {key!r} is not a regular expression ({exc})")
+        return value
+
+    def flag(self, key: str) -> bool:
+        value = self.entry.get(key, True)
+        if not isinstance(value, bool):
+            _fail(self.path, f"{self.where}: {key!r} must be true or false")
+        return value
+
+
 def _row(path: str, section: str, i: int, entry: dict):
     required, optional = SECTIONS[section]
     where = f"{section} row {i}"
@@ -123,57 +152,46 @@ def _row(path: str, section: str, i: int, entry: dict):
     for key in required:
         if key not in entry:
             _fail(path, f"{where}: {key!r} is missing")
-
-    def text(key: str, default: str = "") -> str:
-        value = entry.get(key, default)
-        if not isinstance(value, str):
-            _fail(path, f"{where}: {key!r} must be text")
-        return value
-
-    def pattern(key: str, flags: int) -> str:
-        value = text(key)
-        try:
-            re.compile(value, flags)
-        except re.error as exc:
-            _fail(path, f"{where}: {key!r} is not a regular expression ({exc})")
-        return value
-
-    def flag(key: str) -> bool:
-        value = entry.get(key, True)
-        if not isinstance(value, bool):
-            _fail(path, f"{where}: {key!r} must be true or false")
-        return value
-
-    reason, source = text("reason").strip(), text("source", path)
+    row = _Entry(path, where, entry)
+    reason, source = row.text("reason").strip(), row.text("source", path)
     if not reason:
         _fail(path, f"{where}: 'reason' is empty (say why the row is right)")
-    if section == "backend":
-        name = text("backend")
-        builtin = next((b for b in BACKEND_TABLE if b.name == name), None)
-        if builtin is None:
-            _fail(path, f"{where}: {name!r} is not a backend (one of: {', '.join(BACKEND_NAMES)})")
-        op, kernel = pattern("op", 0), pattern("kernel", 0)
-        if not op and not kernel:
-            _fail(path, f"{where}: give 'op' or 'kernel' (or both)")
-        return AttentionBackend(name, op, kernel, builtin.library, builtin.vendor, builtin.fused, source, reason)
-    if section == "family":
-        family = text("family")
-        if family not in FAMILIES or family == "fused attention":
-            _fail(
-                path,
-                f"{where}: {family!r} is not a family (one of: {', '.join(f for f in FAMILIES if f != 'fused attention')}; "
-                "attention kernels take a [[backend]] row)",
-            )
-        name = pattern("name", re.IGNORECASE)
-        if not name:
-            _fail(path, f"{where}: 'name' is empty")
-        return FamilyRule(family, name, pattern("template", re.IGNORECASE), reason, source)
-    kernel, op = flag("kernel"), flag("op")
+    build = {"backend": _backend_row, "family": _family_row}.get(section, _collective_row)
+    return build(row, reason, source)
+
+
+def _backend_row(row: _Entry, reason: str, source: str) -> AttentionBackend:
+    name = row.text("backend")
+    builtin = next((b for b in BACKEND_TABLE if b.name == name), None)
+    if builtin is None:
+        _fail(row.path, f"{row.where}: {name!r} is not a backend (one of: {', '.join(BACKEND_NAMES)})")
+    op, kernel = row.pattern("op", 0), row.pattern("kernel", 0)
+    if not op and not kernel:
+        _fail(row.path, f"{row.where}: give 'op' or 'kernel' (or both)")
+    return AttentionBackend(name, op, kernel, builtin.library, builtin.vendor, builtin.fused, source, reason)
+
+
+def _family_row(row: _Entry, reason: str, source: str) -> FamilyRule:
+    family = row.text("family")
+    if family not in FAMILIES or family == "fused attention":
+        _fail(
+            row.path,
+            f"{row.where}: {family!r} is not a family (one of: {', '.join(f for f in FAMILIES if f != 'fused attention')}; "
+            "attention kernels take a [[backend]] row)",
+        )
+    name = row.pattern("name", re.IGNORECASE)
+    if not name:
+        _fail(row.path, f"{row.where}: 'name' is empty")
+    return FamilyRule(family, name, row.pattern("template", re.IGNORECASE), reason, source)
+
+
+def _collective_row(row: _Entry, reason: str, source: str) -> Collective:
+    kernel, op = row.flag("kernel"), row.flag("op")
     if not kernel and not op:
-        _fail(path, f"{where}: 'kernel' and 'op' are both false: the row would match nothing")
-    value = pattern("pattern", re.IGNORECASE)
+        _fail(row.path, f"{row.where}: 'kernel' and 'op' are both false: the row would match nothing")
+    value = row.pattern("pattern", re.IGNORECASE)
     if not value:
-        _fail(path, f"{where}: 'pattern' is empty")
+        _fail(row.path, f"{row.where}: 'pattern' is empty")
     return Collective(value, kernel, op, reason, source)
 
 
