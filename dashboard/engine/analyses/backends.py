@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -233,39 +234,11 @@ def _eager_evidence(trace: Trace) -> list[str]:
     chains: list[str] = []
     found = 0
     for _, lane in ops.group_by("pid", "tid", maintain_order=True):
-        steps = []  # (kind, id, name, dims, concrete) in time order, outside SDPA, outermost softmax only
-        for i, name, dims, concrete in zip(
-            lane["id"].to_list(),
-            lane["name"].to_list(),
-            lane["input_dims"].to_list(),
-            lane["concrete_inputs"].to_list(),
-        ):
-            kind = kinds[i]
-            if kind == "sdpa":
-                continue
-            up = [kinds.get(a) for a in ancestors(i)]
-            if "sdpa" in up or (kind == "softmax" and "softmax" in up):
-                continue
-            steps.append((kind, i, name, _json_list(dims), _json_list(concrete)))
-        for at, (kind, sid, sname, sdims, sconcrete) in enumerate(steps):
+        steps = _lane_steps(lane, kinds, ancestors)
+        for at, (kind, _sid, sname, sdims, sconcrete) in enumerate(steps):
             if kind != "softmax":
                 continue
-            before = []
-            for k in range(at - 1, -1, -1):
-                if steps[k][0] == "softmax":
-                    break
-                before.append(steps[k])
-            after = []
-            for k in range(at + 1, len(steps)):
-                if steps[k][0] == "softmax":
-                    break
-                if sid in ancestors(steps[k][1]):
-                    continue  # inside the softmax
-                after.append(steps[k])
-            # a matmul-like op and the one it calls (aten::matmul > aten::bmm): the outer one is named
-            before = [op for op in before if not any(o[1] in set(ancestors(op[1])) for o in before)] + [
-                op for op in before if any(o[1] in set(ancestors(op[1])) for o in before)
-            ]
+            before, after = _around(steps, at, ancestors)
             chain = _chain(sname, sdims, sconcrete, before, after)
             if chain:
                 found += 1
@@ -274,6 +247,47 @@ def _eager_evidence(trace: Trace) -> list[str]:
     if not found:
         return []
     return chains + ([f"{found} matmul -> softmax -> matmul chains in all"] if found > 1 else [])
+
+
+def _lane_steps(lane: pl.DataFrame, kinds: dict[int, str], ancestors: Any) -> list[tuple]:
+    """One thread's softmax and matmul-like ops in time order, as (kind, id, name, dims, concrete):
+    none under an SDPA op (the math path), and only the outermost of nested softmaxes."""
+    steps = []
+    for i, name, dims, concrete in zip(
+        lane["id"].to_list(), lane["name"].to_list(), lane["input_dims"].to_list(), lane["concrete_inputs"].to_list()
+    ):
+        kind = kinds[i]
+        if kind == "sdpa":
+            continue
+        up = [kinds.get(a) for a in ancestors(i)]
+        if "sdpa" in up or (kind == "softmax" and "softmax" in up):
+            continue
+        steps.append((kind, i, name, _json_list(dims), _json_list(concrete)))
+    return steps
+
+
+def _around(steps: list[tuple], at: int, ancestors: Any) -> tuple[list[tuple], list[tuple]]:
+    """The matmul-like ops before the softmax at `at` (nearest first; an outer op before the one it
+    calls, so aten::matmul is named before its aten::bmm) and after it (none inside the softmax),
+    each side up to the next softmax."""
+    sid = steps[at][1]
+    before = []
+    for k in range(at - 1, -1, -1):
+        if steps[k][0] == "softmax":
+            break
+        before.append(steps[k])
+    after = []
+    for k in range(at + 1, len(steps)):
+        if steps[k][0] == "softmax":
+            break
+        if sid in ancestors(steps[k][1]):
+            continue  # inside the softmax
+        after.append(steps[k])
+    inner = [any(o[1] in set(ancestors(op[1])) for o in before) for op in before]
+    before = [op for op, nested in zip(before, inner) if not nested] + [
+        op for op, nested in zip(before, inner) if nested
+    ]
+    return before, after
 
 
 def _json_list(text: str | None) -> list | None:
