@@ -15,7 +15,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `streamlit run dashboard/app.py` runs this file as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from typing import Callable
+from typing import Any, Callable
 
 import streamlit as st
 
@@ -107,23 +107,16 @@ def draw_tab(name: str, render: Callable[[runs.Selection], None], selection: run
         )
 
 
-def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], None]]:
-    """The sidebar: uploads, parsing with progress, one-click sets of runs, which runs to compare,
-    the baseline and labels. Traces parsed in this run are written to the trace store by a thread
-    that starts now but waits for the returned event (set once the tabs are drawn, or the run is
-    stopped; at most runs.STORE_WRITE_WAIT_S), so that the write's CPU (0.9 s for the 910 MB trace)
-    does not delay the first table, and no rerun can skip the write. The returned callable waits
-    for the write, then draws the sidebar's saved view and store sections, which read the store."""
-    cache = runs.trace_cache()
-    apply_saved_view(cache)
+def gather_pending(cache: runs.TraceCache, sidebar: Any) -> tuple[list, list[catalog.Pending], list, list]:
+    """What this page will open: the bundled and given collections and files, the uploads (a
+    limit lowered since one arrived refuses it), the uploads and store runs a shared link names;
+    (collections, pending, failures, uploads)."""
     collections, loose, failures = catalog.discover(extra=catalog.extra_paths())
     pending: list[catalog.Pending] = []
     for source in [s for c in collections for s in c.sources] + loose:
         item = catalog.pending_file(source, cache)
         (pending if isinstance(item, catalog.Pending) else failures).append(item)
 
-    sidebar = st.sidebar
-    sidebar.header("Runs")
     limit, limit_problem = runs.upload_limit()
     uploaded, lost = uploader.uploader(sidebar, limit)
     if limit_problem and uploaded:
@@ -148,6 +141,22 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         found, gone = catalog.pending_store_run(run_id, cache)
         pending.extend(found)
         failures.extend(gone)
+
+    return collections, pending, failures, uploaded
+
+
+def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], None]]:
+    """The sidebar: uploads, parsing with progress, one-click sets of runs, which runs to compare,
+    the baseline and labels. Traces parsed in this run are written to the trace store by a thread
+    that starts now but waits for the returned event (set once the tabs are drawn, or the run is
+    stopped; at most runs.STORE_WRITE_WAIT_S), so that the write's CPU (0.9 s for the 910 MB trace)
+    does not delay the first table, and no rerun can skip the write. The returned callable waits
+    for the write, then draws the sidebar's saved view and store sections, which read the store."""
+    cache = runs.trace_cache()
+    apply_saved_view(cache)
+    sidebar = st.sidebar
+    sidebar.header("Runs")
+    collections, pending, failures, uploaded = gather_pending(cache, sidebar)
 
     slot = st.empty()
     evicted: list = st.session_state.setdefault(

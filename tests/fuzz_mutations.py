@@ -193,6 +193,27 @@ def encode(value: Any) -> bytes:
     return b"".join(out)
 
 
+def _scalar(v: Any) -> bytes | None:
+    """A scalar's (or a Raw or Deep stand-in's) bytes; None for a container."""
+    if v is None:
+        return b"null"
+    if v is True:
+        return b"true"
+    if v is False:
+        return b"false"
+    if isinstance(v, (int, Decimal)):
+        return str(v).encode()
+    if isinstance(v, float):
+        return json.dumps(v).encode()  # NaN, Infinity, -Infinity as Python writes them
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    if isinstance(v, Raw):
+        return v.text
+    if isinstance(v, Deep):
+        return v.open * v.depth + v.close * v.depth
+    return None
+
+
 def _enc(v: Any, out: list[bytes]) -> None:
     if type(v) is dict and id(v) in _originals():  # an event no mutation touched: encoded once per run
         if id(v) not in _ENCODED:
@@ -200,24 +221,8 @@ def _enc(v: Any, out: list[bytes]) -> None:
             _enc(Pairs(v.items()), part)
             _ENCODED[id(v)] = b"".join(part)
         out.append(_ENCODED[id(v)])
-    elif v is None:
-        out.append(b"null")
-    elif v is True:
-        out.append(b"true")
-    elif v is False:
-        out.append(b"false")
-    elif isinstance(v, int):
-        out.append(str(v).encode())
-    elif isinstance(v, float):
-        out.append(json.dumps(v).encode())  # NaN, Infinity, -Infinity as Python writes them
-    elif isinstance(v, Decimal):
-        out.append(str(v).encode())
-    elif isinstance(v, str):
-        out.append(json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-    elif isinstance(v, Raw):
-        out.append(v.text)
-    elif isinstance(v, Deep):
-        out.append(v.open * v.depth + v.close * v.depth)
+    elif (scalar := _scalar(v)) is not None:
+        out.append(scalar)
     elif isinstance(v, Pairs):
         out.append(b"{")
         for n, (k, item) in enumerate(v):
