@@ -17,7 +17,7 @@ from dashboard.engine.analyses.health import step_device_times
 from dashboard.engine.analyses.kernels import family_per_step, per_step, step_count
 from dashboard.engine.compare.bootstrap import TimeVerdict, time_verdict
 from dashboard.engine.compare.diff import NOISE_NS
-from dashboard.engine.compare.gate import RuleResult, Rules, _result
+from dashboard.engine.compare.gate_policy import RuleResult, Rules, _result
 from dashboard.engine.compare.review_tables import copy_groups
 from dashboard.engine.compare.speed import step_time_column
 from dashboard.engine.model.trace import Trace

@@ -14,7 +14,7 @@ from dashboard.engine.analyses.efficiency import efficiency_block
 from dashboard.engine.analyses.health import health
 from dashboard.engine.analyses.kernels import work_unit
 from dashboard.engine.compare.fingerprint import CROSS_DEVICE
-from dashboard.engine.compare.gate import RULES, RuleResult, Rules, _result, _skip
+from dashboard.engine.compare.gate_policy import RULES, RuleResult, Rules, _result, _skip
 from dashboard.engine.compare.findings import format_bytes
 from dashboard.engine.compare.overview import backend_check, parity
 from dashboard.engine.compare.speed import step_time
