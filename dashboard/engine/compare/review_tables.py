@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from dashboard.engine.analyses.rates import ROOFLINE_POINT_SCHEMA
 from dashboard.engine.analyses.copies import copies_in_steps
 from dashboard.engine.analyses.efficiency import efficiency_block
 from dashboard.engine.analyses.kernels import family_per_step, per_step, step_count
@@ -228,25 +229,7 @@ def attention_efficiency(runs: dict[str, Trace]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=EFFICIENCY_SCHEMA)
 
 
-ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.String,
-    "measure": pl.String,
-    "name": pl.String,
-    "backend": pl.String,
-    "shape": pl.String,
-    "dtype": pl.String,
-    "device": pl.String,
-    "count": pl.Int64,
-    "mean_us": pl.Float64,
-    "bytes": pl.Float64,
-    "intensity": pl.Float64,
-    "tflops": pl.Float64,
-    "tbps": pl.Float64,
-    "peak_tflops": pl.Float64,
-    "peak_tbps": pl.Float64,
-    "pct_of_roofline": pl.Float64,
-    "bound": pl.String,
-}
+ROOFLINE_SCHEMA = ROOFLINE_POINT_SCHEMA  # one schema for the roofline's points (analyses.rates)
 LEFT_OUT_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.String,
     "measure": pl.String,
