@@ -53,6 +53,9 @@ def test_every_row_of_every_table_says_why_and_where_its_names_come_from():
     assert all(row.reason for row in FAMILY_RULES)
     assert all(row.kernel or row.op for row in rules.COLLECTIVES)
     assert {c.kind for c in rules.LAUNCH_CALLS} == set(rules.LAUNCH_KINDS)
+    from dashboard.engine.rules.op_readers import OP_READERS
+
+    assert all(row.source for row in OP_READERS)  # an op schema's reason is its pattern: the op it reads
 
 
 def test_one_table_feeds_another_instead_of_a_copy_of_its_patterns():
@@ -65,7 +68,9 @@ def test_one_table_feeds_another_instead_of_a_copy_of_its_patterns():
     from dashboard.engine.compare import diff
     from dashboard.engine.analyses import graphs
 
-    assert graphs.GRAPH_LAUNCH == diff.GRAPH_LAUNCHES == rules.GRAPH_LAUNCH
+    from dashboard.engine.analyses import roofline
+
+    assert graphs.GRAPH_LAUNCH == diff.GRAPH_LAUNCHES == roofline.GRAPH_REPLAYS.pattern == rules.GRAPH_LAUNCH
     assert diff.KERNEL_LAUNCHES == rules.KERNEL_LAUNCH
     assert diff.TIMELINE_CPU == diff.OP_CATEGORIES == rules.HOST_SPANS + LAUNCH_CATEGORIES
     assert copies.KV_CACHE_WRITE == "(?i)" + rules.KV_CACHE_WRITE_KERNELS

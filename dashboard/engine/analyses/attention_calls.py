@@ -8,7 +8,7 @@ import polars as pl
 
 from dashboard.engine.analyses.backends import detect_backends
 from dashboard.engine.analyses.formulas import BACKWARD, FORWARD
-from dashboard.engine.analyses.op_readers import reader_for
+from dashboard.engine.rules.op_readers import reader_for
 from dashboard.engine.analyses.serving import OLDER_STEP_ANNOTATION, STEP_ANNOTATION, ServingBatch
 from dashboard.engine.analyses.shapes import (
     AttentionShape,

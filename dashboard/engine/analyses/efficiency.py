@@ -3,9 +3,9 @@
 the roofline limit (rates.py): efficiency() by call group, step_efficiency() per collectors' step,
 efficiency_block() as JSON-ready data for `summary --json` and the gate.
 
-The parts, each a module of this floor: formulas (FLOPs and minimum bytes), op_readers (where each
-op keeps its arguments), serving (serving step annotations), shapes (an op's shape from the record),
-attention_calls (the calls, their device work and their shapes), rates (peaks and the roofline maths).
+The parts, each a module of this floor: formulas (FLOPs and minimum bytes), serving (serving step annotations), shapes (an op's shape from the record),
+attention_calls (the calls, their device work and their shapes), rates (peaks and the roofline maths);
+where each op keeps its arguments is a name table, rules.op_readers.
 Their public names are importable from here too.
 Times are ns in the work, µs in the result columns that say so; TFLOP/s = 10^12 FLOP/s, TB/s = 10^12 bytes/s.
 """

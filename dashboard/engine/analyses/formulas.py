@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from dashboard.engine.rules.op_readers import BOTTOM_RIGHT, TOP_LEFT  # how a causal mask aligns
 
-TOP_LEFT, BOTTOM_RIGHT = "top-left", "bottom-right"
 FORWARD, BACKWARD = "forward", "backward"
 LSE_BYTES = 4  # the log-sum-exp is fp32 in every backend that writes it
 

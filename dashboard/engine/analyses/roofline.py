@@ -39,10 +39,11 @@ from dashboard.engine.analyses.rates import LOST_REASON, ROOFLINE_ROW_SCHEMA, de
 from dashboard.engine.analyses.roofline_bytes import ELEMENT_BYTES, OP_RULES, _op_tree, element_bytes, op_bytes
 from dashboard.engine.analyses.shapes import _collector_causal, collector_shape
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
+from dashboard.engine.rules.launches import GRAPH_LAUNCH
 from dashboard.engine.rules.peaks import DevicePeak
 
 
-GRAPH_REPLAYS = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)")
+GRAPH_REPLAYS = re.compile(GRAPH_LAUNCH)  # rules.LAUNCH_CALLS' graph replays, the one table of them
 OWN_BYTES_WORDS = "bytes its own kernels move, from the recorded shapes"  # what a roofline point's bytes are
 
 

@@ -14,7 +14,7 @@ value, 0 bytes):
 - softmax (_softmax, _log_softmax): read the input, write its shape (fp32 with half_to_float).
 - reductions (all, any, sum, mean, amax, amin, prod): read the input, write it with the reduced dims
   (from Concrete Inputs) removed.
-- attention ops (op_readers.OP_READERS): what a fused kernel moves, efficiency's bytes: read Q, K, V
+- attention ops (rules.op_readers.OP_READERS): what a fused kernel moves, efficiency's bytes: read Q, K, V
   (and a mask), write O (and the log-sum-exp where it is written).
 - views and allocations (kernels.METADATA_OPS) move nothing.
 Anything else has no bytes, and says why: an inductor-generated kernel (the trace does not say
@@ -37,7 +37,7 @@ import polars as pl
 
 from dashboard.engine.analyses.formulas import DTYPES, INT64_MAX
 from dashboard.engine.analyses.kernels import BOOKKEEPING_OPS, METADATA_OPS
-from dashboard.engine.analyses.op_readers import reader_for
+from dashboard.engine.rules.op_readers import reader_for
 from dashboard.engine.analyses.shapes import _collector_causal, read_shape
 from dashboard.engine.model.trace import Trace, per_trace
 

@@ -1,5 +1,5 @@
 """One attention call's problem (AttentionShape) read from what the profiler recorded: an op's Input
-Dims, Input types and Concrete Inputs (op_readers.OP_READERS says where each op keeps them), a
+Dims, Input types and Concrete Inputs (rules.op_readers.OP_READERS says where each op keeps them), a
 FlashAttention kernel's template arguments, a serving step's annotation, the collectors' metadata.
 A shape the record does not determine is a reason string, never a guess."""
 
@@ -21,7 +21,7 @@ from dashboard.engine.analyses.formulas import (
     Work,
     attention_work,
 )
-from dashboard.engine.analyses.op_readers import KERNEL_CAUSAL_ARG, OpReader, reader_for
+from dashboard.engine.rules.op_readers import KERNEL_CAUSAL_ARG, OpReader, reader_for
 from dashboard.engine.analyses.serving import ServingBatch
 from dashboard.engine.model.trace import Trace
 from dashboard.engine.rules.names import parse

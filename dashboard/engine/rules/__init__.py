@@ -26,6 +26,9 @@ One module per table (each re-exported here, so `from dashboard.engine.rules imp
     names.py        the demangler: names reduced to the function they call (itanium.py reads
                     mangled names)
     peaks.py        PEAK_TABLE        devices' peak FLOP/s and bandwidth (imported as rules.peaks)
+    op_readers.py   OP_READERS        attention ops by schema: where each keeps its arguments, and so
+                                      what an attention op is by name (reader_for; imported as
+                                      rules.op_readers)
 
 A user adds rows to BACKEND_TABLE, FAMILY_RULES and COLLECTIVES from files named by
 ATTNSCOPE_RULES (settings.RULES; TOML or JSON, read once, tried before the built-in rows):

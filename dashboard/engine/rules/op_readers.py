@@ -1,12 +1,17 @@
 """Where each attention op keeps its arguments: the table of op readers (one row per op schema, with
-its source) and the kernels that carry is_causal as a template argument. shapes.read_shape reads them."""
+its source), the one table of what an attention op is by name (reader_for; the backends' evidence adds
+the ops a backend row names), and the kernels that carry is_causal as a template argument.
+analyses/shapes.read_shape reads them."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from dashboard.engine.analyses.formulas import BOTTOM_RIGHT, TOP_LEFT
+
+# How a causal mask aligns when the query is shorter than the keys: PyTorch's is_causal is top-left
+# (query i sees keys 0..i), FlashAttention 2's causal is bottom-right (the last query sees every key).
+TOP_LEFT, BOTTOM_RIGHT = "top-left", "bottom-right"
 
 
 # --- reading shapes from ops --------------------------------------------------------------------
@@ -45,19 +50,40 @@ class OpReader:
     window: tuple[int, int] | None = None
     backward: bool = False
     serving: bool = False
+    source: str = ""
 
 
 # The schemas are PyTorch's native_functions.yaml (2.x) and FlashAttention 2's flash_api.cpp /
 # flash_attn_interface.py custom ops (the kernels hub registers the latter under _flash_attn_<hash>::).
+# Where each row's argument positions come from.
+ATEN = "PyTorch aten/src/ATen/native/native_functions.yaml (2.x)"
+FA_PY = "FlashAttention 2 and 3, flash_attn_interface.py (torch.library custom ops flash_attn::, flash_attn_3::)"
+FA_HUB = "FlashAttention 2's flash_api.cpp (mha_fwd, mha_varlen_fwd, mha_bwd), as the kernels hub registers them"
+XFORMERS = "xFormers, xformers/csrc/attention/attention.cpp"
+AITER_SAGE = "ROCm aiter, aiter/ops/triton/attention/fav3_sage.py (_FAv3SageWrapperFunc.forward)"
+VLLM = "vLLM, vllm/attention/layer.py (unified_attention, unified_attention_with_output)"
+SGLANG = "SGLang, python/sglang/srt/layers/radix_attention.py (unified_attention_with_output)"
+
 OP_READERS: tuple[OpReader, ...] = (
-    OpReader(r"^aten::scaled_dot_product_attention$", "BHSD", 0, causal=5, mask=3),
-    OpReader(r"^aten::_scaled_dot_product_flash_attention$", "BHSD", 0, causal=4, lse=True),
-    OpReader(r"^aten::_scaled_dot_product_flash_attention_for_cpu$", "BHSD", 0, causal=4, lse=True, mask=5),
-    OpReader(r"^aten::_scaled_dot_product_efficient_attention$", "BHSD", 0, causal=6, lse=4, mask=3),
-    OpReader(r"^aten::_scaled_dot_product_cudnn_attention$", "BHSD", 0, causal=6, lse=4, mask=3),
-    OpReader(r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", "BHSD", 0, causal=5, mask=3),
+    OpReader(r"^aten::scaled_dot_product_attention$", "BHSD", 0, causal=5, mask=3, source=ATEN),
+    OpReader(r"^aten::_scaled_dot_product_flash_attention$", "BHSD", 0, causal=4, lse=True, source=ATEN),
     OpReader(
-        r"^aten::_flash_attention_forward$", "BSHD", 0, causal=8, lse=True, cu_q=3, max_q=5, max_k=6, window=(11, 12)
+        r"^aten::_scaled_dot_product_flash_attention_for_cpu$", "BHSD", 0, causal=4, lse=True, mask=5, source=ATEN
+    ),
+    OpReader(r"^aten::_scaled_dot_product_efficient_attention$", "BHSD", 0, causal=6, lse=4, mask=3, source=ATEN),
+    OpReader(r"^aten::_scaled_dot_product_cudnn_attention$", "BHSD", 0, causal=6, lse=4, mask=3, source=ATEN),
+    OpReader(r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", "BHSD", 0, causal=5, mask=3, source=ATEN),
+    OpReader(
+        r"^aten::_flash_attention_forward$",
+        "BSHD",
+        0,
+        causal=8,
+        lse=True,
+        cu_q=3,
+        max_q=5,
+        max_k=6,
+        window=(11, 12),
+        source=ATEN,
     ),
     OpReader(
         r"^aten::_efficient_attention_forward$",
@@ -70,11 +96,30 @@ OP_READERS: tuple[OpReader, ...] = (
         cu_q=4,
         max_q=6,
         max_k=7,
+        source=ATEN,
     ),
-    OpReader(r"^aten::_scaled_dot_product_flash_attention_backward$", "BHSD", 1, causal=11, backward=True),
-    OpReader(r"^aten::_scaled_dot_product_flash_attention_for_cpu_backward$", "BHSD", 1, causal=7, backward=True),
-    OpReader(r"^aten::_scaled_dot_product_efficient_attention_backward$", "BHSD", 1, causal=11, mask=4, backward=True),
-    OpReader(r"^aten::_scaled_dot_product_cudnn_attention_backward$", "BHSD", 1, causal=14, mask=8, backward=True),
+    OpReader(r"^aten::_scaled_dot_product_flash_attention_backward$", "BHSD", 1, causal=11, backward=True, source=ATEN),
+    OpReader(
+        r"^aten::_scaled_dot_product_flash_attention_for_cpu_backward$", "BHSD", 1, causal=7, backward=True, source=ATEN
+    ),
+    OpReader(
+        r"^aten::_scaled_dot_product_efficient_attention_backward$",
+        "BHSD",
+        1,
+        causal=11,
+        mask=4,
+        backward=True,
+        source=ATEN,
+    ),
+    OpReader(
+        r"^aten::_scaled_dot_product_cudnn_attention_backward$",
+        "BHSD",
+        1,
+        causal=14,
+        mask=8,
+        backward=True,
+        source=ATEN,
+    ),
     OpReader(
         r"^aten::_flash_attention_backward$",
         "BSHD",
@@ -85,6 +130,7 @@ OP_READERS: tuple[OpReader, ...] = (
         max_k=9,
         window=(15, 16),
         backward=True,
+        source=ATEN,
     ),
     OpReader(
         r"^aten::_efficient_attention_backward$",
@@ -97,9 +143,17 @@ OP_READERS: tuple[OpReader, ...] = (
         max_q=8,
         max_k=9,
         backward=True,
+        source=ATEN,
     ),
     OpReader(
-        r"^flash_attn(_3)?::_flash_attn_forward$", "BSHD", 0, causal=5, align=BOTTOM_RIGHT, lse=True, window=(6, 7)
+        r"^flash_attn(_3)?::_flash_attn_forward$",
+        "BSHD",
+        0,
+        causal=5,
+        align=BOTTOM_RIGHT,
+        lse=True,
+        window=(6, 7),
+        source=FA_PY,
     ),
     OpReader(
         r"^flash_attn(_3)?::_flash_attn_varlen_forward$",
@@ -112,6 +166,7 @@ OP_READERS: tuple[OpReader, ...] = (
         max_q=5,
         max_k=6,
         window=(10, 11),
+        source=FA_PY,
     ),
     OpReader(
         r"^flash_attn(_3)?::_flash_attn_backward$",
@@ -121,6 +176,7 @@ OP_READERS: tuple[OpReader, ...] = (
         align=BOTTOM_RIGHT,
         window=(12, 13),
         backward=True,
+        source=FA_PY,
     ),
     OpReader(
         r"^flash_attn(_3)?::_flash_attn_varlen_backward$",
@@ -133,8 +189,9 @@ OP_READERS: tuple[OpReader, ...] = (
         max_k=12,
         window=(16, 17),
         backward=True,
+        source=FA_PY,
     ),
-    OpReader(r"^_flash_attn\w*::fwd$", "BSHD", 0, causal=7, align=BOTTOM_RIGHT, lse=True, window=(8, 9)),
+    OpReader(r"^_flash_attn\w*::fwd$", "BSHD", 0, causal=7, align=BOTTOM_RIGHT, lse=True, window=(8, 9), source=FA_HUB),
     OpReader(
         r"^_flash_attn\w*::varlen_fwd$",
         "BSHD",
@@ -146,8 +203,18 @@ OP_READERS: tuple[OpReader, ...] = (
         max_q=10,
         max_k=11,
         window=(16, 17),
+        source=FA_HUB,
     ),
-    OpReader(r"^_flash_attn\w*::bwd$", "BSHD", 1, causal=12, align=BOTTOM_RIGHT, window=(13, 14), backward=True),
+    OpReader(
+        r"^_flash_attn\w*::bwd$",
+        "BSHD",
+        1,
+        causal=12,
+        align=BOTTOM_RIGHT,
+        window=(13, 14),
+        backward=True,
+        source=FA_HUB,
+    ),
     # xFormers' own ops (xformers/csrc/attention/attention.cpp): query, key, value, attn_bias,
     # seqstart_q, seqstart_k, max_seqlen_q, dropout_p, compute_logsumexp, custom_mask_type, ...;
     # [batch, seq, heads, dim] like aten::_efficient_attention_forward, whose kernels they share.
@@ -161,6 +228,7 @@ OP_READERS: tuple[OpReader, ...] = (
         mask=3,
         cu_q=4,
         max_q=6,
+        source=XFORMERS,
     ),
     # SageAttention in ROCm aiter (aiter/ops/triton/attention/fav3_sage.py): _FAv3SageWrapperFunc is an
     # autograd.Function, whose apply the profiler records under the class's name with its arguments (the
@@ -169,14 +237,14 @@ OP_READERS: tuple[OpReader, ...] = (
     # older versions (index 3) and after softmax_scale in newer ones (index 4, or 3 where the profiler
     # left a None softmax_scale out). It quantizes Q, K and V and runs sage_fwd on them: FLOPs are the
     # attention's, whatever precision its products run in.
-    OpReader(r"^_FAv3SageWrapperFunc$", "BSHD", 0, causal=(3, 4)),
+    OpReader(r"^_FAv3SageWrapperFunc$", "BSHD", 0, causal=(3, 4), source=AITER_SAGE),
     # Serving frameworks' attention-layer ops (see OpReader.serving): vLLM's
     # unified_attention(query, key, value, layer_name) and unified_attention_with_output(query, key,
     # value, output, layer_name, ...) take [tokens, heads, head_dim] (vllm/attention/layer.py views
     # them so); SGLang's unified_attention_with_output(query, key, value, output, save_kv_cache,
     # layer_id, ...) takes the query as [tokens, heads * head_dim] and key, value as [tokens, heads, dim].
-    OpReader(r"^vllm::unified_attention(_with_output)?$", "TND", 0, causal=None, serving=True),
-    OpReader(r"^sglang::unified_attention_with_output(_and_lse)?$", "TND", 0, causal=None, serving=True),
+    OpReader(r"^vllm::unified_attention(_with_output)?$", "TND", 0, causal=None, serving=True, source=VLLM),
+    OpReader(r"^sglang::unified_attention_with_output(_and_lse)?$", "TND", 0, causal=None, serving=True, source=SGLANG),
 )
 _READERS = tuple((re.compile(r.pattern), r) for r in OP_READERS)
 
