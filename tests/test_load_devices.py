@@ -360,7 +360,7 @@ def test_the_device_class_rows_apply_to_their_accelerator_only(tmp_path):
 
 
 def test_every_device_class_row_says_why_and_where_from():
-    from dashboard.engine.load.devices import CATEGORIES, DEVICE_CLASSES
+    from dashboard.engine.rules.devices import CATEGORIES, DEVICE_CLASSES
 
     for row in DEVICE_CLASSES:
         assert (

@@ -27,6 +27,7 @@ from dashboard.engine.rules.ops import (
     SCALAR_READS,
     WRAPPER_OPS,
 )
+from dashboard.engine.rules.ops import STEP_MARK
 
 # Kernels that write keys and values into a KV cache (rules.KV_CACHE_WRITES: vLLM's
 # reshape_and_cache*, SGLang's store_kvcache): the attention op's own job, asked for by the serving
@@ -207,7 +208,7 @@ def _op_paths(trace: Trace, anchors: list[int | None]) -> list[list[int]]:
     Walks parent links with numpy arrays only: no per-event Python objects."""
     ev = trace.events
     parent = ev["parent"].fill_null(-1).to_numpy()
-    marks = names_matching(ev["name"], lambda name: name.str.starts_with("ProfilerStep#"))
+    marks = names_matching(ev["name"], lambda name: name.str.starts_with(STEP_MARK))
     is_op = ev.select(pl.col("cat").is_in(CHAIN_CATEGORIES) & ~marks).to_series().to_numpy()
     cache: dict[int, list[int]] = {}
     out: list[list[int]] = []

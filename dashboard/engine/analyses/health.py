@@ -39,8 +39,9 @@ import polars as pl
 
 from dashboard.engine.analyses.kernels import work_events
 from dashboard.engine.model.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
-from dashboard.engine.load.devices import accelerator, unlaunched_by_design
+from dashboard.engine.rules.devices import accelerator, unlaunched_by_design
 from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
+from dashboard.engine.rules.ops import STEP_MARK
 from dashboard.engine.rules.peaks import dependent_launch, device_properties
 
 HEALTH_CHECKS: tuple[str, ...] = tuple(HEALTH_KINDS)
@@ -185,7 +186,7 @@ def duration_overflow(trace: Trace) -> Found | None:
     # annotations and steps may rightly span a wait with nothing recorded in it (a sleep, a compile)
     timed = ev.filter(
         ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
-        ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"),
+        ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK),
     )
     longer = timed.filter(pl.col("dur_ns") > 2 * span)
     steps = _overflowed_steps(trace)
@@ -219,7 +220,7 @@ def _overflowed_steps(trace: Trace) -> pl.DataFrame:
         return pl.DataFrame(schema={"name": pl.String, "written_ns": pl.Int64, "dur_ns": pl.Int64})
     written = (
         trace.events.filter(
-            (pl.col("cat") != "gpu_user_annotation") & pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+            (pl.col("cat") != "gpu_user_annotation") & pl.col("name").cast(pl.String).str.starts_with(STEP_MARK)
         )
         .select(pl.col("name").cast(pl.String), pl.col("ts_ns").alias("start_ns"), pl.col("dur_ns").alias("written_ns"))
         .unique(["name", "start_ns"], keep="first")
@@ -236,7 +237,7 @@ def _overflowed_steps(trace: Trace) -> pl.DataFrame:
 @_check
 def device_event_without_launch(trace: Trace) -> Found | None:
     """Device events whose correlation id matches no launch call in the trace, except those of a
-    device class that the device queues itself (load.devices.DEVICE_CLASSES, launched=False: an
+    device class that the device queues itself (rules.devices.DEVICE_CLASSES, launched=False: an
     MTIA dma_request or pe_exe with no correlation is by design, not a lost launch)."""
     if not trace.events["cat"].is_in(LAUNCH_CATEGORIES).any():
         return None  # a trace with no launch calls at all (device-only export) is read as such elsewhere

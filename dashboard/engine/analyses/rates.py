@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import polars as pl
 
 from dashboard.engine.analyses.formulas import DTYPES
-from dashboard.engine.load.devices import accelerator, gpu_vendor
+from dashboard.engine.rules.devices import accelerator, gpu_vendor
 from dashboard.engine.model.trace import Trace
 from dashboard.engine.rules.peaks import DeviceMatch, DevicePeak, device_properties, match_device, with_override
 

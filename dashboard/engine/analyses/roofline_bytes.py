@@ -40,6 +40,7 @@ from dashboard.engine.analyses.kernels import BOOKKEEPING_OPS, METADATA_OPS
 from dashboard.engine.rules.op_readers import reader_for
 from dashboard.engine.analyses.shapes import _collector_causal, read_shape
 from dashboard.engine.model.trace import Trace, per_trace
+from dashboard.engine.rules.ops import COMPOSITE_OPS, INDUCTOR_KERNELS
 
 
 # Input type as torch.profiler writes it -> bytes per element (efficiency.DTYPES' floats, and the rest).
@@ -137,13 +138,6 @@ OP_RULES: dict[str, OpRule] = {
         for n in ("all", "any", "sum", "mean", "amax", "amin", "prod")
     },
 }
-# Ops whose work is done by the ops they call (each counted there), on a CPU-only trace.
-COMPOSITE_OPS = re.compile(
-    r"^aten::(matmul|masked_fill|clone|softmax|log_softmax|_safe_softmax|to|_to_copy|type_as|ones|zeros|full|"
-    r"ones_like|zeros_like|full_like|new_ones|new_zeros|new_full|scalar_tensor|linear|einsum|dropout|"
-    r"scaled_dot_product_attention)$"
-)
-INDUCTOR_KERNELS = re.compile(r"^(triton_|graph_\d+_cpp_|cpp_fused_)")
 
 
 # --- one op's bytes -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dashboard.engine.analyses.efficiency import efficiency_block
 from dashboard.engine.analyses.graphs import graph_summary, graph_warning
 from dashboard.engine.analyses.health import health, step_device_times
 from dashboard.engine.analyses.kernels import family_per_step, per_step, work_unit
-from dashboard.engine.load.devices import accelerator, device_names, gpu_vendor
+from dashboard.engine.rules.devices import accelerator, device_names, gpu_vendor
 from dashboard.engine.analyses.memory import memory_block
 from dashboard.engine.model.trace import Trace, names_by_category, per_trace
 

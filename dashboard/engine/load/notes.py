@@ -10,6 +10,7 @@ import polars as pl
 from dashboard.engine.load.devices import CATEGORIES, UNREAD, accelerator, gpu_vendor
 from dashboard.engine.load.reading import _Reading
 from dashboard.engine.model.trace import GPU_CATEGORIES, Cut, Trace
+from dashboard.engine.rules.ops import STEP_MARK
 
 
 def note_cut(trace: Trace, reading: _Reading, last_ts_ns: int | None) -> None:
@@ -58,7 +59,7 @@ def _empty_steps_warning(trace: Trace) -> str | None:
     if ev["cat"].is_in(GPU_CATEGORIES).any():
         return None  # device work outside any step is reported with its launches
     inside = ev.select("step", "cat", "name").filter(
-        pl.col("step").is_not_null() & ~(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"))
+        pl.col("step").is_not_null() & ~(pl.col("name").cast(pl.String).str.starts_with(STEP_MARK))
     )
     if (inside["cat"].cast(pl.String) == "cpu_op").any():
         return None

@@ -7,20 +7,19 @@ that contains its start. A trace without ProfilerStep gets one implicit step ove
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import polars as pl
 
 from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import GPU_CATEGORIES
+from dashboard.engine.rules.ops import STEP_MARK, STEP_NAME
 
 try:  # the C extension's stack-free walk (see _scan.c: holders); the numpy version below without it
     from dashboard.engine._scan import holders as _c_holders
 except ImportError:
     _c_holders = None
 
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # Python frames interleave with ops on the same thread in some traces; they nest on a lane of their own.
 _OWN_LANE = ("python_function",)
 # Integer-µs traces round ts and dur apart: a child may end up to one tick after its parent.
@@ -160,8 +159,7 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
     """The ProfilerStep#N spans on the CPU (not their gpu_user_annotation mirrors), in time order."""
     marks = (
         frame.filter(
-            (pl.col("cat") != "gpu_user_annotation")
-            & pl.col("name").cast(pl.String).str.contains(r"^ProfilerStep#\d+$")
+            (pl.col("cat") != "gpu_user_annotation") & pl.col("name").cast(pl.String).str.contains(STEP_NAME.pattern)
         )
         .select(
             pl.col("name").cast(pl.String),
@@ -212,7 +210,7 @@ def _measured_by_events(marks: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFram
     last end of the events that start inside the span, on any lane (device work launched in the
     step starts inside it too). Every number downstream reads the measured span; health's
     duration_overflow compares it with the ProfilerStep event as written."""
-    not_step = ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+    not_step = ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK)
     others = frame.filter(not_step).select("ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     if others.height == 0:
         return marks

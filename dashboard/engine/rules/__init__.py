@@ -26,6 +26,9 @@ One module per table (each re-exported here, so `from dashboard.engine.rules imp
     names.py        the demangler: names reduced to the function they call (itanium.py reads
                     mangled names)
     peaks.py        PEAK_TABLE        devices' peak FLOP/s and bandwidth (imported as rules.peaks)
+    devices.py      CATEGORIES        event categories of every accelerator and their roles (the loader)
+                    DEVICE_CLASSES    device events that are copies or sync events by name (MTIA, ...)
+                                      and the copy directions (imported as rules.devices)
     op_readers.py   OP_READERS        attention ops by schema: where each keeps its arguments, and so
                                       what an attention op is by name (reader_for; imported as
                                       rules.op_readers)

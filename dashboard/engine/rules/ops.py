@@ -12,6 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+STEP_MARK = "ProfilerStep#"
+"""torch.profiler's step annotation, ProfilerStep#N, one per profiler.step() (torch/profiler/profiler.py:
+record_function("ProfilerStep#" + str(step_num))); Kineto mirrors it on the device as a
+gpu_user_annotation."""
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")  # the step annotation and its number
+
 COPY_OP = "aten::copy_"
 """The op that makes a tensor copy: on a CPU-only trace every tensor copy is one, and its Input Dims
 give a copy's bytes (pytorch/pytorch aten/src/ATen/native/Copy.cpp)."""
@@ -265,3 +271,18 @@ EAGER_CHAIN_MATMUL = r"^aten::(matmul|bmm|baddbmm|einsum|mm)$"
 # torch.compile fuses a hand-written attention's scale, mask and softmax into one generated kernel
 # (cpp_fused_* on CPU, triton_*_fused_* on GPU) between two matmuls.
 INDUCTOR_SOFTMAX = r"(cpp|triton)_\w*fused\w*softmax"
+
+
+# ---------------------------------------------------------------- ops and kernels whose work is counted elsewhere
+
+COMPOSITE_OPS = re.compile(
+    r"^aten::(matmul|masked_fill|clone|softmax|log_softmax|_safe_softmax|to|_to_copy|type_as|ones|zeros|full|"
+    r"ones_like|zeros_like|full_like|new_ones|new_zeros|new_full|scalar_tensor|linear|einsum|dropout|"
+    r"scaled_dot_product_attention)$"
+)
+"""Ops whose work is done by the ops they call (each counted there), on a CPU-only trace: their
+ATen implementations are CompositeImplicitAutograd or call another op for every element they touch
+(aten/src/ATen/native/native_functions.yaml, the ops' dispatch entries)."""
+INDUCTOR_KERNELS = re.compile(r"^(triton_|graph_\d+_cpp_|cpp_fused_)")
+"""Kernels torch.compile (Inductor) generates: triton_poi/red/per_fused_* on a GPU, cpp_fused_* and
+graph_N_cpp_fused_* on a CPU (torch/_inductor/codegen: triton.py, cpp.py kernel names)."""
