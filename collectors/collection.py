@@ -109,6 +109,15 @@ def _collect_one(
         parity=parity,
     )
     meta["cuda_graphs"] = graphs
+    if graphs:
+        # what the graph captured, for attributing its replayed kernels to ops (attnscope --graph-source):
+        # the compiled twin of the same variant, profiled into this collection just before (no graph node
+        # ids are in a trace; the twin's kernels come in the same order, each under its op chain)
+        twin = next(
+            (r.trace for r in manifest.runs if r.variant == variant.name and r.compiled and not r.cuda_graphs), None
+        )
+        if twin is not None:
+            meta["graph_source"] = twin
     written = profile_attention(
         fn, qkv, label=variant.name, out_dir=cfg.out, stem=stem, active=cfg.active, metadata=meta
     )

@@ -303,9 +303,27 @@ def test_cuda_graphs_compile_with_reduce_overhead_into_a_trace_of_their_own(
         ("naive", True, True, "naive.graphs.json.gz"),
     ]
     assert raw(tmp_path / "naive.graphs.json.gz")["attnscope"]["cuda_graphs"] is True
+    assert "graph_source" not in raw(tmp_path / "naive.graphs.json.gz")["attnscope"]  # no compiled twin ran
     assert len(manifest.runs) == 2
     table = render_table(manifest, tmp_path).splitlines()
     assert [line.split("  ")[0] for line in table[2:4]] == ["naive", "naive (CUDA graphs)"]
+
+
+def test_a_cuda_graphs_run_names_its_compiled_twin_as_the_source_of_its_ops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the replayed kernels carry no op: the twin (same code, no graph) is what attributes them
+    from collectors.__main__ import build_config, parse_args
+    from collectors.collection import collect
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)
+    argv = [*TINY, "--active", "1", "--variants", "naive", "--out", str(tmp_path)]
+    cfg = build_config(parse_args(argv), argv)
+    collect(dataclasses.replace(cfg, compile=True, cuda_graphs=True), log=lambda line: None)
+    runs = read_manifest(tmp_path)["runs"]
+    assert [r["trace"] for r in runs] == ["naive.json.gz", "naive.compiled.json.gz", "naive.graphs.json.gz"]
+    assert raw(tmp_path / "naive.graphs.json.gz")["attnscope"]["graph_source"] == "naive.compiled.json.gz"
+    assert "graph_source" not in raw(tmp_path / "naive.compiled.json.gz")["attnscope"]
 
 
 def test_a_compile_failure_is_a_skip_with_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

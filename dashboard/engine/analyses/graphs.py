@@ -65,19 +65,39 @@ def _holding_op(trace: Trace, ids: np.ndarray) -> list[str | None]:
     return found
 
 
+def replay_share(trace: Trace) -> dict[str, Any]:
+    """How much of a trace's device time graph launches replayed: {"kernels", "device_us", "share"
+    (of every device event's time; None without device time)}: time no op of this trace explains
+    (compare.graph_source attributes it through a source trace), which is neither idle nor "no ops"."""
+    table = graph_replays(trace)
+    device = trace.events.filter(pl.col("cat").is_in(GPU_CATEGORIES))
+    total = int(device["dur_ns"].sum() or 0)
+    replayed = int(table["device_ns"].sum() or 0) if table.height else 0
+    return {
+        "kernels": int(table["kernels"].sum() or 0) if table.height else 0,
+        "device_us": round(replayed / 1e3, 3),
+        "share": round(replayed / total, 4) if total else None,
+    }
+
+
 def graph_summary(trace: Trace) -> dict[str, Any]:
     """{"launches": graph launches, "kernels": device events they replayed, "without_op": replayed
     device events whose launch no CPU op holds (counted in their step, blamed on no op),
-    "ops": {op name: replayed device events}} for `summary --json`."""
+    "ops": {op name: replayed device events}} for `summary --json`; with replays, also "device_us"
+    and "share" (replay_share: the replayed share of the device time, which the trace's ops do not
+    attribute)."""
     table = graph_replays(trace)
     if table.height == 0:
         return {"launches": 0, "kernels": 0, "without_op": 0, "ops": {}}
     ops = table.filter(pl.col("op").is_not_null()).group_by("op").agg(pl.col("kernels").sum()).sort("op")
+    share = replay_share(trace)
     return {
         "launches": table.height,
         "kernels": int(table["kernels"].sum() or 0),
         "without_op": int(table.filter(pl.col("op").is_null())["kernels"].sum() or 0),
         "ops": {row["op"]: int(row["kernels"]) for row in ops.iter_rows(named=True)},
+        "device_us": share["device_us"],
+        "share": share["share"],
     }
 
 

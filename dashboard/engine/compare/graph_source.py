@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.analyses.copies import _op_paths
-from dashboard.engine.analyses.graphs import graph_replays
+from dashboard.engine.analyses.graphs import graph_replays, replay_share  # noqa: F401  replay_share: the no-source answer
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace
 
 CHAIN_SEP = " > "
@@ -122,19 +122,6 @@ def replay_chains(graphs: Trace, source: Trace) -> pl.DataFrame:
                 }
             )
     return pl.DataFrame(rows, schema=ATTRIBUTION_SCHEMA)
-
-
-def replay_share(graphs: Trace) -> dict[str, Any]:
-    """How much of a trace's device time graph launches replayed: {"kernels", "device_us",
-    "share" (of every device event's time; None without device time)}, all 0 without replays."""
-    launches = graph_replays(graphs)
-    total = int(_device_events(graphs)["dur_ns"].sum() or 0)
-    replayed = int(launches["device_ns"].sum() or 0) if launches.height else 0
-    return {
-        "kernels": int(launches["kernels"].sum() or 0) if launches.height else 0,
-        "device_us": round(replayed / 1e3, 3),
-        "share": round(replayed / total, 4) if total else None,
-    }
 
 
 def graph_attribution(graphs: Trace, source: Trace) -> dict[str, Any]:
