@@ -254,3 +254,79 @@ def test_kernels_that_serve_both_phases_name_none():
     for name in ("kernel_unified_attention_3d", "reduce_segments", "pytorch_flash::flash_fwd_kernel", "_fwd_kernel"):
         assert kernel_phase(name) is None
     assert pl.Series([kernel_phase(PAGED), kernel_phase(PREFILL)]).to_list() == ["decode", "prefill"]
+
+
+# --- what the user reads: summary text, compare lines, the Overview's table ---------------------------
+
+
+def test_the_summary_text_gives_a_line_per_phase_and_why_the_kv_reads_are_unknown():
+    from dashboard.phase_lines import summary_lines
+
+    lines = summary_lines(summarize(load_trace(VLLM)))
+    assert lines[0] == "  serving phases, steps split by the step annotations:"
+    assert lines[1].split(",")[0].split() == ["decode", "1", "step"]
+    assert "32 requests, 32 tokens, 55,086 decode keys" in lines[1] and "(100% of attention)" in lines[1]
+    assert lines[2].strip().startswith("KV-cache reads: unknown (the attention kernels ran with no op around them")
+    assert summary_lines(summarize(load_trace(QWEN_CHAT))) == []
+
+
+def test_the_summary_text_gives_the_bandwidth_of_a_measured_decode(tmp_path):
+    from dashboard.phase_lines import summary_lines
+
+    lines = summary_lines(summarize(load_trace(_serving_trace(tmp_path, CURRENT, KERNELS))))
+    # 33,587,200 bytes = 0.034 GB at 0.84 TB/s, 15.8% of 5.3 (see the bandwidth test above)
+    assert "KV-cache reads: 0.034 GB at 0.84 TB/s, 15.8% of the 5.3 TB/s peak" in [line.strip() for line in lines]
+    mixed = next(line for line in lines if line.strip().startswith("mixed"))
+    assert "4 requests, 103 tokens (100 prefill, 3 decode), 3,000 decode keys" in mixed
+
+
+def test_compare_gives_a_line_per_phase_only_when_every_run_is_serving(tmp_path):
+    from dashboard.phase_lines import compare_lines
+
+    vllm, chat = summarize(load_trace(VLLM)), summarize(load_trace(QWEN_CHAT))
+    assert compare_lines({"a": vllm, "b": chat}) == []
+    text = compare_lines({"a": vllm, "b": vllm})
+    # 724.36 µs of attention over 32 tokens: 22.6 µs a token, the same in both runs
+    assert text[-1] == (
+        "  decode: a: 1 step, attention 0.72 ms, 32 tokens (22.6 µs a token) | "
+        "b: 1 step, attention 0.72 ms, 32 tokens (22.6 µs a token, 1.00x the baseline's)"
+    )
+    markdown = compare_lines({"a": vllm, "b": summarize(load_trace(SGLANG))}, markdown=True)
+    assert markdown[3] == "| phase | a | b |" and markdown[5].startswith("| prefill | no such step | 1 step")
+    assert markdown[6].startswith("| decode | 1 step, attention 0.72 ms") and markdown[6].endswith("| no such step |")
+
+
+def test_the_cli_compare_of_two_serving_runs_ends_with_the_phases(capsys):
+    from dashboard.cli import main
+
+    assert main(["compare", str(VLLM), str(VLLM)]) == 0
+    out = capsys.readouterr().out
+    assert "Serving phases (first run is the baseline):" in out and "  decode: " in out
+
+
+def test_the_overview_table_has_a_row_per_run_and_phase(tmp_path):
+    from dashboard.engine.analyses.phases import phase_table
+
+    table = phase_table({"vllm": load_trace(VLLM), "chat": load_trace(QWEN_CHAT), "sglang": load_trace(SGLANG)})
+    assert table.select("run", "phase", "steps", "tokens").rows() == [
+        ("vllm", "decode", 1, 32),
+        ("sglang", "prefill", 1, 15360),
+    ]
+    assert table["us_per_token"][0] == pytest.approx(724.36 / 32)
+    assert "graph replay" in table["note"][0] and table["note"][1] is None
+
+
+def test_the_overview_draws_the_phase_table():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_string(
+        "from dashboard.engine.analyses.phases import phase_table\n"
+        "from dashboard.engine.load import load_trace\n"
+        "from dashboard.views.overview import show_phases\n"
+        f"show_phases(phase_table({{'vllm': load_trace({str(VLLM)!r})}}))\n",
+        default_timeout=60,
+    )
+    at.run()
+    assert not at.exception
+    assert [s.value for s in at.subheader] == ["Serving steps by phase"]
+    assert at.dataframe[0].value["phase"].tolist() == ["decode"]

@@ -310,3 +310,50 @@ def phases_block(trace: Trace) -> dict[str, Any] | None:
         "by_phase": by_phase,
         "empty_steps": empty,
     }
+
+
+PHASE_TABLE_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String,
+    "phase": pl.String,
+    "steps": pl.Int64,
+    "device_us": pl.Float64,
+    "attention_us": pl.Float64,
+    "attention_share": pl.Float64,
+    "tokens": pl.Int64,
+    "us_per_token": pl.Float64,
+    "decode_keys": pl.Int64,
+    "kv_gb": pl.Float64,
+    "kv_tbps": pl.Float64,
+    "pct_of_bandwidth": pl.Float64,
+    "note": pl.String,
+}
+
+
+def phase_table(runs: dict[str, Trace]) -> pl.DataFrame:
+    """One row per run and phase of the serving runs among `runs` (PHASE_TABLE_SCHEMA; the others have
+    none): phases_block's numbers, us_per_token (attention µs / tokens), kv_gb (10^9 bytes), and note
+    (why tokens or the KV-cache numbers are missing)."""
+    rows = []
+    for label, trace in runs.items():
+        block = phases_block(trace)
+        for entry in block["by_phase"] if block else []:
+            tokens = entry.get("tokens")
+            note = entry.get("tokens_reason") or entry.get("kv_reason")
+            rows.append(
+                (
+                    label,
+                    entry["phase"],
+                    entry["steps"],
+                    entry["device_us"],
+                    entry["attention_us"],
+                    entry["attention_share"],
+                    tokens,
+                    entry["attention_us"] / tokens if tokens else None,
+                    entry.get("decode_keys"),
+                    entry["kv_bytes"] / 1e9 if entry.get("kv_bytes") is not None else None,
+                    entry.get("kv_tbps"),
+                    entry.get("pct_of_bandwidth"),
+                    note,
+                )
+            )
+    return pl.DataFrame(rows, schema=PHASE_TABLE_SCHEMA, orient="row")
