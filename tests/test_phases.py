@@ -23,6 +23,7 @@ from dashboard.engine.analyses.summary import summarize
 from dashboard.engine.load import load_trace
 from dashboard.engine.rules.phases import PHASE_KERNELS, kernel_phase
 from test_attention_time import BF16, MI300X, Writer
+from test_dashboard_apptest import app, table  # noqa: F401  (the dashboard fixture)
 
 VLLM = oracle.DATA / "tracelens_vllm_decode_graph_unified_attention.json.gz"
 SGLANG = oracle.DATA / "tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz"
@@ -330,3 +331,10 @@ def test_the_overview_draws_the_phase_table():
     assert not at.exception
     assert [s.value for s in at.subheader] == ["Serving steps by phase"]
     assert at.dataframe[0].value["phase"].tolist() == ["decode"]
+
+
+def test_the_dashboards_overview_of_a_serving_run_shows_its_phases(app):
+    run = "gpu-public/tracelens_vllm_decode_graph_unified_attention"  # the bundled sample of the same trace
+    shown = table(app(params={"run": [run], "baseline": run}), "tbl_overview_phases")
+    assert shown["phase"].tolist() == ["decode"] and shown["tokens"].tolist() == [32]
+    assert shown["attention_us"].tolist() == pytest.approx([724.36])
