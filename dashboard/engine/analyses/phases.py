@@ -103,14 +103,16 @@ def _by_kernels(trace: Trace, work: pl.DataFrame) -> tuple[dict[int, str], np.nd
         return None
     gpu = _gpu_work(trace)
     steps = gpu.select("id", "step").join(attention.select("id", "name"), on="id", how="inner")
-    seen: dict[int, set[str]] = {}
-    for step, name in steps.select("step", "name").iter_rows():
-        phase = kernel_phase(name) if step is not None else None
-        if phase is not None:
-            seen.setdefault(int(step), set()).add(phase)
-    if not seen:
+    phase_of = {name: kernel_phase(name) for name in steps["name"].drop_nulls().unique().to_list()}
+    seen = (
+        steps.with_columns(pl.col("name").replace_strict(phase_of, default=None, return_dtype=pl.String).alias("phase"))
+        .filter(pl.col("phase").is_not_null() & pl.col("step").is_not_null())
+        .group_by("step")
+        .agg(pl.col("phase").unique())
+    )
+    if seen.height == 0:
         return None
-    phases = {step: found.pop() if len(found) == 1 else "mixed" for step, found in seen.items()}
+    phases = {int(step): found[0] if len(found) == 1 else "mixed" for step, found in seen.iter_rows()}
     owner = gpu["step"].fill_null(-1).to_numpy().astype(np.int64)
     return phases, np.where(np.isin(owner, list(phases)), owner, -1)
 
@@ -146,24 +148,27 @@ def phase_steps(trace: Trace) -> pl.DataFrame:
         labels = {unit: step_names.get(unit) for unit in phases}
         found_by = "kernels"
     gpu = _gpu_work(trace).with_columns(pl.Series("unit", owner, dtype=pl.Int64)).filter(pl.col("unit") >= 0)
-    rows = [_step_row(trace, unit, labels[unit], phases[unit], found_by, readings[unit], gpu, work) for unit in phases]
+    device = dict(gpu.group_by("unit").agg(pl.col("dur_ns").fill_null(0).sum()).iter_rows())
+    attention = work.filter(pl.col("counted")).join(gpu.select("id", "unit"), on="id", how="inner")
+    parts = attention.partition_by("unit", as_dict=True) if attention.height else {}
+    empty = attention.clear()
+    rows = [
+        _step_row(
+            trace,
+            (unit, labels[unit], phases[unit], found_by),
+            readings[unit],
+            int(device.get(unit, 0)),
+            parts.get((unit,), empty),
+        )
+        for unit in phases
+    ]
     return pl.DataFrame(rows, schema=STEP_SCHEMA, orient="row").sort("unit")
 
 
-def _step_row(
-    trace: Trace,
-    unit: int,
-    name: str | None,
-    phase: str | None,
-    found_by: str,
-    reading: StepPhases | None,
-    gpu: pl.DataFrame,
-    work: pl.DataFrame,
-) -> tuple:
-    """One STEP_SCHEMA row (see phase_steps)."""
-    mine = gpu.filter(pl.col("unit") == unit)
-    device_ns = int(mine["dur_ns"].fill_null(0).sum())
-    attention = work.filter(pl.col("counted")).join(mine.select("id"), on="id", how="inner")
+def _step_row(trace: Trace, head: tuple, reading: StepPhases | None, device_ns: int, attention: pl.DataFrame) -> tuple:
+    """One STEP_SCHEMA row (see phase_steps): head is (unit, name, phase, found_by); device_ns the
+    step's device time; attention its counted attention work."""
+    phase = head[2]
     attention_ns = int(attention["dur_ns"].fill_null(0).sum()) if attention.height else 0
     calls = int(attention["call"].drop_nulls().n_unique()) if attention.height else 0
     kv_bytes, kv_reason = None, None
@@ -183,7 +188,7 @@ def _step_row(
         if reading is not None
         else (None,) * 5 + (NO_ANNOTATION,)
     )
-    return (unit, name, phase, found_by, *counts, device_ns, attention_ns, calls, kv_bytes, kv_reason)
+    return (*head, *counts, device_ns, attention_ns, calls, kv_bytes, kv_reason)
 
 
 def kv_layout(trace: Trace, op_id: int) -> tuple[int, str | None]:
