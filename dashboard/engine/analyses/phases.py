@@ -201,8 +201,11 @@ def kv_layout(trace: Trace, op_id: int) -> tuple[int, str | None]:
     reader = reader_for(name)
     if reader is None or not reader.serving:
         return 0, f"{name}: its inputs do not give the KV cache's heads and head dim"
-    dims = json.loads(row["input_dims"]) if row.get("input_dims") else None
-    types = json.loads(row["input_types"]) if row.get("input_types") else []
+    try:
+        dims = json.loads(row["input_dims"]) if row.get("input_dims") else None
+        types = json.loads(row["input_types"]) if row.get("input_types") else []
+    except (ValueError, RecursionError):  # a damaged file's args
+        dims, types = None, []
     if not isinstance(dims, list) or len(dims) < reader.q + 3:
         return 0, f"{name}: shapes not recorded (profile with record_shapes=True)"
     key, value = dims[reader.q + 1], dims[reader.q + 2]
