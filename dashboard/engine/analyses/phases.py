@@ -70,10 +70,15 @@ def _annotated(trace: Trace) -> tuple[dict[int, StepPhases], np.ndarray] | None:
     most telling of the annotations it holds)}, and each device event's step (-1: none), in
     _gpu_work's order; None when the trace has no step annotation."""
     ev = trace.events
-    names = ev["name"].cast(pl.String)
     pattern = "|".join(p.pattern for p in PHASE_ANNOTATIONS)
-    candidate = ((ev["cat"] == "user_annotation") & names.str.contains(pattern).fill_null(False)).to_numpy()
-    readings = {int(i): read_phases(names[int(i)]) for i in np.flatnonzero(candidate)}
+    marks = (
+        ev.lazy()
+        .filter(pl.col("cat") == "user_annotation")
+        .select("id", pl.col("name").cast(pl.String))
+        .filter(pl.col("name").str.contains(pattern).fill_null(False))
+        .collect()
+    )
+    readings = {int(i): read_phases(name) for i, name in marks.iter_rows()}
     readings = {i: r for i, r in readings.items() if r is not None}
     if not readings:
         return None
