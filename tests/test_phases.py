@@ -267,7 +267,7 @@ def test_the_summary_text_gives_a_line_per_phase_and_why_the_kv_reads_are_unknow
     assert lines[0] == "  serving phases, steps split by the step annotations:"
     assert lines[1].split(",")[0].split() == ["decode", "1", "step"]
     assert "32 requests, 32 tokens, 55,086 decode keys" in lines[1] and "(100% of attention)" in lines[1]
-    assert lines[2].strip().startswith("KV-cache reads: unknown (the attention kernels ran with no op around them")
+    assert lines[2].strip().startswith("KV-cache reads: unknown (the attention kernels ran from a CUDA/HIP graph")
     assert summary_lines(summarize(load_trace(QWEN_CHAT))) == []
 
 

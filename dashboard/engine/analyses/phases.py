@@ -46,8 +46,8 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
 
 NO_ANNOTATION = "no step annotation: the trace does not give the step's requests, tokens or keys"
 GRAPH_REASON = (
-    "the attention kernels ran with no op around them (a CUDA/HIP graph replay): the trace records no "
-    "KV head count or head dim"
+    "the attention kernels ran from a CUDA/HIP graph replay with no op around them, so the trace records "
+    "no KV head count or head dim"
 )
 MIXED_REASON = (
     "a mixed step's attention kernels serve its prefill and decode tokens together: the decode part's "
