@@ -136,4 +136,13 @@ def with_phases(runs: Mapping[str, Any], markdown: str, text: str) -> tuple[str,
     md, plain = compare_lines(summaries, markdown=True), compare_lines(summaries)
     if not md:
         return markdown, text
-    return markdown + "\n".join(md) + "\n", text + "\n".join(plain) + "\n"
+    return _before_footer(markdown, md, "<sub>attnscope "), _before_footer(text, plain, "attnscope ")
+
+
+def _before_footer(body: str, lines: list[str], footer: str) -> str:
+    """`body` with `lines` put before its last line when that is the report's footer (it starts
+    with `footer`: the version and the traces), else after it."""
+    kept = body.rstrip("\n").split("\n")
+    if kept and kept[-1].startswith(footer):
+        return "\n".join(kept[:-1] + lines[1:] + ["", kept[-1]]) + body[len(body.rstrip("\n")) :]
+    return body + "\n".join(lines) + "\n"
