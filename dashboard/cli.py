@@ -220,8 +220,10 @@ def _copy_lines(summary: dict[str, Any]) -> list[str]:
 
 def _human(summary: dict[str, Any]) -> str:
     """A compact table for one file."""
+    from dashboard.phase_lines import summary_lines as _phase_lines  # serving traces: prefill/decode/mixed
+
     lines = []
-    for part in (_head_lines, _health_lines, _step_lines, _efficiency_lines, _memory_lines, _copy_lines):
+    for part in (_head_lines, _health_lines, _step_lines, _efficiency_lines, _phase_lines, _memory_lines, _copy_lines):
         lines += part(summary)
     return "\n".join(lines)  # (warnings go to stderr once, not here as well)
 
@@ -438,6 +440,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         render_markdown,
         render_text,
     )  # plotly loads only when asked for
+    from dashboard.phase_lines import with_phases
 
     folders, paths = _article_folders([args.base, *args.others])
     if len(paths) == 1:
@@ -473,6 +476,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
             markdown = render_markdown(review)
             text = render_text(review)  # what the terminal gets: plain text, Markdown only where asked for
+            markdown, text = with_phases(runs, markdown, text)  # serving runs: a line per phase
             html = render_html(review) if args.html else ""
             as_json = render_json(review) if args.json else ""
         except Exception as exc:

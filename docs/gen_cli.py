@@ -262,6 +262,26 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
 
 
+def _phase_kernel_lines() -> list[str]:
+    """The section of PHASE_KERNELS (rules/phases.py)."""
+    from dashboard.engine.rules.phases import PHASE_KERNELS
+
+    lines = [
+        "",
+        "## Serving phase kernels {#phase-kernels}",
+        "",
+        "`dashboard/engine/rules/phases.py` `PHASE_KERNELS` (case-insensitive, over the function name): attention "
+        "kernels that serve one phase, which give a serving step with no step annotation its phase "
+        "([serving phases](analysis.md#serving-traces-by-phase)).",
+        "",
+        "| function name | phase | why | source |",
+        "|---|---|---|---|",
+    ]
+    for r in PHASE_KERNELS:
+        lines.append(f"| {_code(r.pattern)} | {r.phase} | {_cell(r.reason)} | {_cell(r.source)} |")
+    return lines
+
+
 def render_tables() -> str:
     from dashboard.engine.rules.peaks import PEAK_TABLE
     from dashboard.engine.rules import (
@@ -276,7 +296,7 @@ def render_tables() -> str:
     lines = [
         HEADER.format(
             cmd=REGENERATE,
-            source="rules.BACKEND_TABLE, FAMILY_RULES, COLLECTIVES, KV_CACHE_WRITES, "
+            source="rules.BACKEND_TABLE, FAMILY_RULES, COLLECTIVES, KV_CACHE_WRITES, PHASE_KERNELS, "
             "LAUNCH_CALLS, HOST_CATEGORIES, peaks.PEAK_TABLE and the collectors' COLUMNS",
         ),
         "# Reference tables",
@@ -348,6 +368,7 @@ def render_tables() -> str:
     ]
     for r in KV_CACHE_WRITES:
         lines.append(f"| {_code(r.pattern)} | {_cell(r.reason)} | {_cell(r.source)} |")
+    lines += _phase_kernel_lines()
     lines += [
         "",
         "## Launch calls {#launch-calls}",

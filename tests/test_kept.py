@@ -127,6 +127,12 @@ def test_the_version_follows_the_engine_source(tmp_path, monkeypatch):
         kept._source_digest.cache_clear()
 
 
+def test_the_version_covers_every_floor_of_the_engine_not_only_the_store():
+    """kept.py lives in store/: the version must still hash the analyses (a kept summary would
+    otherwise outlive a change to them, and a new summary key never reach a stored trace)."""
+    assert kept.ENGINE.name == "engine" and (kept.ENGINE / "analyses" / "summary.py").is_file()
+
+
 def test_a_damaged_kept_file_is_computed_again_without_an_error(tmp_path):
     box = kept.Kept(tmp_path, "b" * 64)
     box.put("m.t", pl.DataFrame({"a": [1, 2]}))

@@ -12,6 +12,7 @@ import streamlit as st
 from dashboard import charts, report
 from dashboard.engine.compare import review
 from dashboard.engine.analyses.health import WAITING_CHECKS, health
+from dashboard.engine.analyses.phases import phase_table
 from dashboard.runs import Collection, Selection
 from dashboard.views import literal, relation, tables
 
@@ -127,6 +128,7 @@ def render(sel: Selection) -> None:
     )
 
     show_graph_copies(sel, table, groups)
+    show_phases(phase_table(runs))  # serving runs only: prefill, decode, mixed steps
     # the overview already holds speed.step_time's numbers: the chart reads them under speed_table's names
     step_times = table.select(
         "run",
@@ -162,6 +164,41 @@ def render(sel: Selection) -> None:
             )
 
     show_collections(sel.collections)
+
+
+def show_phases(phases: pl.DataFrame) -> None:
+    """The serving runs' steps by phase (analyses/phases.py); nothing when no run is a serving trace."""
+    if phases.height == 0:
+        return
+    st.subheader("Serving steps by phase")
+    st.caption(
+        "Each serving step is prefill, decode or mixed by its step annotation (vLLM, SGLang), else by its "
+        "attention kernels. Decode attention is bandwidth-bound: its KV-cache reads (2 x KV heads x head dim x "
+        "bytes x layers per key) are set against the device's memory bandwidth, not its TFLOP/s."
+    )
+    tables.show(
+        phases,
+        "tbl_overview_phases",
+        {
+            "run": st.column_config.TextColumn("run", pinned=True),
+            "phase": tables.text("phase", width="small"),
+            "steps": tables.count("steps", width="small"),
+            "device_us": tables.us("device µs", "Summed durations of the device work the steps launched"),
+            "attention_us": tables.us("attention µs", "Of that, the attention kernels' time"),
+            "attention_share": tables.share("share of attention", "Of the run's attention device time"),
+            "tokens": st.column_config.NumberColumn(
+                "tokens", help="New query tokens, from the annotations", format="%d"
+            ),
+            "us_per_token": tables.us("attention µs / token", digits=2),
+            "decode_keys": st.column_config.NumberColumn(
+                "decode keys", help="Keys the decode requests read", format="%d"
+            ),
+            "kv_gb": st.column_config.NumberColumn("KV read GB", format="%.3f"),
+            "kv_tbps": st.column_config.NumberColumn("KV TB/s", format="%.2f"),
+            "pct_of_bandwidth": st.column_config.NumberColumn("% of bandwidth", format="%.1f%%"),
+            "note": tables.text("why a number is missing", width="large"),
+        },
+    )
 
 
 # The columns that tell the story, first and always; the rest one click away (More columns).

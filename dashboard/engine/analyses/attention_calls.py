@@ -117,6 +117,14 @@ def _attention_work(trace: Trace) -> tuple[pl.DataFrame, np.ndarray, dict[int, i
     return work, np.flatnonzero(is_call), outer, backend
 
 
+def attention_work(trace: Trace) -> pl.DataFrame | None:
+    """The trace's device events with the attention call that owns them (id, name, device, stream,
+    ts_ns, dur_ns, launch, owner, attention, call, counted: see _device_work), or None when the trace
+    shows no attention."""
+    found = _attention_work(trace)
+    return None if found is None else found[0]
+
+
 def attention_device_ns(trace: Trace) -> int:
     """The device time of the trace's attention (ns): every fused attention kernel (the 'fused
     attention' family: BACKEND_TABLE's fused rows, whatever op, graph or nothing launched it), and the

@@ -74,3 +74,86 @@ class ServingBatch:
         if max(requests, tokens, squares) >= MAX_DIM or not (requests <= tokens <= squares <= tokens * tokens):
             return f"step annotation {text} does not add up to lengths"
         return cls(requests, tokens, tokens, squares, squares, older=True)
+
+
+# SGLang's step annotation, as the bundled MI300X trace carries it beside the execute_ one above:
+# step[EXTEND bs=15 toks=15360]: the batch's forward mode, its requests and its new tokens (no keys).
+SGLANG_STEP_ANNOTATION = re.compile(r"step\[([A-Z_0-9]+) bs=(\d+) toks=(\d+)\]")
+# SGLang's forward modes that are a phase (ForwardMode in sglang/srt/model_executor/forward_batch_info.py);
+# the others (IDLE, TARGET_VERIFY, DRAFT_EXTEND, ...) are not read as a phase.
+SGLANG_PHASES = {"EXTEND": "prefill", "SPLIT_PREFILL": "prefill", "DECODE": "decode", "MIXED": "mixed"}
+PHASE_ANNOTATIONS = (STEP_ANNOTATION, OLDER_STEP_ANNOTATION, SGLANG_STEP_ANNOTATION)
+
+
+@dataclass(frozen=True)
+class StepPhases:
+    """One step annotation read with its two phases apart (ServingBatch sums them). form: 'vllm'
+    (STEP_ANNOTATION, which vLLM and SGLang write), 'vllm-older' (OLDER_STEP_ANNOTATION) or 'sglang'
+    (SGLANG_STEP_ANNOTATION). prefill_* are the context (extend) requests and their new tokens,
+    decode_* the generation requests, their new tokens and the keys they read (decode_keys: the sum of
+    each decode request's context, None where the form does not give it: keys_reason says why).
+    phase: 'prefill', 'decode' or 'mixed'; None for an empty step. For SGLang's form only the batch's
+    total requests and tokens are known (a MIXED batch does not split them): the per-phase fields of
+    the phase it does not name are 0 and of a mixed batch None."""
+
+    form: str
+    text: str
+    phase: str | None
+    requests: int
+    tokens: int
+    prefill_tokens: int | None
+    decode_tokens: int | None
+    decode_keys: int | None
+    keys_reason: str | None = None
+
+    @property
+    def rank(self) -> int:
+        """How much the form tells: the current form (keys) over the older one over SGLang's."""
+        return {"vllm": 2, "vllm-older": 1}.get(self.form, 0)
+
+
+def _phase_of(prefill_requests: int, decode_requests: int) -> str | None:
+    if prefill_requests and decode_requests:
+        return "mixed"
+    return "prefill" if prefill_requests else "decode" if decode_requests else None
+
+
+def read_phases(name: str | None) -> StepPhases | None:
+    """The step annotation in `name` read by phase (StepPhases), or None when it holds none."""
+    text = name or ""
+    match = STEP_ANNOTATION.search(text)
+    if match is not None:
+        n = [int(x) for x in match.groups()]
+        return StepPhases("vllm", match.group(0), _phase_of(n[0], n[5]), n[0] + n[5], n[1] + n[6], n[1], n[6], n[7])
+    match = OLDER_STEP_ANNOTATION.search(text)
+    if match is not None:
+        requests, tokens, _, gen_requests, gen_tokens = (int(x) for x in match.groups()[:5])
+        reason = (
+            f"vLLM's older step annotation {match.group(0)} gives no key count for its generation requests"
+            if gen_requests
+            else None
+        )
+        keys = None if gen_requests else 0
+        phase = _phase_of(requests, gen_requests)
+        return StepPhases(
+            "vllm-older",
+            match.group(0),
+            phase,
+            requests + gen_requests,
+            tokens + gen_tokens,
+            tokens,
+            gen_tokens,
+            keys,
+            reason,
+        )
+    match = SGLANG_STEP_ANNOTATION.search(text)
+    if match is None:
+        return None
+    mode, requests, tokens = match.group(1), int(match.group(2)), int(match.group(3))
+    phase = SGLANG_PHASES.get(mode)
+    if phase is None:
+        return None
+    split = {"prefill": (tokens, 0), "decode": (0, tokens)}.get(phase, (None, None))
+    reason = f"SGLang's step annotation {match.group(0)} gives no key count" if phase != "prefill" else None
+    keys = 0 if phase == "prefill" else None
+    return StepPhases("sglang", match.group(0), phase, requests, tokens, split[0], split[1], keys, reason)

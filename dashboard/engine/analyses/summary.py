@@ -14,6 +14,7 @@ from dashboard.engine.analyses.health import health, step_device_times
 from dashboard.engine.analyses.kernels import family_per_step, per_step, work_unit
 from dashboard.engine.rules.devices import accelerator, device_names, gpu_vendor
 from dashboard.engine.analyses.memory import memory_block
+from dashboard.engine.analyses.phases import phases_block
 from dashboard.engine.model.trace import Trace, names_by_category, per_trace
 
 
@@ -123,6 +124,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     table = copies(trace)
     top = top_families(trace)
     device = device_spans(trace)
+    phases = phases_block(trace)  # serving traces only: other summaries keep their keys
     return {
         "source": trace.source,
         "health": health(trace),
@@ -160,6 +162,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
             for row in copy_summary(table).iter_rows(named=True)
         ],
         "efficiency": efficiency_block(trace),
+        **({"phases": phases} if phases is not None else {}),
         "graphs": graph_summary(trace),
         "memory": memory_block(trace),
         "collector": trace.collector or None,

@@ -25,6 +25,8 @@ One module per table (each re-exported here, so `from dashboard.engine.rules imp
                     (backend_table, family_rules, attention_backend, is_collective_op)
     names.py        the demangler: names reduced to the function they call (itanium.py reads
                     mangled names)
+    phases.py       PHASE_KERNELS     attention kernels that serve one phase of a serving step, prefill
+                                      or decode (analyses/phases.py, for steps with no annotation)
     peaks.py        PEAK_TABLE        devices' peak FLOP/s and bandwidth (imported as rules.peaks)
     devices.py      CATEGORIES        event categories of every accelerator and their roles (the loader)
                     DEVICE_CLASSES    device events that are copies or sync events by name (MTIA, ...)

@@ -35,7 +35,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-ENGINE = Path(__file__).resolve().parent
+# the whole engine (kept.py sits in store/, one floor down): a change to any analysis is a new version
+ENGINE = Path(__file__).resolve().parent.parent
 from dashboard.engine.model.constants import MISSING  # noqa: E402,F401  (re-exported: the model's sentinel)
 
 
