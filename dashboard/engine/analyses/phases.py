@@ -18,7 +18,7 @@ import polars as pl
 
 from dashboard.engine.analyses.attention_calls import attention_device_ns, attention_work, nearest_marked
 from dashboard.engine.analyses.formulas import DTYPES
-from dashboard.engine.analyses.op_readers import reader_for
+from dashboard.engine.rules.op_readers import reader_for
 from dashboard.engine.analyses.rates import device_matches
 from dashboard.engine.analyses.serving import PHASE_ANNOTATIONS, StepPhases, read_phases
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
