@@ -10,18 +10,10 @@ from typing import Any, Callable
 import polars as pl
 
 from dashboard.engine.analyses import article as art
+from dashboard.engine.model.formatting import bytes_cell as _bytes
 
 Table = tuple[list[str], list[list[str]]]
 """A table as headers and rows of cell text."""
-
-
-def _bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value:.0f} B"
 
 
 def _x(value: float | None) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from dashboard import __version__, charts
 from dashboard.engine.compare import review
 from dashboard.engine.compare.diff import timeline
 from dashboard.engine.analyses.kernels import work_unit
+from dashboard.engine.model.formatting import plain_decimal, signed
 from dashboard.engine.model.trace import Trace
 from dashboard.engine.compare.speed import (
     DEFAULT_USD_PER_GPU_HOUR,
@@ -342,14 +342,14 @@ def _cell(value: Any) -> str:
 FORMATS: dict[str, Any] = {
     "share": lambda v: f"{v:.1%}",
     "bytes_per_step": lambda v: f"{v:,.0f}",
-    "usd_per_mtok": lambda v: _plain_decimal(v, 4),
+    "usd_per_mtok": lambda v: plain_decimal(v, 4),
     "usd_per_hour": lambda v: f"{v:.2f}",
     "tokens_per_s": lambda v: f"{v:,.0f}",
     "speedup": lambda v: f"{v:.3f}",
     "parity_max_abs": lambda v: f"{v:.3g}",
     "tflops": lambda v: f"{v:.4g}",
     "pct_of_roofline": lambda v: f"{v:.3g}",
-    "delta_us_per_step": lambda v: charts.signed(v, 3).replace(",", ""),
+    "delta_us_per_step": lambda v: signed(v, 3).replace(",", ""),
     "delta_per_step": lambda v: f"{v:+.4g}",
     "base_per_step": lambda v: f"{v:.4g}",
     "other_per_step": lambda v: f"{v:.4g}",
@@ -375,14 +375,6 @@ def graph_input_copies(groups: pl.DataFrame) -> pl.DataFrame:
         .group_by("run", maintain_order=True)
         .agg(pl.col("per_step").sum(), pl.col("us_per_step").sum(), pl.col("bytes_per_step").sum())
     )
-
-
-def _plain_decimal(value: float, significant: int) -> str:
-    """A number with `significant` significant digits and never an exponent: 7.225e-05 -> '0.0000723'."""
-    if value == 0 or value != value:
-        return "0" if value == 0 else ""
-    digits = max(0, significant - 1 - int(math.floor(math.log10(abs(value)))))
-    return f"{value:,.{digits}f}"
 
 
 def _fmt(column: str, value: Any) -> str:
