@@ -1,5 +1,5 @@
 """Every number the project writes for a reader, formatted in one place: durations, dollars, counts,
-signed changes, bytes and plain decimals. A leaf (it imports nothing of the project) on the engine's
+signed changes, ratios, bytes and plain decimals. A leaf (it imports nothing of the project) on the engine's
 bottom floor, so that the engine's sentences (findings, the explained sentence, the gate), the charts,
 the reports and the views all write a number the same way.
 
@@ -24,6 +24,18 @@ def format_us(value: float | None) -> str:
     return f"{value:.3g} µs"
 
 
+def ns_duration(ns: int | float) -> str:
+    """ns as µs, thousands separated, one decimal; in ms from 10 ms: '812.4 µs', '95.7 ms' (the health checks' sentences)."""
+    return f"{ns / 1000:,.1f} µs" if ns < 10_000_000 else f"{ns / 1e6:,.1f} ms"
+
+
+def ms_cell(value: float | None) -> str:
+    """ms for a table cell, without the unit: three decimals under 10 ms, one from there; '-' for None."""
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
+
+
 def format_usd(value: float | None) -> str:
     """Dollars as people write them: '$1.23', '$0.0721', '$0.000205' (never '$7.225e-05' or '$200µ')."""
     if value is None or value != value:
@@ -44,6 +56,16 @@ def signed(value: float, digits: int) -> str:
     that rounds to zero reads '+0.0', never '-0.0'."""
     text = f"{value:+,.{digits}f}"
     return "+" + text[1:] if text.startswith("-") and not text.strip("-0.,") else text
+
+
+def ratio_change(ratio: float) -> str:
+    """A ratio (candidate / base) as a signed change in percent: 1.052 -> '+5.2%'; '(no ratio)' when not finite."""
+    return f"{(ratio - 1) * 100:+.1f}%" if math.isfinite(ratio) else "(no ratio)"
+
+
+def times_cell(value: float | None) -> str:
+    """A factor for a table cell: '2.35x'; '-' for None."""
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def plain_decimal(value: float, significant: int) -> str:
