@@ -10,28 +10,10 @@ from typing import Any, Callable
 import polars as pl
 
 from dashboard.engine.analyses import article as art
+from dashboard.engine.model.formatting import bytes_cell as _bytes, ms_cell as _ms, times_cell as _x
 
 Table = tuple[list[str], list[list[str]]]
 """A table as headers and rows of cell text."""
-
-
-def _bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value:.0f} B"
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
 
 
 def _group_name(row: dict[str, Any]) -> str:

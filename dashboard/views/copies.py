@@ -9,6 +9,7 @@ import streamlit as st
 
 from dashboard import charts
 from dashboard.engine.compare import review
+from dashboard.engine.model.formatting import format_bytes, format_us
 from dashboard.engine.analyses.copies import COPY_CLASSES, copies
 from dashboard.runs import Selection
 from dashboard.views import literal, relation, tables
@@ -34,12 +35,10 @@ def render(sel: Selection) -> None:
     relation.say(sel)
     with st.container(key="copies_alarms"):
         if hidden.height == 0:
-            threshold = (
-                f"{review.COPY_ALARM_SHARE:.0%} of the step or {review.format_bytes(review.COPY_ALARM_BYTES)} a step"
-            )
+            threshold = f"{review.COPY_ALARM_SHARE:.0%} of the step or {format_bytes(review.COPY_ALARM_BYTES)} a step"
             below = [
                 f"**{literal.md(row['run'])}** {row['per_step']:.4g} per step"
-                + (f", {review.format_bytes(row['bytes_per_step'])} a step" if row["bytes_per_step"] else "")
+                + (f", {format_bytes(row['bytes_per_step'])} a step" if row["bytes_per_step"] else "")
                 for row in small.group_by("run", maintain_order=True)
                 .agg(pl.col("per_step").sum(), pl.col("bytes_per_step").sum())
                 .iter_rows(named=True)
@@ -52,11 +51,11 @@ def render(sel: Selection) -> None:
         for label in runs:
             mine = hidden.filter(pl.col("run") == label)
             for row in mine.head(MAX_BOXES).iter_rows(named=True):
-                size = review.format_bytes(row["bytes_per_step"]) or "size unknown"
+                size = format_bytes(row["bytes_per_step"]) or "size unknown"
                 share = f"{row['share']:.1%} of the step time" if row["share"] is not None else "share unknown"
                 st.error(
                     f"**{literal.md(row['run'])}: hidden {literal.md(row['kind'])} copy**, {row['per_step']:.4g} per step, {size} per step, "
-                    f"{charts.format_us(row['us_per_step'])} per step ({share})  \nfrom {literal.code(row['op_chain'])}",
+                    f"{format_us(row['us_per_step'])} per step ({share})  \nfrom {literal.code(row['op_chain'])}",
                     icon=":material/content_copy:",
                 )
             if mine.height > MAX_BOXES:
@@ -84,7 +83,7 @@ def render(sel: Selection) -> None:
             "alarm": st.column_config.CheckboxColumn(
                 "alarm",
                 help=f"A hidden chain that costs at least {review.COPY_ALARM_SHARE:.0%} of the step or "
-                f"{review.format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow",
+                f"{format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow",
             ),
             "copy_class": tables.text("class", "; ".join(f"{name}: {why}" for name, why in COPY_CLASSES)),
             "kind": tables.text("kind", "DtoD, HtoD, DtoH...: a GPU memcpy; kernel: a copy kernel; cpu: a CPU copy_"),

@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard import charts, report
 from dashboard.engine.compare import review
+from dashboard.engine.model.formatting import format_bytes, format_us
 from dashboard.engine.analyses.health import WAITING_CHECKS, health
 from dashboard.engine.analyses.phases import phase_table
 from dashboard.runs import Collection, Selection
@@ -274,19 +275,17 @@ def show_graph_copies(sel: Selection, table: pl.DataFrame, groups: pl.DataFrame)
             continue
         twin = eager.get(variant[label])
         own = median.get(label)
-        against = (
-            f" against {charts.format_us(median[twin])} for **{literal.md(twin)}**" if twin and median.get(twin) else ""
-        )
+        against = f" against {format_us(median[twin])} for **{literal.md(twin)}**" if twin and median.get(twin) else ""
         slower = bool(twin and own and median.get(twin) and own > median[twin])
         lines.append(
-            f"- **{literal.md(label)}**: {charts.format_us(own)} per step{against}; "
-            f"**{charts.format_us(found['us_per_step'])}** of it are the graph's static-input copies "
+            f"- **{literal.md(label)}**: {format_us(own)} per step{against}; "
+            f"**{format_us(found['us_per_step'])}** of it are the graph's static-input copies "
             f"({found['per_step']:.3g} per step, under {literal.md(report.GRAPH_INPUT_COPY_OP)})"
             + (
                 (
                     ": the whole difference and more."
                     if found["us_per_step"] >= own - median[twin]
-                    else f": most of the {charts.format_us(own - median[twin])} difference."
+                    else f": most of the {format_us(own - median[twin])} difference."
                     if 2 * found["us_per_step"] >= own - median[twin]
                     else "."
                 )
@@ -380,9 +379,7 @@ def show_findings(found: pl.DataFrame) -> None:
         if alarms.height == 0:
             small = notes.filter(pl.col("kind") == SMALL_COPY)
             notes = notes.filter(pl.col("kind") != SMALL_COPY)
-            threshold = (
-                f"{review.COPY_ALARM_SHARE:.0%} of the step or {review.format_bytes(review.COPY_ALARM_BYTES)} a step"
-            )
+            threshold = f"{review.COPY_ALARM_SHARE:.0%} of the step or {format_bytes(review.COPY_ALARM_BYTES)} a step"
             text = (
                 "No cut-off file, backend fallback or parity failure in the selected runs, and no hidden copy at or "
                 f"above the alarm's threshold ({threshold})."

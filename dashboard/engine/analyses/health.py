@@ -39,6 +39,7 @@ import polars as pl
 
 from dashboard.engine.analyses.kernels import work_events
 from dashboard.engine.model.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
+from dashboard.engine.model.formatting import ns_duration as _us
 from dashboard.engine.rules.devices import accelerator, unlaunched_by_design
 from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
 from dashboard.engine.rules.ops import STEP_MARK
@@ -59,10 +60,6 @@ OVERLAP_TOLERANCE_NS = 1_000
 _LOADER_DURATION = re.compile(
     r"([\d,]+) events with a (negative duration|duration over 36 years) were read as zero-length"
 )
-
-
-def _us(ns: int | float) -> str:
-    return f"{ns / 1000:,.1f} µs" if ns < 10_000_000 else f"{ns / 1e6:,.1f} ms"
 
 
 Found = tuple[int, str]  # a check's count and one example

@@ -24,6 +24,7 @@ import polars as pl
 from dashboard.engine.analyses.copies import copies_in_steps
 from dashboard.engine.compare.diff import aligned_opcodes
 from dashboard.engine.analyses.kernels import work_events
+from dashboard.engine.model.formatting import bytes_rounded as _bytes
 from dashboard.engine.model.trace import Trace, names_matching, per_trace
 
 SCOPE_CATEGORIES = ("user_annotation", "python_function", "gpu_user_annotation")
@@ -252,18 +253,6 @@ def _op_changes(base: Trace, candidate: Trace, pairs: list[tuple[int, int]]) -> 
         change.candidate_copies = {k: v / n for k, v in sorted(change.candidate_copies.items())}
         out.append(change)
     return sorted(out, key=lambda c: (-abs(c.delta_ns), c.kind, c.base_ops, c.candidate_ops))
-
-
-def _bytes(n: float) -> str:
-    return (
-        f"{n / 1e9:.2f} GB"
-        if n >= 1e9
-        else f"{n / 1e6:.0f} MB"
-        if n >= 1e6
-        else f"{n / 1e3:.0f} kB"
-        if n >= 1e3
-        else f"{n:.0f} B"
-    )
 
 
 def _plain(text: str) -> str:

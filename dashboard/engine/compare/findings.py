@@ -15,6 +15,7 @@ import polars as pl
 
 from dashboard.engine.analyses.summary import device_info
 from dashboard.engine.compare.fingerprint import CROSS_DEVICE
+from dashboard.engine.model.formatting import format_bytes
 from dashboard.engine.compare.overview import (
     CUT_DEVICE_LOST,
     SEVERITIES,
@@ -300,18 +301,6 @@ def by_severity(found: pl.DataFrame) -> pl.DataFrame:
     return found.sort(
         pl.col("severity").replace_strict(rank, default=len(rank), return_dtype=pl.Int64), maintain_order=True
     )
-
-
-def format_bytes(value: float | None) -> str:
-    """Bytes as a short string in decimal units, like bandwidth in GB/s: '16.8 MB'; '' for None."""
-    if value is None:
-        return ""
-    size = float(value)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(size) < 1000 or unit == "TB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.1f} TB"
 
 
 def _finding(run: str, severity: str, kind: str, message: str, cost: float | None = None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from dashboard.engine.analyses.copies import copies_in_steps
 from dashboard.engine.analyses.health import step_device_times
 from dashboard.engine.analyses.kernels import family_per_step, per_step, step_count
 from dashboard.engine.compare.bootstrap import TimeVerdict, time_verdict
+from dashboard.engine.model.formatting import ratio_change as _pct
 from dashboard.engine.compare.diff import NOISE_NS
 from dashboard.engine.compare.gate_policy import RuleResult, Rules, _result
 from dashboard.engine.compare.review_tables import copy_groups
@@ -126,10 +127,6 @@ def _time_rule(rules: Rules, base: Trace, candidate: Trace) -> RuleResult:
     if gated and v.outcome == "inconclusive" and rules.inconclusive == "pass" and result.status == "pass":
         result.status = "warn" if result.level != "off" else "pass"
     return result
-
-
-def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%" if math.isfinite(ratio) else "(no ratio)"
 
 
 def _family_rule(rules: Rules, base: Trace, candidate: Trace) -> RuleResult:

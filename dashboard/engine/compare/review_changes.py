@@ -11,6 +11,7 @@ import polars as pl
 from dashboard.engine.analyses.kernels import kernel_table
 from dashboard.engine.compare.diff import NOISE_NS, SLOWER, changed_rows, explained, kernel_diff, op_diff, readings
 from dashboard.engine.compare.speed import group_baselines
+from dashboard.engine.model.formatting import signed as signed_number
 from dashboard.engine.model.trace import Trace
 
 TOP_EXPLAINED = 12  # rows of a kernel diff whose share of the change is stated
@@ -148,13 +149,6 @@ MEAN_CHANGE = f"{SLOWER - 1:.0%}"
 """diff.SLOWER / FASTER as a reader writes them ('5%'): the mean-duration change past which a
 kernel is slower or faster, for the sentences and labels that name it."""
 EXPLAINED_STYLES = ("report", "tab")
-
-
-def signed_number(value: float, digits: int) -> str:
-    """A change with its sign at `digits` decimals, thousands separated: '+1,234.5', '-0.7'; one
-    that rounds to zero reads '+0.0', never '-0.0' (charts.signed, for the engine's sentences)."""
-    text = f"{value:+,.{digits}f}"
-    return "+" + text[1:] if text.startswith("-") and not text.strip("-0.,") else text
 
 
 def explained_sentence(change: Change, style: str = "report", lead: str = "") -> str:
