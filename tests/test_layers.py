@@ -56,7 +56,9 @@ def test_the_run_picker_is_the_dashboards_not_the_engines():
     assert "dashboard.catalog" in graph["dashboard.runs"]  # the graph does see the dashboard's imports of it
 
 
-@pytest.mark.parametrize("name", ["charts.py", "report.py", "cli.py"])
+@pytest.mark.parametrize(
+    "name", ["charts.py", "report.py", *sorted(f"cli/{p.name}" for p in (DASHBOARD / "cli").glob("*.py"))]
+)
 def test_charts_reports_and_cli_work_without_streamlit(name):
     assert _forbidden(DASHBOARD / name, ("streamlit", "dashboard.views", "dashboard.app", "dashboard.runs")) == []
 
