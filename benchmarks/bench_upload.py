@@ -129,25 +129,7 @@ def drive(browser, server: Server, path: Path, bound_s: float) -> dict:
     finished: list[float] = []  # time.monotonic() of each script_finished the page received
     transfer: dict[str, float] = {}
 
-    def on_request_finished(request) -> None:
-        if "/api/upload" in request.url and request.method in ("PUT", "POST"):
-            transfer["end"] = time.time()
-            timing = request.timing
-            if timing.get("startTime", -1) > 0 and timing.get("responseEnd", -1) >= 0:
-                transfer["end"] = (timing["startTime"] + timing["responseEnd"]) / 1000
-
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on(
-        "websocket",
-        lambda ws: ws.on(
-            "framereceived", lambda payload: finished.append(time.monotonic()) if is_script_finished(payload) else None
-        ),
-    )
-    page.on("requestfinished", on_request_finished)
-    page.on(
-        "requestfailed",
-        lambda r: problems.append(f"upload request failed: {r.failure}") if "/api/upload" in r.url else None,
-    )
+    _watch(page, problems, finished, transfer)
     page.goto(server.url)
     page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_ms)
     _settle(page)
@@ -178,36 +160,65 @@ def drive(browser, server: Server, path: Path, bound_s: float) -> dict:
             )
 
         peak.mark("tabs")
-        names = [t.strip() for t in page.get_by_role("tab").all_inner_texts()]
-        for tab in names[1:] + names[:1]:  # from Overview through the rest and back: each click a switch
-            before = len(finished)
-            start = time.monotonic()
-            page.get_by_role("tab", name=tab, exact=True).click()
-            drawn = start
-            if tab in TABS:
-                page.locator(f".st-key-{TABS[tab]}").first.wait_for(timeout=bound_ms)
-                drawn = time.monotonic()
-            while len(finished) == before and time.monotonic() - start < bound_s:  # the run the click caused
-                page.wait_for_timeout(50)  # (the status widget shows only once a run is slow)
-            _settle(page)
-            ran = finished[before:]
-            if not ran:
-                problems.append(f"{tab}: no script run finished after the click")
-            result["switches"][tab] = max(ran[-1] if ran else time.monotonic(), drawn) - start
-            if (
-                page.locator("[data-testid='stException']").count()
-                or page.get_by_text("tab could not be drawn").count()
-            ):
-                problems.append(
-                    f"{tab}: "
-                    + " | ".join(page.locator("[data-testid=stException], [data-testid=stAlert]").all_inner_texts())[
-                        :300
-                    ]
-                )
+        result["switches"] = _switch_tabs(page, finished, problems, bound_s)
         result["rss_open"] = settled_rss(server.pid, 1.0)
     result["peak_open"], result["peak_tabs"] = peak.phases.get("open", 0), peak.phases.get("tabs", 0)
     page.close()
     return result
+
+
+def _watch(page, problems: list[str], finished: list[float], transfer: dict[str, float]) -> None:
+    """Listen on the page: its errors and failed uploads into `problems`, each script_finished
+    frame's time into `finished`, the upload's end (by the request's own timing) into `transfer`."""
+
+    def on_request_finished(request) -> None:
+        if "/api/upload" in request.url and request.method in ("PUT", "POST"):
+            transfer["end"] = time.time()
+            timing = request.timing
+            if timing.get("startTime", -1) > 0 and timing.get("responseEnd", -1) >= 0:
+                transfer["end"] = (timing["startTime"] + timing["responseEnd"]) / 1000
+
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on(
+        "websocket",
+        lambda ws: ws.on(
+            "framereceived", lambda payload: finished.append(time.monotonic()) if is_script_finished(payload) else None
+        ),
+    )
+    page.on("requestfinished", on_request_finished)
+    page.on(
+        "requestfailed",
+        lambda r: problems.append(f"upload request failed: {r.failure}") if "/api/upload" in r.url else None,
+    )
+
+
+def _switch_tabs(page, finished: list[float], problems: list[str], bound_s: float) -> dict[str, float]:
+    """Click through every tab (from Overview through the rest and back): tab -> seconds from the
+    click until its run finished and its content was drawn; what went wrong into `problems`."""
+    bound_ms = bound_s * 1000
+    switches: dict[str, float] = {}
+    names = [t.strip() for t in page.get_by_role("tab").all_inner_texts()]
+    for tab in names[1:] + names[:1]:  # from Overview through the rest and back: each click a switch
+        before = len(finished)
+        start = time.monotonic()
+        page.get_by_role("tab", name=tab, exact=True).click()
+        drawn = start
+        if tab in TABS:
+            page.locator(f".st-key-{TABS[tab]}").first.wait_for(timeout=bound_ms)
+            drawn = time.monotonic()
+        while len(finished) == before and time.monotonic() - start < bound_s:  # the run the click caused
+            page.wait_for_timeout(50)  # (the status widget shows only once a run is slow)
+        _settle(page)
+        ran = finished[before:]
+        if not ran:
+            problems.append(f"{tab}: no script run finished after the click")
+        switches[tab] = max(ran[-1] if ran else time.monotonic(), drawn) - start
+        if page.locator("[data-testid='stException']").count() or page.get_by_text("tab could not be drawn").count():
+            problems.append(
+                f"{tab}: "
+                + " | ".join(page.locator("[data-testid=stException], [data-testid=stAlert]").all_inner_texts())[:300]
+            )
+    return switches
 
 
 def measure(path: Path, bound_s: float) -> dict:

@@ -25,6 +25,7 @@ from dashboard.engine.rules import RulesError, user_rules
 from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
 from dashboard.views import ranks as ranks_view
+from dashboard.views.store import offer_saved_view, show_store
 
 TABS = {
     "Overview": overview.render,
@@ -38,7 +39,6 @@ TABS = {
 }
 TAB_FAILED = "The {tab} tab could not be drawn for the selected runs:"
 SIDEBAR_PX = 400  # room for the run picker and the rename table
-SHOWN_EVICTED = 5  # traces the store removed that the sidebar names; the rest are counted
 
 
 def main() -> None:
@@ -157,7 +157,62 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     sidebar = st.sidebar
     sidebar.header("Runs")
     collections, pending, failures, uploaded = gather_pending(cache, sidebar)
+    loaded, bad, drawn, wait_for_store = open_pending(cache, pending, uploaded)
 
+    for failure in failures + bad:
+        sidebar.error(literal.md(failure.message), icon=":material/error:")
+
+    if not loaded:
+        st.info(
+            "No runs yet. Upload a torch.profiler trace in the sidebar, or make a collection with "
+            "`python -m collectors --out sample_traces/mine`.",
+            icon=":material/upload_file:",
+        )
+        return None, drawn, wait_for_store
+
+    ids = [r.source.id for r in loaded]
+    link.seed_labels("label", ids)
+    labels = run_labels(loaded)
+    sets = catalog.run_sets(loaded)
+    follow_link(sidebar, sets, loaded, ids)
+
+    pick_sets(sidebar, sets)
+    pick_modes(sidebar, sets, loaded)
+    chosen = sidebar.multiselect(
+        "Compare",
+        ids,
+        key="sel_runs",
+        format_func=labels.get,
+        placeholder="Choose runs to compare",
+        help="The runs every tab shows side by side, in this order. GPU and CPU-only runs are compared in separate groups.",
+    )
+    link.publish("run", chosen)
+    if not chosen:
+        st.info("Choose at least one run in the sidebar.", icon=":material/checklist:")
+        return None, drawn, wait_for_store
+    baseline = pick_baseline(sidebar, chosen, labels)
+    edit_labels(sidebar, loaded, labels)
+    link.publish_labels("label")
+    digest_of = {r.source.id: r.digest for r in loaded}
+    link.publish("src", [f"{i}={digest_of[i]}" for i in chosen if i.startswith("upload/")])
+    by_id = {r.source.id: r for r in loaded}
+    selection = make_selection(by_id, ids, labels, chosen, baseline, collections)
+    offer_downloads(sidebar, selection)
+
+    def finish() -> None:
+        wait_for_store()
+        offer_saved_view(sidebar, cache)
+        show_store(sidebar, cache, [(labels[i], by_id[i]) for i in chosen], [(labels[r.source.id], r) for r in loaded])
+
+    return selection, drawn, finish
+
+
+def open_pending(
+    cache: runs.TraceCache, pending: list[catalog.Pending], uploaded: list
+) -> tuple[list[catalog.Run], list, threading.Event, Callable[[], None]]:
+    """Open what the page needs, with a progress bar; the traces parsed here go to the store from a
+    thread that waits for the returned event (set once the tabs are drawn). (runs, failures, the
+    event, a callable that sets it and waits for the write.)"""
     slot = st.empty()
     evicted: list = st.session_state.setdefault(
         "store_evicted", []
@@ -182,21 +237,12 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         if deferred:
             writer.join()
 
-    for failure in failures + bad:
-        sidebar.error(literal.md(failure.message), icon=":material/error:")
+    return loaded, bad, drawn, wait_for_store
 
-    if not loaded:
-        st.info(
-            "No runs yet. Upload a torch.profiler trace in the sidebar, or make a collection with "
-            "`python -m collectors --out sample_traces/mine`.",
-            icon=":material/upload_file:",
-        )
-        return None, drawn, wait_for_store
 
-    ids = [r.source.id for r in loaded]
-    link.seed_labels("label", ids)
-    labels = run_labels(loaded)
-    sets = catalog.run_sets(loaded)
+def follow_link(sidebar, sets: list[catalog.RunSet], loaded: list[catalog.Run], ids: list[str]) -> None:
+    """The runs a shared link asks for (kept for when its uploads arrive), the uploads that join the
+    comparison, and a line naming the link's runs that are not loaded here."""
     if "link_wanted" not in st.session_state:  # what a shared link asked for, kept for when its uploads arrive
         st.session_state["link_wanted"] = (st.query_params.get_all("run"), st.query_params.get("baseline"))
     missing = link.seed_list("sel_runs", "run", ids, opening_runs(sets, loaded))
@@ -211,20 +257,9 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
             + ". Upload them to see them."
         )
 
-    pick_sets(sidebar, sets)
-    pick_modes(sidebar, sets, loaded)
-    chosen = sidebar.multiselect(
-        "Compare",
-        ids,
-        key="sel_runs",
-        format_func=labels.get,
-        placeholder="Choose runs to compare",
-        help="The runs every tab shows side by side, in this order. GPU and CPU-only runs are compared in separate groups.",
-    )
-    link.publish("run", chosen)
-    if not chosen:
-        st.info("Choose at least one run in the sidebar.", icon=":material/checklist:")
-        return None, drawn, wait_for_store
+
+def pick_baseline(sidebar, chosen: list[str], labels: dict[str, str]) -> str:
+    """The baseline among the chosen runs (the link's, else the first), published in the link."""
     link.seed_choice("baseline", "baseline", chosen, chosen[0])
     baseline = sidebar.selectbox(
         "Baseline",
@@ -235,13 +270,21 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         "device kind is measured against the first run of its own kind).",
     )
     link.publish("baseline", baseline)
-    edit_labels(sidebar, loaded, labels)
-    link.publish_labels("label")
-    digest_of = {r.source.id: r.digest for r in loaded}
-    link.publish("src", [f"{i}={digest_of[i]}" for i in chosen if i.startswith("upload/")])
-    by_id = {r.source.id: r for r in loaded}
+    return baseline
+
+
+def make_selection(
+    by_id: dict[str, catalog.Run],
+    ids: list[str],
+    labels: dict[str, str],
+    chosen: list[str],
+    baseline: str,
+    collections: list,
+) -> runs.Selection:
+    """What the tabs draw: the chosen runs by label, the baseline, colours by place among all loaded
+    runs (stable), ranks and modes."""
     colour = {ident: charts.run_color(i) for i, ident in enumerate(ids)}  # by place among all loaded runs: stable
-    selection = runs.Selection(
+    return runs.Selection(
         runs={labels[i]: by_id[i].trace for i in chosen},
         baseline=labels[baseline],
         ids={labels[i]: i for i in chosen},
@@ -250,14 +293,6 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         ranks={labels[i]: by_id[i].ranks for i in chosen},
         modes={labels[i]: m for i in chosen if (m := runs.mode_of(by_id[i].trace))},
     )
-    offer_downloads(sidebar, selection)
-
-    def finish() -> None:
-        wait_for_store()
-        offer_saved_view(sidebar, cache)
-        show_store(sidebar, cache, [(labels[i], by_id[i]) for i in chosen], [(labels[r.source.id], r) for r in loaded])
-
-    return selection, drawn, finish
 
 
 def link_sources() -> dict[str, str]:
@@ -310,133 +345,6 @@ def apply_saved_view(cache: runs.TraceCache) -> None:
             f"Saved view {literal.md(view_id)}: {literal.md(st.session_state['saved_view'])}",
             icon=":material/bookmark:",
         )
-
-
-def offer_saved_view(sidebar, cache: runs.TraceCache) -> None:
-    """Save what is on screen (runs, labels, baseline, tab, prices) with a note under a short id:
-    `?view=<id>` on this server shows it to a reviewer, uploads included."""
-    if cache.store is None:
-        return
-    note = sidebar.text_input("Note for a saved view", key="view_note", placeholder="e.g. PR 1234: flash vs naive")
-    if sidebar.button("Save view (short link)", key="save_view", icon=":material/bookmark_add:"):
-        query = {key: st.query_params.get_all(key) for key in st.query_params if key != "view"}
-        view_id = cache.store.save_view({"query": query, "note": note})
-        st.session_state["saved_view_id"] = view_id
-    if st.session_state.get("saved_view_id"):
-        sidebar.code(saved_view_link(st.session_state["saved_view_id"]), language=None, wrap_lines=True)
-        sidebar.caption(
-            "The link to copy (the button beside it): it opens this view on this server, with its runs (uploads come "
-            "from the trace store), labels, baseline, tab and note."
-        )
-
-
-def saved_view_link(view_id: str) -> str:
-    """The whole link of a saved view: the page's address as the user's browser has it (scheme,
-    host, port and path; st.context.url, without the query), then `?view=<id>`. Without a browser
-    (a script run by AppTest) the address is unknown: the query alone."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    page = st.context.url
-    if not page:
-        return f"?view={view_id}"
-    parts = urlsplit(page)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", f"view={view_id}", ""))
-
-
-def show_store(
-    sidebar, cache: runs.TraceCache, in_view: list[tuple[str, catalog.Run]], loaded: list[tuple[str, catalog.Run]]
-) -> None:
-    """How much the trace store holds and its cap (uploads survive a restart and are shared by
-    link through it), a pin per run in view (pinned runs are never removed to keep under the cap),
-    the stored traces of the runs loaded in this session (other sessions' uploads are counted, not
-    named), and what the store removed after this session's uploads to keep under its cap."""
-    if cache.store_problem:
-        sidebar.warning(literal.md(cache.store_problem), icon=":material/database:")
-    if cache.store is None:
-        return
-    store = cache.store
-    cap = store.max_bytes
-    removed = st.session_state.get("store_evicted") or []
-    if removed:
-        sidebar.warning(
-            evicted_line(removed, cap, {sha for _, run in loaded for sha in run.digests.values()}),
-            icon=":material/auto_delete:",
-        )
-    stored = store.traces()
-    by_sha = {t.sha: t for t in stored}
-    used = sum(t.stored_bytes for t in stored)
-    of = f" of {catalog.format_bytes(cap)}" if cap is not None else " (no cap)"
-    with sidebar.expander(f"Trace store: {len(stored)} traces, {catalog.format_bytes(used)}{of}"):
-        st.caption(
-            f"At {literal.md(str(store.root))}. Parsed traces reopen from here without parsing; links name uploads by their content hash. "
-            + (
-                f"Over {catalog.format_bytes(cap)} (ATTNSCOPE_STORE_MAX_BYTES), the least recently opened unpinned traces are "
-                "removed after each trace is stored. "
-                if cap is not None
-                else ""
-            )
-            + "Pin a run to keep it whatever the cap."
-        )
-        for label, run in in_view:
-            shas = list(run.digests.values())
-            rows = [by_sha.get(sha) for sha in shas]
-            if any(r is None for r in rows):
-                st.caption(f"{literal.md(label)}: not in the store")
-                continue
-            key = f"pin_{run.source.id}"
-            st.session_state[key] = all(r.pinned for r in rows)
-            st.checkbox(
-                f"Pin {literal.label(label)} ({catalog.format_bytes(sum(r.stored_bytes for r in rows))})",
-                key=key,
-                on_change=pin_run,
-                args=(store, shas, key),
-                help="A pinned run is never removed from the store to keep it under its cap.",
-            )
-        here = [
-            (label, rank, by_sha[sha]) for label, run in loaded for rank, sha in run.digests.items() if sha in by_sha
-        ]
-        shown = list({t.sha: (label, rank, t) for label, rank, t in here}.values())  # a trace two runs share: once
-        st.dataframe(
-            {
-                "run": [label for label, _, _ in shown],
-                "rank": [rank for _, rank, _ in shown],
-                "pinned": [t.pinned for _, _, t in shown],
-                "stored": [catalog.format_bytes(t.stored_bytes) for _, _, t in shown],
-                "file": [t.source for _, _, t in shown],
-            },
-            hide_index=True,
-            width="stretch",
-        )
-        others = [t for t in stored if t.sha not in {t.sha for _, _, t in shown}]
-        if others:
-            st.caption(
-                f"And {len(others)} other stored trace{'s' if len(others) != 1 else ''} "
-                f"({catalog.format_bytes(sum(t.stored_bytes for t in others))}): "
-                "other sessions' uploads and runs not loaded here."
-            )
-
-
-def evicted_line(removed: list, cap: int | None, known: set[str]) -> str:
-    """What the store removed to keep under its cap: the traces of runs this session has loaded by
-    name (five, then a count), other sessions' uploads only counted."""
-    mine = [t for t in removed if t.sha in known]
-    theirs = [t for t in removed if t.sha not in known]
-    parts = [f"{literal.md(t.source)} ({catalog.format_bytes(t.stored_bytes)})" for t in mine[:SHOWN_EVICTED]]
-    rest = mine[SHOWN_EVICTED:] + theirs
-    if rest:
-        what = "more" if parts else f"trace{'s' if len(rest) != 1 else ''} not loaded here"
-        parts.append(f"{len(rest)} {what} ({catalog.format_bytes(sum(t.stored_bytes for t in rest))})")
-    return (
-        f"Trace store over its cap of {catalog.format_bytes(cap)}: removed the least recently opened unpinned "
-        f"trace{'s' if len(removed) != 1 else ''}: {' and '.join(parts) if len(parts) <= 2 else ', '.join(parts[:-1]) + ' and ' + parts[-1]}. "
-        f"Links to {'them' if len(removed) != 1 else 'it'} no longer open; pinned runs stay."
-    )
-
-
-def pin_run(store, shas: list[str], key: str) -> None:
-    """Pin or unpin every trace (rank) of a run, as its checkbox now says."""
-    for sha in shas:
-        store.pin(sha, bool(st.session_state.get(key)))
 
 
 def follow_uploads(ids: list[str]) -> None:

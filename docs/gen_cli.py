@@ -267,7 +267,6 @@ def _phase_kernel_lines() -> list[str]:
     from dashboard.engine.rules.phases import PHASE_KERNELS
 
     lines = [
-        "",
         "## Serving phase kernels {#phase-kernels}",
         "",
         "`dashboard/engine/rules/phases.py` `PHASE_KERNELS` (case-insensitive, over the function name): attention "
@@ -279,20 +278,11 @@ def _phase_kernel_lines() -> list[str]:
     ]
     for r in PHASE_KERNELS:
         lines.append(f"| {_code(r.pattern)} | {r.phase} | {_cell(r.reason)} | {_cell(r.source)} |")
+    lines.append("")
     return lines
 
 
 def render_tables() -> str:
-    from dashboard.engine.rules.peaks import PEAK_TABLE
-    from dashboard.engine.rules import (
-        BACKEND_TABLE,
-        COLLECTIVES,
-        FAMILY_RULES,
-        HOST_CATEGORIES,
-        KV_CACHE_WRITES,
-        LAUNCH_CALLS,
-    )
-
     lines = [
         HEADER.format(
             cmd=REGENERATE,
@@ -303,6 +293,27 @@ def render_tables() -> str:
         "",
         "The tables the engine and the collectors decide by, as the code holds them.",
         "",
+    ]
+    for section in (
+        _backends,
+        _families,
+        _collectives,
+        _kv_cache_writes,
+        _phase_kernel_lines,
+        _launch_calls,
+        _host_categories,
+        _peaks,
+    ):
+        lines += section()
+    lines += _collector_columns()
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _backends() -> list[str]:
+    """The backend table's section, and the two backends found beside it."""
+    from dashboard.engine.rules import BACKEND_TABLE
+
+    lines = [
         "## Attention backends {#backends}",
         "",
         "`dashboard/engine/rules/backends.py` `BACKEND_TABLE`, in the order a name is tried (the first row it "
@@ -324,6 +335,15 @@ def render_tables() -> str:
         "`cpp_fused_*softmax*` / `triton_*fused*softmax*` kernel between matmuls, when no row matched) and "
         "`eager` (hand-written attention, found by dataflow: [design notes](design.md#eager-attention)).",
         "",
+    ]
+    return lines
+
+
+def _families() -> list[str]:
+    """The kernel family rules' section."""
+    from dashboard.engine.rules import FAMILY_RULES
+
+    lines = [
         "## Kernel families {#families}",
         "",
         "`dashboard/engine/rules/families.py` `FAMILY_RULES`: a kernel (on a CPU-only trace, a leaf op) gets the "
@@ -339,8 +359,15 @@ def render_tables() -> str:
     ]
     for i, rule in enumerate(FAMILY_RULES, start=2):
         lines.append(f"| {i} | {rule.family} | {_code(rule.name)} | {_code(rule.template)} | {_cell(rule.reason)} |")
-    lines += [
-        "",
+    lines.append("")
+    return lines
+
+
+def _collectives() -> list[str]:
+    """The collectives' section."""
+    from dashboard.engine.rules import COLLECTIVES
+
+    lines = [
         "## Collectives {#collectives}",
         "",
         "`dashboard/engine/rules/collectives.py` `COLLECTIVES` (case-insensitive): a *kernel* row matches a kernel's function "
@@ -356,8 +383,15 @@ def render_tables() -> str:
             f"| {_code(c.pattern)} | {'yes' if c.kernel else 'no'} | {'yes' if c.op else 'no'} | {_cell(c.reason)} | "
             f"{_cell(c.source)} |"
         )
-    lines += [
-        "",
+    lines.append("")
+    return lines
+
+
+def _kv_cache_writes() -> list[str]:
+    """The KV-cache writes' section."""
+    from dashboard.engine.rules import KV_CACHE_WRITES
+
+    lines = [
         "## KV-cache writes {#kv-cache-writes}",
         "",
         "`dashboard/engine/rules/calls.py` `KV_CACHE_WRITES`: copy kernels (the family table's copy rows include "
@@ -368,9 +402,15 @@ def render_tables() -> str:
     ]
     for r in KV_CACHE_WRITES:
         lines.append(f"| {_code(r.pattern)} | {_cell(r.reason)} | {_cell(r.source)} |")
-    lines += _phase_kernel_lines()
-    lines += [
-        "",
+    lines.append("")
+    return lines
+
+
+def _launch_calls() -> list[str]:
+    """The launch calls' section."""
+    from dashboard.engine.rules import LAUNCH_CALLS
+
+    lines = [
         "## Launch calls {#launch-calls}",
         "",
         "`dashboard/engine/rules/launches.py` `LAUNCH_CALLS`: host calls that replay a graph (its kernels share the "
@@ -382,8 +422,15 @@ def render_tables() -> str:
     ]
     for c in LAUNCH_CALLS:
         lines.append(f"| {_tick(c.name)} | {c.kind} | {c.vendor} | {_cell(c.reason)} | {_cell(c.source)} |")
-    lines += [
-        "",
+    lines.append("")
+    return lines
+
+
+def _host_categories() -> list[str]:
+    """The host categories' section, and where a user adds rows."""
+    from dashboard.engine.rules import HOST_CATEGORIES
+
+    lines = [
         "## Host categories {#host-categories}",
         "",
         "`dashboard/engine/rules/launches.py` `HOST_CATEGORIES`: the host side the Timeline draws and the op "
@@ -399,6 +446,15 @@ def render_tables() -> str:
         "A user adds rows to the backend, family and collective tables from a file: "
         "[name rules](design.md#name-rules).",
         "",
+    ]
+    return lines
+
+
+def _peaks() -> list[str]:
+    """The device peaks' section."""
+    from dashboard.engine.rules.peaks import PEAK_TABLE
+
+    lines = [
         "## Device peaks {#peaks}",
         "",
         "`dashboard/engine/rules/peaks.py` `PEAK_TABLE`: dense TFLOP/s by dtype and memory bandwidth in TB/s, "
@@ -413,8 +469,13 @@ def render_tables() -> str:
             f"| {_cell(peak.name)} | {peak.vendor} | {_num(peak.fp32)} | {_num(peak.tf32)} | {_num(peak.bf16)} | "
             f"{_num(peak.fp16)} | {_num(peak.fp8)} | {_num(peak.bandwidth_tbps)} | {_cell(peak.source)} |"
         )
-    lines += [
-        "",
+    lines.append("")
+    return lines
+
+
+def _collector_columns() -> list[str]:
+    """The collectors' tables, one per mode, their columns in order."""
+    lines = [
         "## Collectors' tables {#columns}",
         "",
         "Each mode of `python -m collectors` writes one table, in this column order; the same names, types "
@@ -428,7 +489,7 @@ def render_tables() -> str:
         for name, (kind, meaning) in columns.items():
             lines.append(f"| {_tick(name)} | {kind} | {_cell(meaning)} |")
         lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
 
 
 GENERATED: dict[str, Callable[[], str]] = {"cli.md": render_cli, "tables.md": render_tables}

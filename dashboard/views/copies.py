@@ -34,38 +34,7 @@ def render(sel: Selection) -> None:
     small = groups.filter(pl.col("hidden") & ~pl.col("alarm"))
     relation.say(sel)
     with st.container(key="copies_alarms"):
-        if hidden.height == 0:
-            threshold = f"{review.COPY_ALARM_SHARE:.0%} of the step or {format_bytes(review.COPY_ALARM_BYTES)} a step"
-            below = [
-                f"**{literal.md(row['run'])}** {row['per_step']:.4g} per step"
-                + (f", {format_bytes(row['bytes_per_step'])} a step" if row["bytes_per_step"] else "")
-                for row in small.group_by("run", maintain_order=True)
-                .agg(pl.col("per_step").sum(), pl.col("bytes_per_step").sum())
-                .iter_rows(named=True)
-            ]
-            st.success(
-                f"No hidden copy at or above the alarm's threshold ({threshold}) in the selected runs"
-                + (f"; below it: {'; '.join(below)} (the yellow rows below)." if below else "."),
-                icon=":material/check_circle:",
-            )
-        for label in runs:
-            mine = hidden.filter(pl.col("run") == label)
-            for row in mine.head(MAX_BOXES).iter_rows(named=True):
-                size = format_bytes(row["bytes_per_step"]) or "size unknown"
-                share = f"{row['share']:.1%} of the step time" if row["share"] is not None else "share unknown"
-                st.error(
-                    f"**{literal.md(row['run'])}: hidden {literal.md(row['kind'])} copy**, {row['per_step']:.4g} per step, {size} per step, "
-                    f"{format_us(row['us_per_step'])} per step ({share})  \nfrom {literal.code(row['op_chain'])}",
-                    icon=":material/content_copy:",
-                )
-            if mine.height > MAX_BOXES:
-                more = mine.height - MAX_BOXES
-                total = mine["per_step"].sum()
-                st.error(
-                    f"**{literal.md(label)}:** and {more} more op {'chain' if more == 1 else 'chains'} with hidden copies "
-                    f"({total:.4g} hidden {'copy' if total == 1 else 'copies'} per step in all): see the red rows below.",
-                    icon=":material/content_copy:",
-                )
+        _alarms(runs, hidden, small)
     st.caption(EXPLAIN)
 
     with st.container(key="chart_copies"):
@@ -98,6 +67,48 @@ def render(sel: Selection) -> None:
         height=tables.fit(groups.height, 420),
     )
 
+    _every_copy(runs)
+
+
+def _alarms(runs: dict, hidden: pl.DataFrame, small: pl.DataFrame) -> None:
+    """A box per hidden copy over the alarm's threshold (MAX_BOXES a run, then a count), or one
+    line saying there is none and naming the cheaper ones."""
+    if hidden.height == 0:
+        threshold = f"{review.COPY_ALARM_SHARE:.0%} of the step or {format_bytes(review.COPY_ALARM_BYTES)} a step"
+        below = [
+            f"**{literal.md(row['run'])}** {row['per_step']:.4g} per step"
+            + (f", {format_bytes(row['bytes_per_step'])} a step" if row["bytes_per_step"] else "")
+            for row in small.group_by("run", maintain_order=True)
+            .agg(pl.col("per_step").sum(), pl.col("bytes_per_step").sum())
+            .iter_rows(named=True)
+        ]
+        st.success(
+            f"No hidden copy at or above the alarm's threshold ({threshold}) in the selected runs"
+            + (f"; below it: {'; '.join(below)} (the yellow rows below)." if below else "."),
+            icon=":material/check_circle:",
+        )
+    for label in runs:
+        mine = hidden.filter(pl.col("run") == label)
+        for row in mine.head(MAX_BOXES).iter_rows(named=True):
+            size = format_bytes(row["bytes_per_step"]) or "size unknown"
+            share = f"{row['share']:.1%} of the step time" if row["share"] is not None else "share unknown"
+            st.error(
+                f"**{literal.md(row['run'])}: hidden {literal.md(row['kind'])} copy**, {row['per_step']:.4g} per step, {size} per step, "
+                f"{format_us(row['us_per_step'])} per step ({share})  \nfrom {literal.code(row['op_chain'])}",
+                icon=":material/content_copy:",
+            )
+        if mine.height > MAX_BOXES:
+            more = mine.height - MAX_BOXES
+            total = mine["per_step"].sum()
+            st.error(
+                f"**{literal.md(label)}:** and {more} more op {'chain' if more == 1 else 'chains'} with hidden copies "
+                f"({total:.4g} hidden {'copy' if total == 1 else 'copies'} per step in all): see the red rows below.",
+                icon=":material/content_copy:",
+            )
+
+
+def _every_copy(runs: dict) -> None:
+    """Every copy of every run, one row each."""
     st.subheader("Every copy")
     every = pl.concat(
         [copies(t).select(pl.lit(label).alias("run"), pl.all()) for label, t in runs.items()], how="vertical_relaxed"

@@ -50,6 +50,28 @@ def render(sel: Selection) -> None:
         "on CPU-only traces; the *counted as* column says which."
     )
     fam = review.families(runs)
+    shown = _overview_shown(table, fam)
+    any_cut = table["cut"].is_not_null().any()
+    order = overview_columns(table)
+    tables.show_by_group(
+        shown,
+        "tbl_overview",
+        _overview_config(any_cut),
+        split,
+        highlight=lambda row: _row_style(row, alarmed),
+        order=order,
+    )
+
+    show_graph_copies(sel, table, groups)
+    show_phases(phase_table(runs))  # serving runs only: prefill, decode, mixed steps
+    _overview_charts(sel, table, fam, split)
+
+    show_collections(sel.collections)
+
+
+def _overview_shown(table: pl.DataFrame, fam: pl.DataFrame) -> pl.DataFrame:
+    """The overview table as the tab shows it: the memsets per step beside it, the backend check in
+    words and the device as one label."""
     memsets = (
         fam.filter(pl.col("family") == "memset")
         .group_by("run")
@@ -67,69 +89,64 @@ def render(sel: Selection) -> None:
         .map_elements(lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String)
         .alias("device_label"),
     )
-    any_cut = table["cut"].is_not_null().any()
-    order = overview_columns(table)
-    tables.show_by_group(
-        shown,
-        "tbl_overview",
-        {
-            "run": st.column_config.TextColumn("run", pinned=True),
-            "device_label": tables.text("device", width="large" if any_cut else "medium"),
-            "steps": tables.count("steps", width="small"),
-            "median_step_us": tables.us("median µs", "Median over steps; 'time from' says which time", width="small"),
-            "speedup": tables.ratio(
-                "speedup",
-                "The group baseline's median / this run's median; > 1 is faster. Never across GPU and CPU-only runs, nor between different workloads",
-                width="small",
-            ),
-            "relation": tables.text(
-                "compared as",
-                "same workload (same attention shapes and dtype, or the same model's ops); "
-                "cross-device: the same workload on another device; 'different workload: no speedup' "
-                "when the runs do different work",
-                width="small",
-            ),
-            "work_per_step": tables.count(
-                "work / step", "Median over steps of the units named in 'counted as'", width="small"
-            ),
-            "memsets_per_step": tables.count(
-                "memsets",
-                "Of work / step, the Memset (Device) per step: a buffer zeroed "
-                "on the device before a kernel writes into it, not a second kernel. sdpa on cuDNN is one "
-                "fused kernel and one memset.",
-                width="small",
-            ),
-            "work_unit": tables.text(
-                "counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"
-            ),
-            "copies_per_step": tables.count("copies/step"),
-            "hidden_copies_per_step": tables.count(
-                "hidden/step", "Copies made inside another op (e.g. masked_fill's clone), per step"
-            ),
-            "backends": tables.text("backend", "Attention backend detected from op and kernel names"),
-            "backend_requested": tables.text(
-                "requested",
-                "The backend the collectors forced ('default': SDPA picks); empty for traces from elsewhere",
-            ),
-            "backend_verdict": tables.text(
-                "check", "FALLBACK: another backend ran than the one forced; compiled: torch.compile replaced it"
-            ),
-            "parity_passed": st.column_config.CheckboxColumn(
-                "parity ok", help="Against an fp32 reference, from the collector's metadata", width="small"
-            ),
-            "cut": tables.text(
-                "file cut off", "The profiler was killed mid-write: what was lost (see the alarm above)", width="medium"
-            )
-            if any_cut
-            else None,
-        },
-        split,
-        highlight=lambda row: _row_style(row, alarmed),
-        order=order,
-    )
+    return shown
 
-    show_graph_copies(sel, table, groups)
-    show_phases(phase_table(runs))  # serving runs only: prefill, decode, mixed steps
+
+def _overview_config(any_cut: bool) -> dict:
+    """The overview table's columns: names, help and widths (the cut column only when a file is cut)."""
+    return {
+        "run": st.column_config.TextColumn("run", pinned=True),
+        "device_label": tables.text("device", width="large" if any_cut else "medium"),
+        "steps": tables.count("steps", width="small"),
+        "median_step_us": tables.us("median µs", "Median over steps; 'time from' says which time", width="small"),
+        "speedup": tables.ratio(
+            "speedup",
+            "The group baseline's median / this run's median; > 1 is faster. Never across GPU and CPU-only runs, nor between different workloads",
+            width="small",
+        ),
+        "relation": tables.text(
+            "compared as",
+            "same workload (same attention shapes and dtype, or the same model's ops); "
+            "cross-device: the same workload on another device; 'different workload: no speedup' "
+            "when the runs do different work",
+            width="small",
+        ),
+        "work_per_step": tables.count(
+            "work / step", "Median over steps of the units named in 'counted as'", width="small"
+        ),
+        "memsets_per_step": tables.count(
+            "memsets",
+            "Of work / step, the Memset (Device) per step: a buffer zeroed "
+            "on the device before a kernel writes into it, not a second kernel. sdpa on cuDNN is one "
+            "fused kernel and one memset.",
+            width="small",
+        ),
+        "work_unit": tables.text("counted as", "kernel: kernels + GPU memcpy + memset; leaf cpu_op: CPU-only trace"),
+        "copies_per_step": tables.count("copies/step"),
+        "hidden_copies_per_step": tables.count(
+            "hidden/step", "Copies made inside another op (e.g. masked_fill's clone), per step"
+        ),
+        "backends": tables.text("backend", "Attention backend detected from op and kernel names"),
+        "backend_requested": tables.text(
+            "requested",
+            "The backend the collectors forced ('default': SDPA picks); empty for traces from elsewhere",
+        ),
+        "backend_verdict": tables.text(
+            "check", "FALLBACK: another backend ran than the one forced; compiled: torch.compile replaced it"
+        ),
+        "parity_passed": st.column_config.CheckboxColumn(
+            "parity ok", help="Against an fp32 reference, from the collector's metadata", width="small"
+        ),
+        "cut": tables.text(
+            "file cut off", "The profiler was killed mid-write: what was lost (see the alarm above)", width="medium"
+        )
+        if any_cut
+        else None,
+    }
+
+
+def _overview_charts(sel: Selection, table: pl.DataFrame, fam: pl.DataFrame, split: list) -> None:
+    """Per device group, work per step by kernel family beside the median time per step."""
     # the overview already holds speed.step_time's numbers: the chart reads them under speed_table's names
     step_times = table.select(
         "run",
@@ -163,8 +180,6 @@ def render(sel: Selection) -> None:
                 ),
                 key=f"fig_overview_time{suffix}",
             )
-
-    show_collections(sel.collections)
 
 
 def show_phases(phases: pl.DataFrame) -> None:

@@ -59,6 +59,39 @@ def render(sel: Selection) -> None:
     with first:
         apart = relation.say(sel, speed)
     attention = review.attention_efficiency(sel.runs)
+    speed = _with_attention(speed, attention)
+    with right:
+        st.caption(
+            f"Speedup = the baseline's median step time / the run's (above 1 = faster than **{literal.md(sel.baseline)}**"
+            + (", or than its group's baseline" if len(split) > 1 else "")
+            + "). Spread = 10th to 90th percentile over the profiled steps. Tokens per step come from the collectors' "
+            "metadata (batch × sequence length)."
+        )
+        if len(split) > 1:
+            st.info(literal.md(review.MIXED_DEVICES_WHY), icon=":material/call_split:")
+    tables.show_by_group(
+        speed,
+        "tbl_speed",
+        _speed_config(speed, apart),
+        split,
+    )
+    show_efficiency(sel, attention)
+    show_memory(sel)
+    log = st.toggle("Logarithmic axes (when runs differ by orders of magnitude)", key="speed_log")
+    if apart:
+        with st.container(key="speed_apart"):
+            st.caption(
+                "Not the same work as their baseline: "
+                + ", ".join(f"**{literal.md(r)}**" for r in speed["run"].to_list() if r in apart)
+                + ". Their times below are each run's own, marked 'other work', side by side, not faster or slower; "
+                "their speedup slots say why they hold no bar."
+            )
+    _speed_charts(sel, speed, split, log)
+    _speed_notes(speed)
+
+
+def _with_attention(speed: pl.DataFrame, attention: pl.DataFrame) -> pl.DataFrame:
+    """The speed table with each run's attention TFLOP/s, % of roofline, its measure and why none."""
     first = attention.unique(
         "run", keep="first", maintain_order=True
     )  # the whole step on collectors' traces, where variants compare
@@ -74,68 +107,53 @@ def render(sel: Selection) -> None:
         how="left",
         maintain_order="left",
     )
-    with right:
-        st.caption(
-            f"Speedup = the baseline's median step time / the run's (above 1 = faster than **{literal.md(sel.baseline)}**"
-            + (", or than its group's baseline" if len(split) > 1 else "")
-            + "). Spread = 10th to 90th percentile over the profiled steps. Tokens per step come from the collectors' "
-            "metadata (batch × sequence length)."
+    return speed
+
+
+def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
+    """The speed table's columns (the 'compared as' column only when some run is not the same work
+    on the same device as its baseline)."""
+    return {
+        "run": tables.text("run"),
+        "median_us": tables.us("median step (µs)"),
+        "p10_us": tables.us("p10 (µs)"),
+        "p90_us": tables.us("p90 (µs)"),
+        "steps": tables.count("steps"),
+        "time_source": tables.text("time from"),
+        "speedup": tables.ratio(
+            "speedup vs baseline", "Empty between runs that do different work: see 'compared as' and the note above"
+        ),
+        "relation": tables.text(
+            "compared as",
+            "same workload; cross-device: the same work on another device; 'different workload: no speedup'",
         )
-        if len(split) > 1:
-            st.info(literal.md(review.MIXED_DEVICES_WHY), icon=":material/call_split:")
-    tables.show_by_group(
-        speed,
-        "tbl_speed",
-        {
-            "run": tables.text("run"),
-            "median_us": tables.us("median step (µs)"),
-            "p10_us": tables.us("p10 (µs)"),
-            "p90_us": tables.us("p90 (µs)"),
-            "steps": tables.count("steps"),
-            "time_source": tables.text("time from"),
-            "speedup": tables.ratio(
-                "speedup vs baseline", "Empty between runs that do different work: see 'compared as' and the note above"
-            ),
-            "relation": tables.text(
-                "compared as",
-                "same workload; cross-device: the same work on another device; 'different workload: no speedup'",
-            )
-            if apart or speed["relation"].is_in([CROSS_DEVICE]).any()
-            else None,
-            "attn_tflops": st.column_config.NumberColumn(
-                "attention TFLOP/s",
-                format="%.4g",
-                help="Achieved by attention: its FLOPs (from the recorded shapes, or the "
-                "collectors' shape per step) over its device time (the op's span on CPU-only traces)",
-            ),
-            "attn_pct": st.column_config.NumberColumn(
-                "% of roofline",
-                format="%.3g%%",
-                help="Achieved / min(peak TFLOP/s, intensity × peak TB/s) of the device, from "
-                "the vendors' dense peaks, at the attention's minimum bytes (what a fused kernel needs; the roofline chart below "
-                "places each run at the bytes its own kernels move). Empty where there is no peak: the next column says why",
-            ),
-            "tokens_per_step": tables.count("tokens / step"),
-            "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
-            "usd_per_hour": st.column_config.NumberColumn(
-                "$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"
-            ),
-            "usd_per_mtok": st.column_config.NumberColumn("$ / million tokens", format="$%.4g"),
-            "attn_reason": tables.text("why no number", width="medium"),
-        },
-        split,
-    )
-    show_efficiency(sel, attention)
-    show_memory(sel)
-    log = st.toggle("Logarithmic axes (when runs differ by orders of magnitude)", key="speed_log")
-    if apart:
-        with st.container(key="speed_apart"):
-            st.caption(
-                "Not the same work as their baseline: "
-                + ", ".join(f"**{literal.md(r)}**" for r in speed["run"].to_list() if r in apart)
-                + ". Their times below are each run's own, marked 'other work', side by side, not faster or slower; "
-                "their speedup slots say why they hold no bar."
-            )
+        if apart or speed["relation"].is_in([CROSS_DEVICE]).any()
+        else None,
+        "attn_tflops": st.column_config.NumberColumn(
+            "attention TFLOP/s",
+            format="%.4g",
+            help="Achieved by attention: its FLOPs (from the recorded shapes, or the "
+            "collectors' shape per step) over its device time (the op's span on CPU-only traces)",
+        ),
+        "attn_pct": st.column_config.NumberColumn(
+            "% of roofline",
+            format="%.3g%%",
+            help="Achieved / min(peak TFLOP/s, intensity × peak TB/s) of the device, from "
+            "the vendors' dense peaks, at the attention's minimum bytes (what a fused kernel needs; the roofline chart below "
+            "places each run at the bytes its own kernels move). Empty where there is no peak: the next column says why",
+        ),
+        "tokens_per_step": tables.count("tokens / step"),
+        "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
+        "usd_per_hour": st.column_config.NumberColumn(
+            "$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"
+        ),
+        "usd_per_mtok": st.column_config.NumberColumn("$ / million tokens", format="$%.4g"),
+        "attn_reason": tables.text("why no number", width="medium"),
+    }
+
+
+def _speed_charts(sel: Selection, speed: pl.DataFrame, split: list, log: bool) -> None:
+    """Per device group, time per step beside the speedups; then tokens per second where known."""
     for group in split:
         suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
         mine = speed.filter(pl.col("run").is_in(group.runs))
@@ -156,6 +174,10 @@ def render(sel: Selection) -> None:
     if known.height:
         with st.container(key="chart_throughput"):
             st.plotly_chart(charts.throughput_bars(speed, sel.colors, modes=sel.modes), key="fig_throughput")
+
+
+def _speed_notes(speed: pl.DataFrame) -> None:
+    """The runs without tokens per step (no tokens/s, no cost), and those without a price."""
     missing = speed.filter(pl.col("tokens_per_step").is_null())["run"].to_list()
     if missing:
         st.info(

@@ -113,41 +113,13 @@ def _sweep(a: art.Article) -> None:
     assert sweep is not None
     st.subheader("Time, throughput and memory against sequence length")
     keys = art.groups(sweep)
-    dtypes = sorted(
-        set(keys["dtype"].to_list()),
-        key=lambda d: ("bf16", "fp16", "fp32").index(d) if d in ("bf16", "fp16", "fp32") else 9,
-    )
-    c1, c2, c3 = st.columns(3)
-    dtype = c1.selectbox("dtype", dtypes, key="sweep_dtype")
-    dims = sorted(set(keys.filter(pl.col("dtype") == dtype)["head_dim"].to_list()))
-    head_dim = c2.selectbox("head_dim", dims, key="sweep_head_dim")
-    causal_options = sorted(
-        set(keys.filter(pl.col("dtype") == dtype, pl.col("head_dim") == head_dim)["causal"]), reverse=True
-    )
-    causal = c3.selectbox(
-        "mask", causal_options, key="sweep_causal", format_func=lambda c: "causal" if c else "not causal"
-    )
+    dtype, head_dim, causal = _pick_curve(keys)
     part = sweep.filter(pl.col("dtype") == dtype, pl.col("head_dim") == head_dim, pl.col("causal") == causal)
     colors = article_charts.variant_colors(sweep["variant"].to_list())
     where = f"{dtype}, head_dim {head_dim}, {'causal' if causal else 'not causal'}"
     cross = art.crossovers(part)
     grow = art.memory_growth(part)
-    with st.container(key="sweep_crossovers"):
-        left, right = st.columns(2)
-        left.markdown(
-            "**Where each variant overtakes naive**\n\n"
-            + (
-                "\n".join(f"- {literal.md(article_report.crossover_words(r))}" for r in cross.iter_rows(named=True))
-                or "No variant ran beside naive at a common sequence length."
-            )
-        )
-        right.markdown(
-            "**How peak memory grows with the sequence**\n\n"
-            + (
-                "\n".join(f"- {literal.md(article_report.memory_words(r))}" for r in grow.iter_rows(named=True))
-                or "No peak memory was recorded."
-            )
-        )
+    _sweep_words(cross, grow)
     left, right = st.columns(2)
     with left:
         st.plotly_chart(
@@ -184,6 +156,50 @@ def _sweep(a: art.Article) -> None:
         key="chart_sweep_memory",
         width="stretch",
     )
+    _sweep_points(part)
+
+
+def _pick_curve(keys: pl.DataFrame) -> tuple:
+    """The curve to draw: its dtype, head_dim and mask, each among what the one before leaves."""
+    dtypes = sorted(
+        set(keys["dtype"].to_list()),
+        key=lambda d: ("bf16", "fp16", "fp32").index(d) if d in ("bf16", "fp16", "fp32") else 9,
+    )
+    c1, c2, c3 = st.columns(3)
+    dtype = c1.selectbox("dtype", dtypes, key="sweep_dtype")
+    dims = sorted(set(keys.filter(pl.col("dtype") == dtype)["head_dim"].to_list()))
+    head_dim = c2.selectbox("head_dim", dims, key="sweep_head_dim")
+    causal_options = sorted(
+        set(keys.filter(pl.col("dtype") == dtype, pl.col("head_dim") == head_dim)["causal"]), reverse=True
+    )
+    causal = c3.selectbox(
+        "mask", causal_options, key="sweep_causal", format_func=lambda c: "causal" if c else "not causal"
+    )
+    return dtype, head_dim, causal
+
+
+def _sweep_words(cross: pl.DataFrame, grow: pl.DataFrame) -> None:
+    """Where each variant overtakes naive, beside how its peak memory grows."""
+    with st.container(key="sweep_crossovers"):
+        left, right = st.columns(2)
+        left.markdown(
+            "**Where each variant overtakes naive**\n\n"
+            + (
+                "\n".join(f"- {literal.md(article_report.crossover_words(r))}" for r in cross.iter_rows(named=True))
+                or "No variant ran beside naive at a common sequence length."
+            )
+        )
+        right.markdown(
+            "**How peak memory grows with the sequence**\n\n"
+            + (
+                "\n".join(f"- {literal.md(article_report.memory_words(r))}" for r in grow.iter_rows(named=True))
+                or "No peak memory was recorded."
+            )
+        )
+
+
+def _sweep_points(part: pl.DataFrame) -> None:
+    """Every point of the curve, in a table under an expander."""
     with st.expander("Every point of this curve"):
         tables.show(
             part.sort(["variant", "seq"]),

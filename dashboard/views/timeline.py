@@ -98,6 +98,13 @@ def render(sel: Selection) -> None:
 
     _op_changes(a, b, step_a, step_b, pairs, group_of[id_a] == group_of[id_b], other_work)
 
+    _show_sequence(a, step_a, b, step_b, other_work)
+
+    _show_family_time(a, step_a, b, step_b, label_a, label_b, sel.colors.get(name[id_a]), sel.colors.get(name[id_b]))
+
+
+def _show_sequence(a, step_a: int, b, step_b: int, other_work: bool) -> None:
+    """Each step's kernels in launch order, aligned like a text diff: the counts, then the rows."""
     st.subheader("Kernel sequence, in launch order")
     seq = sequence_diff(a, step_a, b, step_b)
     streams = max(seq["a_stream"].drop_nulls().n_unique(), seq["b_stream"].drop_nulls().n_unique())
@@ -138,6 +145,11 @@ def render(sel: Selection) -> None:
         height=tables.fit(shown.height, 420),
     )
 
+
+def _show_family_time(
+    a, step_a: int, b, step_b: int, label_a: str, label_b: str, color_a: str | None, color_b: str | None
+) -> None:
+    """Time by kernel family in the two steps: the bars beside the table."""
     st.subheader("Time by kernel family")
     fam_ns = family_time_diff(a, step_a, b, step_b)
     fam = fam_ns.with_columns(
@@ -148,7 +160,7 @@ def render(sel: Selection) -> None:
     left, right = st.columns([3, 2])
     with left, st.container(key="chart_timeline_family"):
         st.plotly_chart(
-            charts.family_diff_bars(fam_ns, label_a, label_b, sel.colors.get(name[id_a]), sel.colors.get(name[id_b])),
+            charts.family_diff_bars(fam_ns, label_a, label_b, color_a, color_b),
             key="fig_timeline_family",
         )
     with right:

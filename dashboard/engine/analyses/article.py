@@ -160,6 +160,16 @@ def _first_line(exc: BaseException) -> str:
 
 GROUP = ("device", "dtype", "head_dim", "causal")
 """A sweep's curves: one per variant within each of these groups."""
+CURVE_COLUMNS = {
+    "device": pl.String,
+    "dtype": pl.String,
+    "head_dim": pl.Int64,
+    "causal": pl.Boolean,
+    "variant": pl.String,
+    "points": pl.Int64,
+}
+"""The first columns of a table with a row per curve (crossovers, memory_growth): the group, the
+variant and how many points its curve has."""
 
 
 def groups(sweep: pl.DataFrame) -> pl.DataFrame:
@@ -202,12 +212,7 @@ def crossovers(sweep: pl.DataFrame) -> pl.DataFrame:
             }
         )
     schema = {
-        "device": pl.String,
-        "dtype": pl.String,
-        "head_dim": pl.Int64,
-        "causal": pl.Boolean,
-        "variant": pl.String,
-        "points": pl.Int64,
+        **CURVE_COLUMNS,
         "faster_from_seq": pl.Int64,
         "crossover_seq": pl.Float64,
         "speedup_at_min_seq": pl.Float64,
@@ -247,12 +252,7 @@ def memory_growth(sweep: pl.DataFrame) -> pl.DataFrame:
     the variant ran out of memory (null when it never did).
     """
     schema = {
-        "device": pl.String,
-        "dtype": pl.String,
-        "head_dim": pl.Int64,
-        "causal": pl.Boolean,
-        "variant": pl.String,
-        "points": pl.Int64,
+        **CURVE_COLUMNS,
         "exponent": pl.Float64,
         "max_seq": pl.Int64,
         "peak_at_max_seq": pl.Float64,

@@ -94,6 +94,28 @@ def top_ops(trace: Trace) -> pl.DataFrame:
     ids = ops["id"].to_numpy()
     ops = ops.filter(pl.Series(outermost_op(ids) == ids))
     ids = ops["id"].to_numpy()
+    base = ops.select(
+        "step",
+        "id",
+        pl.col("name").cast(pl.String).alias("op"),
+        _scopes(ev, parent, is_scope, ids),
+        "ts_ns",
+        "dur_ns",
+    )
+    units = _work_units(trace, outermost_op)
+    copy_lines = _copy_lines(trace, outermost_op)
+    return (
+        base.join(units, left_on="id", right_on="top", how="left", maintain_order="left")
+        .join(copy_lines, left_on="id", right_on="top", how="left", maintain_order="left")
+        # a CPU-only trace's op time is its own span (a fused op's time is not in its leaves)
+        .with_columns(pl.col("work_ns").fill_null(0) if trace.has_gpu else pl.col("dur_ns").alias("work_ns"))
+        .sort("step", "ts_ns", "id")
+    )
+
+
+def _scopes(ev: pl.DataFrame, parent: np.ndarray, is_scope: np.ndarray, ids: np.ndarray) -> pl.Series:
+    """The innermost scope event's name around each op of `ids` ('' where none holds it)."""
+    n = ev.height
     scope_id = np.full(ids.size, -1, dtype=np.int64)  # the innermost scope event around each op
     cur, todo = parent[ids], np.ones(ids.size, dtype=bool)
     while todo.any():
@@ -103,28 +125,26 @@ def top_ops(trace: Trace) -> pl.DataFrame:
         scope_id[found] = safe[found]
         todo = live & ~found
         cur = np.where(todo, parent[safe], -1)
-    scope = (
+    return (
         pl.DataFrame({"name": ev["name"].gather(np.clip(scope_id, 0, max(n - 1, 0))), "has": scope_id >= 0})
         .select(pl.when("has").then(pl.col("name").cast(pl.String)).otherwise(pl.lit("")).alias("scope"))
         .to_series()
         if ids.size
         else pl.Series("scope", [], dtype=pl.String)
     )
-    base = ops.select(
-        "step",
-        "id",
-        pl.col("name").cast(pl.String).alias("op"),
-        scope,
-        "ts_ns",
-        "dur_ns",
-    )
+
+
+def _work_units(trace: Trace, outermost_op: Callable[[np.ndarray], np.ndarray]) -> pl.DataFrame:
+    """Per top-level op (top): its work units' names and kinds in launch order, and their time."""
+    ev = trace.events
+    n = ev.height
     work = work_events(trace).filter(pl.col("step").is_not_null())
     holder_of = ev["launch"].gather(work["id"]).fill_null(-1).to_numpy() if trace.has_gpu else work["id"].to_numpy()
     held = np.where(holder_of >= 0, outermost_op(np.clip(holder_of, 0, n - 1)), -1)
     work = work.with_columns(pl.Series("top", held), pl.concat_str(pl.col("name").cast(pl.String)).alias("name"))
     launch_ts = ev["ts_ns"].gather(np.clip(holder_of, 0, n - 1)).to_numpy()
     work = work.with_columns(pl.Series("order", np.where(holder_of >= 0, launch_ts, work["ts_ns"].to_numpy())))
-    units = (
+    return (
         work.sort("order", "ts_ns")
         .with_columns(
             pl.struct("name", "cat")
@@ -134,36 +154,29 @@ def top_ops(trace: Trace) -> pl.DataFrame:
         .group_by("top", maintain_order=True)
         .agg(pl.col("name").alias("units"), pl.col("unit").alias("kinds"), pl.col("dur_ns").sum().alias("work_ns"))
     )
+
+
+def _copy_lines(trace: Trace, outermost_op: Callable[[np.ndarray], np.ndarray]) -> pl.DataFrame:
+    """Per top-level op (top): one line per kind of copy it made ('clone + copy_') and their bytes."""
+    ev = trace.events
     copies = copies_in_steps(trace)
-    if copies.height:
-        holder = (
-            ev["launch"].gather(copies["id"]).fill_null(-1).to_numpy() if trace.has_gpu else copies["id"].to_numpy()
-        )
-        holder = np.where(holder >= 0, holder, copies["id"].to_numpy())
-        copies = copies.with_columns(
-            pl.Series("top", outermost_op(holder)),
-            pl.col("op_chain")
-            .list.slice(1)
-            .list.eval(pl.element().str.replace("^aten::", ""))
-            .list.join(" + ")
-            .alias("line"),
-        ).with_columns(pl.when(pl.col("line") == "").then(pl.col("kind")).otherwise(pl.col("line")).alias("line"))
-        # group_by without maintain_order hands its groups back in any order: lines in a fixed order
-        # (first copy's position) keep the answer byte-identical from run to run
-        copy_rows = copies.group_by("top", "line", maintain_order=True).agg(pl.col("bytes").sum().alias("bytes"))
-        copy_lines = copy_rows.group_by("top", maintain_order=True).agg(
-            pl.col("line").alias("copy_lines"), pl.col("bytes").alias("copy_bytes")
-        )
-    else:
-        copy_lines = pl.DataFrame(
-            schema={"top": pl.Int64, "copy_lines": pl.List(pl.String), "copy_bytes": pl.List(pl.Int64)}
-        )
-    return (
-        base.join(units, left_on="id", right_on="top", how="left", maintain_order="left")
-        .join(copy_lines, left_on="id", right_on="top", how="left", maintain_order="left")
-        # a CPU-only trace's op time is its own span (a fused op's time is not in its leaves)
-        .with_columns(pl.col("work_ns").fill_null(0) if trace.has_gpu else pl.col("dur_ns").alias("work_ns"))
-        .sort("step", "ts_ns", "id")
+    if not copies.height:
+        return pl.DataFrame(schema={"top": pl.Int64, "copy_lines": pl.List(pl.String), "copy_bytes": pl.List(pl.Int64)})
+    holder = ev["launch"].gather(copies["id"]).fill_null(-1).to_numpy() if trace.has_gpu else copies["id"].to_numpy()
+    holder = np.where(holder >= 0, holder, copies["id"].to_numpy())
+    copies = copies.with_columns(
+        pl.Series("top", outermost_op(holder)),
+        pl.col("op_chain")
+        .list.slice(1)
+        .list.eval(pl.element().str.replace("^aten::", ""))
+        .list.join(" + ")
+        .alias("line"),
+    ).with_columns(pl.when(pl.col("line") == "").then(pl.col("kind")).otherwise(pl.col("line")).alias("line"))
+    # group_by without maintain_order hands its groups back in any order: lines in a fixed order
+    # (first copy's position) keep the answer byte-identical from run to run
+    copy_rows = copies.group_by("top", "line", maintain_order=True).agg(pl.col("bytes").sum().alias("bytes"))
+    return copy_rows.group_by("top", maintain_order=True).agg(
+        pl.col("line").alias("copy_lines"), pl.col("bytes").alias("copy_bytes")
     )
 
 

@@ -307,17 +307,19 @@ def _rule_efficiency_drop(p: _Pair) -> RuleResult:
             candidate=c_pct,
         )
     else:
-        failed = b_pct - c_pct > rules.max_efficiency_drop
-        return _result(
-            rules,
-            "efficiency_drop",
-            failed,
+        message = (
             f"attention efficiency {c_pct:.1f}% of the roofline against {b_pct:.1f}% ({c_pct - b_pct:+.1f} points, "
-            f"allowed -{rules.max_efficiency_drop:g})",
-            base=b_pct,
-            candidate=c_pct,
-            threshold=rules.max_efficiency_drop,
+            f"allowed -{rules.max_efficiency_drop:g})"
         )
+        return _past_allowed(rules, "efficiency_drop", b_pct - c_pct, rules.max_efficiency_drop, message, b_pct, c_pct)
+
+
+def _past_allowed(
+    rules: Rules, rule: str, change: float, allowed: float, message: str, base: Any, candidate: Any
+) -> RuleResult:
+    """A rule that fails where a change (points or percent: a growth, a drop) passes what is
+    allowed; both readings and the allowance go with the verdict."""
+    return _result(rules, rule, change > allowed, message, base=base, candidate=candidate, threshold=allowed)
 
 
 def _rule_idle_share(p: _Pair) -> RuleResult:
@@ -327,16 +329,11 @@ def _rule_idle_share(p: _Pair) -> RuleResult:
         return _skip(rules, "idle_share", "CPU-only traces: no device idle time")
     else:
         grow = (c_idle - b_idle) * 100
-        return _result(
-            rules,
-            "idle_share",
-            grow > rules.max_idle_increase,
+        message = (
             f"device idle {c_idle:.0%} of the span of a step's work (median) against {b_idle:.0%} ({grow:+.1f} points, allowed "
-            f"+{rules.max_idle_increase:g})",
-            base=b_idle,
-            candidate=c_idle,
-            threshold=rules.max_idle_increase,
+            f"+{rules.max_idle_increase:g})"
         )
+        return _past_allowed(rules, "idle_share", grow, rules.max_idle_increase, message, b_idle, c_idle)
 
 
 def _rule_new_families(p: _Pair) -> RuleResult:
@@ -405,16 +402,11 @@ def _rule_memory_peak(p: _Pair) -> RuleResult:
         )
     else:
         growth = (c_mem / b_mem - 1) * 100 if b_mem else (0.0 if not c_mem else float("inf"))
-        return _result(
-            rules,
-            "memory_peak",
-            growth > rules.max_memory_increase_pct,
+        message = (
             f"peak memory {c_mem / 1e6:,.1f} MB against {b_mem / 1e6:,.1f} MB ({growth:+.1f}%, allowed "
-            f"+{rules.max_memory_increase_pct:g}%)",
-            base=b_mem,
-            candidate=c_mem,
-            threshold=rules.max_memory_increase_pct,
+            f"+{rules.max_memory_increase_pct:g}%)"
         )
+        return _past_allowed(rules, "memory_peak", growth, rules.max_memory_increase_pct, message, b_mem, c_mem)
 
 
 def _rule_health(p: _Pair) -> RuleResult:

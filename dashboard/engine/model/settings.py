@@ -91,7 +91,7 @@ TRACES = Setting(
     "unset: the bundled collections only",
     "Extra trace files or folders the dashboard opens at start, separated by the path separator (':' on "
     "Linux); the same as `streamlit run dashboard/app.py -- PATH ...`.",
-    "dashboard/catalog.py",
+    "dashboard/catalog_sources.py",
 )
 RULES = Setting(
     "ATTNSCOPE_RULES",

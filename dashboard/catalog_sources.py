@@ -1,0 +1,310 @@
+"""Where the dashboard's runs come from, without streamlit: the bundled collections
+(sample_traces/*/runs.json), the extra paths named at start or by $ATTNSCOPE_TRACES (a folder of
+rank traces as one group), loose files and uploads, each a Source with a stable id, what cannot be
+opened a Failure naming it, and the runs' default labels. dashboard/catalog.py opens them (and
+re-exports these names)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from dashboard.engine.analyses.article import is_article_folder
+from dashboard.engine.store.ingest import outside
+from dashboard.engine.model import settings
+
+if TYPE_CHECKING:
+    from dashboard.engine import Trace
+
+DASHBOARD = Path(__file__).resolve().parent
+REPO_ROOT = DASHBOARD.parent
+SAMPLE_ROOT = REPO_ROOT / "sample_traces"
+MANIFEST = "runs.json"
+ENV_TRACES = settings.TRACES.name
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One trace the dashboard can open. `id` is stable across sessions for files on disk
+    ('cpu/naive' for a collection run, 'file/<name>' for a loose file) so it can live in a link;
+    uploads get 'upload/<name>'. A file that may be one rank of a run of several ranks names that
+    run in `group` ('ranks/<folder>' for a folder named at start, 'store/<run id>' for a run of the
+    trace store) and its name in `group_name`; `rank` is the rank the store's catalog gives it."""
+
+    id: str
+    name: str
+    path: Path | None = None
+    collection: str | None = None
+    variant: str | None = None
+    compiled: bool = False
+    group: str | None = None
+    group_name: str | None = None
+    rank: int | None = None
+
+
+@dataclass
+class Collection:
+    """A bundled collection: its folder, the parsed runs.json and one Source per run."""
+
+    name: str
+    folder: Path
+    manifest: dict[str, Any]
+    sources: list[Source] = field(default_factory=list)
+    refused: list["Failure"] = field(default_factory=list)  # entries naming a file outside the folder
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        value = self.manifest.get("skipped")
+        return [s for s in value if isinstance(s, dict)] if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A file that could not be opened, with the one-line reason."""
+
+    source: Source
+    message: str
+
+
+def discover(
+    root: Path = SAMPLE_ROOT, extra: Iterable[Path] = ()
+) -> tuple[list[Collection], list[Source], list[Failure]]:
+    """Bundled collections under `root` (sorted by name), then the extra paths: collections
+    among them are returned with the others, loose trace files as Sources; a folder of the
+    article's measurements (engine.article, without a runs.json) is left to the Sweep tab. A runs.json that
+    cannot be read, or an extra path that does not exist, is a Failure naming the file."""
+    collections: list[Collection] = []
+    loose: list[Source] = []
+    failures: list[Failure] = []
+
+    def add_collection(folder: Path) -> None:
+        found = read_collection(folder, taken={c.name for c in collections})
+        if isinstance(found, Failure):
+            failures.append(found)
+        else:
+            collections.append(found)
+            failures.extend(found.refused)
+
+    if root.is_dir():
+        for manifest in sorted(root.glob(f"*/{MANIFEST}")):
+            add_collection(manifest.parent)
+    groups: set[str] = set()
+    seen = {c.folder.resolve() for c in collections} | {
+        f.source.path.parent.resolve() for f in failures if f.source.path
+    }
+    for path in extra:
+        path = Path(path)
+        if path.is_dir() and (path / MANIFEST).is_file():
+            if path.resolve() not in seen:
+                add_collection(path)
+                seen.add(path.resolve())
+        elif is_article_folder(path):
+            continue  # the article's measurements: the Sweep tab reads them (its e2e traces are no ranks of one job)
+        elif path.is_dir():
+            loose.extend(_folder_sources(path, groups, failures))
+        elif path.is_file():
+            loose.append(file_source(path))
+        else:
+            failures.append(_path_failure(path, "no such file or folder"))
+    unique = list({f.message: f for f in failures}.values())  # a path named twice fails once
+    return collections, _unique_ids(loose), unique
+
+
+def _folder_sources(path: Path, groups: set[str], failures: list[Failure]) -> list[Source]:
+    """The trace files of a folder given at start, as the ranks of one group ('ranks/<name>', a
+    counter where two folders share a name: `groups` holds the names taken); a file outside the
+    folder or a folder without traces is a Failure."""
+    try:
+        names = [p for p in sorted(path.iterdir()) if p.is_file() and is_trace_name(p.name)]
+    except OSError as exc:
+        failures.append(_path_failure(path, exc.strerror or str(exc)))
+        return []
+    found = []
+    for file in names:
+        why = outside(path, file)
+        if why:
+            failures.append(_path_failure(file, why))
+        else:
+            found.append(file_source(file))
+    if not found:
+        failures.append(_path_failure(path, f"no trace files ({', '.join(TRACE_SUFFIXES)}) in this folder"))
+    name = path.resolve().name or str(path)
+    group = base = f"ranks/{name}"
+    n = 2
+    while group in groups:
+        group = f"{base}#{n}"
+        n += 1
+    groups.add(group)
+    return [dataclasses.replace(s, group=group, group_name=name) for s in found]
+
+
+def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collection | Failure:
+    """A collection from its runs.json (entries without a trace file name are ignored), or a
+    Failure naming the manifest when it is not a readable JSON object. A name already `taken`
+    by another collection gets a counter, so run ids stay unique; so does a run whose id another
+    run of the same collection already has (a.json next to a.json.gz)."""
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return _manifest_failure(path, str(exc))
+    if not isinstance(manifest, dict):
+        return _manifest_failure(path, f"expected a JSON object, found {_json_kind(manifest)}")
+    entries = manifest.get("runs")
+    if entries is not None and not isinstance(entries, list):
+        return _manifest_failure(path, f"'runs' should be a list, found {_json_kind(entries)}")
+    taken = set(taken)
+    name = base = str(manifest.get("collection") or folder.name)
+    n = 2
+    while name in taken:
+        name = f"{base}-{n}"
+        n += 1
+    collection = Collection(name=name, folder=folder, manifest=manifest)
+    ids: set[str] = set()
+    for entry in entries or []:
+        if not isinstance(entry, dict) or not entry.get("trace"):
+            continue
+        trace_name = str(entry["trace"])
+        ident = f"{name}/{trace_stem(trace_name)}"
+        if ident in ids:
+            ident = base_id = f"{name}/{trace_name}"
+            k = 2
+            while ident in ids:
+                ident = f"{base_id}#{k}"
+                k += 1
+        why = outside(folder, folder / trace_name, trace_name)
+        if why:
+            collection.refused.append(
+                Failure(
+                    Source(id=f"outside/{ident}", name=trace_name, path=folder / trace_name, collection=name),
+                    f"{trace_name} (listed in {path}): {why}; not read",
+                )
+            )
+            continue
+        ids.add(ident)
+        variant = entry.get("variant")
+        collection.sources.append(
+            Source(
+                id=ident,
+                name=trace_name,
+                path=folder / trace_name,
+                collection=name,
+                variant=str(variant) if variant else None,
+                compiled=bool(entry.get("compiled")),
+            )
+        )
+    return collection
+
+
+def _path_failure(path: Path, reason: str) -> Failure:
+    return Failure(Source(id=f"path/{path}", name=str(path), path=path), f"{path}: {reason}")
+
+
+def _manifest_failure(path: Path, reason: str) -> Failure:
+    return Failure(Source(id=f"manifest/{path}", name=str(path), path=path), f"{path}: {reason}")
+
+
+def _json_kind(value: Any) -> str:
+    """'a list', 'a string', ... for a message about a JSON value of the wrong type."""
+    kinds = ((dict, "an object"), (list, "a list"), (str, "a string"), (bool, "a boolean"), ((int, float), "a number"))
+    return next((word for types, word in kinds if isinstance(value, types)), "null")
+
+
+def file_source(path: Path) -> Source:
+    return Source(id=f"file/{path.name}", name=path.name, path=path)
+
+
+def upload_source(name: str, digest: str, taken: set[str]) -> Source:
+    """A Source for an uploaded file; the id gets a hash suffix when the name is already taken."""
+    ident = f"upload/{name}"
+    if ident in taken:
+        ident = f"upload/{name}#{digest[:8]}"
+    return Source(id=ident, name=name)
+
+
+def extra_paths(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> list[Path]:
+    """Paths from `streamlit run dashboard/app.py -- PATH...` and from $ATTNSCOPE_TRACES.
+    Script arguments count only when this process runs the dashboard's app.py as its script
+    (under AppTest or pytest, sys.argv belongs to someone else)."""
+    argv = sys.argv if argv is None else argv
+    environ = dict(os.environ) if environ is None else environ
+    paths: list[Path] = []
+    if argv and Path(argv[0]).name == "app.py" and Path(argv[0]).resolve().parent == DASHBOARD:
+        paths.extend(Path(a) for a in argv[1:] if not a.startswith("-"))
+    paths.extend(Path(part) for part in settings.TRACES.paths(environ))
+    return paths
+
+
+def _unique_ids(sources: list[Source]) -> list[Source]:
+    """Loose files: the same file named twice is opened once; files with the same name in
+    different folders get the folder in their id (and a counter if that is taken too)."""
+    seen: set[str] = set()
+    paths: set[Path] = set()
+    out: list[Source] = []
+    for source in sources:
+        if source.path is not None:
+            where = source.path.resolve()
+            if where in paths:
+                continue
+            paths.add(where)
+        if source.id in seen and source.path is not None:
+            ident = base = f"file/{source.path.parent.name}/{source.name}"
+            n = 2
+            while ident in seen:
+                ident = f"{base}#{n}"
+                n += 1
+            source = dataclasses.replace(source, id=ident)
+        seen.add(source.id)
+        out.append(source)
+    return out
+
+
+def is_trace_name(name: str) -> bool:
+    return name.endswith(TRACE_SUFFIXES)
+
+
+def trace_stem(name: str) -> str:
+    """'naive.json.gz' -> 'naive'; 'rank0.pt.trace.json' -> 'rank0.pt.trace'."""
+    for suffix in (".json.gz", ".json", ".gz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def default_label(source: Source, trace: Trace | None) -> str:
+    """The variant from the trace's own metadata (or its manifest entry), '(CUDA graphs)' added for
+    runs the collectors compiled with mode="reduce-overhead" (`cuda_graphs: true`), '(compiled)'
+    for other torch.compile runs; else the file name without its extension."""
+    meta = trace.collector if trace is not None else {}
+    variant = meta.get("variant") or source.variant
+    if variant:
+        if meta.get("cuda_graphs") is True:
+            return f"{variant} (CUDA graphs)"
+        compiled = bool(meta.get("compiled", source.compiled))
+        return f"{variant} (compiled)" if compiled else str(variant)
+    return trace_stem(source.name)
+
+
+def unique_labels(labels: list[str], hints: list[str | None]) -> list[str]:
+    """Make labels unique: a repeated label gets its hint (e.g. the collection) in brackets, and
+    if still repeated, a counter."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    out: list[str] = []
+    used: set[str] = set()
+    for label, hint in zip(labels, hints):
+        candidate = f"{label} [{hint}]" if counts[label] > 1 and hint else label
+        base, n = candidate, 2
+        while candidate in used:
+            candidate = f"{base} #{n}"
+            n += 1
+        used.add(candidate)
+        out.append(candidate)
+    return out
