@@ -7,12 +7,18 @@ time budget, so that one H100/H200 session of at most 8 minutes brings back the 
 Parts, in order (each `python -m collectors ...` in a child process, killed at its budget, so a part
 that fails or hangs costs only itself; the exit status is the worst part's, 3 for a timeout):
 1. install: the wheels carried in collectors/wheels/ (SageAttention 1.0.6), `pip install
-   --no-index --no-deps --find-links collectors/wheels`: the GPU machine reaches no registry.
-2. collection: every variant eager, compiled and replayed from CUDA graphs, the third-party ones
-   last, at the article's shape (8x16x1024x64, bf16), into ROOT/<gpu>/ (--allow-parity-failures:
-   SageAttention's INT8 output is judged by the bf16 tolerance and may fail it; the run records it).
-3. sweep, dispatch, e2e, serve: the article's measurements at its scale, into ROOT/<gpu>-article/
-   (the sweep on a grid cut to fit its budget: seq 1024 4096 16384, head_dim 64 128, bf16, causal).
+   --no-index --no-deps --find-links collectors/wheels --target SITE`: the GPU machine reaches no
+   registry, and a folder of its own (put first on the later parts' PYTHONPATH) leaves the
+   machine's Python as it was.
+2. thirdparty: the third-party variants (collectors.thirdparty) eager, compiled and replayed from
+   CUDA graphs at the article's shape (8x16x1024x64, bf16), into ROOT/<gpu>-thirdparty/: a folder
+   of their own, so that a library that crashes its first call costs nothing else, and
+   --allow-parity-failures (SageAttention's INT8 output is judged by the bf16 tolerance and may
+   fail it; the manifest records it).
+3. collection: every other variant eager, compiled and replayed from CUDA graphs, into ROOT/<gpu>/.
+4. sweep, dispatch, e2e, serve: the article's measurements at its scale, into ROOT/<gpu>-article/
+   (the sweep, every variant, on a grid cut to fit its budget: seq 1024 4096 16384, head_dim 64,
+   bf16, causal).
 <gpu> is the device's name cut to its model (NVIDIA H100 80GB HBM3 -> h100; the CPU -> cpu).
 --scale tiny runs the same parts on tiny shapes (the CPU rehearsal the tests run; no torch.compile,
 no CUDA graphs, no flex in the collection and the sweep), and --dry prints the commands only.
@@ -22,18 +28,27 @@ A summary, gpu_run.json (each part's command, status and seconds), goes to ROOT/
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from collectors.options import PROG, Parser, UsageError, device
+from collectors.thirdparty import LIBRARIES
+from collectors.variants import VARIANTS
+
+THIRD_PARTY = tuple(LIBRARIES)
 
 WHEELS = Path(__file__).parent / "wheels"
-BUDGET_S = 450
+SITE = Path(tempfile.gettempdir()) / "attnscope-gpu-run-site"
+"""Where the carried wheels are installed (pip --target: no system site-packages touched); every
+later part runs with it first on PYTHONPATH."""
+BUDGET_S = 470
 """What all parts may take together (seconds): under the device machine's 8 minutes."""
 TIMEOUT_STATUS = 3
 
@@ -69,44 +84,27 @@ def plan(scale: str, dev: str, root: Path, label: str, install: bool = True) -> 
     parts = []
     if install:
         pip = (sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--find-links", str(WHEELS))
-        parts.append(Part("install", (*pip, "sageattention"), 20))
+        parts.append(Part("install", (*pip, "--upgrade", "--target", str(SITE), "sageattention"), 15))
     if scale == "article":
+        first_party = tuple(n for n in VARIANTS if n not in THIRD_PARTY)
+        graphs = ("--compile", "--cuda-graphs", "--allow-parity-failures")
+        sweep = ("--seq", "1024", "4096", "16384", "--head-dim", "64", "--dtype", "bf16", "--causal", "--reps", "10")
         parts += [
             Part(
-                "collection",
-                _collectors(*on, "--compile", "--cuda-graphs", "--allow-parity-failures", "--out", traces),
-                160,
+                "thirdparty", _collectors(*on, *graphs, "--variants", *THIRD_PARTY, "--out", f"{traces}-thirdparty"), 60
             ),
-            Part(
-                "sweep",
-                _collectors(
-                    "sweep", *on, "--seq", "1024", "4096", "16384", "--head-dim", "64", "128", "--dtype", "bf16"
-                )
-                + ("--causal", "--reps", "10", "--warmup", "2", "--out", article),
-                110,
-            ),
-            Part("dispatch", _collectors("dispatch", *on, "--out", article), 40),
-            Part("e2e", _collectors("e2e", *on, "--out", article), 70),
-            Part("serve", _collectors("serve", *on, "--out", article), 50),
+            Part("collection", _collectors(*on, *graphs, "--variants", *first_party, "--out", traces), 150),
+            Part("sweep", _collectors("sweep", *on, *sweep, "--warmup", "2", "--out", article), 100),
+            Part("dispatch", _collectors("dispatch", *on, "--out", article), 35),
+            Part("e2e", _collectors("e2e", *on, "--out", article), 60),
+            Part("serve", _collectors("serve", *on, "--out", article), 40),
         ]
         return parts
-    quick = (
-        "naive",
-        "naive_inplace",
-        "sdpa",
-        "sdpa-math",
-        "hub",
-        "thirdparty-sage",
-        "thirdparty-fa4",
-        "thirdparty-flashinfer",
-    )
+    quick = ("naive", "naive_inplace", "sdpa", "sdpa-math", "hub")
     shape = ("--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "64", "--active", "1")
     return parts + [
-        Part(
-            "collection",
-            _collectors(*on, *shape, "--variants", *quick, "--allow-parity-failures", "--out", traces),
-            120,
-        ),
+        Part("thirdparty", _collectors(*on, *shape, "--variants", *THIRD_PARTY, "--out", f"{traces}-thirdparty"), 60),
+        Part("collection", _collectors(*on, *shape, "--variants", *quick, "--out", traces), 120),
         Part(
             "sweep",
             _collectors("sweep", *on, "--seq", "32", "--head-dim", "64", "--dtype", "fp32", "--causal", "--reps", "10")
@@ -135,7 +133,8 @@ def run_part(part: Part) -> dict[str, object]:
     start = time.monotonic()
     print(f"== {part.name} (budget {part.budget_s} s): {shlex.join(part.argv)}", flush=True)
     try:
-        status = subprocess.run(part.argv, timeout=part.budget_s, check=False).returncode
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")]))}
+        status = subprocess.run(part.argv, timeout=part.budget_s, check=False, env=env).returncode
     except subprocess.TimeoutExpired:
         status = TIMEOUT_STATUS
         print(f"== {part.name}: stopped at its budget of {part.budget_s} s", flush=True)

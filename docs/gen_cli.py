@@ -49,6 +49,7 @@ FOREIGN_FLAGS = {
     "--no-index": "pip install (docs/collectors.md: the carried wheels)",
     "--no-deps": "pip install / pip download (docs/collectors.md)",
     "--find-links": "pip install (docs/collectors.md: the carried wheels)",
+    "--target": "pip install (docs/collectors.md: the carried wheels' own folder)",
     "--strict": "mkdocs build",
     "--site-dir": "mkdocs build",
     "--body-file": "gh pr comment (docs/ci.md)",
