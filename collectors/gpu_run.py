@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -132,10 +133,14 @@ def run_part(part: Part) -> dict[str, object]:
     when killed at the budget) and seconds."""
     start = time.monotonic()
     print(f"== {part.name} (budget {part.budget_s} s): {shlex.join(part.argv)}", flush=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")]))}
+    # a session of its own, so that the budget stops the part's own children too (inductor's compile workers)
+    proc = subprocess.Popen(part.argv, env=env, start_new_session=True)
     try:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")]))}
-        status = subprocess.run(part.argv, timeout=part.budget_s, check=False, env=env).returncode
+        status = proc.wait(timeout=part.budget_s)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
         status = TIMEOUT_STATUS
         print(f"== {part.name}: stopped at its budget of {part.budget_s} s", flush=True)
     seconds = round(time.monotonic() - start, 1)
@@ -146,7 +151,7 @@ def run_part(part: Part) -> dict[str, object]:
 def parser() -> Parser:
     p = Parser(prog=f"{PROG} gpu-run", description=__doc__.split("\n\n")[0].strip())
     p.add_argument(
-        "--root", type=Path, default=Path("sample_traces"), help="where the two folders go (default sample_traces)"
+        "--root", type=Path, default=Path("sample_traces"), help="where the run's folders go (default sample_traces)"
     )
     p.add_argument(
         "--scale", choices=("article", "tiny"), default="article", help="article (default) or tiny (a rehearsal)"

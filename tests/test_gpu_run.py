@@ -6,6 +6,8 @@ parts at a tiny scale run through on the CPU, writing both folders."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -81,3 +83,19 @@ def test_the_install_part_installs_the_carried_wheel_offline_into_its_own_folder
     (install,) = [p for p in gpu_run.plan("tiny", "cpu", tmp_path, "cpu") if p.name == "install"]
     assert gpu_run.run_part(install)["status"] == 0
     assert (tmp_path / "site" / "sageattention" / "core.py").is_file()
+
+
+def test_a_part_past_its_budget_is_stopped_with_its_children_and_the_run_goes_on(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    child = (
+        "import pathlib, subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(p.pid)); time.sleep(60)"
+    )
+    slow = gpu_run.Part("slow", (sys.executable, "-c", child), 3)
+    started = time.monotonic()
+    assert gpu_run.run_part(slow)["status"] == gpu_run.TIMEOUT_STATUS
+    assert time.monotonic() - started < 30
+    time.sleep(0.5)
+    status = Path(f"/proc/{pid_file.read_text()}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text()  # gone (or a zombie awaiting its reaper)
