@@ -40,6 +40,8 @@ from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
 from collectors.unavailable import Unavailable
+from dashboard.engine.rules.backends import BACKEND_TABLE
+from dashboard.engine.rules.names import parse
 from dashboard.engine.rules.ops import EAGER_CHAIN_MATMUL, EAGER_SOFTMAX
 
 Attention = Callable[..., Tensor]
@@ -271,6 +273,8 @@ SDPA_BACKENDS: tuple[BackendNames, ...] = (
 """The forward names of PyTorch's SDPA backends, fused ones first, under the names the dashboard's
 dashboard.engine.analyses.backends.BACKEND_TABLE gives them (a test keeps the two in step): the forward
 op and kernel of each backend only, matched against one call's names."""
+_LIBRARY_ROWS = {row.name: row for row in BACKEND_TABLE if row.name in ("sage", "flash-attn", "flashinfer")}
+"""The third-party variants' backends (collectors.thirdparty): their kernels by the dashboard's own rows."""
 _HUB_NAMES = re.compile(r"^_flash_attn\w*::|^_?kernels_community\w*::|flash_attn|(^|\W)flash::|flash_fwd")
 
 
@@ -279,7 +283,8 @@ def backend_ran(names: Sequence[str], variant_backend: str | None) -> tuple[str,
 
     backend: the first SDPA_BACKENDS row any name matches (cpu_flash, flash, efficient, cudnn,
     then math); for the flex variant "flex" when its compiled region ran; for the hub variant
-    "hub" (its op namespace or FlashAttention kernels); for hand-written attention "eager" (a
+    "hub" (its op namespace or FlashAttention kernels); for a third-party variant (sage, flash-attn,
+    flashinfer) its BACKEND_TABLE row's names; for hand-written attention "eager" (a
     matmul and a softmax op, no SDPA backend); else "unknown".
     evidence: the name that proves it, a device kernel's rather than the op's when both match
     ('' for unknown).
@@ -290,6 +295,10 @@ def backend_ran(names: Sequence[str], variant_backend: str | None) -> tuple[str,
     if variant_backend == "hub":
         hit = next((n for n in names if _HUB_NAMES.search(n)), "")
         return ("hub", hit) if hit else ("unknown", "")
+    if variant_backend in _LIBRARY_ROWS:
+        row = _LIBRARY_ROWS[variant_backend]
+        hit = next((n for n in names if row.pattern.search(parse(n).qualname)), "")
+        return (variant_backend, hit) if hit else ("unknown", "")
     for row in SDPA_BACKENDS:
         kernels = [n for n in names if row.kernel and re.search(row.kernel, n) and not n.startswith("aten::")]
         ops = [n for n in names if re.match(row.op, n)]

@@ -12,6 +12,9 @@ layout, in the input dtype.
   `torch.nn.attention.sdpa_kernel`. PyTorch raises a RuntimeError when the forced backend cannot
   run on this device or dtype; the collector records that text as the skip reason.
 - hub: FlashAttention-2 from the Hugging Face kernels hub (`collectors.hub`), CUDA only.
+- thirdparty-sage / thirdparty-fa4 / thirdparty-flashinfer: SageAttention 1.x, FlashAttention-4
+  (CuTe DSL) and FlashInfer as their libraries document a causal prefill (`collectors.thirdparty`,
+  which says what each supports), CUDA only.
 - flex: FlexAttention (`torch.nn.attention.flex_attention`) with a causal block mask, under
   torch.compile: PyTorch's generated fused kernel (Triton on a GPU, C++ on the CPU), the path
   serving stacks take for custom masks. It needs a working compiler; without one it is a skip.
@@ -28,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from collectors import thirdparty
 from collectors.unavailable import Unavailable  # noqa: F401  re-exported: collection, e2e and the tests import it from here
 
 Attention = Callable[[Tensor, Tensor, Tensor], Tensor]
@@ -101,8 +105,9 @@ class Variant:
     """A named attention variant.
 
     backend: the SDPA backend the variant asks for ("default", "math", "flash", "efficient",
-    "cudnn"), "hub" for the kernels-hub kernel, "flex" for FlexAttention, None for the
-    hand-written variants.
+    "cudnn"), "hub" for the kernels-hub kernel, "flex" for FlexAttention, the dashboard's
+    BACKEND_TABLE name of a third-party library's kernels ("sage", "flash-attn", "flashinfer"),
+    None for the hand-written variants.
     bind: given an example q (and `causal`, default True), returns the attention function ready
     to call on q-like inputs, or raises Unavailable with the reason.
     """
@@ -168,6 +173,9 @@ VARIANTS: dict[str, Variant] = {
         Variant("sdpa-cudnn", "cudnn", _bind_forced(SDPBackend.CUDNN_ATTENTION)),
         Variant("hub", "hub", _bind_hub),
         Variant("flex", "flex", _bind_flex),
+        Variant("thirdparty-sage", "sage", thirdparty.bind_sage),
+        Variant("thirdparty-fa4", "flash-attn", thirdparty.bind_fa4),
+        Variant("thirdparty-flashinfer", "flashinfer", thirdparty.bind_flashinfer),
     )
 }
 """Every variant by name, in the order the collector runs them."""

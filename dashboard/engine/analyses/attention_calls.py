@@ -19,7 +19,7 @@ from dashboard.engine.analyses.shapes import (
 )
 from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, names_in, per_trace
-from dashboard.engine.rules import call_part, is_kv_cache_write
+from dashboard.engine.rules import call_backend, call_part, is_kv_cache_write
 
 
 # --- the trace: attention calls, their device work, the roofline -------------------------------
@@ -375,6 +375,22 @@ def _row(
     return (call, op, called, kernel, backend, device, *timing, *described, reason)
 
 
+def _with_backend(calls: pl.DataFrame, backend: dict[str, str]) -> pl.DataFrame:
+    """calls (one per lone call, its part kernels' names in `parts`) with its backend: the one a
+    part names (rules.call_backend: SageAttention 1.x's quantize kernels before its Triton `_attn_fwd`),
+    else its main kernel's."""
+    parts = calls["parts"].explode().drop_nulls().unique().to_list()
+    by_part = {n: b for n in parts if (b := call_backend(n)) is not None}
+    of_parts = (
+        pl.col("parts")
+        .list.eval(pl.element().replace_strict(by_part, default=None, return_dtype=pl.String))
+        .list.drop_nulls()
+        .list.first()
+    )
+    of_kernel = pl.col("kernel").replace_strict(backend, default=None, return_dtype=pl.String)
+    return calls.with_columns(pl.coalesce(of_parts, of_kernel).alias("backend")).drop("parts")
+
+
 def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str], lone_steps: bool = False) -> pl.DataFrame:
     """CALL_SCHEMA rows of the calls of attention kernels that no attention op launched (one per
     main kernel with its parts, see _lone_calls), with the reason. With lone_steps (the trace has no
@@ -391,12 +407,16 @@ def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str], lone
         pl.col("dur_ns").sum().alias("time_ns"),
         pl.len().cast(pl.Int64).alias("kernels"),
         pl.col("launch").filter(main).first(),
+        pl.col("name").filter(~main).alias("parts"),
     )
+    calls = _with_backend(calls, backend)
     shape = _one_per_step_shape(trace, calls["call"]) if lone_steps else None
     if shape is not None:
         rows = [
-            _row(k, None, None, name, backend.get(name), device, (dur, n, 0, 0), shape, None)
-            for k, name, device, dur, n in calls.select("call", "kernel", "device", "time_ns", "kernels").iter_rows()
+            _row(k, None, None, name, named, device, (dur, n, 0, 0), shape, None)
+            for k, name, named, device, dur, n in calls.select(
+                "call", "kernel", "backend", "device", "time_ns", "kernels"
+            ).iter_rows()
         ]
         return pl.DataFrame(rows, schema=CALL_SCHEMA, orient="row")
     reason = (
@@ -417,7 +437,7 @@ def _orphan_rows(trace: Trace, work: pl.DataFrame, backend: dict[str, str], lone
         pl.lit(None, pl.String).alias("op"),
         pl.lit(None, pl.String).alias("called"),
         "kernel",
-        pl.col("kernel").replace_strict(backend, default=None, return_dtype=pl.String).alias("backend"),
+        "backend",
         "device",
         "time_ns",
         "kernels",

@@ -50,6 +50,7 @@ from dashboard.engine.rules.calls import (
     KV_CACHE_WRITES,
     CallPart,
     NameRule,
+    call_backend,
     call_part,
     is_kv_cache_write,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "UserRules",
     "attention_backend",
     "backend_table",
+    "call_backend",
     "call_part",
     "family_rules",
     "is_collective_op",

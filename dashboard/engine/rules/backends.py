@@ -123,10 +123,13 @@ BACKEND_TABLE: tuple[AttentionBackend, ...] = (
         r"^flash_attn(_3)?::|^_vllm_fa\d_C::",
         r"^(flash::)?flash_(fwd|bwd)\w*$|^flash::(FlashAttn\w*|flash_\w+)$|flash_attncute",
         "FlashAttention 2/3/4 (Dao-AILab flash-attn and its vLLM fork): flash::flash_fwd_kernel, "
-        "flash::FlashAttnFwdSm90 (under cutlass::device_kernel), CuTe-DSL flash_attncute kernels",
+        "flash::FlashAttnFwdSm90 (under cutlass::device_kernel), FlashAttention-4's CuTe-DSL kernels, named "
+        "from their module and class (kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_..., "
+        "newer builds prefixed flash_fwd_sm100_bf16_head_dim128_...)",
         "NVIDIA",
         source="Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h, "
-        "hopper/flash_fwd_launch_template.h, flash_attn/cute/; vllm-project/flash-attention",
+        "hopper/flash_fwd_launch_template.h, flash_attn/cute/ (flash_fwd_sm90.py FlashAttentionForwardSm90, "
+        "flash_fwd_sm100.py; kernel names as pull request 2564 shows them); vllm-project/flash-attention",
     ),
     AttentionBackend(
         "hub",
@@ -159,10 +162,13 @@ BACKEND_TABLE: tuple[AttentionBackend, ...] = (
         "flashinfer",
         r"^flashinfer::\w*(prefill|decode|attention|mla)\w*$",
         r"^(flashinfer::(\w+::)*)?(Batch|Single)(Prefill|Decode)With\w*KVCache\w*$|"
-        r"^flashinfer::(\w+::)*\w*(Attention|MLA|MergeStates)\w*$",
-        "FlashInfer (BatchPrefillWithPagedKVCacheKernel, BatchDecodeWithPagedKVCacheKernel, MLA, merge states)",
+        r"^flashinfer::(\w+::)*\w*(Attention|MLA|MergeStates)\w*$|^flashinfer::(\w+::)*PrefillWithKVCacheKernel$",
+        "FlashInfer (SinglePrefillWithKVCacheKernel, BatchPrefillWithRagged/PagedKVCacheKernel, "
+        "BatchDecodeWithPagedKVCacheKernel, MLA, merge states; on sm90 its FA3 backend's "
+        "flashinfer::PrefillWithKVCacheKernel, single and batch alike)",
         "NVIDIA",
-        source="flashinfer-ai/flashinfer include/flashinfer/attention/prefill.cuh, decode.cuh, mla.cuh, cascade.cuh",
+        source="flashinfer-ai/flashinfer include/flashinfer/attention/prefill.cuh, decode.cuh, mla.cuh, cascade.cuh, "
+        "hopper/prefill_sm90.cuh (PrefillWithKVCacheKernel)",
     ),
     AttentionBackend(
         "trtllm",

@@ -68,13 +68,15 @@ class CallPart:
     """One row of CALL_PARTS: attention kernels (BACKEND_TABLE's fused rows) whose function name
     (names.parse(...).qualname, case-sensitive) matches `pattern` are a part of the call of another
     kernel: `before` (True) the next attention kernel on their device and stream, else the one
-    before it. examples: names the row must take."""
+    before it. examples: names the row must take. backend: when set, a call without an op that has
+    this part is that backend's call whatever its main kernel's name (call_backend)."""
 
     pattern: str
     before: bool
     reason: str
     source: str
     examples: tuple[str, ...] = ()
+    backend: str | None = None
 
 
 # An attention call is one call, however many kernels it launches. Under an attention op the op
@@ -90,6 +92,9 @@ CALL_PARTS: tuple[CallPart, ...] = (
         "ROCm/aiter aiter/ops/triton/attention/fav3_sage.py (sage_quant, then sage_fwd); thu-ml/SageAttention "
         "sageattention/triton/quant_per_block.py, quant_per_thread.py",
         ("sage_quant_kernel", "quant_per_block_int8_kernel", "quant_key_per_thread_int8_kernel"),
+        # SageAttention 1.x's Triton attention kernel is named `_attn_fwd`, as the Triton tutorial's is
+        # (BACKEND_TABLE's triton row): its quantize kernels say whose call it is
+        backend="sage",
     ),
     CallPart(
         r"^reduce_segments$",
@@ -120,6 +125,13 @@ CALL_PARTS: tuple[CallPart, ...] = (
         ),
     ),
 )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def call_backend(name: str) -> str | None:
+    """The backend a call without an op is when `name` is one of its parts (CallPart.backend), else None."""
+    qualname = parse(name).qualname
+    return next((row.backend for row in CALL_PARTS if re.search(row.pattern, qualname)), None)
 
 
 @functools.lru_cache(maxsize=1 << 16)
