@@ -57,6 +57,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
             except Exception as exc:  # one strange file must not cost the others their summary
                 errors.append(_analysis_error(trace, exc))
                 warned += trace.warnings
+    summaries, failed = _attributed(summaries, files, by_path, store, args.graph_source)
+    errors += failed
     if args.json:
         print(json.dumps(summaries, indent=1, default=str))
     else:
@@ -72,6 +74,27 @@ def cmd_summary(args: argparse.Namespace) -> int:
     for error in errors:
         print(f"attnscope: error: {error}", file=sys.stderr)
     return EXIT_BAD_INPUT if errors else EXIT_OK
+
+
+def _attributed(
+    summaries: list[dict], files: list[str], by_path: dict[str, Trace], store, given: str | None
+) -> tuple[list[dict], list[str]]:
+    """The summaries with their graph replays attributed (--graph-source, else the source a .graphs
+    run's metadata names), and one error line per source that could not be read."""
+    from dashboard.cli.graphs import Sources, attribute, source_path, with_attribution
+
+    sources = Sources(store)
+    out = []
+    for path, summary in zip(files, summaries):
+        if not summary["graphs"]["launches"] or not source_path(path, summary.get("collector"), given):
+            out.append(summary)
+            continue
+        trace = by_path.get(path)
+        if trace is None:  # answered from the store: the trace itself reopens from it
+            loaded = sources.get(path)
+            trace = loaded
+        out.append(with_attribution(summary, attribute(trace, path, sources, given) if trace is not None else None))
+    return out, sources.errors
 
 
 def _labels(traces: list[Trace]) -> dict[str, Trace]:
@@ -154,6 +177,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             markdown = render_markdown(review)
             text = render_text(review)  # what the terminal gets: plain text, Markdown only where asked for
             markdown, text = with_phases(runs, markdown, text)  # serving runs: a line per phase
+            markdown, text = _with_graph_lines(
+                runs, dict(zip(runs, paths)), _store(args), args.graph_source, markdown, text
+            )
             html = render_html(review) if args.html else ""
             as_json = render_json(review) if args.json else ""
         except Exception as exc:
@@ -182,6 +208,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not args.html and not args.markdown and not args.json:
         print(text)
     return EXIT_OK if written else EXIT_BAD_INPUT
+
+
+def _with_graph_lines(
+    runs: dict[str, Trace], paths: dict[str, str], store, given: str | None, markdown: str, text: str
+) -> tuple[str, str]:
+    """compare's text and Markdown with a section on the runs whose kernels a CUDA graph replayed."""
+    from dashboard.cli.graphs import Sources, compare_lines
+
+    sources = Sources(store)
+    lines = compare_lines(runs, paths, sources, given)
+    for error in sources.errors:
+        print(f"attnscope: warning: {error}", file=sys.stderr)
+    if not lines:
+        return markdown, text
+    from dashboard.phase_lines import _before_footer
+
+    md = ["", "### CUDA graph replays", "", "```", *lines, "```"]
+    plain = ["", "CUDA graph replays", *lines]
+    return _before_footer(markdown, [""] + md, "<sub>attnscope "), _before_footer(text, [""] + plain, "attnscope ")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

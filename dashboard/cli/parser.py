@@ -9,6 +9,7 @@ import argparse
 from dashboard.cli.check import cmd_check
 from dashboard.cli.commands import cmd_compare, cmd_ingest, cmd_ls, cmd_summary, cmd_sweep
 from dashboard.engine.model.constants import COPY_ALARM_BYTES, COPY_ALARM_SHARE, DEFAULT_USD_PER_GPU_HOUR
+from dashboard.cli.graphs import add_option as graph_source
 from dashboard.engine.rules import BACKENDS
 
 
@@ -49,6 +50,7 @@ def _summary(sub: argparse._SubParsersAction) -> None:
         "also gets the slowest rank of each step)",
     )
     summary.add_argument("--json", action="store_true", help="print a JSON array, one object per file")
+    graph_source(summary)
     _store_options(summary)
     summary.set_defaults(run=cmd_summary)
 
@@ -66,6 +68,7 @@ def _compare(sub: argparse._SubParsersAction) -> None:
     )
     compare.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
     compare.add_argument("--markdown", metavar="FILE", help="write a Markdown summary for a pull-request comment")
+    graph_source(compare)
     compare.add_argument(
         "--json",
         metavar="FILE",

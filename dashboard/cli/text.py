@@ -4,6 +4,7 @@ slowest rank of each step for a folder of rank traces."""
 from __future__ import annotations
 
 import math
+import os
 from typing import TYPE_CHECKING, Any
 
 from dashboard.engine.model.constants import UNIT_KERNEL, WAITING_CHECKS
@@ -108,15 +109,54 @@ def _efficiency_lines(summary: dict[str, Any]) -> list[str]:
     lines.append(f"  attention efficiency: {_efficiency_line(summary['efficiency'])}")
     for step in summary["efficiency"]["per_step"]:  # collectors' traces: the measure `compare` ranks variants by
         lines.append(f"  attention efficiency over the whole step: {_step_efficiency_line(step, unit == UNIT_KERNEL)}")
-    graphs = summary["graphs"]
-    if graphs["launches"]:
-        one = graphs["launches"] == 1
-        ops = (
-            ", ".join(f"{n:,} under {op}" for op, n in graphs["ops"].items())
-            or f"no op holds {'it' if one else 'them'}"
+    return lines + graph_lines(summary["graphs"])
+
+
+GRAPH_OPS_SHOWN = 8
+
+
+def _short(kernel: str) -> str:
+    """A kernel's name as its function: namespace::base, without template arguments or signature."""
+    from dashboard.engine.rules.names import parse
+
+    found = parse(kernel)
+    return f"{found.namespace}::{found.base}" if found.namespace else found.base or kernel
+
+
+def graph_lines(graphs: dict[str, Any]) -> list[str]:
+    """The graph replays: how much device time they hold and, with a source (--graph-source), the op
+    chains their kernels came from; without one, that the trace does not say (never idle, never 'no ops')."""
+    if not graphs["launches"]:
+        return []
+    one = graphs["launches"] == 1
+    ops = ", ".join(f"{n:,} under {op}" for op, n in graphs["ops"].items()) or f"no op holds {'it' if one else 'them'}"
+    launches = "1 launch" if one else f"{graphs['launches']:,} launches"
+    share = graphs.get("share")
+    of = f", {share:.0%} of the device time" if share is not None else ""
+    lines = [f"  graph replays: {launches} replayed {graphs['kernels']:,} device events{of} ({ops})"]
+    found = graphs.get("attribution")
+    if found is None:
+        lines.append(
+            "    the ops that launched them are not in this trace: --graph-source TRACE (the same code run "
+            "without graphs) attributes them"
         )
-        launches = "1 launch" if one else f"{graphs['launches']:,} launches"
-        lines.append(f"  graph replays: {launches} replayed {graphs['kernels']:,} device events ({ops})")
+        return lines
+    part = found["attributed_share"]
+    lines.append(
+        f"    attributed through {os.path.basename(found['source'])}: {found['attributed']:,} of {found['kernels']:,} "
+        f"device events" + (f", {part:.0%} of the replayed time" if part is not None else "")
+    )
+    for op in found["ops"][:GRAPH_OPS_SHOWN]:
+        lines.append(f"      {op['device_us']:>10,.1f} µs {op['kernels']:>5,} x  {op['chain']}")
+    if len(found["ops"]) > GRAPH_OPS_SHOWN:
+        lines.append(f"      ... and {len(found['ops']) - GRAPH_OPS_SHOWN} more op chains")
+    if found["without_op"]:
+        lines.append(f"    {found['without_op']:,} aligned with work no op launched in the source")
+    if found["unaligned"]:
+        names = ", ".join(_short(n) for n in found["unaligned"][:3]) + (
+            f" and {len(found['unaligned']) - 3} more" if len(found["unaligned"]) > 3 else ""
+        )
+        lines.append(f"    not in the source (left unattributed): {names}")
     return lines
 
 

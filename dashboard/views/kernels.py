@@ -15,7 +15,7 @@ from dashboard.engine.compare import review
 from dashboard.engine.compare.diff import NOISE_NS
 from dashboard.engine.analyses.kernels import work_unit
 from dashboard.runs import Selection
-from dashboard.views import link, literal, relation, tables
+from dashboard.views import graph_ops, link, literal, relation, tables
 
 CHANGE_WORDS = {
     "added": "only in this run",
@@ -90,6 +90,7 @@ def render(sel: Selection) -> None:
         },
         height=420,
     )
+    graph_ops.show(sel)  # runs whose kernels a CUDA graph replayed: by op, through the compiled twin
 
     show_changes(sel, split, apart)
 

@@ -17,6 +17,7 @@ to ops), so that it never reads as idle or as "no ops".
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -122,6 +123,26 @@ def replay_chains(graphs: Trace, source: Trace) -> pl.DataFrame:
                 }
             )
     return pl.DataFrame(rows, schema=ATTRIBUTION_SCHEMA)
+
+
+TWIN_KEYS = ("variant", "backend_requested", "shape", "dtype", "device_name", "torch_version")
+"""What a collectors' compiled run must share with a .graphs run to be its twin (the same code, on the
+same device and torch, compiled without graphs)."""
+
+
+def compiled_twin(graphs: Trace, runs: Mapping[str, Trace]) -> str | None:
+    """The label of the run among `runs` that is the compiled twin of a collectors' .graphs run (its
+    metadata agrees on TWIN_KEYS; compiled, no CUDA graphs), the first in order; None for a trace
+    without that metadata or without such a run."""
+    mine = graphs.collector or {}
+    if mine.get("cuda_graphs") is not True or "variant" not in mine:
+        return None
+    for label, trace in runs.items():
+        other = trace.collector or {}
+        if other.get("compiled") is True and other.get("cuda_graphs") is not True:
+            if all(other.get(key) == mine.get(key) for key in TWIN_KEYS):
+                return label
+    return None
 
 
 def graph_attribution(graphs: Trace, source: Trace) -> dict[str, Any]:

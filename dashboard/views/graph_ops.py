@@ -1,0 +1,73 @@
+"""The Kernels tab's CUDA-graph section: the kernels a graph replayed, attributed to the op chains that
+launched them through the run's compiled twin among the selected runs (compare/graph_source.py);
+without a twin, how much of the device time the replays hold and what to select to attribute it."""
+
+from __future__ import annotations
+
+import os
+
+import polars as pl
+import streamlit as st
+
+from dashboard.engine.analyses.graphs import graph_summary
+from dashboard.engine.compare.graph_source import compiled_twin, graph_attribution
+from dashboard.engine.rules.names import parse
+from dashboard.runs import Selection
+from dashboard.views import literal, tables
+
+
+def show(sel: Selection) -> None:
+    """One block per selected run whose kernels a CUDA graph replayed; nothing when none did."""
+    replayed = {label: graph_summary(t) for label, t in sel.runs.items()}
+    replayed = {label: block for label, block in replayed.items() if block["launches"]}
+    if not replayed:
+        return
+    st.subheader("CUDA graph replays by op", anchor=False)
+    st.caption(
+        "A replayed graph's kernels sit under one launch call, so the trace does not say which op launched each. "
+        "The run's compiled twin (the same code without graphs) launches the same kernels in the same order, each "
+        "under its op chain: each replayed kernel takes its twin's chain. A kernel with no twin stays unattributed."
+    )
+    for at, (label, block) in enumerate(replayed.items()):
+        _show_run(sel, label, block, f"tbl_graph_ops_{at}")
+
+
+def _short(kernel: str) -> str:
+    """A kernel's function name, without its template arguments and signature."""
+    found = parse(kernel)
+    return f"{found.namespace}::{found.base}" if found.namespace else found.base or kernel
+
+
+def _show_run(sel: Selection, label: str, block: dict, key: str) -> None:
+    share = f"{block['share']:.0%} of its device time" if block["share"] is not None else "its device time"
+    twin = compiled_twin(sel.runs[label], sel.runs)
+    head = f"**{literal.md(label)}**: {block['kernels']:,} replayed device events, {share}"
+    if twin is None:
+        variant = (sel.runs[label].collector or {}).get("variant")
+        select = f"select **{literal.md(variant)} (compiled)**" if variant else "compare it with its compiled twin"
+        st.markdown(f"{head}; the ops that launched them are not in this trace: {select} to attribute them.")
+        return
+    found = graph_attribution(sel.runs[label], sel.runs[twin])
+    part = found["attributed_share"]
+    st.markdown(
+        f"{head}; attributed through **{literal.md(twin)}**: {found['attributed']:,} of {found['kernels']:,}"
+        + (f" ({part:.0%} of the replayed time)" if part is not None else "")
+        + (
+            f"; not in the twin: {literal.md(', '.join(_short(n) for n in found['unaligned']))}"
+            if found["unaligned"]
+            else ""
+        )
+    )
+    rows = pl.DataFrame(
+        found["ops"], schema={"op": pl.String, "chain": pl.String, "kernels": pl.Int64, "device_us": pl.Float64}
+    )
+    tables.show(
+        rows.select("chain", "kernels", "device_us"),
+        key,
+        {
+            "chain": tables.text("op chain (from the twin)", width="large"),
+            "kernels": tables.count("device events"),
+            "device_us": tables.us("device µs"),
+        },
+    )
+    st.caption(f"Source: {os.path.basename(sel.runs[twin].source)}")
