@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dashboard.engine.analyses.attention_calls import attention_calls, nearest_marked
+from dashboard.engine.analyses.attention_calls import _attention_work, attention_calls, nearest_marked
 from dashboard.engine.analyses.health import step_device_times
 from dashboard.engine.analyses.kernels import work_events
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
@@ -65,40 +65,58 @@ def _launch_ids(trace: Trace) -> pl.Series:
     return ev.filter(pl.col("cat").is_in(GPU_CATEGORIES))["launch"].drop_nulls().unique()
 
 
+def _outermost(trace: Trace, calls: pl.Series) -> np.ndarray:
+    """For each attention call's op id, the id of the outermost attention op around it (itself when
+    none is): scaled_dot_product_attention around _scaled_dot_product_flash_attention around
+    _flash_attention_forward, the op the user's code called."""
+    found = _attention_work(trace)
+    outer = found[2] if found is not None else {}
+    tops = []
+    for call in calls.to_list():
+        while outer.get(call, -1) >= 0:
+            call = outer[call]
+        tops.append(call)
+    return np.array(tops, dtype=np.int64)
+
+
 @per_trace
 def call_host(trace: Trace) -> pl.DataFrame:
     """One row per attention call made by an op (attention_calls' rows with an op; a kernel that no
-    op launched has no host side to read): call (the op's event id), step, op, backend, host_ns (the
-    span of the op's subtree on its thread), launches (launch calls nested under it). CALL_HOST_SCHEMA."""
+    op launched has no host side to read): call (the call's event id, attention_calls' `call`), step,
+    op (the outermost attention op around the call, the one the user's code called: its host time
+    holds the dispatch and a backend's setup), backend, host_ns (the span of that op's subtree on its
+    thread), launches (launch calls nested under it). CALL_HOST_SCHEMA."""
     calls = attention_calls(trace).filter(pl.col("op").is_not_null())
     if calls.height == 0:
         return pl.DataFrame(schema=CALL_HOST_SCHEMA)
     ev = trace.events
+    top = _outermost(trace, calls["call"])
     host = ev.select(~pl.col("cat").is_in(GPU_CATEGORIES)).to_series().to_numpy()
-    is_call = np.zeros(ev.height, dtype=bool)
-    is_call[calls["call"].to_numpy()] = True
+    is_top = np.zeros(ev.height, dtype=bool)
+    is_top[top] = True
     parent = ev["parent"].fill_null(-1).to_numpy()
     ids = np.flatnonzero(host)
-    owner = nearest_marked(parent, ids, is_call)
+    owner = nearest_marked(parent, ids, is_top)
     keep = owner >= 0
-    launches = set(_launch_ids(trace).to_list())
+    launches = _launch_ids(trace).to_numpy()
     sub = pl.DataFrame(
         {
-            "call": owner[keep],
+            "top": owner[keep],
             "end_ns": (ev["ts_ns"] + ev["dur_ns"].fill_null(0)).to_numpy()[ids[keep]],
-            "launch": np.isin(ids[keep], np.fromiter(launches, dtype=np.int64, count=len(launches))),
+            "launch": np.isin(ids[keep], launches),
         }
     )
-    per_call = sub.group_by("call").agg(pl.col("end_ns").max(), pl.col("launch").sum().cast(pl.Int64).alias("launches"))
-    start = ev.select(pl.col("id").alias("call"), "ts_ns", "step")
+    per_top = sub.group_by("top").agg(pl.col("end_ns").max(), pl.col("launch").sum().cast(pl.Int64).alias("launches"))
+    start = ev.select(pl.col("id").alias("top"), "ts_ns", "step", pl.col("name").cast(pl.String).alias("top_op"))
     return (
-        calls.select("call", "op", "backend")
-        .join(start, on="call", how="left")
-        .join(per_call, on="call", how="left")
+        calls.select("call", "backend")
+        .with_columns(pl.Series("top", top))
+        .join(start, on="top", how="left")
+        .join(per_top, on="top", how="left")
         .select(
             "call",
             "step",
-            "op",
+            pl.col("top_op").alias("op"),
             "backend",
             (pl.col("end_ns") - pl.col("ts_ns")).alias("host_ns"),
             pl.col("launches").fill_null(0),
