@@ -553,6 +553,7 @@ def _open_store_run(ref: str, store: Store | None) -> Trace:
 CHECK_OPTIONS = {  # [tool.attnscope.check] key -> (argparse dest, type)
     "max-slowdown": ("max_slowdown", float),
     "max-family-slowdown": ("max_family_slowdown", float),
+    "max-host-increase": ("max_host_increase", float),
     "inconclusive": ("inconclusive", str),
     "max-kernel-increase": ("max_kernel_increase", float),
     "allow-new-copies": ("allow_new_copies", bool),
@@ -663,6 +664,7 @@ def _gate_rules(settings: dict[str, Any]) -> Any:
         min_attention_efficiency=settings.get("min_attention_efficiency"),
         max_slowdown_pct=settings.get("max_slowdown"),
         max_family_slowdown_pct=settings.get("max_family_slowdown"),
+        max_host_increase_pct=settings.get("max_host_increase"),
         inconclusive=settings.get("inconclusive", "pass"),
         **{
             key: settings[dest]
@@ -997,6 +999,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the same for each kernel family's time per step (default: measured, not gated)",
     )
     timing.add_argument(
+        "--max-host-increase",
+        type=float,
+        metavar="PCT",
+        help="host_time: the same for the host time per attention call (its op's span on the CPU, each step's mean "
+        "over its calls; default: measured, not gated)",
+    )
+    timing.add_argument(
         "--inconclusive",
         choices=("fail", "pass"),
         help="what a gated time verdict does when the interval holds the threshold or a run has fewer than "
@@ -1032,7 +1041,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--rule",
         action="append",
         metavar="NAME=LEVEL",
-        help="set a rule's level, fail, warn or off (repeatable). Rules: step_time, family_time, kernel_count, "
+        help="set a rule's level, fail, warn or off (repeatable). Rules: step_time, family_time, host_time, kernel_count, "
         "hidden_copies, math_fallback, backend_fallback, required_backend, speedup, parity, attention_efficiency "
         "(fail); backend_change, efficiency_drop, idle_share, new_families, copy_growth, memory_peak, health (warn)",
     )

@@ -174,3 +174,47 @@ def test_the_fused_sdpa_steps_on_the_h200_are_host_bound_and_the_naive_ones_are_
 
 def test_a_cpu_only_trace_has_no_host_block():
     assert host_block(load_trace(str(oracle.DATA / "cpu_naive_profile_memory.json.gz"))) is None
+
+
+def _slower_host(trace, extra_ns: int):
+    """The trace with every scaled_dot_product_attention op (and what follows on its thread's nest)
+    lasting extra_ns longer: an injected host increase, the device side untouched."""
+    import dataclasses
+
+    import polars as pl
+
+    sdpa = (pl.col("cat") == "cpu_op") & (pl.col("name").cast(pl.String) == "aten::scaled_dot_product_attention")
+    events = trace.events.with_columns(
+        pl.when(sdpa).then(pl.col("dur_ns") + extra_ns).otherwise(pl.col("dur_ns")).alias("dur_ns")
+    )
+    return dataclasses.replace(trace, events=events, _analyses={})
+
+
+def test_the_gate_passes_a_run_against_itself_and_fails_an_injected_host_increase():
+    from dashboard.engine.compare.gate import Rules, evaluate
+
+    base = load_trace(str(H200 / "sdpa-flash.json.gz"))
+    rules = Rules(max_host_increase_pct=150.0, max_kernel_increase_pct=100.0)
+    same = {r.rule: r for r in evaluate(base, load_trace(str(H200 / "sdpa-flash.json.gz")), rules)}["host_time"]
+    assert same.status == "pass" and same.details["outcome"] == "unchanged"
+    slower = _slower_host(base, 1_000_000)  # +1 ms on each call's op
+    want = [h + 1_000_000 for h, _ in _reading(H200 / "sdpa-flash.json.gz")["calls"]]
+    assert sorted(call_host(slower)["host_ns"].to_list()) == pytest.approx(sorted(want), abs=2)
+    hit = {r.rule: r for r in evaluate(base, slower, rules)}["host_time"]
+    assert hit.status == "fail" and hit.details["outcome"] == "regression"
+    assert hit.message.startswith("host time per attention call +")
+    # without a threshold the rule measures and never fails
+    free = {r.rule: r for r in evaluate(base, slower, Rules(max_kernel_increase_pct=100.0))}["host_time"]
+    assert free.status == "pass" and "not gated" in free.message
+
+
+def test_check_takes_max_host_increase_from_the_command_line(tmp_path):
+    import json
+
+    from dashboard.cli import main
+
+    run = str(H200 / "sdpa-flash.json.gz")
+    out = tmp_path / "check.json"
+    assert main(["check", run, run, "--max-host-increase", "150", "--json", str(out)]) == 0
+    rules = {r["rule"]: r for r in json.loads(out.read_text())["rules"]}
+    assert rules["host_time"]["threshold"] == 150 and rules["host_time"]["status"] == "pass"
