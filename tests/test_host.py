@@ -218,3 +218,15 @@ def test_check_takes_max_host_increase_from_the_command_line(tmp_path):
     assert main(["check", run, run, "--max-host-increase", "150", "--json", str(out)]) == 0
     rules = {r["rule"]: r for r in json.loads(out.read_text())["rules"]}
     assert rules["host_time"]["threshold"] == 150 and rules["host_time"]["status"] == "pass"
+
+
+def test_compare_says_which_backend_costs_the_host_more_per_call_with_the_oracles_medians():
+    from dashboard.engine.compare.host_diff import host_reading
+
+    flash, cudnn = H200 / "sdpa-flash.json.gz", H200 / "sdpa-cudnn.json.gz"
+    (line,) = host_reading(load_trace(str(flash)), load_trace(str(cudnn)))
+    a = statistics.median(ns for ns, _ in _reading(flash)["calls"]) / 1e3
+    b = statistics.median(ns for ns, _ in _reading(cudnn)["calls"]) / 1e3
+    word = "more" if b >= a else "less"
+    assert line.startswith(f"host: cudnn costs {abs(b - a):,.1f} µs {word} host time per attention call than flash")
+    assert f"({b:,.1f} µs against {a:,.1f}; 2 launches a call against 1)" in line
