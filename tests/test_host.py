@@ -230,3 +230,27 @@ def test_compare_says_which_backend_costs_the_host_more_per_call_with_the_oracle
     word = "more" if b >= a else "less"
     assert line.startswith(f"host: cudnn costs {abs(b - a):,.1f} µs {word} host time per attention call than flash")
     assert f"({b:,.1f} µs against {a:,.1f}; 2 launches a call against 1)" in line
+
+
+def test_the_backends_tab_shows_each_runs_host_time_per_call_and_launch_latency(monkeypatch):
+    import os
+
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.runs import ENV_TRACES
+
+    runs = [H200 / "sdpa-flash.json.gz", H200 / "sdpa-cudnn.json.gz"]
+    monkeypatch.setenv(ENV_TRACES, os.pathsep.join(str(p) for p in runs))
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py"), default_timeout=120)
+    at.query_params["tab"] = "Backends"
+    at.query_params["run"] = ["file/" + p.name for p in runs]
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = at.get_by_key("tbl_host").dataframe[0].value
+    assert len(shown) == 2
+    for (_, row), path in zip(shown.iterrows(), runs, strict=True):
+        want = _reading(path)
+        assert row["host_us"] == pytest.approx(statistics.median(ns for ns, _ in want["calls"]) / 1e3, abs=0.002)
+        lat = [ns for values in want["latency"].values() for ns in values]
+        assert row["latency_median_us"] == pytest.approx(statistics.median(lat) / 1e3, abs=0.002)
+        assert row["latency_p90_us"] == pytest.approx(_p90(lat) / 1e3, abs=0.002)

@@ -336,3 +336,47 @@ def host_line(block: dict[str, Any] | None) -> str | None:
     if block["latency_median_us"] is not None:
         line += f", launch latency median {block['latency_median_us']:,.1f} µs (p90 {block['latency_p90_us']:,.1f} µs)"
     return line
+
+
+HOST_TABLE_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String,
+    "backend": pl.String,
+    "calls": pl.Int64,
+    "host_us": pl.Float64,
+    "launches": pl.Float64,
+    "latency_median_us": pl.Float64,
+    "latency_p90_us": pl.Float64,
+    "waiting_share": pl.Float64,
+    "busy_share": pl.Float64,
+    "host_bound_steps": pl.Int64,
+    "steps": pl.Int64,
+}
+
+
+def host_table(runs: dict[str, Trace]) -> pl.DataFrame:
+    """One row per run with launch calls (HOST_TABLE_SCHEMA), in run order: backend (its attention
+    calls' one backend, else the backends joined by '+'), calls, host_us and launches (median a
+    call), the launch latency (µs), waiting_share and busy_share (median over steps, 0..1),
+    host_bound_steps of steps: host_block's numbers side by side, for the dashboard."""
+    rows = []
+    for label, trace in runs.items():
+        block = host_block(trace)
+        if not block:
+            continue
+        calls = block["calls"]
+        rows.append(
+            (
+                label,
+                "+".join(calls["by_backend"]) or None,
+                calls["count"],
+                calls["host_us"],
+                calls["launches"],
+                block["latency_median_us"],
+                block["latency_p90_us"],
+                block["waiting_share"],
+                block["busy_share"],
+                block["host_bound_steps"],
+                len(block["steps"]),
+            )
+        )
+    return pl.DataFrame(rows, schema=HOST_TABLE_SCHEMA, orient="row")
