@@ -47,8 +47,10 @@ def _reading(path: Path) -> dict:
             by_thread[(e["pid"], e["tid"])].append(e)
     windows = oracle.step_windows(events)
     work = oracle.step_device_work(events, windows)
+    calls = _calls(by_thread, launch_calls)
     return {
-        "calls": _calls(by_thread, launch_calls),
+        "calls": [(host, n) for _, host, n in calls],
+        "call_steps": _call_steps(calls, windows),
         "latency": _latency(launch_calls, first_on_device, work),
         "steps": _steps(windows, work, launch_of),
     }
@@ -73,7 +75,17 @@ def _calls(by_thread: dict, launch_calls: list[dict]) -> list[tuple[int, int]]:
             host = max(e["end"] for e in inside) - op["ts"]
             n = sum(1 for c in launch_calls if (c["pid"], c["tid"]) == lane and op["ts"] <= c["ts"] < op["end"])
             out.append((op["ts"], host, n))
-    return [(host, n) for _, host, n in sorted(out)]
+    return sorted(out)
+
+
+def _call_steps(calls: list[tuple[int, int, int]], windows: list[dict]) -> dict[str, list[tuple[int, int]]]:
+    """Step name -> (host ns, launches) of the calls whose op starts inside the step's span."""
+    out: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for ts, host, n in calls:
+        held = [w for w in windows if w["start"] <= ts < w["stop"]]
+        if held:
+            out[held[0]["name"]].append((host, n))
+    return out
 
 
 def _latency(launch_calls: list[dict], first_on_device: dict, work: dict) -> dict[str, list[int]]:
@@ -162,6 +174,17 @@ def test_a_step_waits_on_the_host_where_its_launch_came_after_the_device_ran_dry
         assert s["span_us"] == pytest.approx(w["span"] / 1e3, abs=0.002)
         assert s["waiting_us"] == pytest.approx(w["waiting"] / 1e3, abs=0.002), name
         assert s["host_bound"] == (w["waiting"] > w["busy"])
+
+
+def test_each_step_gives_its_calls_mean_host_time_and_launches(read):
+    trace, want = read
+    names = dict(zip(trace.steps["step"].to_list(), trace.steps["name"].to_list()))
+    for s in host_block(trace)["steps"]:
+        calls = want["call_steps"].get(names[s["step"]], [])
+        assert s["calls"] == len(calls)
+        if calls:
+            assert s["call_host_us"] == pytest.approx(statistics.mean(h for h, _ in calls) / 1e3, abs=0.002)
+            assert s["call_launches"] == pytest.approx(statistics.mean(n for _, n in calls))
 
 
 def test_the_fused_sdpa_steps_on_the_h200_are_host_bound_and_the_naive_ones_are_not():

@@ -276,11 +276,27 @@ def _calls_block(calls: pl.DataFrame) -> dict[str, Any]:
     return {**one(calls), "by_backend": by_backend}
 
 
+def _calls_per_step(trace: Trace) -> dict[int, dict[str, Any]]:
+    """step -> {"calls", "call_host_us" (mean host time of the step's calls: call_host_per_step),
+    "call_launches" (mean launches a call)}."""
+    calls = call_host(trace).filter(pl.col("step").is_not_null())
+    per = calls.group_by("step").agg(
+        pl.len().alias("calls"),
+        pl.col("host_ns").cast(pl.Float64).mean().alias("host_ns"),
+        pl.col("launches").cast(pl.Float64).mean().alias("launches"),
+    )
+    return {
+        int(r["step"]): {"calls": int(r["calls"]), "call_host_us": _us(r["host_ns"]), "call_launches": r["launches"]}
+        for r in per.iter_rows(named=True)
+    }
+
+
 @per_trace
 def host_block(trace: Trace) -> dict[str, Any] | None:
     """The summary's `host` block (µs, shares 0..1), or None for a trace without launch calls (a
     CPU-only trace, a device-only export). steps: per step on its busiest device (ties: the lowest
-    id), step_host's row in µs; waiting_share and busy_share: their medians over steps; host_bound_steps:
+    id), step_host's row in µs with the step's attention calls (calls, and the mean call_host_us and
+    call_launches of a call); waiting_share and busy_share: their medians over steps; host_bound_steps:
     how many steps are host-bound; latency_median_us and latency_p90_us: over every launch call of
     the steps; calls: the attention calls' count, median host_us and launches, and the same by backend."""
     if not trace.has_gpu or _launch_ids(trace).len() == 0:
@@ -292,6 +308,7 @@ def host_block(trace: Trace) -> dict[str, Any] | None:
         .first()
     )
     lat = launch_latency(trace).filter(pl.col("step").is_not_null())["latency_ns"].cast(pl.Float64)
+    per_call = _calls_per_step(trace)
     return {
         "steps": [
             {
@@ -306,6 +323,7 @@ def host_block(trace: Trace) -> dict[str, Any] | None:
                 "launches": int(r["launches"]),
                 "latency_median_us": _us(r["latency_median_ns"]),
                 "latency_p90_us": _us(r["latency_p90_ns"]),
+                **per_call.get(int(r["step"]), {"calls": 0, "call_host_us": None, "call_launches": None}),
             }
             for r in busiest.iter_rows(named=True)
         ],
