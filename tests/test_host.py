@@ -16,9 +16,20 @@ from dashboard.engine.analyses.host import call_host, host_block, host_line, lau
 
 H200 = Path(__file__).resolve().parent.parent / "sample_traces" / "h200"
 H200_RUNS = ["sdpa", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "naive", "sdpa-cudnn.graphs"]
-REAL = ["tracelens_h100_bert_sdpa_flash.json.gz", "hta_a100_control.json.gz", "hta_v100_test.json.gz"]
+REAL = [
+    "tracelens_h100_bert_sdpa_flash.json.gz",
+    "hta_a100_control.json.gz",
+    "hta_v100_test.json.gz",
+    "tracelens_h100_qwen_chat_sdpa_flash.json.gz",
+    "tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz",
+    "tracelens_vllm_decode_graph_unified_attention.json.gz",
+    "kineto_legacy_resnet50_v100.pt.trace.json.gz",
+    "hta_mi250_rocm_minitoy.json.gz",
+]
 PATHS = [H200 / f"{run}.json.gz" for run in H200_RUNS] + [oracle.DATA / name for name in REAL]
-ATTENTION_OPS = oracle.SDPA_OP_WORDS  # scaled_dot_product*, _flash_attention_*, _efficient_attention_*, ...
+# scaled_dot_product*, _flash_attention_*, _efficient_attention_*, ...; AMD aiter's multi-head attention ops
+# (aiter::mha_batch_prefill under SGLang on the MI300X)
+ATTENTION_OPS = (*oracle.SDPA_OP_WORDS, "aiter::mha_")
 
 
 def _p90(values: list[int]) -> float:
