@@ -350,7 +350,8 @@ def host_line(block: dict[str, Any] | None) -> str | None:
     )
     calls = block["calls"]
     if calls["count"]:
-        line += f"; attention call: {calls['host_us']:,.1f} µs host, {calls['launches']:g} launches"
+        n = calls["launches"]
+        line += f"; attention call: {calls['host_us']:,.1f} µs host, {n:g} launch{'' if n == 1 else 'es'}"
     if block["latency_median_us"] is not None:
         line += f", launch latency median {block['latency_median_us']:,.1f} µs (p90 {block['latency_p90_us']:,.1f} µs)"
     return line

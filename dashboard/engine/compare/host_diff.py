@@ -37,7 +37,7 @@ def host_reading(base: Trace, other: Trace) -> list[str]:
         return [f"host: {waits}"]
     diff = cb["host_us"] - ca["host_us"]
     more = f"{abs(diff):,.1f} µs {'more' if diff >= 0 else 'less'} host time per attention call"
-    launches = f"{cb['launches']:g} launches a call against {ca['launches']:g}"
+    launches = f"{cb['launches']:g} launch{'' if cb['launches'] == 1 else 'es'} a call against {ca['launches']:g}"
     named_a, named_b = _backend(a), _backend(b)
     if named_a and named_b and named_a != named_b:
         head = f"{named_b} costs {more} than {named_a}"
