@@ -91,7 +91,7 @@ def call_host(trace: Trace) -> pl.DataFrame:
         return pl.DataFrame(schema=CALL_HOST_SCHEMA)
     ev = trace.events
     top = _outermost(trace, calls["call"])
-    host = ev.select(~pl.col("cat").is_in(GPU_CATEGORIES)).to_series().to_numpy()
+    host = ev.select(~pl.col("cat").is_in(GPU_CATEGORIES)).to_series().fill_null(True).to_numpy()
     is_top = np.zeros(ev.height, dtype=bool)
     is_top[top] = True
     parent = ev["parent"].fill_null(-1).to_numpy()
