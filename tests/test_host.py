@@ -288,3 +288,18 @@ def test_the_backends_tab_shows_each_runs_host_time_per_call_and_launch_latency(
         lat = [ns for values in want["latency"].values() for ns in values]
         assert row["latency_median_us"] == pytest.approx(statistics.median(lat) / 1e3, abs=0.002)
         assert row["latency_p90_us"] == pytest.approx(_p90(lat) / 1e3, abs=0.002)
+
+
+def test_the_check_comment_tables_the_host_time_per_call_beside_the_step_time(tmp_path):
+    from dashboard.cli import main
+
+    flash, cudnn = H200 / "sdpa-flash.json.gz", H200 / "sdpa-cudnn.json.gz"
+    out = tmp_path / "check.md"
+    main(["check", str(flash), str(cudnn), "--max-kernel-increase", "100", "--markdown", str(out)])
+    (row,) = [line for line in out.read_text().splitlines() if line.startswith("| host time per attention call |")]
+
+    def per_step_median(path: Path) -> float:
+        steps = _reading(path)["call_steps"]
+        return statistics.median(statistics.mean(h for h, _ in calls) for calls in steps.values()) / 1e3
+
+    assert row.split(" | ")[1:3] == [f"{per_step_median(flash):,.1f}", f"{per_step_median(cudnn):,.1f}"]
