@@ -11,6 +11,7 @@ from dashboard.engine.rules import BACKENDS
 CHECK_OPTIONS = {  # [tool.attnscope.check] key -> (argparse dest, type)
     "max-slowdown": ("max_slowdown", float),
     "max-family-slowdown": ("max_family_slowdown", float),
+    "max-host-increase": ("max_host_increase", float),
     "inconclusive": ("inconclusive", str),
     "max-kernel-increase": ("max_kernel_increase", float),
     "allow-new-copies": ("allow_new_copies", bool),
@@ -81,6 +82,7 @@ def _gate_rules(settings: dict[str, Any]) -> Any:
         min_attention_efficiency=settings.get("min_attention_efficiency"),
         max_slowdown_pct=settings.get("max_slowdown"),
         max_family_slowdown_pct=settings.get("max_family_slowdown"),
+        max_host_increase_pct=settings.get("max_host_increase"),
         inconclusive=settings.get("inconclusive", "pass"),
         **{
             key: settings[dest]

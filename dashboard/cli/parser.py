@@ -221,6 +221,13 @@ def _check_timing(gate: argparse.ArgumentParser) -> None:
         help="the same for each kernel family's time per step (default: measured, not gated)",
     )
     timing.add_argument(
+        "--max-host-increase",
+        type=float,
+        metavar="PCT",
+        help="host_time: the same for the host time per attention call (its op's span on the CPU, each step's mean "
+        "over its calls; default: measured, not gated)",
+    )
+    timing.add_argument(
         "--inconclusive",
         choices=("fail", "pass"),
         help="what a gated time verdict does when the interval holds the threshold or a run has fewer than "
@@ -259,7 +266,7 @@ def _check_others(gate: argparse.ArgumentParser) -> None:
         "--rule",
         action="append",
         metavar="NAME=LEVEL",
-        help="set a rule's level, fail, warn or off (repeatable). Rules: step_time, family_time, kernel_count, "
+        help="set a rule's level, fail, warn or off (repeatable). Rules: step_time, family_time, host_time, kernel_count, "
         "hidden_copies, math_fallback, backend_fallback, required_backend, speedup, parity, attention_efficiency "
         "(fail); backend_change, efficiency_drop, idle_share, new_families, copy_growth, memory_peak, health (warn)",
     )

@@ -160,6 +160,14 @@ def graph_lines(graphs: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _host_lines(summary: dict[str, Any]) -> list[str]:
+    """Host-bound or device-bound, and the attention call's host side (analyses.host.host_line)."""
+    from dashboard.engine.analyses.host import host_line
+
+    line = host_line(summary.get("host"))
+    return [f"  {line}"] if line else []
+
+
 def _memory_lines(summary: dict[str, Any]) -> list[str]:
     """The memory peak, as recorded."""
     lines: list[str] = []
@@ -209,7 +217,16 @@ def _human(summary: dict[str, Any]) -> str:
     from dashboard.phase_lines import summary_lines as _phase_lines  # serving traces: prefill/decode/mixed
 
     lines = []
-    for part in (_head_lines, _health_lines, _step_lines, _efficiency_lines, _phase_lines, _memory_lines, _copy_lines):
+    for part in (
+        _head_lines,
+        _health_lines,
+        _step_lines,
+        _efficiency_lines,
+        _host_lines,
+        _phase_lines,
+        _memory_lines,
+        _copy_lines,
+    ):
         lines += part(summary)
     return "\n".join(lines)  # (warnings go to stderr once, not here as well)
 

@@ -10,6 +10,7 @@ import streamlit as st
 from dashboard import report
 from dashboard.engine.compare import review
 from dashboard.engine.analyses.backends import BACKEND_TABLE, attention_launches
+from dashboard.engine.analyses.host import host_table
 from dashboard.runs import Selection
 from dashboard.views import literal, relation, tables
 
@@ -71,6 +72,7 @@ def render(sel: Selection) -> None:
             },
             height=tables.fit(launches.height),
         )
+    _host(sel)
     with st.expander("How each backend is recognised"):
         st.dataframe(
             pl.DataFrame(
@@ -84,6 +86,38 @@ def render(sel: Selection) -> None:
             ),
             hide_index=True,
         )
+
+
+def _host(sel: Selection) -> None:
+    """The host side of each run (analyses.host.host_table): an attention call's host time and
+    launches, the launch latency, and how much of a step the device waits on launches."""
+    frame = host_table(sel.runs)
+    if frame.height == 0:
+        return
+    st.subheader("The host side: what a call costs the CPU, and who waits")
+    st.caption(
+        "*Host µs*: the attention op's span on the CPU (median a call); *launches*: runtime launch calls under it; "
+        "*latency*: from a launch call to its first kernel's start. *Waits on launches*: the share of a step the "
+        "device sits idle with nothing queued; past the busy share the step is host-bound (docs: the host side)."
+    )
+    tables.show(
+        frame,
+        "tbl_host",
+        {
+            "run": tables.text("run"),
+            "backend": tables.text("backend"),
+            "calls": tables.count("calls"),
+            "host_us": tables.us("host µs a call"),
+            "launches": tables.count("launches a call"),
+            "latency_median_us": tables.us("launch latency median µs"),
+            "latency_p90_us": tables.us("launch latency p90 µs"),
+            "waiting_share": tables.share("waits on launches"),
+            "busy_share": tables.share("device busy"),
+            "host_bound_steps": tables.count("host-bound steps"),
+            "steps": tables.count("steps"),
+        },
+        height=tables.fit(frame.height),
+    )
 
 
 def _banners(frame: pl.DataFrame) -> None:

@@ -11,6 +11,7 @@ from dashboard.engine.analyses.copies import copies, copy_summary
 from dashboard.engine.analyses.efficiency import efficiency_block
 from dashboard.engine.analyses.graphs import graph_summary, graph_warning
 from dashboard.engine.analyses.health import health, step_device_times
+from dashboard.engine.analyses.host import host_block
 from dashboard.engine.analyses.kernels import family_per_step, per_step, work_unit
 from dashboard.engine.rules.devices import accelerator, device_names, gpu_vendor
 from dashboard.engine.analyses.memory import memory_block
@@ -163,6 +164,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         ],
         "efficiency": efficiency_block(trace),
         **({"phases": phases} if phases is not None else {}),
+        "host": host_block(trace),
         "graphs": graph_summary(trace),
         "memory": memory_block(trace),
         "collector": trace.collector or None,

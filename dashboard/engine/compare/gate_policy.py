@@ -15,6 +15,7 @@ STATUSES = ("pass", "fail", "warn", "skip")
 DEFAULT_LEVELS: dict[str, str] = {
     "step_time": "fail",  # fails only with a max_slowdown_pct
     "family_time": "fail",  # fails only with a max_family_slowdown_pct
+    "host_time": "fail",  # fails only with a max_host_increase_pct
     "kernel_count": "fail",
     "hidden_copies": "fail",
     "math_fallback": "fail",
@@ -49,6 +50,7 @@ class Rules:
     max_slowdown_pct: the step time fails when the bootstrap interval of candidate / base median
         lies wholly past 1 + this/100 (None: measured, never fails).
     max_family_slowdown_pct: the same for each kernel family's time per step (None: measured only).
+    max_host_increase_pct: the same for the host time per attention call (analyses.host; None: measured only).
     inconclusive: 'pass' or 'fail': what an inconclusive time verdict does under a threshold.
     confidence, resamples, seed: the bootstrap's (seeded: the same traces give the same verdict).
     max_memory_increase_pct: allowed growth of the peak allocated memory, percent.
@@ -67,6 +69,7 @@ class Rules:
     min_attention_efficiency: float | None = None
     max_slowdown_pct: float | None = None
     max_family_slowdown_pct: float | None = None
+    max_host_increase_pct: float | None = None
     inconclusive: str = "pass"
     confidence: float = 0.95
     resamples: int = 2_000

@@ -14,6 +14,7 @@ from dashboard.engine.analyses.efficiency import efficiency_block
 from dashboard.engine.analyses.health import health
 from dashboard.engine.analyses.kernels import work_unit
 from dashboard.engine.compare.fingerprint import CROSS_DEVICE
+from dashboard.engine.compare.gate_host import host_time_rule
 from dashboard.engine.compare.gate_policy import RULES, RuleResult, Rules, _result, _skip
 from dashboard.engine.compare.findings import format_bytes
 from dashboard.engine.compare.overview import backend_check, parity
@@ -61,6 +62,10 @@ def _rule_step_time(p: _Pair) -> RuleResult:
 
 def _rule_family_time(p: _Pair) -> RuleResult:
     return _family_rule(p.rules, p.base, p.candidate)
+
+
+def _rule_host_time(p: _Pair) -> RuleResult:
+    return host_time_rule(p.rules, p.base, p.candidate)
 
 
 def _rule_kernel_count(p: _Pair) -> RuleResult:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from dashboard.engine.analyses.kernels import kernel_table
+from dashboard.engine.compare.host_diff import host_reading
 from dashboard.engine.compare.diff import NOISE_NS, SLOWER, changed_rows, explained, kernel_diff, op_diff, readings
 from dashboard.engine.compare.speed import group_baselines
 from dashboard.engine.model.formatting import signed as signed_number
@@ -63,7 +64,7 @@ def changes(
                 step_run=so,
                 kernels=kernels,
                 ops=op_diff(runs[base], trace, sb, so),
-                readings=readings(runs[base], trace, sb, so),
+                readings=readings(runs[base], trace, sb, so) + host_reading(runs[base], trace),
                 top=top,
                 explained=explained(kernels, top),
             )

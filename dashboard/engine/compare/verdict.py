@@ -164,13 +164,16 @@ def _interval(d: dict[str, Any]) -> tuple[str, str]:
 
 def _time_table(rules: list[dict[str, Any]]) -> list[str]:
     """The median time per step of both runs, step time first, then each kernel family in both
-    runs (family_time's verdicts), one unit for the table, named in its header."""
+    runs (family_time's verdicts) and the attention call's host time (host_time's), one unit for the
+    table, named in its header."""
     rows: list[tuple[str, dict[str, Any]]] = []
     for r in rules:
         if r["rule"] == "step_time" and r["status"] != "skip":
             rows.append(("step time", r["details"]))
         elif r["rule"] == "family_time" and r["status"] != "skip":
             rows += [(f"kernel family: {family}", d) for family, d in r["details"].get("families", {}).items()]
+        elif r["rule"] == "host_time" and r["status"] != "skip":
+            rows.append(("host time per attention call", r["details"]))
     if not rows:
         return []
     unit = time_unit([v for _, d in rows for v in (d.get("base_median_ns"), d.get("candidate_median_ns"))])
