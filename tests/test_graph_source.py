@@ -4,6 +4,12 @@ op chain its compiled twin's kernel at the same place carries in the compiled tr
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -13,7 +19,8 @@ import oracle
 from dashboard.engine import load_trace
 from dashboard.engine.compare.graph_source import CHAIN_SEP, graph_attribution, replay_chains, replay_share
 
-H200 = Path(__file__).resolve().parent.parent / "sample_traces" / "h200"
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "sample_traces" / "h200"
 VARIANTS = ("naive", "naive_inplace", "sdpa", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math")
 
 
@@ -119,3 +126,105 @@ def test_a_trace_without_graphs_has_nothing_replayed():
     trace = load_trace(H200 / "naive.compiled.json.gz")
     assert replay_share(trace) == {"kernels": 0, "device_us": 0.0, "share": 0.0}
     assert replay_chains(trace, trace).height == 0
+
+
+# ---------------------------------------------------------------- the command line and the Kernels tab
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dashboard", *args], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+
+
+def test_summary_attributes_the_replays_through_the_source_given():
+    done = _cli(
+        "summary",
+        "--no-store",
+        "--json",
+        str(H200 / "naive.graphs.json.gz"),
+        "--graph-source",
+        str(H200 / "naive.compiled.json.gz"),
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)[0]["graphs"]["attribution"]
+    want = _source_steps(oracle.raw(H200 / "naive.compiled.json.gz", parse_float=Decimal))[0]
+    # by chain, the kernels the oracle's first compiled step launched under it, three replays of them
+    per_chain: dict[str, int] = {}
+    for _, chain in want:
+        per_chain[chain] = per_chain.get(chain, 0) + 3
+    assert {o["chain"]: o["kernels"] for o in found["ops"]} == per_chain
+    assert found["attributed"] == found["kernels"] == 12 and found["source"].endswith("naive.compiled.json.gz")
+    text = _cli(
+        "summary",
+        "--no-store",
+        str(H200 / "naive.graphs.json.gz"),
+        "--graph-source",
+        str(H200 / "naive.compiled.json.gz"),
+    ).stdout
+    assert "attributed through naive.compiled.json.gz: 12 of 12 device events, 100% of the replayed time" in text
+    assert "9 x  Torch-Compiled Region: 0/0 > aten::bmm" in text
+
+
+def test_without_a_source_the_summary_says_what_is_replayed_and_how_to_attribute_it():
+    text = _cli("summary", "--no-store", str(H200 / "sdpa-flash.graphs.json.gz")).stdout
+    graphs = oracle.raw(H200 / "sdpa-flash.graphs.json.gz")
+    device = [e for e in oracle.events_ns(graphs) if oracle.is_device(e)]
+    graph_corr = {e["args"]["correlation"] for e in oracle.complete(graphs) if e["name"] == "cudaGraphLaunch"}
+    share = sum(d["end"] - d["ts"] for d in device if d["args"].get("correlation") in graph_corr) / sum(
+        d["end"] - d["ts"] for d in device
+    )
+    assert f"replayed 3 device events, {share:.0%} of the device time" in text
+    assert "the ops that launched them are not in this trace: --graph-source TRACE" in text
+
+
+def test_a_graphs_trace_that_names_its_source_is_attributed_without_the_flag(tmp_path):
+    doc = oracle.raw(H200 / "naive.graphs.json.gz")
+    doc["attnscope"]["graph_source"] = "twin.json.gz"
+    with gzip.open(tmp_path / "naive.graphs.json.gz", "wt") as fh:
+        json.dump(doc, fh)
+    shutil.copy(H200 / "naive.compiled.json.gz", tmp_path / "twin.json.gz")
+    done = _cli("summary", "--no-store", "--json", str(tmp_path / "naive.graphs.json.gz"))
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)[0]["graphs"]["attribution"]
+    assert found["attributed"] == 12 and found["source"].endswith("twin.json.gz")
+
+
+def test_a_source_that_cannot_be_read_is_one_line_naming_it_and_the_summary_still_comes(tmp_path):
+    done = _cli(
+        "summary", "--no-store", str(H200 / "naive.graphs.json.gz"), "--graph-source", str(tmp_path / "missing.json")
+    )
+    assert done.returncode == 2
+    assert "graph replays: 3 launches replayed 12 device events" in done.stdout
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "--graph-source" in errors[0] and "missing.json" in errors[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_compare_attributes_a_graph_run_through_its_compiled_twin_among_the_runs():
+    done = _cli("compare", "--no-store", str(H200 / "naive.compiled.json.gz"), str(H200 / "naive.graphs.json.gz"))
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("CUDA graph replays\n", 1)[1]
+    assert section.startswith("naive (CUDA graphs):\n")
+    assert "attributed through naive.compiled.json.gz: 12 of 12 device events" in section
+    assert section.rstrip().splitlines()[-1].startswith("attnscope ")  # the footer stays last
+
+
+def test_the_kernels_tab_shows_a_graph_runs_kernels_by_op_through_its_compiled_twin(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.runs import ENV_TRACES
+
+    runs = [H200 / "naive.compiled.json.gz", H200 / "naive.graphs.json.gz"]
+    monkeypatch.setenv(ENV_TRACES, os.pathsep.join(str(p) for p in runs))
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=120)
+    at.query_params["tab"] = "Kernels"
+    at.query_params["run"] = ["file/" + p.name for p in runs]
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = at.get_by_key("tbl_graph_ops_0").dataframe[0].value
+    want = graph_attribution(load_trace(runs[1]), load_trace(runs[0]))
+    assert list(shown["chain"]) == [o["chain"] for o in want["ops"]]
+    assert list(shown["kernels"]) == [o["kernels"] for o in want["ops"]] and sum(shown["kernels"]) == 12
+    said = " ".join(m.value for m in at.markdown)
+    assert "attributed through" in said and "12 of 12" in said
