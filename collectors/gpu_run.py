@@ -63,6 +63,9 @@ class Part:
     budget_s: int
 
 
+DEFAULT_ROOT = Path("sample_traces")
+
+
 def gpu_label(name: str) -> str:
     """A folder name for a device: its model (H100, H200, A100, L40S, B200, ...) in lower case,
     else the name as a slug; 'cpu' for the CPU."""
@@ -150,9 +153,7 @@ def run_part(part: Part) -> dict[str, object]:
 
 def parser() -> Parser:
     p = Parser(prog=f"{PROG} gpu-run", description=__doc__.split("\n\n")[0].strip())
-    p.add_argument(
-        "--root", type=Path, default=Path("sample_traces"), help="where the run's folders go (default sample_traces)"
-    )
+    p.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="where the run's folders go (default sample_traces)")
     p.add_argument(
         "--scale", choices=("article", "tiny"), default="article", help="article (default) or tiny (a rehearsal)"
     )
@@ -177,6 +178,13 @@ def main(argv: list[str]) -> int:
     if args.scale == "article" and dev.type != "cuda" and not args.dry:
         print(
             f"{PROG} gpu-run: error: the article scale needs a CUDA device (--scale tiny rehearses it)", file=sys.stderr
+        )
+        return 2
+    if dev.type != "cuda" and not args.dry and args.root == DEFAULT_ROOT:
+        print(
+            f"{PROG} gpu-run: error: a rehearsal on the CPU would write over the bundled {DEFAULT_ROOT}/cpu: "
+            "give it a folder of its own with --root DIR",
+            file=sys.stderr,
         )
         return 2
     label = gpu_label(_device_name(dev))

@@ -61,6 +61,11 @@ def test_the_article_scale_without_a_gpu_is_a_usage_error(capsys):
     assert "needs a CUDA device" in capsys.readouterr().err
 
 
+def test_a_cpu_rehearsal_never_writes_over_the_bundled_cpu_collection(capsys):
+    assert main(["gpu-run", "--scale", "tiny", "--device", "cpu", "--no-install"]) == 2
+    assert "--root DIR" in capsys.readouterr().err
+
+
 def test_the_tiny_rehearsal_runs_every_part_on_the_cpu(tmp_path):
     status = main(["gpu-run", "--scale", "tiny", "--device", "cpu", "--root", str(tmp_path), "--no-install"])
     summary = json.loads((tmp_path / "cpu-article" / "gpu_run.json").read_text())
