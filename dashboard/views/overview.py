@@ -441,10 +441,57 @@ def _row_style(row: dict, alarmed: set[str]) -> str:
     return tables.ALARM_BG if bad else ""
 
 
+# The article's story, step by step: the collectors' variants that tell each step (a name, or a prefix
+# ending in "-"), and the commands that collect it, with when each applies.
+STORY: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
+    ("naive attention", ("naive",), ("python -m collectors --variants naive",), ""),
+    ("masked_fill_ (the copy disappears)", ("naive_inplace",), ("python -m collectors --variants naive_inplace",), ""),
+    ("fused scaled_dot_product_attention", ("sdpa", "sdpa-"), ("python -m collectors --variants sdpa sdpa-flash",), ""),
+    (
+        "fused kernels from the hub or third parties",
+        ("hub", "thirdparty-"),
+        ("python -m collectors --variants hub", "python -m collectors gpu-run"),
+        "the first on a machine that reaches the Hugging Face hub; the second on a GPU, with SageAttention carried "
+        "in the repository (FlashAttention-4 and FlashInfer where installed)",
+    ),
+)
+
+
+def story_coverage(variants: set[str]) -> list[tuple[str, bool]]:
+    """(step, whether a run of `variants` tells it) for each step of STORY."""
+    return [
+        (step, any(v == n or (n.endswith("-") and v.startswith(n)) for v in variants for n in names))
+        for step, names, _, _ in STORY
+    ]
+
+
+def _story_line(c: Collection) -> str | None:
+    """Which of the story's steps a collection's runs tell, and how to add the ones it lacks; None for
+    a collection that tells none of them (traces from elsewhere)."""
+    runs = c.manifest.get("runs")
+    variants = {r.get("variant") for r in runs if isinstance(r, dict)} if isinstance(runs, list) else set()
+    steps = story_coverage({v for v in variants if isinstance(v, str)})
+    if not any(told for _, told in steps):
+        return None
+    told = ", ".join(f"{i}. {literal.md(step)}" for i, (step, yes) in enumerate(steps, 1) if yes)
+    line = f"**{literal.md(c.name)}** tells the story's steps {told}"
+    for i, (step, yes) in enumerate(steps, 1):
+        if not yes:
+            _, _, commands, when = STORY[i - 1]
+            how = " or ".join(literal.code(cmd) for cmd in commands)
+            line += f"; step {i}, {literal.md(step)}, is not in it: collect it with {how}" + (
+                f" ({literal.md(when)})" if when else ""
+            )
+    return line + "."
+
+
 def show_collections(collections: list[Collection]) -> None:
-    """What each bundled collection is, and which variants it could not run (and why). Only the
-    facts its manifest states are listed."""
+    """What each bundled collection is, which of the story's steps its runs tell, and which variants it
+    could not run (and why). Only the facts its manifest states are listed."""
     for c in collections:
+        story = _story_line(c)
+        if story:
+            st.caption(story)
         m = c.manifest
         shape = m.get("shape") if isinstance(m.get("shape"), dict) else {}
         facts = []
