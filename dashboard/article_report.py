@@ -10,7 +10,7 @@ from typing import Any, Callable
 import polars as pl
 
 from dashboard.engine.analyses import article as art
-from dashboard.engine.model.formatting import bytes_cell as _bytes, ms_cell as _ms, times_cell as _x
+from dashboard.engine.model.formatting import bytes_cell as _bytes, ms_cell as _ms, signed, times_cell as _x
 
 Table = tuple[list[str], list[list[str]]]
 """A table as headers and rows of cell text."""
@@ -150,8 +150,8 @@ def findings(a: art.Article) -> list[str]:
             if "status" in r and r["status"] not in (None, art.STATUS_OK):
                 continue
             lines.append(
-                f"end to end, {r['phase']}: {r['variant']} {r['gain_pct']:+.1f}% measured, "
-                f"{r['predicted_pct']:+.1f}% predicted by Amdahl from attention's share"
+                f"end to end, {r['phase']}: {r['variant']} {signed(r['gain_pct'], 1)}% measured, "
+                f"{signed(r['predicted_pct'], 1)}% predicted by Amdahl from attention's share"
             )
     return lines
 

@@ -205,7 +205,11 @@ def _copy_lines(summary: dict[str, Any]) -> list[str]:
     if hidden:
         lines.append("  hidden copies (made inside another op):")
         for copy in hidden[:10]:
-            size = f"{copy['bytes']:,} B in all" if copy["bytes"] is not None else "bytes unknown"
+            size = (
+                f"{copy['bytes']:,} B in all"
+                if copy["bytes"] is not None
+                else "bytes unknown (no bytes or shapes recorded)"
+            )
             lines.append(f"    {copy['count']:>6,} x {copy['kind']:<6} {size:>23}  {' > '.join(copy['op_chain'])}")
         if len(hidden) > 10:
             lines.append(f"    ... and {len(hidden) - 10} more op chains")

@@ -27,6 +27,12 @@ EXPLAIN = (
 )
 
 
+SIZE_UNKNOWN = (
+    "size unknown (the trace records neither the copy's bytes nor its op's input shapes: "
+    "profile with record_shapes=True)"
+)
+
+
 def render(sel: Selection) -> None:
     runs = sel.runs
     groups = review.copy_groups(runs)
@@ -90,10 +96,11 @@ def _alarms(runs: dict, hidden: pl.DataFrame, small: pl.DataFrame) -> None:
     for label in runs:
         mine = hidden.filter(pl.col("run") == label)
         for row in mine.head(MAX_BOXES).iter_rows(named=True):
-            size = format_bytes(row["bytes_per_step"]) or "size unknown"
+            known = format_bytes(row["bytes_per_step"])
+            size = f"{known} per step" if known else SIZE_UNKNOWN
             share = f"{row['share']:.1%} of the step time" if row["share"] is not None else "share unknown"
             st.error(
-                f"**{literal.md(row['run'])}: hidden {literal.md(row['kind'])} copy**, {row['per_step']:.4g} per step, {size} per step, "
+                f"**{literal.md(row['run'])}: hidden {literal.md(row['kind'])} copy**, {row['per_step']:.4g} per step, {size}, "
                 f"{format_us(row['us_per_step'])} per step ({share})  \nfrom {literal.code(row['op_chain'])}",
                 icon=":material/content_copy:",
             )

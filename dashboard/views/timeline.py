@@ -13,7 +13,10 @@ from dashboard.engine.compare import review
 from dashboard.engine.compare.alignment import describe, op_changes, step_pairs
 from dashboard.engine.compare.diff import family_time_diff, sequence_diff, timeline
 from dashboard.engine.compare.fingerprint import DIFFERENT
+from dashboard.engine.analyses.kernels import per_step, work_unit
 from dashboard.engine.compare.speed import representative_step
+from dashboard.engine.model.constants import UNIT_KERNEL
+from dashboard.engine.model.formatting import format_us
 from dashboard.runs import Selection
 from dashboard.views import link, literal, relation, tables, timeline_chart
 
@@ -247,7 +250,13 @@ def _step_picker(column, label: str, trace, key: str, param: str, default: int |
     time), kept in the link."""
     steps = trace.steps
     options = steps["step"].to_list()
-    names = {row["step"]: f"{row['name']} ({row['dur_ns'] / 1e6:.3g} ms)" for row in steps.iter_rows(named=True)}
+    busy = dict(per_step(trace).select("step", "busy_ns").iter_rows())
+    what = "device busy" if work_unit(trace) == UNIT_KERNEL else "ops busy"
+    names = {
+        row["step"]: f"{row['name']} (span {row['dur_ns'] / 1e6:.3g} ms"
+        + (f", {what} {format_us(busy[row['step']] / 1e3)})" if busy.get(row["step"]) is not None else ")")
+        for row in steps.iter_rows(named=True)
+    }
     link.seed_choice(key, param, options, default if default in options else representative_step(trace), parse=int)
     with column:
         return st.selectbox(label, options, key=key, format_func=names.get)

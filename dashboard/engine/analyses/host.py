@@ -28,6 +28,7 @@ import polars as pl
 from dashboard.engine.analyses.attention_calls import _attention_work, attention_calls, nearest_marked
 from dashboard.engine.analyses.health import step_device_times
 from dashboard.engine.analyses.kernels import work_events
+from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
 
 CALL_HOST_SCHEMA: dict[str, pl.DataType] = {
@@ -98,19 +99,20 @@ def call_host(trace: Trace) -> pl.DataFrame:
     ids = np.flatnonzero(host)
     owner = nearest_marked(parent, ids, is_top)
     keep = owner >= 0
-    launches = _launch_ids(trace).to_numpy()
-    sub = pl.DataFrame(
-        {
-            "top": owner[keep],
-            "end_ns": (ev["ts_ns"] + ev["dur_ns"].fill_null(0)).to_numpy()[ids[keep]],
-            "launch": np.isin(ids[keep], launches),
-        }
+    is_launch = np.zeros(ev.height, dtype=bool)  # (np.isin sorts through np.unique, which imports numpy.ma)
+    is_launch[_launch_ids(trace).to_numpy()] = True
+    sub = pl.DataFrame(  # through Arrow (columns.series): a Series from numpy would import numpy.ma
+        [
+            series("top", owner[keep].astype(np.int64)),
+            series("end_ns", (ev["ts_ns"] + ev["dur_ns"].fill_null(0)).to_numpy()[ids[keep]].astype(np.int64)),
+            series("launch", is_launch[ids[keep]]),
+        ]
     )
     per_top = sub.group_by("top").agg(pl.col("end_ns").max(), pl.col("launch").sum().cast(pl.Int64).alias("launches"))
     start = ev.select(pl.col("id").alias("top"), "ts_ns", "step", pl.col("name").cast(pl.String).alias("top_op"))
     return (
         calls.select("call", "backend")
-        .with_columns(pl.Series("top", top))
+        .with_columns(series("top", np.asarray(top, dtype=np.int64)))
         .join(start, on="top", how="left")
         .join(per_top, on="top", how="left")
         .select(

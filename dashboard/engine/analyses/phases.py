@@ -21,6 +21,7 @@ from dashboard.engine.analyses.formulas import DTYPES
 from dashboard.engine.rules.op_readers import reader_for
 from dashboard.engine.analyses.rates import device_matches
 from dashboard.engine.analyses.serving import PHASE_ANNOTATIONS, StepPhases, read_phases
+from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
 from dashboard.engine.rules.phases import kernel_phase
 
@@ -119,7 +120,8 @@ def _by_kernels(trace: Trace, work: pl.DataFrame) -> tuple[dict[int, str], np.nd
         return None
     phases = {int(step): found[0] if len(found) == 1 else "mixed" for step, found in seen.iter_rows()}
     owner = gpu["step"].fill_null(-1).to_numpy().astype(np.int64)
-    return phases, np.where(np.isin(owner, list(phases)), owner, -1)
+    known = np.fromiter((o in phases for o in owner.tolist()), dtype=bool, count=len(owner))  # np.isin imports numpy.ma
+    return phases, np.where(known, owner, -1)
 
 
 @per_trace
@@ -152,7 +154,7 @@ def phase_steps(trace: Trace) -> pl.DataFrame:
         step_names = dict(trace.steps.select("step", "name").iter_rows())
         labels = {unit: step_names.get(unit) for unit in phases}
         found_by = "kernels"
-    gpu = _gpu_work(trace).with_columns(pl.Series("unit", owner, dtype=pl.Int64)).filter(pl.col("unit") >= 0)
+    gpu = _gpu_work(trace).with_columns(series("unit", np.asarray(owner, dtype=np.int64))).filter(pl.col("unit") >= 0)
     device = dict(gpu.group_by("unit").agg(pl.col("dur_ns").fill_null(0).sum()).iter_rows())
     attention = work.filter(pl.col("counted")).join(gpu.select("id", "unit"), on="id", how="inner")
     parts = attention.partition_by("unit", as_dict=True) if attention.height else {}

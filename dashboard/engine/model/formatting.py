@@ -60,7 +60,7 @@ def signed(value: float, digits: int) -> str:
 
 def ratio_change(ratio: float) -> str:
     """A ratio (candidate / base) as a signed change in percent: 1.052 -> '+5.2%'; '(no ratio)' when not finite."""
-    return f"{(ratio - 1) * 100:+.1f}%" if math.isfinite(ratio) else "(no ratio)"
+    return f"{signed((ratio - 1) * 100, 1)}%" if math.isfinite(ratio) else "(no ratio)"
 
 
 def times_cell(value: float | None) -> str:
