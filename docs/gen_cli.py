@@ -298,16 +298,8 @@ def render_tables() -> str:
         "The tables the engine and the collectors decide by, as the code holds them.",
         "",
     ]
-    for section in (
-        _backends,
-        _families,
-        _collectives,
-        _kv_cache_writes,
-        _phase_kernel_lines,
-        _launch_calls,
-        _host_categories,
-        _peaks,
-    ):
+    names = (_backends, _families, _collectives, _kv_cache_writes, _phase_kernel_lines)
+    for section in names + (_launch_calls, _host_categories, _peaks):
         lines += section()
     lines += _collector_columns()
     return "\n".join(lines).rstrip() + "\n"
