@@ -10,7 +10,7 @@ from typing import Any, Callable
 import polars as pl
 
 from dashboard.engine.analyses import article as art
-from dashboard.engine.model.formatting import bytes_cell as _bytes, ms_cell as _ms, signed, times_cell as _x
+from dashboard.engine.model.formatting import bytes_cell as _bytes, ms_cell as _ms, signed_change, times_cell as _x
 
 Table = tuple[list[str], list[list[str]]]
 """A table as headers and rows of cell text."""
@@ -22,19 +22,25 @@ def _group_name(row: dict[str, Any]) -> str:
 
 
 def crossover_words(row: dict[str, Any]) -> str:
-    """One variant's crossover against naive, in words (see article.crossovers)."""
+    """One variant's crossover against naive, in words (see article.crossovers), with the seqs where
+    the difference is inside the two runs' p10-p90 noise."""
     name = row["variant"]
     if row["faster_from_seq"] is None:
-        return f"{name}: not faster than naive at seq {row['max_seq']} ({_x(row['speedup_at_max_seq'])})"
-    if row["crossover_seq"] is None:
-        return (
+        said = f"{name}: not faster than naive at seq {row['max_seq']} ({_x(row['speedup_at_max_seq'])})"
+    elif row["crossover_seq"] is None:
+        said = (
             f"{name}: faster than naive at every seq measured, from {row['faster_from_seq']} "
             f"({_x(row['speedup_at_min_seq'])}) to {row['max_seq']} ({_x(row['speedup_at_max_seq'])})"
         )
-    return (
-        f"{name}: overtakes naive at seq ~{row['crossover_seq']:.0f} (faster from {row['faster_from_seq']}), "
-        f"{_x(row['speedup_at_max_seq'])} at {row['max_seq']}"
-    )
+    else:
+        said = (
+            f"{name}: overtakes naive at seq ~{row['crossover_seq']:.0f} (faster from {row['faster_from_seq']}), "
+            f"{_x(row['speedup_at_max_seq'])} at {row['max_seq']}"
+        )
+    noise = row.get("noise_seqs") or []
+    if noise:
+        said += f"; inside the p10-p90 noise at seq {', '.join(str(q) for q in noise)} (the runs' bands overlap)"
+    return said
 
 
 def memory_words(row: dict[str, Any]) -> str:
@@ -150,8 +156,8 @@ def findings(a: art.Article) -> list[str]:
             if "status" in r and r["status"] not in (None, art.STATUS_OK):
                 continue
             lines.append(
-                f"end to end, {r['phase']}: {r['variant']} {signed(r['gain_pct'], 1)}% measured, "
-                f"{signed(r['predicted_pct'], 1)}% predicted by Amdahl from attention's share"
+                f"end to end, {r['phase']}: {r['variant']} {signed_change(r['gain_pct'])}% measured, "
+                f"{signed_change(r['predicted_pct'])}% predicted by Amdahl from attention's share"
             )
     return lines
 

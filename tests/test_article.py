@@ -388,3 +388,37 @@ def test_the_bundled_article_folder_keeps_the_collectors_column_contract(table):
     for column in table.read:
         kind = table.columns[column][0]
         assert frame.schema[column].is_numeric() if kind.is_numeric() else frame.schema[column] == kind, column
+
+
+def test_the_seqs_where_a_difference_is_inside_the_noise_are_those_where_the_p10_p90_bands_overlap():
+    """On the bundled CPU sweep, read with the csv module: at each seq a variant and naive both ran,
+    the bands [p10, p90] overlap or they do not; the crossover rows and their words name exactly those."""
+    with open(BUNDLED / "sweep.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    ok = [r for r in rows if r["status"] == "ok" and float(r["time_ms"]) > 0]
+    key = lambda r: (r["device"], r["dtype"], int(r["head_dim"]), r["causal"] == "true")  # noqa: E731
+    naive = {(key(r), int(r["seq"])): r for r in ok if r["variant"] == "naive"}
+    want: dict[tuple, list[int]] = {}
+    for r in sorted(ok, key=lambda r: int(r["seq"])):
+        base = naive.get((key(r), int(r["seq"])))
+        if r["variant"] == "naive" or base is None:
+            continue
+        inside = float(r["time_ms_p10"]) <= float(base["time_ms_p90"]) and float(base["time_ms_p10"]) <= float(
+            r["time_ms_p90"]
+        )
+        want.setdefault((*key(r), r["variant"]), [])
+        if inside:
+            want[(*key(r), r["variant"])].append(int(r["seq"]))
+    a = art.read_article(BUNDLED)
+    got = {
+        (r["device"], r["dtype"], r["head_dim"], r["causal"], r["variant"]): r["noise_seqs"]
+        for r in art.crossovers(a.sweep).iter_rows(named=True)
+    }
+    assert got == want
+    compared = sum(1 for r in ok if r["variant"] != "naive" and (key(r), int(r["seq"])) in naive)
+    assert 0 < sum(map(len, want.values())) < compared  # the CPU sweep has differences inside the noise and outside
+    from dashboard.article_report import crossover_words
+
+    for row in art.crossovers(a.sweep).iter_rows(named=True):
+        said = crossover_words(row)
+        assert ("inside the p10-p90 noise" in said) == bool(row["noise_seqs"])

@@ -41,3 +41,12 @@ def test_the_four_ways_of_writing_bytes_stay_apart():
     assert [f.bytes_words(v) for v in (None, 4, 67_100_000, 2.75e9)] == ["unknown", "4 B", "67.1 MB", "2.75 GB"]
     assert [f.bytes_cell(v) for v in (None, 4, 16_800_000, 2.5e12)] == ["-", "4 B", "16.8 MB", "2500.0 GB"]
     assert [f.bytes_rounded(v) for v in (12, 4_000, 68_000_000, 1.25e9)] == ["12 B", "4 kB", "68 MB", "1.25 GB"]
+
+
+def test_a_change_that_rounds_to_zero_reads_plus_zero_never_minus_zero():
+    from dashboard.engine.model.formatting import ratio_change, signed_change
+
+    assert signed_change(-0.04) == "+0.0" and signed_change(0.04) == "+0.0"
+    assert signed_change(-0.05001) == "-0.1" and signed_change(1736.34) == "+1736.3"  # no thousands separator
+    assert ratio_change(0.99999) == "+0.0%" and ratio_change(1.052) == "+5.2%" and ratio_change(0.9) == "-10.0%"
+    assert ratio_change(float("nan")) == "(no ratio)"

@@ -185,14 +185,25 @@ def crossovers(sweep: pl.DataFrame) -> pl.DataFrame:
     faster at every longer measured seq (null when it is not faster at the longest).
     crossover_seq: where the speedup crosses 1, interpolated linearly in log(seq) vs log(speedup)
     between the last slower and the first faster point (null when it was faster from the first
-    point measured, or never). speedup_at_max_seq: at the longest seq both ran.
+    point measured, or never). speedup_at_max_seq: at the longest seq both ran. noise_seqs: the seqs
+    where the two runs' p10-p90 bands overlap (the difference there is inside the noise).
     """
-    ok = sweep.filter(pl.col("status") == STATUS_OK, pl.col("time_ms") > 0)
-    base = ok.filter(pl.col("variant") == BASELINE).select(*GROUP, "seq", pl.col("time_ms").alias("naive_ms"))
+    ok = _with_band(sweep.filter(pl.col("status") == STATUS_OK, pl.col("time_ms") > 0))
+    base = ok.filter(pl.col("variant") == BASELINE).select(
+        *GROUP,
+        "seq",
+        pl.col("time_ms").alias("naive_ms"),
+        pl.col("p10").alias("naive_p10"),
+        pl.col("p90").alias("naive_p90"),
+    )
     paired = (
         ok.filter(pl.col("variant") != BASELINE)
         .join(base, on=[*GROUP, "seq"], how="inner")
-        .with_columns((pl.col("naive_ms") / pl.col("time_ms")).alias("speedup"))
+        .with_columns(
+            (pl.col("naive_ms") / pl.col("time_ms")).alias("speedup"),
+            # the two runs' p10-p90 bands overlap: at this seq the difference is inside the noise
+            ((pl.col("p10") <= pl.col("naive_p90")) & (pl.col("naive_p10") <= pl.col("p90"))).alias("in_noise"),
+        )
         .sort([*GROUP, "variant", "seq"])
     )
     rows: list[dict[str, Any]] = []
@@ -209,6 +220,7 @@ def crossovers(sweep: pl.DataFrame) -> pl.DataFrame:
                 "speedup_at_min_seq": speed[0],
                 "speedup_at_max_seq": speed[-1],
                 "max_seq": seqs[-1],
+                "noise_seqs": [q for q, inside in zip(seqs, part["in_noise"].to_list()) if inside],
             }
         )
     schema = {
@@ -218,11 +230,21 @@ def crossovers(sweep: pl.DataFrame) -> pl.DataFrame:
         "speedup_at_min_seq": pl.Float64,
         "speedup_at_max_seq": pl.Float64,
         "max_seq": pl.Int64,
+        "noise_seqs": pl.List(pl.Int64),
     }
     if not rows:
         return pl.DataFrame(schema=schema)
     frame = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
     return frame.select(list(schema)).sort([*GROUP, "variant"])
+
+
+def _with_band(sweep: pl.DataFrame) -> pl.DataFrame:
+    """The sweep with p10 and p90 (its time_ms_p10/_p90; the median itself where a table has none,
+    which makes a band of one point: a difference is then never called noise)."""
+    return sweep.with_columns(
+        pl.col("time_ms_p10" if "time_ms_p10" in sweep.columns else "time_ms").alias("p10"),
+        pl.col("time_ms_p90" if "time_ms_p90" in sweep.columns else "time_ms").alias("p90"),
+    )
 
 
 def _crossing(seqs: list[int], speedups: list[float]) -> tuple[int | None, float | None]:

@@ -20,7 +20,7 @@ from dashboard.engine.compare.findings import format_bytes
 from dashboard.engine.compare.overview import backend_check, parity
 from dashboard.engine.compare.speed import step_time
 from dashboard.engine.model.constants import WAITING_CHECKS
-from dashboard.engine.model.formatting import signed
+from dashboard.engine.model.formatting import signed_change
 from dashboard.engine.model.trace import Trace
 from dashboard.engine.compare.gate_measures import (
     _copy_classes,
@@ -314,7 +314,7 @@ def _rule_efficiency_drop(p: _Pair) -> RuleResult:
         )
     else:
         message = (
-            f"attention efficiency {c_pct:.1f}% of the roofline against {b_pct:.1f}% ({signed(c_pct - b_pct, 1)} points, "
+            f"attention efficiency {c_pct:.1f}% of the roofline against {b_pct:.1f}% ({signed_change(c_pct - b_pct)} points, "
             f"allowed -{rules.max_efficiency_drop:g})"
         )
         return _past_allowed(rules, "efficiency_drop", b_pct - c_pct, rules.max_efficiency_drop, message, b_pct, c_pct)
@@ -336,7 +336,7 @@ def _rule_idle_share(p: _Pair) -> RuleResult:
     else:
         grow = (c_idle - b_idle) * 100
         message = (
-            f"device idle {c_idle:.0%} of the span of a step's work (median) against {b_idle:.0%} ({signed(grow, 1)} points, allowed "
+            f"device idle {c_idle:.0%} of the span of a step's work (median) against {b_idle:.0%} ({signed_change(grow)} points, allowed "
             f"+{rules.max_idle_increase:g})"
         )
         return _past_allowed(rules, "idle_share", grow, rules.max_idle_increase, message, b_idle, c_idle)
@@ -409,7 +409,7 @@ def _rule_memory_peak(p: _Pair) -> RuleResult:
     else:
         growth = (c_mem / b_mem - 1) * 100 if b_mem else (0.0 if not c_mem else float("inf"))
         message = (
-            f"peak memory {c_mem / 1e6:,.1f} MB against {b_mem / 1e6:,.1f} MB ({signed(growth, 1)}%, allowed "
+            f"peak memory {c_mem / 1e6:,.1f} MB against {b_mem / 1e6:,.1f} MB ({signed_change(growth)}%, allowed "
             f"+{rules.max_memory_increase_pct:g}%)"
         )
         return _past_allowed(rules, "memory_peak", growth, rules.max_memory_increase_pct, message, b_mem, c_mem)

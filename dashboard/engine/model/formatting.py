@@ -58,9 +58,18 @@ def signed(value: float, digits: int) -> str:
     return "+" + text[1:] if text.startswith("-") and not text.strip("-0.,") else text
 
 
+def signed_change(value: float) -> str:
+    """A change in percent or points at one decimal, without thousands separators: '+5.2', '-0.7',
+    '+1736.3'; one that rounds to zero reads '+0.0', never '-0.0'."""
+    text = f"{value:+.1f}"
+    return "+" + text[1:] if text == "-0.0" else text
+
+
 def ratio_change(ratio: float) -> str:
     """A ratio (candidate / base) as a signed change in percent: 1.052 -> '+5.2%'; '(no ratio)' when not finite."""
-    return f"{signed((ratio - 1) * 100, 1)}%" if math.isfinite(ratio) else "(no ratio)"
+    if not math.isfinite(ratio):
+        return "(no ratio)"
+    return f"{signed_change((ratio - 1) * 100)}%"
 
 
 def times_cell(value: float | None) -> str:
