@@ -228,3 +228,16 @@ def test_the_kernels_tab_shows_a_graph_runs_kernels_by_op_through_its_compiled_t
     assert list(shown["kernels"]) == [o["kernels"] for o in want["ops"]] and sum(shown["kernels"]) == 12
     said = " ".join(m.value for m in at.markdown)
     assert "attributed through" in said and "12 of 12" in said
+
+
+def test_check_puts_the_attribution_in_its_json_and_markdown(tmp_path):
+    compiled, graphs = H200 / "naive.compiled.json.gz", H200 / "naive.graphs.json.gz"
+    args = ["check", "--no-store", str(compiled), str(graphs), "--graph-source", str(compiled)]
+    done = _cli(*args, "--json", str(tmp_path / "v.json"), "--markdown", str(tmp_path / "v.md"))
+    assert done.returncode in (0, 1), done.stderr  # the verdict is the rules' business, not the attribution's
+    record = json.loads((tmp_path / "v.json").read_text())
+    assert list(record["graphs"]) == ["candidate"]  # the baseline replays nothing
+    want = graph_attribution(load_trace(graphs), load_trace(compiled))
+    assert record["graphs"]["candidate"]["ops"] == want["ops"]
+    table = (tmp_path / "v.md").read_text().split("CUDA graph replays by op (through their source):", 1)[1]
+    assert "| candidate | Torch-Compiled Region: 0/0 > aten::bmm | 9 |" in table

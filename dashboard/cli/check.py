@@ -99,6 +99,18 @@ def _write_reports(args: argparse.Namespace, record: dict[str, Any]) -> None:
                 raise _Refused(f"attnscope: error: {path}: cannot write ({exc.strerror})") from None
 
 
+def _graph_attribution(args: argparse.Namespace, sides: dict[str, tuple[Trace, str]]) -> dict[str, Any]:
+    """Each side whose kernels a CUDA graph replayed, attributed through its source (--graph-source,
+    else the source its metadata names), for the JSON and Markdown reports."""
+    from dashboard.cli.graphs import Sources, attribute
+
+    sources = Sources(_store(args))
+    found = {side: attribute(trace, ref, sources, args.graph_source) for side, (trace, ref) in sides.items()}
+    for error in sources.errors:
+        print(f"attnscope: warning: {error}", file=sys.stderr)
+    return {side: value for side, value in found.items() if value is not None}
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from dashboard.engine.compare.alignment import op_changes
     from dashboard.engine.compare.gate import IncomparableError, evaluate
@@ -128,6 +140,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         record = report(base_name, candidate_name, results, changes, relation=(kind, why))
         if config:
             record["config"] = config
+        graphs = _graph_attribution(args, {"base": (base, base_ref), "candidate": (candidate, candidate_ref)})
+        if graphs:
+            record["graphs"] = graphs
         _write_reports(args, record)
     except _Refused as refused:
         for line in refused.lines:

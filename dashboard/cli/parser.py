@@ -278,6 +278,7 @@ def _check_outputs(gate: argparse.ArgumentParser) -> None:
         "--json", metavar="FILE", help="write every rule, its measurements and verdict, and the op-aligned changes"
     )
     outputs.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per rule")
+    graph_source(outputs)  # the JSON and Markdown reports attribute CUDA-graph replays through it
     outputs.add_argument(
         "--markdown", metavar="FILE", help="write a pull-request comment: verdict, the three biggest changes, a table"
     )

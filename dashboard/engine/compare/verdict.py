@@ -237,7 +237,26 @@ def markdown(record: dict[str, Any]) -> str:
         lines.append(
             f"| {r['rule']} | {ICON[r['status']]} | {_cell(base)} | {_cell(candidate)} | {_cell(r['message'])} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _graph_lines(record.get("graphs"))) + "\n"
+
+
+def _graph_lines(graphs: dict[str, Any] | None) -> list[str]:
+    """The replayed kernels of each side attributed to ops (check --graph-source): a table by op chain."""
+    if not graphs:
+        return []
+    lines = [
+        "",
+        "CUDA graph replays by op (through their source):",
+        "",
+        "| run | op chain | device events | device µs |",
+    ]
+    lines.append("|---|---|---|---|")
+    for side, found in graphs.items():
+        for op in found["ops"]:
+            lines.append(f"| {side} | {_cell(op['chain'])} | {op['kernels']:,} | {op['device_us']:,.1f} |")
+        if found["unaligned"]:
+            lines.append(f"| {side} | not in the source: {_cell(', '.join(found['unaligned']))} | | |")
+    return lines
 
 
 def find_config(start: Path) -> Path | None:
