@@ -8,6 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import oracle
 from dashboard.engine import summarize
 from dashboard.engine.analyses.graphs import graph_replays
@@ -29,16 +31,29 @@ def _replayed(name: str) -> tuple[int, Counter]:
     return len(graphs), per
 
 
+def _replayed_time(name: str) -> tuple[int, int]:
+    """(ns of device events a graph launch replayed, ns of every device event), with the json module."""
+    doc = oracle.raw(oracle.DATA / name)
+    events = oracle.events_ns(doc)
+    graphs = {e["args"]["correlation"] for e in events if e["name"] in GRAPH_CALLS and "correlation" in e["args"]}
+    device = [e for e in events if oracle.is_device(e)]
+    replayed = sum(e["end"] - e["ts"] for e in device if e["args"].get("correlation") in graphs)
+    return replayed, sum(e["end"] - e["ts"] for e in device)
+
+
 def test_vllm_decode_replays_its_kernels_from_one_graph_launch_under_no_op(trace_of):
     name = "tracelens_vllm_decode_graph_unified_attention.json.gz"
     launches, per = _replayed(name)
     trace = trace_of(oracle.DATA / name)
     summary = summarize(trace)
+    replayed, total = _replayed_time(name)
     assert summary["graphs"] == {
         "launches": launches,
         "kernels": sum(per.values()),
         "without_op": sum(per.values()),
         "ops": {},
+        "device_us": pytest.approx(replayed / 1e3, abs=1e-3),
+        "share": pytest.approx(replayed / total, abs=1e-4),
     }
     assert launches == 1 and sum(per.values()) == 421
     assert any(
@@ -61,7 +76,11 @@ def test_the_summary_line_says_1_launch_not_1_launches():
     )
     assert result.returncode == 0, result.stderr
     assert launches == 1
-    assert f"  graph replays: 1 launch replayed {sum(per.values()):,} device events (no op holds it)\n" in result.stdout
+    replayed, total = _replayed_time(name)
+    assert (
+        f"  graph replays: 1 launch replayed {sum(per.values()):,} device events, {replayed / total:.0%} of the device "
+        "time (no op holds it)\n" in result.stdout
+    )
 
 
 def test_compiled_cuda_graphs_are_blamed_on_the_compiled_function_that_replays_them(trace_of):
