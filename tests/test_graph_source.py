@@ -5,6 +5,7 @@ op chain its compiled twin's kernel at the same place carries in the compiled tr
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import os
 import shutil
@@ -241,3 +242,27 @@ def test_check_puts_the_attribution_in_its_json_and_markdown(tmp_path):
     assert record["graphs"]["candidate"]["ops"] == want["ops"]
     table = (tmp_path / "v.md").read_text().split("CUDA graph replays by op (through their source):", 1)[1]
     assert "| candidate | Torch-Compiled Region: 0/0 > aten::bmm | 9 |" in table
+
+
+def test_the_html_report_holds_the_graph_and_phase_sections_the_text_has(tmp_path):
+    done = _cli(
+        "compare",
+        "--no-store",
+        str(H200 / "naive.compiled.json.gz"),
+        str(H200 / "naive.graphs.json.gz"),
+        "--html",
+        str(tmp_path / "g.html"),
+    )
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "g.html").read_text()
+    assert "<h2>CUDA graph replays</h2>" in page and "Torch-Compiled Region: 0/0 &gt; aten::bmm" in page
+    assert page.rstrip().endswith("</body></html>")
+    data = oracle.DATA
+    serving = [data / "tracelens_vllm_decode_graph_unified_attention.json.gz"]
+    serving.append(data / "tracelens_mi300x_sglang_qwen3_prefilldecode_ck_fmha.json.gz")
+    done = _cli("compare", "--no-store", *map(str, serving), "--html", str(tmp_path / "s.html"))
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "s.html").read_text()
+    text = _cli("compare", "--no-store", *map(str, serving)).stdout
+    decode = next(line for line in text.splitlines() if line.startswith("  decode: "))
+    assert "<h2>Serving phases</h2>" in page and html.escape(decode) in page

@@ -177,10 +177,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             markdown = render_markdown(review)
             text = render_text(review)  # what the terminal gets: plain text, Markdown only where asked for
             markdown, text = with_phases(runs, markdown, text)  # serving runs: a line per phase
-            markdown, text = _with_graph_lines(
+            markdown, text, graphs = _with_graph_lines(
                 runs, dict(zip(runs, paths)), _store(args), args.graph_source, markdown, text
             )
-            html = render_html(review) if args.html else ""
+            html = _with_sections(render_html(review), runs, graphs) if args.html else ""
             as_json = render_json(review) if args.json else ""
         except Exception as exc:
             print(f"attnscope: error: the comparison failed ({type(exc).__name__}: {exc})", file=sys.stderr)
@@ -210,10 +210,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK if written else EXIT_BAD_INPUT
 
 
+def _with_sections(html: str, runs: dict[str, Trace], graphs: list[str]) -> str:
+    """The HTML report with the serving phases' and the CUDA graph replays' lines, as the text has them."""
+    from html import escape
+
+    from dashboard.engine.analyses.summary import summarize
+    from dashboard.phase_lines import compare_lines as phase_lines
+
+    phases = phase_lines({label: summarize(trace) for label, trace in runs.items()})
+    parts = [("Serving phases", phases[2:]), ("CUDA graph replays", graphs)]
+    body = "".join(
+        f'<h2>{title}</h2>\n<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{escape(chr(10).join(lines))}</pre>\n'
+        for title, lines in parts
+        if lines
+    )
+    return html.replace("\n</body></html>", f"\n{body}</body></html>") if body else html
+
+
 def _with_graph_lines(
     runs: dict[str, Trace], paths: dict[str, str], store, given: str | None, markdown: str, text: str
-) -> tuple[str, str]:
-    """compare's text and Markdown with a section on the runs whose kernels a CUDA graph replayed."""
+) -> tuple[str, str, list[str]]:
+    """compare's text and Markdown with a section on the runs whose kernels a CUDA graph replayed,
+    and that section's lines."""
     from dashboard.cli.graphs import Sources, compare_lines
 
     sources = Sources(store)
@@ -221,12 +239,16 @@ def _with_graph_lines(
     for error in sources.errors:
         print(f"attnscope: warning: {error}", file=sys.stderr)
     if not lines:
-        return markdown, text
+        return markdown, text, lines
     from dashboard.phase_lines import _before_footer
 
     md = ["", "### CUDA graph replays", "", "```", *lines, "```"]
     plain = ["", "CUDA graph replays", *lines]
-    return _before_footer(markdown, [""] + md, "<sub>attnscope "), _before_footer(text, [""] + plain, "attnscope ")
+    return (
+        _before_footer(markdown, [""] + md, "<sub>attnscope "),
+        _before_footer(text, [""] + plain, "attnscope "),
+        lines,
+    )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
