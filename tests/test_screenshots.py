@@ -9,7 +9,8 @@ baseline candidate` would.
 
 `python tests/test_screenshots.py [OUT_DIR] [--tabs Sweep,Ranks] [--query 'run=...&baseline=...']` writes
 them by hand; `python -m pytest tests/test_screenshots.py -m slow` regenerates docs/img/ as a (slow)
-test. Each shot is the whole page, taken once what the tab shows is drawn (its keyed tables have
+test. Each shot is the top of the main column (CROP: the part its page talks about, no sidebar), taken
+once what the tab shows is drawn (its keyed tables have
 cells, every plotly chart its SVG, the timeline its canvas: DRAWN) and the page is quiet
 (tests/test_dashboard_browser._settle); it fails on an exception box or a tab that could not be
 drawn. The PNGs are reduced to 256 colours (text and charts stay sharp; a third of the bytes).
@@ -39,6 +40,18 @@ SHOTS = {
     "Sweep": "sweep.png",
 }
 RANKED = ("Ranks",)  # tabs shot on the server opened on the rank jobs
+# How much of the main column (px from its top) each shot keeps: the part its docs page talks about,
+# not the sidebar or the whole page shrunk into the text column.
+CROP = {
+    "Overview": 1650,
+    "Kernels": 1500,
+    "Copies": 1300,
+    "Timeline diff": 1400,
+    "Speedups": 1500,
+    "Backends": 1200,
+    "Ranks": 1300,
+    "Sweep": 1500,
+}
 OUT = REPO / "docs" / "img"
 CELLS = " [role=gridcell]"  # a table is drawn once its grid has cells
 PLOT = " .main-svg"  # a plotly chart once plotly laid out its SVG
@@ -147,8 +160,8 @@ def small_png(data: bytes) -> bytes:
 def shoot(
     url: str, out: Path, query: str = "", shots: dict[str, str] = SHOTS, width: int = WIDTH, bound_s: float = 180
 ) -> list[Path]:
-    """Open each tab of the dashboard at `url` (with `query`, the link's parameters) and save the
-    whole page, once the tab is drawn, as a PNG under `out`; the paths written."""
+    """Open each tab of the dashboard at `url` (with `query`, the link's parameters) and save the top
+    of its main column (CROP), once the tab is drawn, as a PNG under `out`; the paths written."""
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
@@ -172,7 +185,14 @@ def shoot(
                 if broken.count():
                     raise AssertionError(f"the {tab} tab shows an error: {broken.first.inner_text()[:300]}")
                 path = out / name
-                path.write_bytes(small_png(page.screenshot(full_page=True)))
+                box = page.locator("[data-testid=stMainBlockContainer]").bounding_box()
+                clip = {
+                    "x": box["x"],
+                    "y": box["y"],
+                    "width": box["width"],
+                    "height": min(box["height"], CROP.get(tab, box["height"])),
+                }
+                path.write_bytes(small_png(page.screenshot(full_page=True, clip=clip)))
                 page.set_viewport_size({"width": width, "height": 1000})
                 written.append(path)
         finally:
