@@ -40,7 +40,7 @@ from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
 from collectors.unavailable import Unavailable
-from dashboard.engine.rules.backends import BACKEND_TABLE
+from dashboard.engine.rules.backends import BACKEND_TABLE, FLEX_EVIDENCE, HUB_EVIDENCE
 from dashboard.engine.rules.names import parse
 from dashboard.engine.rules.ops import EAGER_CHAIN_MATMUL, EAGER_SOFTMAX
 
@@ -62,7 +62,7 @@ CUDA_PEAK_METHOD = (
 )
 
 # Names that prove a backend the dashboard's BACKEND_TABLE has no row for.
-_FLEX_NAMES = re.compile(r"Torch-Compiled Region|CompiledFxGraph|flex_attention|triton_tem_fused")
+_FLEX_NAMES = re.compile(FLEX_EVIDENCE)
 # Hand-written attention: the dashboard's own patterns, so that both call the same ops eager.
 _EAGER_MATMUL = re.compile(EAGER_CHAIN_MATMUL)
 _EAGER_SOFTMAX = re.compile(EAGER_SOFTMAX)
@@ -275,7 +275,7 @@ dashboard.engine.analyses.backends.BACKEND_TABLE gives them (a test keeps the tw
 op and kernel of each backend only, matched against one call's names."""
 _LIBRARY_ROWS = {row.name: row for row in BACKEND_TABLE if row.name in ("sage", "flash-attn", "flashinfer")}
 """The third-party variants' backends (collectors.thirdparty): their kernels by the dashboard's own rows."""
-_HUB_NAMES = re.compile(r"^_flash_attn\w*::|^_?kernels_community\w*::|flash_attn|(^|\W)flash::|flash_fwd")
+_HUB_NAMES = re.compile(HUB_EVIDENCE)
 
 
 def backend_ran(names: Sequence[str], variant_backend: str | None) -> tuple[str, str]:

@@ -252,3 +252,17 @@ BACKENDS: tuple[str, ...] = BACKEND_NAMES + ("inductor", "eager")
 @functools.lru_cache(maxsize=None)
 def _compiled(op: str, kernel: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in (op, kernel) if p) or "(?!)")
+
+
+# What proves that a collectors' variant's own attention ran, where BACKEND_TABLE has no row of its
+# own for it (the collectors' measure.backend_ran reads them; a sweep row without such a name is
+# 'unknown', never assumed).
+FLEX_EVIDENCE = r"Torch-Compiled Region|CompiledFxGraph|flex_attention|triton_tem_fused"
+"""FlexAttention runs only under torch.compile: its compiled region and graph
+(torch/_dynamo, torch/_inductor: 'Torch-Compiled Region', '## Call CompiledFxGraph'), the
+flex_attention higher-order op, and Inductor's template kernels (triton_tem_fused_*,
+torch/_inductor/kernel/flex_attention.py)."""
+HUB_EVIDENCE = r"^_flash_attn\w*::|^_?kernels_community\w*::|flash_attn|(^|\W)flash::|flash_fwd"
+"""The kernels hub's FlashAttention: its ops are registered under _flash_attn_<hash>:: (or the
+kernels-community namespace), its kernels are FlashAttention's flash::flash_fwd_* (the
+huggingface/kernels loader; Dao-AILab/flash-attention csrc/flash_attn)."""
