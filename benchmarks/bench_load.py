@@ -44,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = ROOT / "docs" / "generated" / "speed-load.md"
 PHASES = ROOT / "docs" / "generated" / "speed-phases.md"
+PROFILES = HERE / "out" / "profiles.json"  # each trace's last profile (--profile --write), by file name
 
 CHILD = r"""
 import gzip, json, resource, sys, time
@@ -311,14 +312,21 @@ def main(argv: list[str]) -> None:
 
 def profile(paths: list[Path], machine: str, write: bool) -> None:
     """Each trace's first open, phase by phase (profile_open.py in a fresh process, a fresh store),
-    printed and, with `write`, put in PHASES as one table: seconds and share of the command."""
-    got = {}
+    printed and, with `write`, saved in PROFILES beside the traces profiled before (a 1 GB trace
+    profiled, removed, the next made) and put in PHASES as one table of them all: seconds and
+    share of the command."""
+    saved = json.loads(PROFILES.read_text()) if write and PROFILES.exists() else {}
     for path in paths:
         out = subprocess.run(
             [sys.executable, str(HERE / "profile_open.py"), str(path)], capture_output=True, text=True, check=True
         )
-        got[path] = json.loads(out.stdout.strip().splitlines()[-1])
-        print(path.name, json.dumps(got[path], indent=1))
+        phases = json.loads(out.stdout.strip().splitlines()[-1])
+        print(path.name, json.dumps(phases, indent=1))
+        saved[path.name] = {"mb": json_size(path) / 1e6, "phases": phases}
+    if write:  # the 1 GB traces are profiled one at a time (one on disk at once): the table holds each
+        PROFILES.parent.mkdir(parents=True, exist_ok=True)
+        PROFILES.write_text(json.dumps(saved), encoding="utf-8")
+    got = {f"{name} ({v['mb']:.0f} MB)": v["phases"] for name, v in sorted(saved.items(), key=lambda kv: kv[1]["mb"])}
     phases = list(dict.fromkeys(k for g in got.values() for k in g if k != "command"))
     analyses = [k for k in phases if k.startswith("analysis ")]
     order = [k for k in phases if not k.startswith("analysis ") and not k.startswith("writer")]
@@ -331,7 +339,7 @@ def profile(paths: list[Path], machine: str, write: bool) -> None:
         f"the {PROFILE_ANALYSES} analyses that take longest by their own time (the analyses they ask for "
         "counted as theirs); the writer thread's work overlaps the analyses.",
         "",
-        "| phase | " + " | ".join(f"{p.name} ({json_size(p) / 1e6:.0f} MB) s | share" for p in got) + " |",
+        "| phase | " + " | ".join(f"{name} s | share" for name in got) + " |",
         "|---|" + "---:|---:|" * len(got),
     ]
     for key in rows + ["command"]:

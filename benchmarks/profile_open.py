@@ -106,7 +106,7 @@ def instrument() -> None:
         ("_link_launches", "launches linked"),
         ("find_steps", "steps found and assigned"),
         ("assign_steps", "steps found and assigned"),
-        ("memory_table", "memory and flows"),
+        ("memory_table", "memory table"),
     ):
         timed(frames, name, phase)
     timed(store, "sha256_of", "writer thread: file hashed")
