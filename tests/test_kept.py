@@ -219,3 +219,32 @@ def test_the_light_constants_are_the_ones_the_analyses_use():
     from dashboard.engine.analyses.summary import summarize
 
     assert cli.SUMMARY_KEY == f"{summarize.__module__}.{summarize.__qualname__}" and cli.SUMMARY_KEY in ANALYSES
+
+
+def test_the_kept_analyses_count_against_the_size_cap_and_go_with_their_trace(tmp_path):
+    """$ATTNSCOPE_STORE_MAX_BYTES holds a trace's kept analyses with its tables: under a cap that
+    holds everything but the first trace's analyses (both traces' tables fit), the first goes, and
+    its analyses with it."""
+    import time
+
+    root = tmp_path / "store"
+    store = Store(root)
+    shas = []
+    for name in ("hta_triton_example.json.gz", "hta_mi250_rocm_minitoy.json.gz"):
+        trace, sha = store.open(oracle.DATA / name)
+        dashboard.engine.analyses.summary.summarize(trace)  # its analyses kept beside its tables
+        shas.append(sha)
+        time.sleep(0.01)  # opened in this order
+    first, second = shas
+    tables = {t.sha: t.stored_bytes for t in store.traces()}
+    analyses = {
+        sha: sum(f.stat().st_size for f in (root / "analyses" / f"trace={sha}").rglob("*") if f.is_file())
+        for sha in shas
+    }
+    assert set(tables) == set(shas) and all(analyses.values())
+    assert store.used_bytes() == sum(tables.values()) + sum(analyses.values())
+    store.max_bytes = sum(tables.values()) + analyses[second]  # short of the first's analyses
+    assert store.evict() == [first]
+    assert not (root / "analyses" / f"trace={first}").exists() and not store.has(first)
+    assert (root / "analyses" / f"trace={second}").exists() and store.has(second)
+    assert store.used_bytes() == tables[second] + analyses[second] <= store.max_bytes

@@ -18,8 +18,8 @@ rows, memory peaks, health, the summary) now asks the trace's `Kept` first:
   again; a trace's folders of other versions are removed when the new one is first written.
 - Writes are atomic (a temporary file renamed into place), so a reader never sees half a file;
   a file that cannot be written or read is computed again, never an error. The folder lives
-  apart from the trace's own (written by another thread while the analyses run) and goes with
-  it when the store evicts the trace.
+  apart from the trace's own (written by another thread while the analyses run), counts against
+  the store's size cap with it, and goes with it when the store evicts the trace.
 """
 
 from __future__ import annotations
@@ -178,3 +178,30 @@ class Kept:
 def remove(root: Path, sha: str) -> None:
     """Remove a trace's kept analyses (every version): the store evicted the trace."""
     shutil.rmtree(Path(root) / "analyses" / f"trace={sha}", ignore_errors=True)
+
+
+def sizes(root: Path) -> dict[str, int]:
+    """Bytes on disk of each trace's kept analyses (every version), by the trace's SHA-256: what
+    they add to the store's size under its cap (store.py's eviction)."""
+    found: dict[str, int] = {}
+    try:
+        folders = list((Path(root) / "analyses").iterdir())
+    except OSError:
+        return found
+    for folder in folders:
+        if folder.name.startswith("trace="):
+            found[folder.name.removeprefix("trace=")] = _bytes_under(folder)
+    return found
+
+
+def _bytes_under(folder: Path) -> int:
+    """The sizes of the files under `folder`; one removed meanwhile (a writer's temporary file, a
+    version replaced) counts as nothing."""
+    total = 0
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_size
+            except OSError:
+                pass
+    return total

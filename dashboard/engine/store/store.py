@@ -147,8 +147,10 @@ class Store:
     WAL mode serializes catalog writes, and trace folders appear by atomic rename."""
 
     def __init__(self, root: Union[str, os.PathLike, None] = None, max_bytes: int | None = None) -> None:
-        """`max_bytes`: the size cap (bytes on disk of its traces), else $ATTNSCOPE_STORE_MAX_BYTES,
-        else none. Over it, storing a trace removes the least recently opened unpinned ones."""
+        """`max_bytes`: the size cap (bytes on disk of its traces' tables and kept analyses), else
+        $ATTNSCOPE_STORE_MAX_BYTES, else none. Over it, storing a trace removes the least recently
+        opened unpinned ones. A trace's analyses are kept after it is stored (as they are
+        computed), so they count from the next store on."""
         self.root = Path(root) if root is not None else default_root()
         self._writers: list[threading.Thread] = []
         self.write_errors: list[str] = []
@@ -461,12 +463,12 @@ class Store:
             db.execute("UPDATE traces SET pinned=? WHERE sha=?", (int(pinned), sha))
 
     def used_bytes(self) -> int:
-        """Bytes on disk of the stored traces (this schema version): what the cap is measured on."""
+        """Bytes on disk of the stored traces (this schema version) and of their kept analyses
+        (kept.py): what the cap is measured on."""
         with closing(self._connect()) as db:
-            row = db.execute(
-                "SELECT COALESCE(SUM(stored_bytes), 0) FROM traces WHERE schema=?", (SCHEMA_VERSION,)
-            ).fetchone()
-        return int(row[0])
+            rows = db.execute("SELECT sha, stored_bytes FROM traces WHERE schema=?", (SCHEMA_VERSION,)).fetchall()
+        held = kept.sizes(self.root)
+        return sum(int(stored) + held.get(sha, 0) for sha, stored in rows)
 
     def evict(self) -> list[str]:
         """Under a size cap, remove the least recently opened unpinned traces until the store fits;
@@ -479,7 +481,8 @@ class Store:
             return []
         removed: list[StoredTrace] = []
         stored = self.traces()
-        total = sum(t.stored_bytes for t in stored)
+        held = kept.sizes(self.root)  # each trace's kept analyses count with its tables
+        total = sum(t.stored_bytes + held.get(t.sha, 0) for t in stored)
         for trace in sorted(stored, key=lambda t: (t.last_opened, t.sha)):
             if total <= self.max_bytes:
                 break
@@ -489,7 +492,7 @@ class Store:
                 db.execute("DELETE FROM traces WHERE sha=? AND schema=?", (trace.sha, SCHEMA_VERSION))
             shutil.rmtree(self._folder(trace.sha), ignore_errors=True)
             kept.remove(self.root, trace.sha)
-            total -= trace.stored_bytes
+            total -= trace.stored_bytes + held.get(trace.sha, 0)
             removed.append(trace)
         return removed
 
