@@ -73,3 +73,162 @@ def test_no_two_crossover_stars_sit_on_one_point(sweep_curve):
     named = [v for c in stars.customdata for v in c[0].split(", ")]
     crossed = art.crossovers(sweep_curve[0]).filter(pl.col("faster_from_seq").is_not_null())
     assert sorted(named) == sorted(crossed["variant"].to_list())
+
+
+# ------------------------------------------------ the H200 collection's charts at 2, 8 and 21 runs
+
+
+@pytest.fixture(scope="module")
+def h200(trace_of):
+    """label -> (mode, Trace), every run of the bundled H200 collection, the article's eager path first."""
+    from test_review_screen import H200, MANIFEST, mode
+
+    out = {}
+    for entry in MANIFEST["runs"]:
+        label = entry["variant"] + ("" if mode(entry) == "eager" else f" ({mode(entry)})")
+        out[label] = (mode(entry), trace_of(H200 / entry["trace"]))
+    return out
+
+
+def _pick(h200, count: int) -> list[str]:
+    eager = [label for label in h200 if "(" not in label]
+    return eager[:count] if count <= len(eager) else (eager + [x for x in h200 if x not in eager])[:count]
+
+
+def _figures(h200, labels: list[str]) -> dict:
+    from dashboard import charts
+    from dashboard.engine.compare import review
+    from dashboard.engine.compare.speed import speed_table
+
+    traces = {label: h200[label][1] for label in labels}
+    modes = {label: h200[label][0] for label in labels}
+    speed = speed_table(traces, labels[0], 2.0, None)
+    families = review.families(traces)
+    return {
+        "time": charts.step_time_bars(speed, modes=modes, baseline=labels[0]),
+        "speedup": charts.speedup_bars(speed, labels[0], modes=modes),
+        "throughput": charts.throughput_bars(speed, modes=modes),
+        "work": charts.work_by_family_stacked(families, labels, "kernels", modes),
+        "count": charts.family_grouped(families, labels, "count", modes),
+        "kernel time": charts.family_grouped(families, labels, "time", modes),
+        "_speed": speed,
+    }
+
+
+def _bar_colours(fig) -> set[str]:
+    return {
+        c
+        for t in fig.data
+        if t.type == "bar"
+        for c in ([t.marker.color] if isinstance(t.marker.color, str) else t.marker.color)
+    }
+
+
+@pytest.mark.parametrize("count", [2, 8, 21])
+def test_one_style_whatever_the_number_of_runs(h200, count):
+    """2 runs looked unlike 7 (upright bars, rotated labels, one colour per run with two similar
+    yellows): every bar chart lies flat and draws from one small palette for 2, 8 and 21 runs."""
+    from dashboard import charts
+
+    allowed = {
+        charts.FLAT_COLOR,
+        charts.BASELINE_COLOR,
+        charts.FASTER_COLOR,
+        charts.SLOWER_COLOR,
+        "#b279a2",  # the cost bars
+        *charts.FAMILY_COLORS.values(),
+    }
+    figures = _figures(h200, _pick(h200, count))
+    for name, fig in figures.items():
+        if name.startswith("_"):
+            continue
+        bars = [t for t in fig.data if t.type == "bar"]
+        assert bars and all(t.orientation == "h" for t in bars), name
+        assert _bar_colours(fig) <= allowed, (name, _bar_colours(fig) - allowed)
+
+
+def test_the_run_palette_has_no_two_yellows():
+    from dashboard.charts import RUN_COLORS
+
+    import colorsys
+
+    def hls(c: str) -> tuple[float, float, float]:
+        return colorsys.rgb_to_hls(*(int(c[i : i + 2], 16) / 255 for i in (1, 3, 5)))
+
+    # hue 40 to 65 degrees, saturated: #eeca3b and the #b8860b that stood beside it on 2-4 runs
+    yellows = [c for c in RUN_COLORS if 40 / 360 <= hls(c)[0] <= 65 / 360 and hls(c)[2] > 0.5]
+    assert len(yellows) <= 1, yellows
+
+
+HALF_PAGE_TITLE = 50  # characters a title keeps in half of a 1500 px page (the Speedup chart lost "(above 1 = faste")
+
+
+@pytest.mark.parametrize("count", [2, 8, 21])
+def test_half_page_titles_fit(h200, count):
+    labels = _pick(h200, count)
+    for name, fig in _figures(h200, labels).items():
+        if name.startswith("_"):
+            continue
+        assert len(fig.layout.title.text) <= HALF_PAGE_TITLE, (name, fig.layout.title.text)
+    speedup = _figures(h200, labels)["speedup"]
+    assert any("right of 1 = faster" in (ax.title.text or "") for ax in speedup.select_xaxes())
+
+
+def test_cost_reads_per_billion_tokens_with_the_same_numbers(h200):
+    """$0.00000390 per 1M tokens did not read: the chart and the Speedups table both say $ per
+    billion tokens, the values 1000x the frame's usd_per_mtok, no label with four zeros after the point."""
+    from dashboard import charts
+
+    figures = _figures(h200, _pick(h200, 8))
+    fig, speed = figures["throughput"], figures["_speed"]
+    titles = [a.text for a in fig.layout.annotations]
+    assert any(charts.COST_UNIT in t for t in titles) and not any("million" in t for t in titles)
+    cost = [t for t in fig.data if t.type == "bar" and "per billion tokens" in t.hovertemplate]
+    assert cost
+    want = dict(zip(speed["run"].to_list(), speed["usd_per_mtok"].to_list()))
+    for t in cost:
+        for run, value, text in zip(t.y, t.x, t.text):
+            assert value == pytest.approx(want[run] * 1000)
+            assert "0.0000" not in text
+    view = Path(__file__).resolve().parent.parent / "dashboard" / "views" / "speedups.py"
+    assert "charts.COST_UNIT" in view.read_text() and '"$ / million tokens"' not in view.read_text()
+
+
+def test_the_kernels_tabs_two_charts_order_the_runs_alike(h200):
+    figures = _figures(h200, _pick(h200, 21))
+    for count_axis, time_axis in zip(figures["count"].select_yaxes(), figures["kernel time"].select_yaxes()):
+        assert list(count_axis.categoryarray) == list(time_axis.categoryarray)
+    assert any(len(ax.categoryarray) > 1 for ax in figures["count"].select_yaxes())
+
+
+def test_the_family_time_chart_uses_no_family_colour_for_a_run(h200):
+    """Blue meant run B in the Timeline's family chart and gemm in the legend above it."""
+    from dashboard import charts
+    from dashboard.engine.compare.diff import family_time_diff
+
+    a, b = h200["naive"][1], h200["sdpa"][1]
+    fig = charts.family_diff_bars(family_time_diff(a, 0, b, 0), "A: naive", "B: sdpa")
+    inks = {t.marker.color for t in fig.data} | {t.marker.line.color for t in fig.data}
+    assert not inks & {c.lower() for c in charts.FAMILY_COLORS.values()}
+    assert fig.data[0].marker.color != fig.data[1].marker.color
+
+
+def test_no_two_roofline_labels_sit_on_one_place(h200):
+    """naive and naive_inplace sit close on the roofline: their names go above and below."""
+    import numpy as np
+
+    from dashboard import charts
+    from dashboard.charts.roofline import LABEL_NEAR
+    from dashboard.engine.compare import review
+
+    for count in (2, 8, 21):
+        labels = _pick(h200, count)
+        fig = charts.roofline(review.roofline_points({k: h200[k][1] for k in labels}))
+        texts = [t for t in fig.data if t.mode == "text"]
+        for i, t in enumerate(texts):
+            for u in texts[i + 1 :]:
+                near = (
+                    abs(np.log10(t.x[0]) - np.log10(u.x[0])) < LABEL_NEAR[0]
+                    and abs(np.log10(t.y[0]) - np.log10(u.y[0])) < LABEL_NEAR[1]
+                )
+                assert not (near and t.textposition == u.textposition), (count, t.text, u.text)
