@@ -71,10 +71,21 @@ def _layout(fig: go.Figure, title: str, y_title: str, values: list[float], heigh
         tickvals=ticks or None,
         range=span or None,
         tickformat="~s",
-        minor=dict(ticks="inside", showgrid=True),
+        showgrid=True,
     )
+    _x_range(fig)
     _end_labels(fig, span)
     return fig
+
+
+def _x_range(fig: go.Figure) -> None:
+    """The seq axis over the data alone (the end labels sit in the right margin; left to plotly,
+    the range grew to an empty 2048)."""
+    import math
+
+    seqs = [x for t in fig.data if t.x for x in t.x if x]
+    if seqs:
+        fig.update_xaxes(range=[math.log10(min(seqs)) - 0.08, math.log10(max(seqs)) + 0.08])
 
 
 def _end_labels(fig: go.Figure, span: list[float]) -> None:
