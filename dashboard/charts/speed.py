@@ -85,6 +85,10 @@ def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | N
             col=1,
         )
     fig.update_xaxes(type="log" if log else "linear", rangemode="normal" if log else "tozero")
+    tops = [max(r["median_us"], r["p90_us"]) if r["p90_us"] == r["p90_us"] else r["median_us"] for r in rows.values()]
+    tops = [t for t in tops if t is not None and t == t]
+    if tops and not log:  # room for the value and '· baseline' past the longest whisker
+        fig.update_xaxes(range=[0, max(tops) * 1.45 or 1.0])
     return _flat_layout(
         fig,
         title or "Median time per step, with spread (fastest first)",
