@@ -24,36 +24,108 @@ def variant_colors(variants: list[str]) -> dict[str, str]:
     return {v: RUN_COLORS[i % len(RUN_COLORS)] for i, v in enumerate(ordered)}
 
 
-def _layout(fig: go.Figure, title: str, y_title: str, height: int = LINE_HEIGHT) -> go.Figure:
+END_LABEL_PX = 14  # the vertical room one end label needs
+PLOT_PX = LINE_HEIGHT - 50 - 110  # the plot area's height: the figure less its top and bottom margins
+STACKED = 0.15  # stars closer than this in log10 of y at one seq are drawn as one (a star is ~14 px)
+
+
+def log_ticks(values: list[float]) -> tuple[list[float], list[float]]:
+    """Tick values for a log axis over `values` (all > 0) and its range in log10: powers of ten
+    when the data span two decades or more, else 1-2-5 of each decade (one decade or less gets a
+    single power-of-ten label otherwise), so at least two ticks fall inside the data."""
+    import math
+
+    good = [v for v in values if v is not None and v == v and v > 0]
+    if not good:
+        return [], []
+    low, high = math.log10(min(good)), math.log10(max(good))
+    pad = max((high - low) * 0.08, 0.04)
+    lo, hi = low - pad, high + pad
+    steps = (1,) if high - low >= 2 else (1, 2, 5)
+    ticks = [m * 10.0**k for k in range(math.floor(lo), math.ceil(hi) + 1) for m in steps]
+    ticks = [t for t in ticks if lo <= math.log10(t) <= hi]
+    if len(ticks) < 3:  # a narrow span: 1, 1.5, 2, 3, 4, 5, 7 of each decade
+        fine = (1, 1.5, 2, 3, 4, 5, 7)
+        ticks = [m * 10.0**k for k in range(math.floor(lo), math.ceil(hi) + 1) for m in fine]
+        ticks = [t for t in ticks if lo <= math.log10(t) <= hi]
+    return ticks, [lo, hi]
+
+
+def _layout(fig: go.Figure, title: str, y_title: str, values: list[float], height: int = LINE_HEIGHT) -> go.Figure:
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left"),
         height=height,
-        margin=dict(l=70, r=110, t=50, b=90),
-        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
+        margin=dict(l=80, r=110, t=50, b=110),
+        legend=dict(orientation="h", yanchor="top", y=-0.26, xanchor="left", x=0),
         hovermode="closest",
     )
-    fig.update_xaxes(type="log", title_text="sequence length (tokens)", dtick=0.30102999566, tickformat="d")
-    # labels at powers of ten only (plotly's default labels 2 and 5 between them read "100, 2, 5, 1000")
-    fig.update_yaxes(
-        type="log", title_text=y_title, dtick=1, tickformat="~s", minor=dict(ticks="inside", showgrid=True)
+    fig.update_xaxes(
+        type="log", title_text="sequence length (tokens)", title_standoff=6, dtick=0.30102999566, tickformat="d"
     )
+    # tick values that span the data (plotly's dtick=1 labels one power of ten on a curve within a decade)
+    ticks, span = log_ticks(values)
+    fig.update_yaxes(
+        type="log",
+        title_text=y_title,
+        automargin=True,
+        tickvals=ticks or None,
+        range=span or None,
+        tickformat="~s",
+        showgrid=True,
+    )
+    _x_range(fig)
+    _end_labels(fig, span)
     return fig
+
+
+def _x_range(fig: go.Figure) -> None:
+    """The seq axis over the data alone (the end labels sit in the right margin; left to plotly,
+    the range grew to an empty 2048)."""
+    import math
+
+    seqs = [x for t in fig.data if t.x for x in t.x if x]
+    if seqs:
+        fig.update_xaxes(range=[math.log10(min(seqs)) - 0.08, math.log10(max(seqs)) + 0.08])
+
+
+def _end_labels(fig: go.Figure, span: list[float]) -> None:
+    """Each line's name at its last point, as annotations moved apart vertically (in log10 of y)
+    so that no two overlap; the lines' own text stays empty."""
+    import math
+
+    ends = []
+    for trace in fig.data:
+        if getattr(trace, "meta", None) != "line" or not trace.x:
+            continue
+        ends.append([math.log10(trace.y[-1]), trace.x[-1], trace.name, trace.line.color])
+    if not ends or not span:
+        return
+    gap = (span[1] - span[0]) * END_LABEL_PX / PLOT_PX
+    ends.sort(key=lambda e: e[0])
+    for i in range(1, len(ends)):
+        ends[i][0] = max(ends[i][0], ends[i - 1][0] + gap)
+    over = ends[-1][0] - span[1]
+    if over > 0:  # pushed past the top: the top label at the top, the ones below it kept a gap under it
+        ends[-1][0] = span[1]
+        for i in range(len(ends) - 2, -1, -1):
+            ends[i][0] = min(ends[i][0], ends[i + 1][0] - gap)
+    for y, x, name, color in ends:
+        fig.add_annotation(
+            x=math.log10(x), y=y, text=name, showarrow=False, xanchor="left", xshift=8, font=dict(color=color, size=11)
+        )
 
 
 def _lines(points: pl.DataFrame, y: str, colors: dict[str, str], hover: str) -> list[go.Scatter]:
     traces = []
     for variant in list(dict.fromkeys(points["variant"].to_list())):
         part = points.filter(pl.col("variant") == variant).sort("seq")
-        last = part.height - 1
         traces.append(
             go.Scatter(
                 x=part["seq"].to_list(),
                 y=part[y].to_list(),
-                mode="lines+markers+text",
+                mode="lines+markers",
                 name=variant,
-                text=[variant if i == last else "" for i in range(part.height)],
-                textposition="middle right",
-                textfont=dict(color=colors.get(variant), size=11),
+                meta="line",
                 cliponaxis=False,
                 line=dict(color=colors.get(variant), width=3 if variant == art.BASELINE else 2),
                 customdata=part.select("backend_ran").to_series().to_list(),
@@ -61,6 +133,27 @@ def _lines(points: pl.DataFrame, y: str, colors: dict[str, str], hover: str) -> 
             )
         )
     return traces
+
+
+def _merged_stars(at: pl.DataFrame) -> list[tuple[int, float, str, str]]:
+    """One star per seq for the variants that overtake naive there at about the same time (closer
+    than STACKED in log10): (seq, the lowest of their times, their names, the crossover seqs)."""
+    import math
+
+    stars: list[list] = []
+    for variant, seq, cross, time in (
+        at.sort("faster_from_seq", "time_ms")
+        .select("variant", "faster_from_seq", "crossover_seq", "time_ms")
+        .iter_rows()
+    ):
+        for star in stars:
+            if star[0] == seq and abs(math.log10(star[1]) - math.log10(time)) < STACKED:
+                star[2].append(variant)
+                star[3].append(f"~{cross:.0f}")
+                break
+        else:
+            stars.append([seq, time, [variant], [f"~{cross:.0f}"]])
+    return [(s, t, ", ".join(v), ", ".join(c)) for s, t, v, c in stars]
 
 
 def time_vs_seq(sweep: pl.DataFrame, colors: dict[str, str], title: str) -> go.Figure:
@@ -75,18 +168,19 @@ def time_vs_seq(sweep: pl.DataFrame, colors: dict[str, str], title: str) -> go.F
             on=["variant", "faster_from_seq"],
             how="inner",
         )
+        stars = _merged_stars(at)
         fig.add_trace(
             go.Scatter(
-                x=at["faster_from_seq"].to_list(),
-                y=at["time_ms"].to_list(),
+                x=[s[0] for s in stars],
+                y=[s[1] for s in stars],
                 mode="markers",
                 name="overtakes naive",
                 marker=dict(symbol="star", size=14, color="#2ca02c", line=dict(color="#222", width=1)),
-                customdata=list(zip(at["variant"].to_list(), at["crossover_seq"].to_list())),
-                hovertemplate="<b>%{customdata[0]}</b> overtakes naive at seq ~%{customdata[1]:.0f}<extra></extra>",
+                customdata=[[s[2], s[3]] for s in stars],
+                hovertemplate="<b>%{customdata[0]}</b> overtake(s) naive at seq %{customdata[1]}<extra></extra>",
             )
         )
-    return _layout(fig, title, "time per forward (ms, median)")
+    return _layout(fig, title, "time per forward (ms, median)", ok["time_ms"].to_list())
 
 
 def tflops_vs_seq(sweep: pl.DataFrame, colors: dict[str, str], title: str, peak_tflops: float | None) -> go.Figure:
@@ -101,7 +195,7 @@ def tflops_vs_seq(sweep: pl.DataFrame, colors: dict[str, str], title: str, peak_
             annotation_text=f"device peak {peak_tflops:g} TFLOP/s",
             annotation_position="bottom right",
         )
-    fig = _layout(fig, title, "achieved TFLOP/s")
+    fig = _layout(fig, title, "achieved TFLOP/s", ok["tflops"].to_list() + ([peak_tflops] if peak_tflops else []))
     # plain decimals: SI prefixes read 0.1 TFLOP/s as "100m"
     return fig.update_yaxes(tickformat="~g")
 
@@ -131,7 +225,8 @@ def memory_vs_seq(sweep: pl.DataFrame, colors: dict[str, str], title: str) -> go
                 hovertemplate="out of memory at seq %{x}<br>%{customdata}<extra></extra>",
             )
         )
-    return _layout(fig, title, "peak memory added per sequence (bytes)")
+    tops = [(ok["peak_per_sequence"].max() or 1) * 2] if oom.height else []
+    return _layout(fig, title, "peak memory added per sequence (bytes)", ok["peak_per_sequence"].to_list() + tops)
 
 
 def e2e_bars(e2e: pl.DataFrame) -> go.Figure:

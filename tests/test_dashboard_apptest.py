@@ -314,7 +314,7 @@ def test_cpu_and_gpu_runs_are_separate_groups_each_against_its_own_baseline(trac
     ).set_index("run")
     assert math.isnan(speed.loc["h100-qwen-chat-flash", "speedup"])
     fig = figure(at, "chart_speedup_gpu")["data"][0]
-    assert fig["x"] == list(gpu_runs())[:2] and fig["text"] == ["baseline", "different workload: no speedup"]
+    assert fig["y"] == list(gpu_runs())[:2] and fig["text"] == ["baseline", "different workload: no speedup"]
 
 
 def test_a_link_restores_runs_baseline_and_tab(app):
@@ -523,10 +523,10 @@ def test_a_link_label_for_an_upload_waits_for_the_upload(app):
 def test_a_run_keeps_its_colour_whatever_else_is_selected(app):
     ids = [sample_id("naive"), sample_id("sdpa"), sample_id("sdpa-math")]
     colours = []
-    for chosen in (ids, ids[1:], [ids[2], ids[0]]):
+    for chosen in (ids, ids[1:], [ids[2], ids[0]]):  # the roofline's markers: bars have one colour
         at = app("Speedups", params={"run": chosen})
-        bars = figure(at, "chart_speed_time")["data"][0]
-        colours.append(dict(zip(bars["x"], bars["marker"]["color"])))
+        points = [t for t in figure(at, "chart_roofline")["data"] if t.get("legendgroup")]
+        colours.append({t["legendgroup"]: t["marker"]["color"] for t in points})
     labels = [cpu("naive"), cpu("sdpa"), cpu("sdpa-math")]
     for label in labels:
         seen = {c[label] for c in colours if label in c}
@@ -897,8 +897,10 @@ def test_speedups_tab_equals_the_speed_table_at_the_chosen_price(trace_of, app):
     expect = speed_table(traces, "naive", None, 3.5)
     shown = table(at, "tbl_speed")
     assert shown["run"].tolist() == expect["run"].to_list()
-    for column in ("median_us", "p10_us", "p90_us", "speedup", "tokens_per_s", "usd_per_mtok"):
+    for column in ("median_us", "p10_us", "p90_us", "speedup", "tokens_per_s"):
         assert all(close(a, b) for a, b in zip(shown[column], expect[column])), column
+    # cost per billion tokens (the chart's unit): the speed table's $ per million tokens x 1000
+    assert all(close(a, b * 1000) for a, b in zip(shown["usd_per_btok"], expect["usd_per_mtok"]))
     shape = manifest()["shape"]
     assert set(shown["tokens_per_step"]) == {shape["batch"] * shape["seq"]}
     drawn = bar_values(figure(at, "chart_speed_time"))  # ten runs: flat bars, sorted, one facet per mode

@@ -204,13 +204,14 @@ def test_the_chart_says_what_the_bytes_are_and_keeps_its_legend_short(trace_of):
     more = sum(int(m) for label in labels for m in re.findall(r" \+(\d+) more$", label))
     assert len(named) == len(set(named)) and len(named) + more == len(many)
     assert {"naive", "naive_inplace", "sdpa-math"} <= set(named)  # far apart on the chart: each labelled alone
+    # two runs: the same style (one style whatever the count), the runs named beside their points
     few = charts.roofline(review.roofline_points({k: many[k] for k in ("naive", "sdpa")}))
     assert [t.name for t in few.data if t.showlegend is not False] == [
         "H200 SXM bf16 roof",
-        "naive (whole step)",
-        "sdpa (attention ops)",
-        "sdpa (whole step)",
+        "attention op or kernel",
+        "whole step (collectors' traces)",
     ]
+    assert {"naive", "sdpa"} <= {n for t in few.data if t.mode == "text" for n in t.text[0].split(", ")}
 
 
 def test_the_html_report_and_compare_json_carry_the_points_and_what_was_left_out(tmp_path):

@@ -17,7 +17,15 @@ from dashboard.charts.facets import FACET_PX, FEW_RUNS, MODE_ORDER, ROW_PX, Mode
 from dashboard.charts.kernels import family_grouped, work_by_family_stacked
 from dashboard.charts.memory import memory_chart
 from dashboard.charts.roofline import LABEL_CLUSTER, LABEL_NAMES, MEASURE_KEYS, MEASURE_SYMBOLS, OWN_BYTES, roofline
-from dashboard.charts.speed import OTHER_WORK, OTHER_WORK_KEY, speedup_bars, step_time_bars, throughput_bars
+from dashboard.charts.speed import (
+    COST_TOKENS,
+    COST_UNIT,
+    OTHER_WORK,
+    OTHER_WORK_KEY,
+    speedup_bars,
+    step_time_bars,
+    throughput_bars,
+)
 from dashboard.charts.style import (
     BASELINE_COLOR,
     COPY_CLASS_COLORS,
@@ -58,6 +66,8 @@ from dashboard.engine.model.formatting import format_us, format_usd, signed
 __all__ = [
     "BASELINE_COLOR",
     "COPY_CLASS_COLORS",
+    "COST_TOKENS",
+    "COST_UNIT",
     "CPU_LANE",
     "Colors",
     "FACET_PX",

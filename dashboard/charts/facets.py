@@ -9,10 +9,11 @@ from plotly.subplots import make_subplots
 from dashboard.charts.style import _base_layout, plain
 from dashboard.engine.model.formatting import format_count
 
-# Up to FEW_RUNS runs, bars stand upright in the selection's order, one colour per run. More lie
-# flat, one row per run with its label beside it, sorted by the measure, in one facet per execution
-# mode (eager / compiled / CUDA graphs) and in one colour, so 21 runs need no 21-colour legend.
-FEW_RUNS = 4
+# Bars lie flat whatever the number of runs (one style for 2 runs or 21: a newcomer met upright
+# bars in run colours for 2-4 runs and flat ones for more): one row per run with its label beside
+# it, sorted by the measure, in one facet per execution mode (eager / compiled / CUDA graphs) and
+# in one colour, so 21 runs need no 21-colour legend. FEW_RUNS = 0: no count gets another style.
+FEW_RUNS = 0
 MODE_ORDER: tuple[str, ...] = ("eager", "compiled", "CUDA graphs")
 ROW_PX = 24  # one flat bar
 FACET_PX = 44  # a facet's title and gap
@@ -109,12 +110,14 @@ def _flat_stacked(
     axis: str,
     hover: str,
     fmt=None,
+    order_by: str | None = None,
 ) -> go.Figure:
-    """Flat bars stacked by `part` (family, copy class), one row per run sorted by its total,
-    faceted by mode; the total written beside each bar; the legend in one row above the plot."""
-    totals = table.group_by("run").agg(pl.col(value).sum())
+    """Flat bars stacked by `part` (family, copy class), one row per run sorted by its total of
+    `order_by` (default: `value`), faceted by mode; the total written beside each bar; the legend
+    in one row above the plot."""
+    totals = table.group_by("run").agg(pl.col(value).sum(), pl.col(order_by or value).sum().alias("_order"))
     total = dict(zip(totals["run"].to_list(), totals[value].to_list()))
-    facets = _facets(runs, modes, total, descending=True)
+    facets = _facets(runs, modes, dict(zip(totals["run"].to_list(), totals["_order"].to_list())), descending=True)
     fig = _facet_figure(facets)
     parts = list(colors)
     fmt = fmt or format_count

@@ -50,9 +50,9 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
     drawn once per peak (the flat compute roof at peak_tflops and the bandwidth slope intensity ×
     peak_tbps). Points without a peak (a CPU, a device the peaks table lacks) are drawn with no roof.
 
-    The legend holds what a reader needs: the roofs, and up to FEW_RUNS runs one entry per run and
-    measure; with more runs, each cluster of overlapping points carries its runs' names beside it
-    (_cluster_labels) and the legend only says what a circle and a diamond are."""
+    The legend holds what a reader needs, whatever the number of runs: the roofs and what a circle
+    and a diamond are; each cluster of overlapping points carries its runs' names beside it
+    (_cluster_labels), two labels near each other set above and below (_label_places)."""
     fig = go.Figure()
     if points.height == 0:
         return _base_layout(fig, "Attention on the roofline: nothing measured")
@@ -160,11 +160,32 @@ def _add_points(
     return measures_drawn
 
 
+LABEL_NEAR = (0.5, 0.12)  # labels closer than this in log10 (x, y) would overlap: one goes above, one below
+
+
+def _label_places(labels: list[tuple[float, float, str]], middle: float) -> list[str]:
+    """Each label's textposition: 'middle right' (or 'middle left' in the right half, so the text
+    stays inside the plot); of two labels on one side closer than LABEL_NEAR, the lower one goes
+    below its point and the higher one above, so the two never overlap."""
+    sides = ["left" if np.log10(x) > middle else "right" for x, _, _ in labels]
+    rows = ["middle"] * len(labels)
+    order = sorted(range(len(labels)), key=lambda i: labels[i][1])
+    for lower, upper in zip(order, order[1:]):
+        (x1, y1, _), (x2, y2, _) = labels[lower], labels[upper]
+        near = abs(np.log10(x1) - np.log10(x2)) < LABEL_NEAR[0] and abs(np.log10(y1) - np.log10(y2)) < LABEL_NEAR[1]
+        if near and sides[lower] == sides[upper]:
+            rows[lower] = "bottom" if rows[lower] == "middle" else rows[lower]
+            rows[upper] = "top"
+    return [f"{row} {side}" for row, side in zip(rows, sides)]
+
+
 def _add_cluster_labels(fig: go.Figure, points: pl.DataFrame, xs: np.ndarray) -> None:
-    """The runs' names beside their points, one label per cluster of points that overlap."""
+    """The runs' names beside their points, one label per cluster of points that overlap, two
+    labels near each other set above and below (_label_places)."""
     middle = (np.log10(xs[0]) + np.log10(xs[-1])) / 2
-    for x, y, label in _cluster_labels(points):
-        left = np.log10(x) > middle  # right half: the text runs leftwards, so it stays inside the plot
+    labels = _cluster_labels(points)
+    for (x, y, label), place in zip(labels, _label_places(labels, middle)):
+        left = place.endswith("left")
         fig.add_trace(
             go.Scatter(
                 x=[x / 1.15 if left else x * 1.15],
@@ -172,7 +193,7 @@ def _add_cluster_labels(fig: go.Figure, points: pl.DataFrame, xs: np.ndarray) ->
                 mode="text",
                 text=[label],
                 showlegend=False,
-                textposition="middle left" if left else "middle right",
+                textposition=place,
                 hoverinfo="skip",
                 textfont={"size": 10, "color": "#444"},
                 name=label,

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
-from plotly.subplots import make_subplots
 
-from dashboard.charts.facets import Modes, _facet_figure, _facets, _flat, _flat_layout
+from dashboard.charts.facets import Modes, _facet_figure, _facets, _flat_layout
 from dashboard.charts.style import (
     BASELINE_COLOR,
     FASTER_COLOR,
     FLAT_COLOR,
     NO_BAR_COLOR,
     SLOWER_COLOR,
-    Colors,
-    _base_layout,
     plain,
-    run_colors,
 )
 from dashboard.engine.compare.fingerprint import CROSS_DEVICE
 from dashboard.engine.compare.speed import NO_SPEEDUP
@@ -26,59 +22,17 @@ from dashboard.engine.model.formatting import format_us, format_usd
 def step_time_bars(
     speed: pl.DataFrame,
     log: bool = False,
-    colors: Colors | None = None,
     title: str = "",
     modes: Modes | None = None,
     baseline: str | None = None,
 ) -> go.Figure:
-    """Median time per step with its p10-p90 spread as error bars; each bar's value is written
-    above its whisker, so the two never cover each other. `speed`: speed.speed_table. `log`:
-    logarithmic y axis, for runs that differ by orders of magnitude. `colors`: run -> colour.
-    More than FEW_RUNS runs: flat bars, fastest first, faceted by `modes`, the `baseline` hatched
-    and named."""
-    runs = speed["run"].to_list()
+    """Median time per step with its p10-p90 spread as whiskers, one flat bar per run whatever
+    their number, fastest first, faceted by `modes`, the `baseline` hatched and named; each bar's
+    value written past its whisker. `speed`: speed.speed_table. `log`: logarithmic time axis."""
     other = _other_work(speed)
     if other:
         title = (title or "Median time per step, with spread") + f" ({OTHER_WORK_KEY})"
-    if _flat(runs):
-        return _flat_step_time(speed, log, title, modes, baseline)
-    median = speed["median_us"].to_list()
-    p90 = speed["p90_us"].to_list()
-    low = [m - p for m, p in zip(median, speed["p10_us"].to_list())]
-    high = [p - m for m, p in zip(median, p90)]
-    fig = go.Figure(
-        go.Bar(
-            x=runs,
-            y=median,
-            marker_color=run_colors(runs, colors),
-            marker_pattern_shape=["x" if r in other else "" for r in runs],
-            showlegend=False,
-            error_y={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "color": "#444"},
-            customdata=list(zip(speed["p10_us"].to_list(), p90, speed["time_source"].to_list())),
-            hovertemplate="%{x}<br>median %{y:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=runs,
-            y=[max(m, p) if p == p else m for m, p in zip(median, p90)],
-            mode="text",
-            text=[format_us(m) + (f" · {OTHER_WORK}" if r in other else "") for r, m in zip(runs, median)],
-            textposition="top center",
-            cliponaxis=False,
-            showlegend=False,
-            hoverinfo="skip",
-        )
-    )
-    fig.update_yaxes(
-        title_text="µs per step (median; whiskers: p10 to p90)",
-        type="log" if log else "linear",
-        rangemode="normal" if log else "tozero",
-    )
-    tops = [max(m, p) if p == p else m for m, p in zip(median, p90) if m == m]
-    if tops and not log:  # head room, so the labels above the tallest whisker stay inside the plot
-        fig.update_yaxes(range=[0, max(tops) * 1.18 or 1.0])
-    return _base_layout(fig, title or "Median time per step, with spread")
+    return _flat_step_time(speed, log, title, modes, baseline)
 
 
 def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | None, baseline: str | None) -> go.Figure:
@@ -131,6 +85,10 @@ def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | N
             col=1,
         )
     fig.update_xaxes(type="log" if log else "linear", rangemode="normal" if log else "tozero")
+    tops = [max(r["median_us"], r["p90_us"]) if r["p90_us"] == r["p90_us"] else r["median_us"] for r in rows.values()]
+    tops = [t for t in tops if t is not None and t == t]
+    if tops and not log:  # room for the value and '· baseline' past the longest whisker
+        fig.update_xaxes(range=[0, max(tops) * 1.45 or 1.0])
     return _flat_layout(
         fig,
         title or "Median time per step, with spread (fastest first)",
@@ -141,9 +99,9 @@ def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | N
 
 
 def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False, modes: Modes | None = None) -> go.Figure:
-    """Speedup against the baseline (> 1 is faster), with a dashed line at 1; the baseline's own
-    bar is labelled 'baseline' (no floating label to collide with the bars'). `speed`: the rows
-    of one device group of speed.speed_table; `log`: logarithmic y axis."""
+    """Speedup against the baseline (> 1 is faster), flat bars with a dashed line at 1; the
+    baseline's own bar is labelled 'baseline'. `speed`: the rows of one device group of
+    speed.speed_table; `log`: logarithmic speedup axis."""
     runs = speed["run"].to_list()
     values = speed["speedup"].to_list()
     related = speed["relation"].to_list() if "relation" in speed.columns else [None] * len(runs)
@@ -152,37 +110,7 @@ def speedup_bars(speed: pl.DataFrame, baseline: str, log: bool = False, modes: M
         for r, v in zip(runs, values)
     ]
     text = _speedup_text(runs, values, related, baseline)
-    if _flat(runs):
-        return _flat_speedup(runs, values, text, colors, baseline, log, modes)
-    fig = go.Figure(
-        go.Bar(
-            x=runs,
-            y=values,
-            marker_color=colors,
-            text=text,
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:.3g}× the baseline's speed<extra></extra>",
-        )
-    )
-    fig.add_hline(y=1.0, line_dash="dash", line_color="#444")
-    fig.update_yaxes(
-        title_text="speedup (baseline time / run time)",
-        type="log" if log else "linear",
-        rangemode="normal" if log else "tozero",
-    )
-    _base_layout(fig, f"Speedup against {baseline} (above 1 = faster)")
-    for run, value, words in zip(runs, values, text):
-        if run != baseline and (value is None or value != value or value <= 0):  # no bar: its slot says why
-            fig.add_annotation(
-                x=plain(run),  # the axis holds the runs as _literal wrote them
-                y=0,  # 0 on a linear axis, 10^0 = 1 on a log one
-                text=_wrapped(words),
-                showarrow=False,
-                yanchor="bottom",
-                font={"size": 12, "color": NO_BAR_COLOR},
-            )
-    return fig
+    return _flat_speedup(runs, values, text, colors, baseline, log, modes)
 
 
 def _flat_speedup(
@@ -215,8 +143,8 @@ def _flat_speedup(
         fig.update_xaxes(range=[0, top * 1.35])
     _flat_layout(
         fig,
-        f"Speedup against {baseline} (right of 1 = faster)",
-        "speedup (baseline time / run time)",
+        f"Speedup against {baseline}",  # short: the chart has half the page (the words on 1 are on its axis)
+        "speedup (baseline time / run time; right of 1 = faster)",
         len(runs),
         len(facets),
     )
@@ -248,11 +176,6 @@ def _other_work(speed: pl.DataFrame) -> set[str]:
     return set(speed.filter(pl.col("relation") == NO_SPEEDUP)["run"].to_list())
 
 
-def _wrapped(words: str) -> str:
-    """A slot's words for a narrow bar slot: plain(), broken after the colon ('different workload:<br>no speedup')."""
-    return "<br>".join(plain(part.strip()) for part in words.split(":", 1)) if ":" in words else plain(words)
-
-
 def _speedup_text(runs: list[str], values: list, related: list, baseline: str) -> list[str]:
     """Each speedup bar's label: 'baseline', the relation when there is no speedup, else 'N× faster/slower'."""
     return [
@@ -268,53 +191,18 @@ def _speedup_text(runs: list[str], values: list, related: list, baseline: str) -
     ]
 
 
-def throughput_bars(speed: pl.DataFrame, colors: Colors | None = None, modes: Modes | None = None) -> go.Figure:
-    """Tokens per second (left) and dollars per million tokens (right), runs with tokens only.
-    `colors`: run -> colour. More than FEW_RUNS runs: flat bars, highest throughput first,
-    faceted by `modes`."""
+COST_TOKENS = 1e9  # cost is shown per billion tokens: per million, a GPU's cost reads "$0.0000723"
+COST_UNIT = "$ per billion tokens"
+
+
+def throughput_bars(speed: pl.DataFrame, modes: Modes | None = None) -> go.Figure:
+    """Tokens per second (left) and dollars per billion tokens (right: COST_UNIT, from the frame's
+    usd_per_mtok), runs with tokens only, flat bars whatever their number, highest throughput
+    first, faceted by `modes`."""
     known = speed.filter(pl.col("tokens_per_s").is_not_null())
     priced = known["usd_per_mtok"].is_not_null().any()
-    titles = ("tokens / s (higher is better)", "$ per million tokens (lower is better)")
-    if _flat(known["run"].to_list()):
-        return _flat_throughput(known, priced, titles, modes)
-    fig = make_subplots(rows=1, cols=2 if priced else 1, subplot_titles=titles if priced else titles[:1])
-    runs = known["run"].to_list()
-    every = speed["run"].to_list()
-    palette = dict(zip(every, run_colors(every, colors)))
-    colors = [palette[r] for r in runs]
-    fig.add_trace(
-        go.Bar(
-            x=runs,
-            y=known["tokens_per_s"].to_list(),
-            marker_color=colors,
-            showlegend=False,
-            text=[f"{v:,.0f}" for v in known["tokens_per_s"].to_list()],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:,.0f} tokens/s<extra></extra>",
-        ),
-        row=1,
-        col=1,
-    )
-    cost = known["usd_per_mtok"].to_list()
-    if not priced:  # no price for these runs: no empty cost panel
-        return _base_layout(fig, "Throughput")
-    fig.add_trace(
-        go.Bar(
-            x=runs,
-            y=cost,
-            marker_color=colors,
-            showlegend=False,
-            text=["" if v is None else format_usd(v) for v in cost],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: $%{y:.4g} per million tokens<extra></extra>",
-        ),
-        row=1,
-        col=2,
-    )
-    fig.update_yaxes(tickprefix="$", tickformat=".3~r", row=1, col=2)
-    return _base_layout(fig, "Throughput and cost")
+    titles = ("tokens / s (higher is better)", f"{COST_UNIT} (lower is better)")
+    return _flat_throughput(known, priced, titles, modes)
 
 
 def _flat_throughput(known: pl.DataFrame, priced: bool, titles: tuple[str, str], modes: Modes | None) -> go.Figure:
@@ -340,7 +228,7 @@ def _flat_throughput(known: pl.DataFrame, priced: bool, titles: tuple[str, str],
             col=1,
         )
         if priced:
-            cost = [rows[r]["usd_per_mtok"] for r in members]
+            cost = [_per_cost_unit(rows[r]["usd_per_mtok"]) for r in members]
             fig.add_trace(
                 go.Bar(
                     y=members,
@@ -351,7 +239,7 @@ def _flat_throughput(known: pl.DataFrame, priced: bool, titles: tuple[str, str],
                     text=[format_usd(v) for v in cost],
                     textposition="outside",
                     cliponaxis=False,
-                    hovertemplate="%{y}: $%{x:.4g} per million tokens<extra></extra>",
+                    hovertemplate="%{y}: $%{x:.4g} per billion tokens<extra></extra>",
                 ),
                 row=row,
                 col=2,
@@ -359,9 +247,14 @@ def _flat_throughput(known: pl.DataFrame, priced: bool, titles: tuple[str, str],
     fig.update_xaxes(tickformat=".3~s", col=1)
     if priced:
         fig.update_xaxes(tickprefix="$", tickformat=".3~r", col=2)
-        top = max((v for v in known["usd_per_mtok"].to_list() if v is not None), default=1.0)
+        top = max((_per_cost_unit(v) for v in known["usd_per_mtok"].to_list() if v is not None), default=1.0)
         fig.update_xaxes(range=[0, top * 1.3], col=2)
     top = max(known["tokens_per_s"].to_list(), default=1.0)
     fig.update_xaxes(range=[0, top * 1.3], col=1)
     _flat_layout(fig, "Throughput and cost", "", len(rows), len(facets))
     return fig
+
+
+def _per_cost_unit(usd_per_mtok: float | None) -> float | None:
+    """$ per million tokens -> $ per COST_TOKENS tokens."""
+    return None if usd_per_mtok is None else usd_per_mtok * COST_TOKENS / 1e6

@@ -43,7 +43,7 @@ RUN_COLORS: tuple[str, ...] = (
     "#a4161a",
     "#2a9d8f",
     "#6a3d9a",
-    "#b8860b",
+    "#9acd32",  # not a second yellow beside #eeca3b
     "#5c4033",
     "#d6336c",
     "#495057",

@@ -11,13 +11,11 @@ from plotly.subplots import make_subplots
 
 from dashboard.charts.style import (
     NAME_CHARS,
-    RUN_COLORS,
     _base_layout,
     _family_rank,
     family_color,
     plain,
     plain_expr,
-    run_color,
 )
 
 # Above this many events in one timeline, events narrower than a screen pixel are merged per lane.
@@ -30,23 +28,29 @@ CPU_LANE = re.compile(r"^CPU (\S+) depth (\d+)$")
 GPU_LANE = re.compile(r"^GPU (\S+) stream (\S+)$")
 
 
-def family_diff_bars(
-    diff: pl.DataFrame, label_a: str, label_b: str, color_a: str | None = None, color_b: str | None = None
-) -> go.Figure:
-    """Time by kernel family in the two compared steps. `diff`: diff.family_time_diff (ns);
-    `color_a`/`color_b`: the two runs' colours (distinct ones are used when they are the same)."""
+STEP_INK = "#3a3a3a"  # no family's colour (style.FAMILY_COLORS)
+STEP_A_MARKER = {"color": STEP_INK, "line": {"color": STEP_INK, "width": 1}}
+STEP_B_MARKER = {
+    "color": "#ffffff",
+    "line": {"color": STEP_INK, "width": 1.5},
+    "pattern": {"shape": "/", "fgcolor": STEP_INK},
+}
+
+
+def family_diff_bars(diff: pl.DataFrame, label_a: str, label_b: str) -> go.Figure:
+    """Time by kernel family in the two compared steps. `diff`: diff.family_time_diff (ns). The
+    families are the x axis; the two steps are told apart by ink, never by a colour a family has
+    (the timeline above colours its blocks by family): A solid dark grey, B hatched on white."""
     ordered = diff.sort(pl.col("family").map_elements(_family_rank, return_dtype=pl.Int64))
     families = ordered["family"].to_list()
-    color_a = color_a or run_color(0)
-    color_b = color_b if color_b and color_b != color_a else next(c for c in RUN_COLORS if c != color_a)
     fig = go.Figure()
-    for side, label, color in (("a", label_a, color_a), ("b", label_b, color_b)):
+    for side, label, marker in (("a", label_a, STEP_A_MARKER), ("b", label_b, STEP_B_MARKER)):
         fig.add_trace(
             go.Bar(
                 name=label,
                 x=families,
                 y=[v / 1000.0 for v in ordered[f"{side}_ns"].to_list()],
-                marker_color=color,
+                marker=marker,
                 customdata=ordered[f"{side}_count"].to_list(),
                 hovertemplate=plain(label) + "<br>%{x}: %{y:.4g} µs in %{customdata} units<extra></extra>",
             )

@@ -315,7 +315,7 @@ def _html_speed(rv: Review) -> list[str]:
         if len(rv.groups) > 1:
             body.append(f"<h3>{html.escape(_group_title(group))}</h3>")
         body += [
-            _figure(charts.step_time_bars(speed, colors=rv.colors), f"step-time-{group.name}"),
+            _figure(charts.step_time_bars(speed), f"step-time-{group.name}"),
             _figure(charts.speedup_bars(speed, group.baseline), f"speedup-{group.name}"),
             _html_table(speed, SPEED_COLUMNS),
         ]

@@ -61,12 +61,12 @@ def render(sel: Selection) -> None:
             st.markdown(tables.group_heading(group))
         with st.container(key=f"chart_kernels_count{suffix}"):
             st.plotly_chart(
-                charts.family_grouped(mine, group.runs, "count", sel.colors, modes=sel.modes),
+                charts.family_grouped(mine, group.runs, "count", modes=sel.modes),
                 key=f"fig_kernels_count{suffix}",
             )
         with st.container(key=f"chart_kernels_time{suffix}"):
             st.plotly_chart(
-                charts.family_grouped(mine, group.runs, "time", sel.colors, modes=sel.modes),
+                charts.family_grouped(mine, group.runs, "time", modes=sel.modes),
                 key=f"fig_kernels_time{suffix}",
             )
 

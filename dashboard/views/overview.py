@@ -173,7 +173,6 @@ def _overview_charts(sel: Selection, table: pl.DataFrame, fam: pl.DataFrame, spl
             st.plotly_chart(
                 charts.step_time_bars(
                     step_times.filter(pl.col("run").is_in(group.runs)),
-                    colors=sel.colors,
                     title=title,
                     modes=sel.modes,
                     baseline=group.baseline,

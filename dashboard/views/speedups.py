@@ -1,5 +1,5 @@
 """Speedups tab: median time per step with its spread, speedup against the baseline, tokens per
-second where the trace says how many tokens a step processes, and cost per million tokens. GPU
+second where the trace says how many tokens a step processes, and cost per billion tokens. GPU
 and CPU-only runs are separate groups, each against its own baseline and at its own price."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def prices(groups: list[review.Group]) -> tuple[float | None, float | None]:
             step=0.25,
             key="usd_per_hour",
             format="%.2f",
-            help="What one GPU-hour costs you; cost per million tokens = price / 3600 / (tokens per second) × 10⁶. GPU runs only.",
+            help="What one GPU-hour costs you; cost per billion tokens = price / 3600 / (tokens per second) × 10⁹. GPU runs only.",
         )
     if GROUP_CPU in names:
         cpu = st.number_input(
@@ -70,7 +70,9 @@ def render(sel: Selection) -> None:
         if len(split) > 1:
             st.info(literal.md(review.MIXED_DEVICES_WHY), icon=":material/call_split:")
     tables.show_by_group(
-        speed,
+        speed.with_columns((pl.col("usd_per_mtok") * (charts.COST_TOKENS / 1e6)).alias("usd_per_btok")).drop(
+            "usd_per_mtok"
+        ),
         "tbl_speed",
         _speed_config(speed, apart),
         split,
@@ -147,7 +149,11 @@ def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
         "usd_per_hour": st.column_config.NumberColumn(
             "$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"
         ),
-        "usd_per_mtok": st.column_config.NumberColumn("$ / million tokens", format="$%.4g"),
+        "usd_per_btok": st.column_config.NumberColumn(
+            charts.COST_UNIT.replace(" per ", " / "),
+            format="$%.4g",
+            help="The cost chart's unit: per million tokens a GPU's cost reads $0.0000…",
+        ),
         "attn_reason": tables.text("why no number", width="medium"),
     }
 
@@ -161,9 +167,7 @@ def _speed_charts(sel: Selection, speed: pl.DataFrame, split: list, log: bool) -
         a, b = st.columns(2)
         with a, st.container(key=f"chart_speed_time{suffix}"):
             st.plotly_chart(
-                charts.step_time_bars(
-                    mine, log=log, colors=sel.colors, title=title, modes=sel.modes, baseline=group.baseline
-                ),
+                charts.step_time_bars(mine, log=log, title=title, modes=sel.modes, baseline=group.baseline),
                 key=f"fig_speed_time{suffix}",
             )
         with b, st.container(key=f"chart_speedup{suffix}"):
@@ -173,7 +177,7 @@ def _speed_charts(sel: Selection, speed: pl.DataFrame, split: list, log: bool) -
     known = speed.filter(pl.col("tokens_per_s").is_not_null())
     if known.height:
         with st.container(key="chart_throughput"):
-            st.plotly_chart(charts.throughput_bars(speed, sel.colors, modes=sel.modes), key="fig_throughput")
+            st.plotly_chart(charts.throughput_bars(speed, modes=sel.modes), key="fig_throughput")
 
 
 def _speed_notes(speed: pl.DataFrame) -> None:

@@ -103,7 +103,7 @@ def render(sel: Selection) -> None:
 
     _show_sequence(a, step_a, b, step_b, other_work)
 
-    _show_family_time(a, step_a, b, step_b, label_a, label_b, sel.colors.get(name[id_a]), sel.colors.get(name[id_b]))
+    _show_family_time(a, step_a, b, step_b, label_a, label_b)
 
 
 def _show_sequence(a, step_a: int, b, step_b: int, other_work: bool) -> None:
@@ -149,9 +149,7 @@ def _show_sequence(a, step_a: int, b, step_b: int, other_work: bool) -> None:
     )
 
 
-def _show_family_time(
-    a, step_a: int, b, step_b: int, label_a: str, label_b: str, color_a: str | None, color_b: str | None
-) -> None:
+def _show_family_time(a, step_a: int, b, step_b: int, label_a: str, label_b: str) -> None:
     """Time by kernel family in the two steps: the bars beside the table."""
     st.subheader("Time by kernel family")
     fam_ns = family_time_diff(a, step_a, b, step_b)
@@ -163,7 +161,7 @@ def _show_family_time(
     left, right = st.columns([3, 2])
     with left, st.container(key="chart_timeline_family"):
         st.plotly_chart(
-            charts.family_diff_bars(fam_ns, label_a, label_b, color_a, color_b),
+            charts.family_diff_bars(fam_ns, label_a, label_b),
             key="fig_timeline_family",
         )
     with right:
