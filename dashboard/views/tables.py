@@ -43,6 +43,35 @@ def text(label: str, help: str | None = None, width: str | None = None) -> Any:
     return st.column_config.TextColumn(label, help=help, width=width)
 
 
+# Source Sans at the grid's 14 px averages under 7.6 px a character; a cell pads 8 px a side and a
+# header leaves room for its menu and sort arrow.
+CHAR_PX = 7.6
+CELL_PAD_PX = 28
+
+
+def text_width(values: Any, label: str = "", least: int = 60, most: int = 460) -> int:
+    """The px a text column needs to show its longest value (or its label) whole, within
+    [`least`, `most`]."""
+    longest = max([len(label)] + [len(str(v)) for v in values if v is not None])
+    return max(least, min(most, round(longest * CHAR_PX) + CELL_PAD_PX))
+
+
+def run_column(config: Any, names: Any) -> Any:
+    """The run column as every table shows it: pinned (it stays while the table scrolls
+    sideways), wide enough for the longest run name, the full names in its help."""
+    config = dict(config) if config is not None else {"label": "run"}
+    config["pinned"] = True
+    config["width"] = text_width(names, str(config.get("label") or "run"))
+    if not config.get("help"):
+        config["help"] = "The run's label (rename runs in the sidebar); this column stays while the table scrolls"
+    return config
+
+
+def hidden(config: Any) -> Any:
+    """`config` hidden by default: the table's column menu (the eye in its toolbar) shows it."""
+    return {**config, "hidden": True}
+
+
 def fit(rows: int, most: int = 600) -> int:
     """A table height in px that shows `rows` rows without scrolling, up to `most`."""
     return min(38 + 35 * max(rows, 1), most)
@@ -62,6 +91,8 @@ def show(
     a CSS style for a whole row, or ''. `order`: the columns shown, in order (the rest stay in the
     data, hidden); None shows them all."""
     data = frame.select([c for c, cfg in columns.items() if c in frame.columns and cfg is not None]).to_pandas()
+    if "run" in data.columns and columns.get("run") is not None:
+        columns = {**columns, "run": run_column(columns["run"], data["run"].tolist())}
     shown: Any = data
     if highlight is not None and 0 < len(data) <= HIGHLIGHT_MAX_ROWS:
         styles = [highlight(row) for row in frame.iter_rows(named=True)]
