@@ -58,10 +58,12 @@ from dashboard.report.tables import (
 LONG_CELL = 160
 
 CSS = """
-body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 24px auto; max-width: 1400px; color: #222; }
+body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 24px auto; max-width: 1400px; color: #222;
+       padding: 0 16px; overflow-wrap: anywhere; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; max-width: 100%; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
+td.num { overflow-wrap: normal; white-space: nowrap; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .alarm { background: #fde8e8; border-left: 4px solid #d62728; padding: 6px 10px; margin: 4px 0; }
 .warning { background: #fff4ce; border-left: 4px solid #e6a700; padding: 6px 10px; margin: 4px 0; }
