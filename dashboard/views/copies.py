@@ -54,12 +54,15 @@ def render(sel: Selection) -> None:
         "tbl_copy_groups",
         {
             "run": tables.text("run"),
-            "hidden": st.column_config.CheckboxColumn("hidden!", width="small"),
-            "alarm": st.column_config.CheckboxColumn(
-                "alarm",
-                help=f"A hidden chain that costs at least {review.COPY_ALARM_SHARE:.0%} of the step or "
-                f"{format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow",
-                width="small",
+            # the class says hidden and the row's colour the alarm: both checkboxes one click away
+            "hidden": tables.hidden(st.column_config.CheckboxColumn("hidden!", width="small")),
+            "alarm": tables.hidden(
+                st.column_config.CheckboxColumn(
+                    "alarm",
+                    help=f"A hidden chain that costs at least {review.COPY_ALARM_SHARE:.0%} of the step or "
+                    f"{format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow",
+                    width="small",
+                )
             ),
             "copy_class": tables.text("class", "; ".join(f"{name}: {why}" for name, why in COPY_CLASSES)),
             "kind": tables.text("kind", "DtoD, HtoD, DtoH...: a GPU memcpy; kernel: a copy kernel; cpu: a CPU copy_"),
@@ -135,7 +138,7 @@ def _every_copy(runs: dict) -> None:
         {
             "run": tables.text("run"),
             "step": tables.count("step", width="small"),
-            "hidden": st.column_config.CheckboxColumn("hidden!", width="small"),
+            "hidden": tables.hidden(st.column_config.CheckboxColumn("hidden!", width="small")),  # the class says it
             "copy_class": tables.text("class"),
             "kind": tables.text("kind"),
             "bytes": st.column_config.NumberColumn("size", format="bytes"),

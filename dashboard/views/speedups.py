@@ -117,7 +117,9 @@ def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
         "run": tables.text("run"),
         "median_us": tables.us("median step (µs)"),
         "speedup": tables.ratio(
-            "speedup vs baseline", "Empty between runs that do different work: see 'compared as' and the note above"
+            "speedup",
+            "The baseline's median step / this run's (> 1 is faster). Empty between runs that do different work: "
+            "see 'compared as' and the note above",
         ),
         "relation": tables.text(
             "compared as",
@@ -127,7 +129,7 @@ def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
         if apart or speed["relation"].is_in([CROSS_DEVICE]).any()
         else None,
         # what a token costs next to the time, before the attention's efficiency
-        "tokens_per_step": tables.count("tokens / step"),
+        "tokens_per_step": tables.count("tokens / step", width=90),
         "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
         "usd_per_mtok": st.column_config.NumberColumn("$ / million tokens", format="$%.4g"),
         "attn_tflops": st.column_config.NumberColumn(

@@ -43,17 +43,22 @@ def text(label: str, help: str | None = None, width: str | None = None) -> Any:
     return st.column_config.TextColumn(label, help=help, width=width)
 
 
-# Source Sans at the grid's 14 px averages under 7.6 px a character; a cell pads 8 px a side and a
-# header leaves room for its menu and sort arrow.
-CHAR_PX = 7.6
-CELL_PAD_PX = 28
+# Source Sans at the grid's 14 px (bold in highlighted rows): about 6.4 px a lower-case letter or
+# punctuation, 7.2 a digit, 9 a capital or m/w; a cell pads 8 px a side. Checked against the
+# browser's own measure of the font in tests/test_browser_fit.py.
+NARROW_PX, DIGIT_PX, WIDE_PX = 6.4, 7.2, 9.0
+CELL_PAD_PX = 20
+
+
+def _text_px(value: str) -> float:
+    return sum(WIDE_PX if c.isupper() or c in "mwMW@%" else DIGIT_PX if c.isdigit() else NARROW_PX for c in value)
 
 
 def text_width(values: Any, label: str = "", least: int = 60, most: int = 460) -> int:
     """The px a text column needs to show its longest value (or its label) whole, within
     [`least`, `most`]."""
-    longest = max([len(label)] + [len(str(v)) for v in values if v is not None])
-    return max(least, min(most, round(longest * CHAR_PX) + CELL_PAD_PX))
+    widest = max([_text_px(label)] + [_text_px(str(v)) for v in values if v is not None])
+    return max(least, min(most, round(widest) + CELL_PAD_PX))
 
 
 def run_column(config: Any, names: Any) -> Any:
