@@ -61,14 +61,23 @@ def text_width(values: Any, label: str = "", least: int = 60, most: int = 460) -
     return max(least, min(most, round(widest) + CELL_PAD_PX))
 
 
+RUN_MOST_PX = 460  # a run column no wider than this; a longer name is written in full in its help
+
+
 def run_column(config: Any, names: Any) -> Any:
     """The run column as every table shows it: pinned (it stays while the table scrolls
-    sideways), wide enough for the longest run name, the full names in its help."""
+    sideways), wide enough for the longest run name (up to RUN_MOST_PX; the names cut there are
+    written in full in the column's help)."""
     config = dict(config) if config is not None else {"label": "run"}
     config["pinned"] = True
-    config["width"] = text_width(names, str(config.get("label") or "run"))
-    if not config.get("help"):
-        config["help"] = "The run's label (rename runs in the sidebar); this column stays while the table scrolls"
+    config["width"] = text_width(names, str(config.get("label") or "run"), most=RUN_MOST_PX)
+    help = (
+        config.get("help") or "The run's label (rename runs in the sidebar); this column stays while the table scrolls"
+    )
+    cut = sorted({str(n) for n in names if n is not None and _text_px(str(n)) + CELL_PAD_PX > RUN_MOST_PX})
+    if cut:
+        help += ". Names too long for the column, in full: " + "; ".join(literal.md(n) for n in cut)
+    config["help"] = help
     return config
 
 
