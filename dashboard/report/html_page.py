@@ -56,12 +56,15 @@ from dashboard.report.tables import (
 )
 
 LONG_CELL = 160
+LONG_WORD = 40
 
 CSS = """
-body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 24px auto; max-width: 1400px; color: #222; }
+body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 24px auto; max-width: 1400px; color: #222;
+       padding: 0 16px; overflow-wrap: break-word; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; max-width: 100%; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+td.long { overflow-wrap: anywhere; min-width: 16em; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .alarm { background: #fde8e8; border-left: 4px solid #d62728; padding: 6px 10px; margin: 4px 0; }
 .warning { background: #fff4ce; border-left: 4px solid #e6a700; padding: 6px 10px; margin: 4px 0; }
@@ -83,10 +86,12 @@ def _html_table(frame: pl.DataFrame, columns: dict[str, str], row_class: str | N
             value = row[c]
             num = isinstance(value, (int, float)) and not isinstance(value, bool)
             text = _fmt(c, value)
+            # a word longer than LONG_WORD (a templated kernel's name) may break anywhere, or the table outgrows the page
+            long = " class=long" if any(len(word) > LONG_WORD for word in text.split()) else ""
             if len(text) > LONG_CELL:  # C++ kernel names run to 1,000 characters: show the start, hover for all
-                cells.append(f'<td title="{html.escape(text)}">{html.escape(text[:LONG_CELL])}…</td>')
+                cells.append(f'<td{long} title="{html.escape(text)}">{html.escape(text[:LONG_CELL])}…</td>')
             else:
-                cells.append(f"<td{' class=num' if num else ''}>{html.escape(text)}</td>")
+                cells.append(f"<td{' class=num' if num else long}>{html.escape(text)}</td>")
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 

@@ -42,7 +42,8 @@ def render(sel: Selection) -> None:
             "run": tables.text("run"),
             "requested": tables.text("requested"),
             "detected": tables.text("detected"),
-            "verdict": tables.text("verdict"),
+            # the verdict whole (a glide column sizes itself to its first rows only); the evidence takes the rest
+            "verdict": tables.text("verdict", width=tables.text_width(frame["verdict"], "verdict", most=400)),
             "evidence": st.column_config.ListColumn("evidence (op and kernel names)", width="large"),
         },
         highlight=lambda row: verdict_style(row["verdict"]),

@@ -54,20 +54,25 @@ def render(sel: Selection) -> None:
         "tbl_copy_groups",
         {
             "run": tables.text("run"),
-            "hidden": st.column_config.CheckboxColumn("hidden!"),
-            "alarm": st.column_config.CheckboxColumn(
-                "alarm",
-                help=f"A hidden chain that costs at least {review.COPY_ALARM_SHARE:.0%} of the step or "
-                f"{format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow",
+            # the class says hidden and the row's colour the alarm: both checkboxes one click away
+            "hidden": tables.hidden(st.column_config.CheckboxColumn("hidden!", width="small")),
+            "alarm": tables.hidden(
+                st.column_config.CheckboxColumn(
+                    "alarm",
+                    help=f"A hidden chain that costs at least {review.COPY_ALARM_SHARE:.0%} of the step or "
+                    f"{format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow",
+                    width="small",
+                )
             ),
             "copy_class": tables.text("class", "; ".join(f"{name}: {why}" for name, why in COPY_CLASSES)),
             "kind": tables.text("kind", "DtoD, HtoD, DtoH...: a GPU memcpy; kernel: a copy kernel; cpu: a CPU copy_"),
-            "op_chain": tables.text("op chain (outermost first)", width="large"),
             "per_step": tables.count("copies / step"),
             "bytes_per_step": st.column_config.NumberColumn("size / step", format="bytes"),
             "us_per_step": tables.us("µs / step", digits=2),
             "share": tables.share("share of step time"),
-            "count": tables.count("count (all steps)"),
+            # the chain last: the numbers stay in view however long it is
+            "op_chain": tables.text("op chain (outermost first)", width="large"),
+            "count": tables.hidden(tables.count("count (all steps)")),
         },
         highlight=lambda row: tables.ALARM_BG if row["alarm"] else tables.NOTE_BG if row["hidden"] else "",
         height=tables.fit(groups.height, 420),
@@ -132,14 +137,15 @@ def _every_copy(runs: dict) -> None:
         "tbl_copies",
         {
             "run": tables.text("run"),
-            "step": tables.count("step"),
-            "hidden": st.column_config.CheckboxColumn("hidden!"),
+            "step": tables.count("step", width="small"),
+            "hidden": tables.hidden(st.column_config.CheckboxColumn("hidden!", width="small")),  # the class says it
             "copy_class": tables.text("class"),
             "kind": tables.text("kind"),
-            "name": tables.text("event"),
             "bytes": st.column_config.NumberColumn("size", format="bytes"),
-            "gbps": st.column_config.NumberColumn("GB/s", format="%.3g"),
             "dur_us": tables.us("time (µs)", digits=2),
+            "gbps": st.column_config.NumberColumn("GB/s", format="%.3g"),
+            # the names last: the numbers stay in view however long they are
+            "name": tables.text("event", width="medium"),
             "chain": tables.text("op chain that caused it", width="large"),
         },
         highlight=lambda row: tables.ALARM_BG if row["hidden"] else "",

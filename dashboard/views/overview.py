@@ -56,7 +56,7 @@ def render(sel: Selection) -> None:
     tables.show_by_group(
         shown,
         "tbl_overview",
-        _overview_config(any_cut),
+        _overview_config(shown, any_cut),
         split,
         highlight=lambda row: _row_style(row, alarmed),
         order=order,
@@ -92,11 +92,12 @@ def _overview_shown(table: pl.DataFrame, fam: pl.DataFrame) -> pl.DataFrame:
     return shown
 
 
-def _overview_config(any_cut: bool) -> dict:
-    """The overview table's columns: names, help and widths (the cut column only when a file is cut)."""
+def _overview_config(shown: pl.DataFrame, any_cut: bool) -> dict:
+    """The overview table's columns: names, help and widths (the cut column only when a file is cut;
+    the device and 'compared as' as wide as their longest value)."""
     return {
         "run": st.column_config.TextColumn("run", pinned=True),
-        "device_label": tables.text("device", width="large" if any_cut else "medium"),
+        "device_label": tables.text("device", width=tables.text_width(shown["device_label"], "device", most=400)),
         "steps": tables.count("steps", width="small"),
         "median_step_us": tables.us("median µs", "Median over steps; 'time from' says which time", width="small"),
         "speedup": tables.ratio(
@@ -109,7 +110,7 @@ def _overview_config(any_cut: bool) -> dict:
             "same workload (same attention shapes and dtype, or the same model's ops); "
             "cross-device: the same workload on another device; 'different workload: no speedup' "
             "when the runs do different work",
-            width="small",
+            width=tables.text_width(shown["relation"], "compared as"),
         ),
         "work_per_step": tables.count(
             "work / step", "Median over steps of the units named in 'counted as'", width="small"
@@ -266,7 +267,11 @@ def overview_columns(table: pl.DataFrame) -> list[str]:
         or []
     )
     picked = [c for c in MORE_COLUMNS if c in extra or c in always]
-    return STORY_COLUMNS + picked + (["cut"] if table["cut"].is_not_null().any() else [])
+    story = list(STORY_COLUMNS)
+    if "relation" in picked:  # beside the speedup it explains (an empty one between different work)
+        picked.remove("relation")
+        story.insert(story.index("speedup") + 1, "relation")
+    return story + picked + (["cut"] if table["cut"].is_not_null().any() else [])
 
 
 def show_graph_copies(sel: Selection, table: pl.DataFrame, groups: pl.DataFrame) -> None:

@@ -118,19 +118,26 @@ def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
     return {
         "run": tables.text("run"),
         "median_us": tables.us("median step (µs)"),
-        "p10_us": tables.us("p10 (µs)"),
-        "p90_us": tables.us("p90 (µs)"),
-        "steps": tables.count("steps"),
-        "time_source": tables.text("time from"),
         "speedup": tables.ratio(
-            "speedup vs baseline", "Empty between runs that do different work: see 'compared as' and the note above"
+            "speedup",
+            "The baseline's median step / this run's (> 1 is faster). Empty between runs that do different work: "
+            "see 'compared as' and the note above",
         ),
         "relation": tables.text(
             "compared as",
             "same workload; cross-device: the same work on another device; 'different workload: no speedup'",
+            width=tables.text_width(speed["relation"], "compared as"),
         )
         if apart or speed["relation"].is_in([CROSS_DEVICE]).any()
         else None,
+        # what a token costs next to the time, before the attention's efficiency
+        "tokens_per_step": tables.count("tokens / step", width=90),
+        "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
+        "usd_per_btok": st.column_config.NumberColumn(
+            charts.COST_UNIT.replace(" per ", " / "),
+            format="$%.4g",
+            help="The cost chart's unit: per million tokens a GPU's cost reads $0.0000…",
+        ),
         "attn_tflops": st.column_config.NumberColumn(
             "attention TFLOP/s",
             format="%.4g",
@@ -144,17 +151,17 @@ def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
             "the vendors' dense peaks, at the attention's minimum bytes (what a fused kernel needs; the roofline chart below "
             "places each run at the bytes its own kernels move). Empty where there is no peak: the next column says why",
         ),
-        "tokens_per_step": tables.count("tokens / step"),
-        "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.4g"),
-        "usd_per_hour": st.column_config.NumberColumn(
-            "$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"
-        ),
-        "usd_per_btok": st.column_config.NumberColumn(
-            charts.COST_UNIT.replace(" per ", " / "),
-            format="$%.4g",
-            help="The cost chart's unit: per million tokens a GPU's cost reads $0.0000…",
-        ),
         "attn_reason": tables.text("why no number", width="medium"),
+        # one click away (the table's column menu): the spread, the price applied, where time comes from
+        "p10_us": tables.hidden(tables.us("p10 (µs)")),
+        "p90_us": tables.hidden(tables.us("p90 (µs)")),
+        "steps": tables.hidden(tables.count("steps")),
+        "time_source": tables.hidden(tables.text("time from")),
+        "usd_per_hour": tables.hidden(
+            st.column_config.NumberColumn(
+                "$ / hour", help="The price applied: per GPU-hour or per CPU-hour", format="$%.2f"
+            )
+        ),
     }
 
 

@@ -43,6 +43,49 @@ def text(label: str, help: str | None = None, width: str | None = None) -> Any:
     return st.column_config.TextColumn(label, help=help, width=width)
 
 
+# Source Sans at the grid's 14 px (bold in highlighted rows): about 6.4 px a lower-case letter or
+# punctuation, 7.2 a digit, 9 a capital or m/w; a cell pads 8 px a side. Checked against the
+# browser's own measure of the font in tests/test_browser_fit.py.
+NARROW_PX, DIGIT_PX, WIDE_PX = 6.4, 7.2, 9.0
+CELL_PAD_PX = 20
+
+
+def _text_px(value: str) -> float:
+    return sum(WIDE_PX if c.isupper() or c in "mwMW@%" else DIGIT_PX if c.isdigit() else NARROW_PX for c in value)
+
+
+def text_width(values: Any, label: str = "", least: int = 60, most: int = 460) -> int:
+    """The px a text column needs to show its longest value (or its label) whole, within
+    [`least`, `most`]."""
+    widest = max([_text_px(label)] + [_text_px(str(v)) for v in values if v is not None])
+    return max(least, min(most, round(widest) + CELL_PAD_PX))
+
+
+RUN_MOST_PX = 460  # a run column no wider than this; a longer name is written in full in its help
+
+
+def run_column(config: Any, names: Any) -> Any:
+    """The run column as every table shows it: pinned (it stays while the table scrolls
+    sideways), wide enough for the longest run name (up to RUN_MOST_PX; the names cut there are
+    written in full in the column's help)."""
+    config = dict(config) if config is not None else {"label": "run"}
+    config["pinned"] = True
+    config["width"] = text_width(names, str(config.get("label") or "run"), most=RUN_MOST_PX)
+    help = (
+        config.get("help") or "The run's label (rename runs in the sidebar); this column stays while the table scrolls"
+    )
+    cut = sorted({str(n) for n in names if n is not None and _text_px(str(n)) + CELL_PAD_PX > RUN_MOST_PX})
+    if cut:
+        help += ". Names too long for the column, in full: " + "; ".join(literal.md(n) for n in cut)
+    config["help"] = help
+    return config
+
+
+def hidden(config: Any) -> Any:
+    """`config` hidden by default: the table's column menu (the eye in its toolbar) shows it."""
+    return {**config, "hidden": True}
+
+
 def fit(rows: int, most: int = 600) -> int:
     """A table height in px that shows `rows` rows without scrolling, up to `most`."""
     return min(38 + 35 * max(rows, 1), most)
@@ -62,6 +105,8 @@ def show(
     a CSS style for a whole row, or ''. `order`: the columns shown, in order (the rest stay in the
     data, hidden); None shows them all."""
     data = frame.select([c for c, cfg in columns.items() if c in frame.columns and cfg is not None]).to_pandas()
+    if "run" in data.columns and columns.get("run") is not None:
+        columns = {**columns, "run": run_column(columns["run"], data["run"].tolist())}
     shown: Any = data
     if highlight is not None and 0 < len(data) <= HIGHLIGHT_MAX_ROWS:
         styles = [highlight(row) for row in frame.iter_rows(named=True)]
