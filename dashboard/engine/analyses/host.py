@@ -11,11 +11,13 @@ Definitions (units: ns in the frames, µs in host_block):
 - launch latency: from a launch call's start to the start of the first device event it launched
   (the queueing, plus the launch itself). One number per launch call: a graph launch that replays
   many kernels counts once, to its first kernel.
-- waiting on the host: within a step's device work on one device (health.step_device_times' set of
-  events: the device events the step launched), an idle gap before a device event is waiting on
-  the host when that event's launch call started at or after the end of all earlier device work
-  of the step on that device (nothing was queued). A step is host-bound when its waiting time is
-  more than its device busy time; both as shares of the span of the step's device work.
+- waiting on the host: within a step's window on one device (_step_windows: from the step's CPU
+  start, or the end of the earlier steps' device work there when that is later, to the end of the
+  device events the step launched, health.step_device_times' set), an idle gap before a device
+  event is waiting on the host when that event's launch call started at or after the end of all
+  earlier device work on that device (nothing was queued); the lead before the step's first device
+  event counts the same way. A step is host-bound when its waiting time is more than its device
+  busy time; both as shares of the window.
 """
 
 from __future__ import annotations
