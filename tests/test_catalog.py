@@ -119,7 +119,7 @@ def test_a_deferred_store_write_waits_for_store_parsed_and_reports_what_the_cap_
     traces back instead of writing them, and store_parsed writes them (and what the cap removed)."""
     scratch = Store(tmp_path / "scratch")
     scratch.open(H100)
-    second_bytes = scratch.traces()[0].stored_bytes
+    second_bytes = scratch.used_bytes()  # its tables and the analyses the store keeps with them
     cache = TraceCache(store=Store(tmp_path / "store", max_bytes=second_bytes))  # room for the second trace alone
     first, _ = open_all([pending_file(file_source(TRITON), cache)], cache=cache)
     assert [t.sha for t in cache.store.traces()] == [first[0].digest]

@@ -575,7 +575,7 @@ def test_other_work_is_said_above_everything_and_each_empty_speedup_slot_says_wh
                 plot = chart.locator(".main-svg").first.bounding_box()
                 notes = chart.locator(".annotation-text")
                 words = ["".join(t.split()) for t in notes.all_text_contents()]  # (one tspan a line)
-                assert words.count("differentworkloadnospeedup") == 2, words
+                assert words.count("differentworkload:nospeedup") == 2, words
                 for i in range(notes.count()):  # each drawn inside the chart, none cut off
                     box = notes.nth(i).bounding_box()
                     assert box and plot["x"] <= box["x"] and box["x"] + box["width"] <= plot["x"] + plot["width"]

@@ -139,9 +139,15 @@ def _decimal(n: int) -> str:
 
 
 def _on_disk(root: Path) -> dict[str, int]:
-    """sha -> bytes on disk of each stored trace's folder (read from the file system)."""
+    """sha -> bytes on disk of each stored trace's folder and of its kept analyses (analyses/trace=<sha>/,
+    every file below it), read from the file system: what the cap counts."""
+    kept = {
+        folder.name.removeprefix("trace="): sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        for folder in root.glob("analyses/trace=*")
+    }
     return {
         folder.name.removeprefix("trace="): sum(f.stat().st_size for f in folder.iterdir())
+        + kept.get(folder.name.removeprefix("trace="), 0)
         for folder in root.glob("schema=*/trace=*")
     }
 

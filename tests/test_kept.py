@@ -234,15 +234,19 @@ def test_the_kept_analyses_count_against_the_size_cap_and_go_with_their_trace(tm
         trace, sha = store.open(oracle.DATA / name)
         dashboard.engine.analyses.summary.summarize(trace)  # its analyses kept beside its tables
         shas.append(sha)
-        time.sleep(0.01)  # opened in this order
+        opened = store.trace(sha).last_opened
+        while time.time() <= opened:  # the next one is opened later (the clock read past this one's)
+            pass
     first, second = shas
-    tables = {t.sha: t.stored_bytes for t in store.traces()}
-    analyses = {
-        sha: sum(f.stat().st_size for f in (root / "analyses" / f"trace={sha}").rglob("*") if f.is_file())
-        for sha in shas
-    }
-    assert set(tables) == set(shas) and all(analyses.values())
+
+    def on_disk(folder: Path) -> int:
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+    tables = {sha: sum(on_disk(p) for p in root.glob(f"schema=*/trace={sha}")) for sha in shas}
+    analyses = {sha: on_disk(root / "analyses" / f"trace={sha}") for sha in shas}
+    assert all(tables.values()) and all(analyses.values())
     assert store.used_bytes() == sum(tables.values()) + sum(analyses.values())
+    assert {t.sha: t.stored_bytes for t in store.traces()} == {sha: tables[sha] + analyses[sha] for sha in shas}
     store.max_bytes = sum(tables.values()) + analyses[second]  # short of the first's analyses
     assert store.evict() == [first]
     assert not (root / "analyses" / f"trace={first}").exists() and not store.has(first)

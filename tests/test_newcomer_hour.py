@@ -99,16 +99,27 @@ def test_the_speedups_tab_marks_other_work_and_says_why_a_slot_has_no_bar(app):
     for label in (LABELS[BERT], LABELS[MI250]):
         assert math.isnan(speed.loc[label, "speedup"]) and speed.loc[label, "relation"].startswith("different")
     times = figure(at, "chart_speed_time")
-    bars = next(t for t in times["data"] if t["type"] == "bar")
-    assert [s for r, s in zip(bars["x"], bars["marker"]["pattern"]["shape"]) if s] == ["x", "x"]
-    labels = next(t for t in times["data"] if t["type"] == "scatter")["text"]
-    assert [t.endswith("· other work") for t in labels] == [False, True, True]
+    # flat bars, one trace per kind of bar: each run's hatch and end label, whichever trace draws it
+    shapes = {
+        run: shape
+        for t in times["data"]
+        if t["type"] == "bar"
+        for run, shape in zip(t["y"], t["marker"]["pattern"]["shape"])
+    }
+    assert shapes[LABELS[BERT]] == shapes[LABELS[MI250]] == "x" and shapes[LABELS[NAIVE]] != "x"
+    ends = {run: text for t in times["data"] if t["type"] == "scatter" for run, text in zip(t["y"], t["text"])}
+    assert {run: text.endswith("· other work") for run, text in ends.items()} == {
+        LABELS[NAIVE]: False,
+        LABELS[BERT]: True,
+        LABELS[MI250]: True,
+    }
     assert "other work" in times["layout"]["title"]["text"]
     speedups = figure(at, "chart_speedup")
-    notes = {a["x"]: a["text"] for a in speedups["layout"]["annotations"]}
+    # flat bars: a run is a row (the other annotations title the execution modes' groups)
+    notes = {a["y"]: a["text"] for a in speedups["layout"]["annotations"] if isinstance(a["y"], str)}
     assert notes == {
-        LABELS[BERT]: "different workload<br>no speedup",
-        LABELS[MI250]: "different workload<br>no speedup",
+        LABELS[BERT]: "different workload: no speedup",
+        LABELS[MI250]: "different workload: no speedup",
     }
     assert "other work" in " ".join(texts([at.get_by_key("speed_apart").caption[0]]))
 

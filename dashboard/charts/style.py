@@ -125,8 +125,12 @@ def _literal(fig: go.Figure) -> None:
                 setattr(trace, attr, _plain_data(value))
         if isinstance(getattr(trace, "name", None), str):
             trace.name = plain(trace.name)
-    fig.for_each_xaxis(lambda ax: ax.update(ticktext=_plain_data(ax.ticktext)) if ax.ticktext is not None else None)
-    fig.for_each_yaxis(lambda ax: ax.update(ticktext=_plain_data(ax.ticktext)) if ax.ticktext is not None else None)
+    for axes in (fig.for_each_xaxis, fig.for_each_yaxis):
+        # tick labels, and the category order (it names the categories as the data, plain, does)
+        axes(lambda ax: ax.update(ticktext=_plain_data(ax.ticktext)) if ax.ticktext is not None else None)
+        axes(
+            lambda ax: ax.update(categoryarray=_plain_data(ax.categoryarray)) if ax.categoryarray is not None else None
+        )
     for note in fig.layout.annotations or ():  # subplot titles (they quote run labels)
         if isinstance(note.text, str):
             note.text = plain(note.text)

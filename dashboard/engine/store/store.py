@@ -447,7 +447,8 @@ class Store:
                 f"SELECT {_TRACE_COLUMNS} FROM traces WHERE schema=? ORDER BY last_opened DESC, sha",
                 (SCHEMA_VERSION,),
             ).fetchall()
-        return [StoredTrace(*row[:-1], pinned=bool(row[-1])) for row in rows]
+        held = kept.sizes(self.root)
+        return [self._row(row, held) for row in rows]
 
     def trace(self, sha: str) -> StoredTrace | None:
         """The catalog row of one stored trace (this schema version), or None."""
@@ -455,7 +456,14 @@ class Store:
             row = db.execute(
                 f"SELECT {_TRACE_COLUMNS} FROM traces WHERE sha=? AND schema=?", (sha, SCHEMA_VERSION)
             ).fetchone()
-        return StoredTrace(*row[:-1], pinned=bool(row[-1])) if row else None
+        return self._row(row, kept.sizes(self.root)) if row else None
+
+    @staticmethod
+    def _row(row: tuple, held: dict[str, int]) -> StoredTrace:
+        """A catalog row whose stored_bytes count the trace's kept analyses with its tables: its bytes
+        on disk in the store, as the cap counts them."""
+        found = StoredTrace(*row[:-1], pinned=bool(row[-1]))
+        return dataclasses.replace(found, stored_bytes=found.stored_bytes + held.get(found.sha, 0))
 
     def pin(self, sha: str, pinned: bool = True) -> None:
         """Keep a trace whatever the size cap (a run the team keeps); pinned=False lets it go again."""
@@ -476,13 +484,13 @@ class Store:
         return [t.sha for t in self.evict_rows()]
 
     def evict_rows(self) -> list[StoredTrace]:
-        """evict(), giving the catalog rows of the traces removed (what they were called, sizes)."""
+        """evict(), giving the catalog rows of the traces removed (what they were called, sizes; their
+        stored_bytes count the kept analyses removed with them: what the removal freed)."""
         if self.max_bytes is None:
             return []
         removed: list[StoredTrace] = []
-        stored = self.traces()
-        held = kept.sizes(self.root)  # each trace's kept analyses count with its tables
-        total = sum(t.stored_bytes + held.get(t.sha, 0) for t in stored)
+        stored = self.traces()  # stored_bytes: each trace's tables and its kept analyses
+        total = sum(t.stored_bytes for t in stored)
         for trace in sorted(stored, key=lambda t: (t.last_opened, t.sha)):
             if total <= self.max_bytes:
                 break
@@ -492,7 +500,7 @@ class Store:
                 db.execute("DELETE FROM traces WHERE sha=? AND schema=?", (trace.sha, SCHEMA_VERSION))
             shutil.rmtree(self._folder(trace.sha), ignore_errors=True)
             kept.remove(self.root, trace.sha)
-            total -= trace.stored_bytes + held.get(trace.sha, 0)
+            total -= trace.stored_bytes
             removed.append(trace)
         return removed
 
