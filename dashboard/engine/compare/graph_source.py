@@ -62,16 +62,10 @@ def _source_steps(source: Trace) -> list[tuple[int, list[str], list[int], list[s
     chains = [CHAIN_SEP.join(names[i] for i in path) if path else None for path in paths]
     out = []
     steps = work["step"].to_numpy()
+    all_names, all_ids = work["name"].to_list(), work["id"].to_list()
     for step in sorted(set(steps.tolist())):
         rows = np.flatnonzero(steps == step).tolist()
-        out.append(
-            (
-                int(step),
-                [work["name"][r] for r in rows],
-                [int(work["id"][r]) for r in rows],
-                [chains[r] for r in rows],
-            )
-        )
+        out.append((int(step), [all_names[r] for r in rows], [all_ids[r] for r in rows], [chains[r] for r in rows]))
     return out
 
 
@@ -101,8 +95,9 @@ def replay_chains(graphs: Trace, source: Trace) -> pl.DataFrame:
     steps = _source_steps(source)
     cache: dict[tuple[str, ...], tuple[int, dict[int, int]]] = {}
     rows: list[dict[str, Any]] = []
+    by_launch = replayed.partition_by("launch", as_dict=True, maintain_order=True)  # one pass, not one filter each
     for launch in launches["launch"].to_list():
-        mine = replayed.filter(pl.col("launch") == launch)
+        mine = by_launch.get((launch,), replayed.clear())
         names = tuple(mine["name"].to_list())
         if names not in cache:
             cache[names] = _align(list(names), steps) if steps else (-1, {})
