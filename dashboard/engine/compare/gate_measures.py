@@ -91,38 +91,63 @@ def _verdict_dict(v: TimeVerdict) -> dict[str, Any]:
 
 
 def _time_rule(rules: Rules, base: Trace, candidate: Trace) -> RuleResult:
-    gated = rules.max_slowdown_pct is not None
+    what = "device busy time" if candidate.has_gpu else "step span"
+    return timed_rule(
+        rules,
+        "step_time",
+        (step_times_ns(base), step_times_ns(candidate)),
+        rules.max_slowdown_pct,
+        f"step time ({what})",
+        "max slowdown",
+        settle=True,
+    )
+
+
+def timed_rule(
+    rules: Rules,
+    rule: str,
+    times: tuple[np.ndarray, np.ndarray],
+    max_pct: float | None,
+    what: str,
+    threshold_words: str,
+    settle: bool = False,
+) -> RuleResult:
+    """A rule over per-step times (ns, base then candidate): the bootstrap interval of the median's
+    ratio (bootstrap.time_verdict), failing past 1 + max_pct/100 when max_pct is given (an
+    inconclusive verdict does what --inconclusive says, a pass warns), measured only without it.
+    settle: an inconclusive verdict says how many steps would settle it."""
+    gated = max_pct is not None
     v = time_verdict(
-        step_times_ns(base),
-        step_times_ns(candidate),
-        rules.max_slowdown_pct or 0.0,
+        times[0],
+        times[1],
+        max_pct or 0.0,
         resamples=rules.resamples,
         seed=rules.seed,
         confidence=rules.confidence,
         noise_ns=NOISE_NS,
     )
     iv = v.interval
-    what = "device busy time" if candidate.has_gpu else "step span"
     head = (
-        f"step time ({what}) {_pct(iv.ratio)}: median {iv.candidate_median / 1e3:,.1f} us against "
+        f"{what} {_pct(iv.ratio)}: median {iv.candidate_median / 1e3:,.1f} us against "
         f"{iv.base_median / 1e3:,.1f} us, {v.outcome}: {v.why}"
     )
-    if v.outcome == "inconclusive":
+    if settle and v.outcome == "inconclusive":
         head += (
             f"; about {v.steps_needed} steps of each run would settle it"
             if v.steps_needed
             else "; the ratio sits on the threshold"
         )
     failed = gated and (v.outcome == "regression" or (v.outcome == "inconclusive" and rules.inconclusive == "fail"))
+    details = _verdict_dict(v)
     result = _result(
         rules,
-        "step_time",
+        rule,
         failed,
-        head if gated else head + " (not gated: no max slowdown)",
-        base=_verdict_dict(v)["base_median_ns"],
-        candidate=_verdict_dict(v)["candidate_median_ns"],
-        threshold=rules.max_slowdown_pct,
-        details=_verdict_dict(v),
+        head if gated else f"{head} (not gated: no {threshold_words})",
+        base=details["base_median_ns"],
+        candidate=details["candidate_median_ns"],
+        threshold=max_pct,
+        details=details,
     )
     if gated and v.outcome == "inconclusive" and rules.inconclusive == "pass" and result.status == "pass":
         result.status = "warn" if result.level != "off" else "pass"
