@@ -194,6 +194,11 @@ def sizes(root: Path) -> dict[str, int]:
     return found
 
 
+def size(root: Path, sha: str) -> int:
+    """Bytes on disk of one trace's kept analyses (every version); 0 when it has none."""
+    return _bytes_under(Path(root) / "analyses" / f"trace={sha}")
+
+
 def _bytes_under(folder: Path) -> int:
     """The sizes of the files under `folder`; one removed meanwhile (a writer's temporary file, a
     version replaced) counts as nothing."""

@@ -456,7 +456,7 @@ class Store:
             row = db.execute(
                 f"SELECT {_TRACE_COLUMNS} FROM traces WHERE sha=? AND schema=?", (sha, SCHEMA_VERSION)
             ).fetchone()
-        return self._row(row, kept.sizes(self.root)) if row else None
+        return self._row(row, {sha: kept.size(self.root, sha)}) if row else None  # its own folder only
 
     @staticmethod
     def _row(row: tuple, held: dict[str, int]) -> StoredTrace:
