@@ -308,3 +308,27 @@ def unique_labels(labels: list[str], hints: list[str | None]) -> list[str]:
         used.add(candidate)
         out.append(candidate)
     return out
+
+
+# The article's story, step by step (the Overview says which steps a collection tells): the collectors' variants that tell each step (a name, or a prefix
+# ending in "-"), and the commands that collect it, with when each applies.
+STORY: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
+    ("naive attention", ("naive",), ("python -m collectors --variants naive",), ""),
+    ("masked_fill_ (the copy disappears)", ("naive_inplace",), ("python -m collectors --variants naive_inplace",), ""),
+    ("fused scaled_dot_product_attention", ("sdpa", "sdpa-"), ("python -m collectors --variants sdpa sdpa-flash",), ""),
+    (
+        "fused kernels from the hub or third parties",
+        ("hub", "thirdparty-"),
+        ("python -m collectors --variants hub", "python -m collectors gpu-run"),
+        "the first on a machine that reaches the Hugging Face hub; the second on a GPU, with SageAttention carried "
+        "in the repository (FlashAttention-4 and FlashInfer where installed)",
+    ),
+)
+
+
+def story_coverage(variants: set[str]) -> list[tuple[str, bool]]:
+    """(step, whether a run of `variants` tells it) for each step of STORY."""
+    return [
+        (step, any(v == n or (n.endswith("-") and v.startswith(n)) for v in variants for n in names))
+        for step, names, _, _ in STORY
+    ]

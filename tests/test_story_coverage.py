@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dashboard.views.overview import STORY, story_coverage
+from dashboard.catalog_sources import STORY, story_coverage
 
 ROOT = Path(__file__).resolve().parent.parent
 

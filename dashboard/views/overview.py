@@ -14,6 +14,7 @@ from dashboard.engine.compare import review
 from dashboard.engine.model.formatting import format_bytes, format_us
 from dashboard.engine.analyses.health import WAITING_CHECKS, health
 from dashboard.engine.analyses.phases import phase_table
+from dashboard.catalog_sources import STORY, story_coverage
 from dashboard.runs import Collection, Selection
 from dashboard.views import literal, relation, tables
 
@@ -443,30 +444,6 @@ def _row_style(row: dict, alarmed: set[str]) -> str:
         or (row.get("cut") is not None and row.get("cut") != review.CUT_METADATA_LOST)
     )
     return tables.ALARM_BG if bad else ""
-
-
-# The article's story, step by step: the collectors' variants that tell each step (a name, or a prefix
-# ending in "-"), and the commands that collect it, with when each applies.
-STORY: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
-    ("naive attention", ("naive",), ("python -m collectors --variants naive",), ""),
-    ("masked_fill_ (the copy disappears)", ("naive_inplace",), ("python -m collectors --variants naive_inplace",), ""),
-    ("fused scaled_dot_product_attention", ("sdpa", "sdpa-"), ("python -m collectors --variants sdpa sdpa-flash",), ""),
-    (
-        "fused kernels from the hub or third parties",
-        ("hub", "thirdparty-"),
-        ("python -m collectors --variants hub", "python -m collectors gpu-run"),
-        "the first on a machine that reaches the Hugging Face hub; the second on a GPU, with SageAttention carried "
-        "in the repository (FlashAttention-4 and FlashInfer where installed)",
-    ),
-)
-
-
-def story_coverage(variants: set[str]) -> list[tuple[str, bool]]:
-    """(step, whether a run of `variants` tells it) for each step of STORY."""
-    return [
-        (step, any(v == n or (n.endswith("-") and v.startswith(n)) for v in variants for n in names))
-        for step, names, _, _ in STORY
-    ]
 
 
 def _story_line(c: Collection) -> str | None:
