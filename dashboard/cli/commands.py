@@ -212,19 +212,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _with_sections(html: str, runs: dict[str, Trace], graphs: list[str]) -> str:
     """The HTML report with the serving phases' and the CUDA graph replays' lines, as the text has them."""
-    from html import escape
-
     from dashboard.engine.analyses.summary import summarize
     from dashboard.phase_lines import compare_lines as phase_lines
+    from dashboard.report import with_text_sections
 
     phases = phase_lines({label: summarize(trace) for label, trace in runs.items()})
-    parts = [("Serving phases", phases[2:]), ("CUDA graph replays", graphs)]
-    body = "".join(
-        f'<h2>{title}</h2>\n<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{escape(chr(10).join(lines))}</pre>\n'
-        for title, lines in parts
-        if lines
-    )
-    return html.replace("\n</body></html>", f"\n{body}</body></html>") if body else html
+    return with_text_sections(html, [("Serving phases", phases[2:]), ("CUDA graph replays", graphs)])
 
 
 def _with_graph_lines(

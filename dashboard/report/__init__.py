@@ -49,7 +49,15 @@ from dashboard.report.tables import (
     text_table,
 )
 from dashboard.report.markdown import MARKS, TEXT_MARKS, markdown_report, render_markdown, render_text
-from dashboard.report.html_page import ARTICLE_ONLY_HTML, CSS, DRAW_FIGURES, LONG_CELL, html_report, render_html
+from dashboard.report.html_page import (
+    ARTICLE_ONLY_HTML,
+    CSS,
+    DRAW_FIGURES,
+    LONG_CELL,
+    html_report,
+    render_html,
+    with_text_sections,
+)
 from dashboard.report.data import render_json, review_data
 
 __all__ = [
@@ -94,6 +102,7 @@ __all__ = [
     "md_text",
     "relations",
     "render_html",
+    "with_text_sections",
     "render_json",
     "render_markdown",
     "render_text",

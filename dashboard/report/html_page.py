@@ -349,3 +349,15 @@ def _html_timelines(rv: Review, others: list[str], why_apart: dict[str, str]) ->
             )
         )
     return body
+
+
+def with_text_sections(page: str, sections: list[tuple[str, list[str]]]) -> str:
+    """`page` with a section per (title, lines) that has lines, before its end: the lines as the text
+    report writes them, escaped, wrapped so a long op chain does not widen the page."""
+    body = "".join(
+        f'<h2>{html.escape(title)}</h2>\n<pre style="white-space:pre-wrap;overflow-wrap:anywhere">'
+        f"{html.escape(chr(10).join(lines))}</pre>\n"
+        for title, lines in sections
+        if lines
+    )
+    return page.replace("\n</body></html>", f"\n{body}</body></html>") if body else page
