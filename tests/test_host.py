@@ -4,8 +4,11 @@ events by args.correlation, steps by ProfilerStep (oracle.step_windows, oracle.s
 
 from __future__ import annotations
 
+import json
+
 import statistics
 from collections import defaultdict
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,8 @@ from dashboard.engine import load_trace
 from dashboard.engine.analyses.host import call_host, host_block, host_line, launch_latency, step_host
 
 H200 = Path(__file__).resolve().parent.parent / "sample_traces" / "h200"
-H200_RUNS = ["sdpa", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "naive", "sdpa-cudnn.graphs"]
+# every run of the collection (eager, compiled, CUDA graphs): each has a stored golden summary
+H200_RUNS = [r["trace"].removesuffix(".json.gz") for r in json.loads((H200 / "runs.json").read_text())["runs"]]
 REAL = [
     "tracelens_h100_bert_sdpa_flash.json.gz",
     "hta_a100_control.json.gz",
@@ -25,6 +29,8 @@ REAL = [
     "tracelens_vllm_decode_graph_unified_attention.json.gz",
     "kineto_legacy_resnet50_v100.pt.trace.json.gz",
     "hta_mi250_rocm_minitoy.json.gz",
+    "hta_triton_example.json.gz",
+    "hta_v100_ns_resolution.pt.trace.json.gz",
 ]
 PATHS = [H200 / f"{run}.json.gz" for run in H200_RUNS] + [oracle.DATA / name for name in REAL]
 # scaled_dot_product*, _flash_attention_*, _efficient_attention_*, ...; AMD aiter's multi-head attention ops
@@ -44,7 +50,7 @@ def _p90(values: list[int]) -> float:
 def _reading(path: Path) -> dict:
     """What a person reads off the raw events: the attention calls' host time and launches, each
     launch's latency, each step's waiting on the host, all in ns."""
-    events = oracle.events_ns(oracle.raw(path))
+    events = oracle.events_ns(oracle.raw(path, parse_float=Decimal))  # epoch µs with ns digits: exact
     device = [e for e in events if oracle.is_device(e) and "correlation" in e["args"]]
     first_on_device: dict = {}
     for e in device:
