@@ -3,14 +3,17 @@ on the op that holds the launch; when no op does, a warning gives the number."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 import oracle
+from test_golden_summaries import GOLDEN, TRACES, golden_name
 from dashboard.engine import summarize
 from dashboard.engine.analyses.graphs import graph_replays
 
@@ -92,3 +95,22 @@ def test_compiled_cuda_graphs_are_blamed_on_the_compiled_function_that_replays_t
     assert set(table["op"]) == {"CompiledFunction", "CompiledFunctionBackward"}
     assert table.group_by("step").len()["len"].to_list() == [2] * 6
     assert summarize(trace_of(oracle.DATA / name))["graphs"]["without_op"] == 0
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=golden_name)
+def test_every_stored_summary_gives_the_replayed_share_the_json_gives(trace):
+    """The graphs block of each stored golden summary against the json module: the device time the
+    graph launches replayed, and its share of all device time (the golden is a record; this is the proof)."""
+    (stored,) = (s["graphs"] for s in json.loads((GOLDEN / golden_name(trace)).read_text()))
+    doc = oracle.raw(trace, parse_float=Decimal)
+    events = oracle.events_ns(doc)
+    graphs = {e["args"]["correlation"] for e in events if e["name"] in GRAPH_CALLS and "correlation" in e["args"]}
+    device = [e for e in events if oracle.is_device(e)]
+    replayed = sum(e["end"] - e["ts"] for e in device if e["args"].get("correlation") in graphs)
+    total = sum(e["end"] - e["ts"] for e in device)
+    if not graphs:
+        assert stored["launches"] == 0 and "share" not in stored
+        return
+    assert stored["launches"] == len(graphs)
+    assert stored["device_us"] == pytest.approx(replayed / 1e3, abs=1e-3)
+    assert stored["share"] == pytest.approx(replayed / total, abs=1e-4)
