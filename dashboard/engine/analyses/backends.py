@@ -16,7 +16,7 @@ import polars as pl
 
 from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import Trace, names_in, per_trace
-from dashboard.engine.analyses.kernels import family_of
+from dashboard.engine.analyses.classes import COMPILED_REGION_KINDS, name_classes, names_where
 
 # The attention-backend table lives in rules/backends.py (kernels reads it too); re-exported here.
 from dashboard.engine.rules import (  # noqa: F401
@@ -32,7 +32,6 @@ from dashboard.engine.rules import BACKENDS  # noqa: E402,F401  (re-exported; de
 
 # The op names of an attention written by hand and of a compiled region live in rules/ops.py.
 from dashboard.engine.rules.ops import (  # noqa: E402
-    COMPILED_REGION,
     EAGER_CHAIN_MATMUL,
     EAGER_MATMUL,
     EAGER_SOFTMAX,
@@ -75,7 +74,7 @@ def detect_backends(trace: Trace) -> Backends:
     """Detect attention backends from cpu_op and kernel names (BACKEND_TABLE), then hand-written
     attention compiled by inductor or run eagerly."""
     names = pl.Series(names_in(trace, "cpu_op", "kernel"), dtype=pl.String)
-    by_name = _backend_by_name(names.to_list())
+    by_name = _backend_by_name(trace)
     found = Backends()
     for backend in BACKEND_NAMES:
         hits = sorted(name for name, b in by_name.items() if b == backend)
@@ -97,16 +96,17 @@ def detect_backends(trace: Trace) -> Backends:
     return found
 
 
-def _backend_by_name(names: list[str]) -> dict[str, str]:
-    """Each name of BACKEND_TABLE's attention ops and kernels -> its backend."""
-    return {name: row.name for name in names if name and (row := attention_backend(name)) is not None}
+def _backend_by_name(trace: Trace) -> dict[str, str]:
+    """Each cpu_op or kernel name that BACKEND_TABLE claims -> its backend (classes.name_classes)."""
+    table = name_classes(trace).filter(pl.col("backend").is_not_null())
+    return dict(zip(table["name"].to_list(), table["backend"].to_list()))
 
 
 @per_trace
 def backend_launches(trace: Trace) -> pl.DataFrame:
     """Backends.launches (LAUNCH_SCHEMA): a table, so a reopened trace keeps it (kept.py) and
     detect_backends, whose other parts come from kept name lists, never reads the events again."""
-    return _launches(trace, _backend_by_name(names_in(trace, "cpu_op", "kernel")))
+    return _launches(trace, _backend_by_name(trace))
 
 
 def _cpu_flex_evidence(trace: Trace) -> list[str]:
@@ -117,7 +117,7 @@ def _cpu_flex_evidence(trace: Trace) -> list[str]:
     compiled region, is flex: the compiled region's names are the evidence, the metadata says which."""
     if trace.has_gpu or trace.collector.get("variant") != "flex":
         return []
-    regions = [n for n in names_in(trace, "cpu_op", "user_annotation") if n and re.search(COMPILED_REGION, n)]
+    regions = names_where(trace, "op_kind", COMPILED_REGION_KINDS, ("cpu_op", "user_annotation"))
     if not regions:
         return []
     return ["collector metadata: variant flex (FlexAttention under torch.compile)"] + regions[:3]
@@ -185,7 +185,7 @@ def _inductor_evidence(trace: Trace, names: pl.Series, fused: list[str]) -> list
         return []
     if names.str.contains(EAGER_MATMUL).any():
         return hits
-    return hits if any(family_of(name) == "gemm" for name in names_in(trace, "kernel")) else []
+    return hits if names_where(trace, "family", {"gemm"}, ("kernel",)) else []
 
 
 # What an eager attention chain's evidence caps at: the first chains found, then a count.

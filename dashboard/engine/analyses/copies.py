@@ -15,17 +15,14 @@ import math
 
 import polars as pl
 
-from dashboard.engine.analyses.kernels import family_expr
+from dashboard.engine.analyses.classes import AUTOGRAD_KINDS, WRAPPING_KINDS, name_is, op_kind_of
 from dashboard.engine.model.trace import Trace, names_matching, per_trace
 from dashboard.engine.rules import KV_CACHE_WRITE_KERNELS, is_collective_op, is_kv_cache_write
 from dashboard.engine.rules.ops import (
-    ANNOTATION,
-    AUTOGRAD_OPS,
     COPY_OP,
     REQUESTED_COPY_OPS,
     REQUESTED_COPY_SUFFIX,
     SCALAR_READS,
-    WRAPPER_OPS,
 )
 from dashboard.engine.rules.ops import STEP_MARK
 
@@ -35,7 +32,9 @@ from dashboard.engine.rules.ops import STEP_MARK
 KV_CACHE_WRITE = "(?i)" + KV_CACHE_WRITE_KERNELS  # over a kernel's function name (rules.is_kv_cache_write)
 # The op-name sets live in rules/ops.py with their reasons (imported here): REQUESTED_COPY_OPS
 # and REQUESTED_COPY_SUFFIX (ops whose job is to move data), SCALAR_READS (a value read back),
-# AUTOGRAD_OPS and WRAPPER_OPS (kinds of NOT_MODEL_OP_RULES: never a copy's origin), ANNOTATION.
+# Which ops are wrappers (never a copy's origin) and which the autograd engine's: their op kind
+# (classes.op_kind_of over rules.ops.NOT_MODEL_OP_RULES, views and annotations; WRAPPING_KINDS,
+# AUTOGRAD_KINDS).
 # Collectives and their staging (DDP's reducer copies buckets into gradients): rules.COLLECTIVES'
 # op rows (rules.is_collective_op, a user's rows first).
 
@@ -115,7 +114,7 @@ COPY_COLUMNS = {
 
 def is_wrapper(name: str) -> bool:
     """An op that only wraps others: an autograd node, a compiled region or an annotation."""
-    return bool(AUTOGRAD_OPS.search(name) or WRAPPER_OPS.search(name) or ANNOTATION.search(name))
+    return op_kind_of(name) in WRAPPING_KINDS
 
 
 def classify_chain(chain: list[str]) -> tuple[str | None, str]:
@@ -123,7 +122,7 @@ def classify_chain(chain: list[str]) -> tuple[str | None, str]:
     origin = next((name for name in chain if not is_wrapper(name)), None)
     if any(is_collective_op(name) for name in chain):
         return origin, COMMUNICATION
-    if any(AUTOGRAD_OPS.search(name) for name in chain):
+    if any(op_kind_of(name) in AUTOGRAD_KINDS for name in chain):
         return origin, AUTOGRAD
     if origin is None:
         return None, UNATTRIBUTED
@@ -145,7 +144,8 @@ def copies(trace: Trace) -> pl.DataFrame:
     ev = trace.events
     if trace.has_gpu:
         found = ev.filter(
-            (pl.col("cat") == "gpu_memcpy") | ((pl.col("cat") == "kernel") & (family_expr(pl.col("name")) == "copy"))
+            (pl.col("cat") == "gpu_memcpy")
+            | ((pl.col("cat") == "kernel") & name_is(trace, "family", {"copy"}, ("kernel",)))
         ).with_columns(
             pl.when(pl.col("cat") == "gpu_memcpy")
             .then(pl.col("kind").cast(pl.String))

@@ -10,17 +10,24 @@ Times are in ns unless a column name says otherwise.
 
 from __future__ import annotations
 
-import functools
-import re
-
 import numpy as np
 import polars as pl
 
 # The family table lives in rules/families.py with the other name rules; re-exported here.
 from dashboard.engine.rules import FAMILIES, FAMILY_RULES, FamilyRule, family_rules, is_fused_attention  # noqa: F401
 from dashboard.engine.model.columns import series
-from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, names_matching, per_trace
-from dashboard.engine.rules.names import parse
+from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
+
+# What a name is (family, backend, op kind) is decided once per trace in classes.py; family_of and
+# family_expr re-exported.
+from dashboard.engine.analyses.classes import (  # noqa: F401
+    BOOKKEEPING_KINDS,
+    WORKLESS_KINDS,
+    family_column,
+    family_expr,
+    family_of,
+    name_is,
+)
 
 # cpu_ops with no work of their own, never device work on CPU-only traces: rules/ops.py
 # (NOT_MODEL_OP_RULES' bookkeeping and compiled regions; views and allocations). Re-exported.
@@ -28,52 +35,6 @@ from dashboard.engine.rules.ops import BOOKKEEPING_OPS, METADATA_OPS  # noqa: F4
 from dashboard.engine.model.constants import UNIT_KERNEL  # noqa: F401  (defined light for the CLI; re-exported)
 
 UNIT_LEAF_OP = "leaf cpu_op"
-
-
-@functools.lru_cache(maxsize=1)
-def _family_regex() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...]:
-    """rules.family_rules() compiled, once per process (a user's rows read then)."""
-    return tuple(
-        (r.family, re.compile(r.name, re.IGNORECASE), re.compile(r.template, re.IGNORECASE) if r.template else None)
-        for r in family_rules()
-    )
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def family_of(name: str) -> str:
-    """The family of one kernel or op name: 'fused attention' when a fused row of
-    rules.backend_table() claims it, else the first rules.family_rules() row that matches (a
-    user's rows, then FAMILY_RULES), else 'other'."""
-    if is_fused_attention(name):
-        return "fused attention"
-    parsed = parse(name)
-    qualname, template = parsed.qualname, parsed.template_text
-    for family, name_re, template_re in _family_regex():
-        if name_re.search(qualname) and (template_re is None or template_re.search(template)):
-            return family
-    return "other"
-
-
-def _families(names: pl.Series) -> pl.Series:
-    """family_of over a column: each distinct name classified once, then mapped back."""
-    names = names.cast(pl.String)
-    distinct = names.drop_nulls().unique().to_list()
-    return names.replace_strict({n: family_of(n) for n in distinct}, default="other", return_dtype=pl.String)
-
-
-def family_expr(name: pl.Expr, cat: pl.Expr | None = None) -> pl.Expr:
-    """A polars expression that maps event names to a kernel family (see family_of). GPU memcpy
-    events are 'copy' and GPU memset events are 'memset' whatever their name."""
-    by_name = name.map_batches(_families, return_dtype=pl.String, is_elementwise=True)
-    if cat is None:
-        return by_name
-    return (
-        pl.when(cat == "gpu_memcpy")
-        .then(pl.lit("copy"))
-        .when(cat == "gpu_memset")
-        .then(pl.lit("memset"))
-        .otherwise(by_name)
-    )
 
 
 def step_count(trace: Trace) -> int:
@@ -100,7 +61,7 @@ def work_events(trace: Trace) -> pl.DataFrame:
         "step",
         "cat",
         "name",
-        family_expr(pl.col("name"), pl.col("cat")).alias("family"),
+        family_column(trace).alias("family"),
         "ts_ns",
         "dur_ns",
         "device",
@@ -110,16 +71,12 @@ def work_events(trace: Trace) -> pl.DataFrame:
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:
     """All cpu_ops except profiler and torch.compile bookkeeping."""
-    return trace.events.filter(
-        (pl.col("cat") == "cpu_op")
-        & ~names_matching(trace.events["name"], lambda name: name.str.contains(BOOKKEEPING_OPS))
-    )
+    return trace.events.filter((pl.col("cat") == "cpu_op") & ~name_is(trace, "op_kind", BOOKKEEPING_KINDS))
 
 
 def work_ops(trace: Trace) -> pl.DataFrame:
     """The cpu_ops that do work: not profiler or torch.compile bookkeeping, not views or allocations."""
-    ops = cpu_ops(trace)
-    return ops.filter(~names_matching(ops["name"], lambda name: name.str.contains(METADATA_OPS)))
+    return trace.events.filter((pl.col("cat") == "cpu_op") & ~name_is(trace, "op_kind", WORKLESS_KINDS))
 
 
 @per_trace
@@ -180,7 +137,7 @@ def work_time(trace: Trace) -> pl.DataFrame:
         .agg(pl.col("held_ns").sum(), pl.len().alias("holds"))
     )
     return (
-        ops.select("id", "step", "name", family_expr(pl.col("name"), pl.col("cat")).alias("family"), "dur_ns")
+        ops.select("id", "step", "name", family_column(trace).alias("family"), "dur_ns")
         .join(by_holder, left_on="id", right_on="holder", how="left", maintain_order="left")
         .select(
             "id",

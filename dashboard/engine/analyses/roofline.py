@@ -34,7 +34,7 @@ import polars as pl
 
 from dashboard.engine.analyses.attention_calls import _attention_work, attention_calls, nearest_marked
 from dashboard.engine.analyses.efficiency import step_groups
-from dashboard.engine.analyses.kernels import BOOKKEEPING_OPS
+from dashboard.engine.analyses.classes import BOOKKEEPING_KINDS, name_is
 from dashboard.engine.analyses.rates import LOST_REASON, ROOFLINE_ROW_SCHEMA, device_lost, peak_frame, with_rates
 from dashboard.engine.analyses.roofline_bytes import ELEMENT_BYTES, OP_RULES, _op_tree, element_bytes, op_bytes
 from dashboard.engine.analyses.shapes import _collector_causal, collector_shape
@@ -80,7 +80,7 @@ def device_bytes(trace: Trace) -> pl.DataFrame:
         return pl.DataFrame(schema=BYTES_SCHEMA)
     parent = ev["parent"].fill_null(-1).to_numpy()
     names = ev["name"].cast(pl.String)
-    is_op = ((ev["cat"] == "cpu_op") & ~names.str.contains(BOOKKEEPING_OPS).fill_null(False)).to_numpy()
+    is_op = ev.select((pl.col("cat") == "cpu_op") & ~name_is(trace, "op_kind", BOOKKEEPING_KINDS))["cat"].to_numpy()
     launch = gpu["launch"].to_numpy()
     start = np.where(launch >= 0, parent[np.maximum(launch, 0)], -1)
     op = nearest_marked(parent, start, is_op)

@@ -16,7 +16,7 @@ value, 0 bytes):
   (from Concrete Inputs) removed.
 - attention ops (rules.op_readers.OP_READERS): what a fused kernel moves, efficiency's bytes: read Q, K, V
   (and a mask), write O (and the log-sum-exp where it is written).
-- views and allocations (kernels.METADATA_OPS) move nothing.
+- views and allocations (the op kind metadata: classes.op_kind_of) move nothing.
 Anything else has no bytes, and says why: an inductor-generated kernel (the trace does not say
 which of its buffers it reads and which it writes), a kernel replayed from a CUDA graph, an op
 without a rule. A roofline point whose bytes are not all known is left out, with its reason.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 import polars as pl
 
 from dashboard.engine.analyses.formulas import DTYPES, INT64_MAX
-from dashboard.engine.analyses.kernels import BOOKKEEPING_OPS, METADATA_OPS
+from dashboard.engine.analyses.classes import BOOKKEEPING_KINDS, METADATA, op_kind_of
 from dashboard.engine.rules.op_readers import reader_for
 from dashboard.engine.analyses.shapes import _collector_causal, read_shape
 from dashboard.engine.model.trace import Trace, per_trace
@@ -205,7 +204,7 @@ def _op_bytes(
     if reader_for(name) is not None:
         shape = read_shape(name, dims_json, types_json, concrete_json, causal if causal is not None else False)
         return shape if isinstance(shape, str) else shape.work().bytes
-    if re.search(METADATA_OPS, name):
+    if op_kind_of(name) == METADATA:
         return 0
     rule = OP_RULES.get(name)
     if rule is None:
@@ -367,9 +366,10 @@ class _OpTree:
         if i in self.memo:
             return self.memo[i]
         name = self.names[i] or ""
-        if self.cats[i] != "cpu_op" or re.search(BOOKKEEPING_OPS, name) or COMPOSITE_OPS.search(name):
+        kind = op_kind_of(name)
+        if self.cats[i] != "cpu_op" or kind in BOOKKEEPING_KINDS or COMPOSITE_OPS.search(name):
             found = self._kids(i)
-        elif re.search(METADATA_OPS, name):
+        elif kind == METADATA:
             found = self._kids(i)  # a view moves nothing; a reshape or contiguous that copies calls clone > copy_
         elif reader_for(name) is not None:
             kids = self._kids(i)  # the math path computes through bmm, softmax...; a fused op only allocates and views

@@ -16,8 +16,8 @@ from typing import Any
 import polars as pl
 
 from dashboard.engine.analyses.efficiency import COLLECTOR_DTYPES, DTYPES, attention_calls
-from dashboard.engine.model.trace import Trace, per_trace
-from dashboard.engine.rules.ops import BOOKKEEPING_OPS, METADATA_OPS, NOT_MODEL_OPS
+from dashboard.engine.model.trace import Trace, names_in, per_trace
+from dashboard.engine.analyses.classes import NOT_MODEL_FINGERPRINT_KINDS, names_where
 from dashboard.engine.rules.peaks import device_properties, match_device
 from dashboard.engine.analyses.summary import device_info
 
@@ -28,7 +28,8 @@ OP_SIMILARITY = 0.6
 signatures (distinct cpu_op names that compute) is at least this: the same model on two devices
 shares nearly every op name (HTA's A100/V100 pair: 0.84); a vLLM and an SGLang server share few."""
 # Ops that are the engine's or the compiler's, not the model's, are left out of the op signature:
-# rules.ops.NOT_MODEL_OPS (autograd, compiled graphs and regions), BOOKKEEPING_OPS, METADATA_OPS.
+# the op kinds classes.NOT_MODEL_FINGERPRINT_KINDS (bookkeeping, compiled graphs and regions,
+# autograd, views and allocations).
 VERSION_KEYS = (
     ("torch", None),
     ("cuda runtime", "cuda_runtime_version"),
@@ -118,9 +119,9 @@ def fingerprint(trace: Trace) -> Fingerprint:
                 dtypes = sorted({_dtype_name(d) for d in calls["dtype"].drop_nulls().to_list()})
                 dtype = ", ".join(dtypes) or None
     ev = trace.events
-    names = ev.filter(pl.col("cat") == "cpu_op")["name"].cast(pl.String).unique().drop_nulls().sort()
-    skip = names.str.contains(BOOKKEEPING_OPS) | names.str.contains(METADATA_OPS) | names.str.contains(NOT_MODEL_OPS)
-    ops = frozenset(names.filter(~skip).to_list())
+    ops = frozenset(names_in(trace, "cpu_op")) - frozenset(
+        names_where(trace, "op_kind", NOT_MODEL_FINGERPRINT_KINDS, ("cpu_op",))
+    )
     marks = ev.filter(pl.col("cat") == "user_annotation")["name"].cast(pl.String).unique().drop_nulls()
     regions = frozenset(marks.filter(~marks.str.starts_with("ProfilerStep#")).to_list())
     versions = []
