@@ -26,7 +26,8 @@ from dashboard.engine.analyses.classes import (
     name_classes,
     op_kind_of,
 )
-from dashboard.engine.rules import attention_backend
+from dashboard.engine.model.trace import LAUNCH_CATEGORIES
+from dashboard.engine.rules import GRAPH_LAUNCH, attention_backend
 from dashboard.engine.rules.ops import ANNOTATION, METADATA_OPS, not_model_ops
 from tests import oracle
 
@@ -124,7 +125,7 @@ def test_classes_table_names_each_name_once(path):
     assert table.select("cat", "name").is_duplicated().sum() == 0
     # every name of the file's complete events is in the table (categories are normalized by the loader)
     assert {n for _, n in _names_of(path)} == set(table["name"].to_list())
-    for cat, name, family, backend, kind in table.iter_rows():
+    for cat, name, family, backend, kind, launch in table.iter_rows():
         assert (kind is not None) <= (cat in ("cpu_op", "user_annotation"))
         assert kind is None or kind in OP_KINDS
         if cat in ("cpu_op", "kernel"):
@@ -134,6 +135,8 @@ def test_classes_table_names_each_name_once(path):
             assert family == "copy"
         if cat == "gpu_memset":
             assert family == "memset"
+        graph = bool(re.search(GRAPH_LAUNCH, name)) and cat in LAUNCH_CATEGORIES
+        assert (launch == "graph") == graph, name
 
 
 def test_work_events_family_matches_the_table():
@@ -155,8 +158,17 @@ READERS = [
     "dashboard/engine/analyses/roofline.py",
     "dashboard/engine/analyses/roofline_bytes.py",
     "dashboard/engine/compare/fingerprint.py",
+    "dashboard/engine/analyses/graphs.py",
 ]
-PATTERNS = {"BOOKKEEPING_OPS", "METADATA_OPS", "NOT_MODEL_OPS", "WRAPPER_OPS", "AUTOGRAD_OPS", "COMPILED_REGION", "ANNOTATION"}
+PATTERNS = {
+    "BOOKKEEPING_OPS",
+    "METADATA_OPS",
+    "NOT_MODEL_OPS",
+    "WRAPPER_OPS",
+    "AUTOGRAD_OPS",
+    "COMPILED_REGION",
+    "ANNOTATION",
+}
 
 
 @pytest.mark.parametrize("module", READERS)

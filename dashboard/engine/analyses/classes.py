@@ -8,6 +8,8 @@ Columns of `name_classes(trace)` (CLASSES_SCHEMA), one row per distinct (cat, na
   CPU-only trace's unit of work is a leaf cpu_op); null for other categories.
 - backend: the attention implementation a cpu_op or kernel name belongs to (rules.BACKEND_TABLE's
   first row that claims it), else null.
+- launch: for a host call that queues device work (model.trace.LAUNCH_CATEGORIES), 'graph' for a
+  graph replay and 'kernel' for a kernel launch (rules.LAUNCH_CALLS), else null.
 - op_kind: for a cpu_op or user annotation, what kind of op it is when it is not an op the
   model's code called: one of OP_KINDS (rules.ops.NOT_MODEL_OP_RULES' kinds, then 'metadata' for a
   view or allocation, then 'annotation' for a record_function mark), null for the model's op.
@@ -26,8 +28,8 @@ import re
 
 import polars as pl
 
-from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, names_by_category, per_trace
-from dashboard.engine.rules import attention_backend, family_rules, is_fused_attention
+from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, names_by_category, per_trace
+from dashboard.engine.rules import GRAPH_LAUNCH, KERNEL_LAUNCH, attention_backend, family_rules, is_fused_attention
 from dashboard.engine.rules.names import parse
 from dashboard.engine.rules.ops import ANNOTATION, METADATA_OPS, NOT_MODEL_KINDS, NOT_MODEL_OP_RULES
 
@@ -37,6 +39,7 @@ CLASSES_SCHEMA: dict[str, pl.DataType] = {
     "family": pl.String(),
     "backend": pl.String(),
     "op_kind": pl.String(),
+    "launch": pl.String(),
 }
 
 METADATA = "metadata"
@@ -127,6 +130,14 @@ def family_expr(name: pl.Expr, cat: pl.Expr | None = None) -> pl.Expr:
     )
 
 
+LAUNCH_KINDS = (("graph", re.compile(GRAPH_LAUNCH)), ("kernel", re.compile(KERNEL_LAUNCH)))
+
+
+def launch_of(name: str) -> str | None:
+    """'graph' for a graph replay call, 'kernel' for a kernel launch call (rules.LAUNCH_CALLS), else None."""
+    return next((kind for kind, pattern in LAUNCH_KINDS if pattern.search(name)), None)
+
+
 def backend_of(name: str) -> str | None:
     """The attention backend whose BACKEND_TABLE row claims `name` (an op or kernel), else None."""
     row = attention_backend(name)
@@ -135,7 +146,7 @@ def backend_of(name: str) -> str | None:
 
 @per_trace
 def name_classes(trace: Trace) -> pl.DataFrame:
-    """Every distinct (category, name) of the trace with its family, backend and op kind
+    """Every distinct (category, name) of the trace with its family, backend, op kind and launch kind
     (CLASSES_SCHEMA; see the module's note), sorted by category then name."""
     rows = []
     for cat, names in names_by_category(trace).items():
@@ -143,7 +154,8 @@ def name_classes(trace: Trace) -> pl.DataFrame:
             family = FIXED_FAMILIES.get(cat) or (family_of(name) if cat in FAMILY_CATEGORIES else None)
             backend = backend_of(name) if cat in BACKEND_CATEGORIES else None
             kind = op_kind_of(name) if cat in OP_CATEGORIES else None
-            rows.append((cat, name, family, backend, kind))
+            launch = launch_of(name) if cat in LAUNCH_CATEGORIES else None
+            rows.append((cat, name, family, backend, kind, launch))
     return pl.DataFrame(rows, schema=CLASSES_SCHEMA, orient="row")
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, names_in, per_trace
-from dashboard.engine.rules import GRAPH_LAUNCH  # rules.LAUNCH_CALLS' graph rows (diff.readings reads them too)
+from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
+from dashboard.engine.analyses.classes import names_where  # graph replays: rules.LAUNCH_CALLS' graph rows
 
 
 @per_trace
@@ -28,8 +28,7 @@ def graph_replays(trace: Trace) -> pl.DataFrame:
         "kernels": pl.UInt32,
         "device_ns": pl.Int64,
     }
-    names = pl.Series(names_in(trace, *LAUNCH_CATEGORIES), dtype=pl.String)
-    graph_names = names.filter(names.str.contains(GRAPH_LAUNCH)).to_list()
+    graph_names = names_where(trace, "launch", {"graph"}, LAUNCH_CATEGORIES)
     if not graph_names:
         return pl.DataFrame(schema=schema)
     launches = ev.select("id", "step", "cat", "name", "ts_ns").filter(

@@ -26,7 +26,6 @@ Units: bytes; FLOP; µs in `*_us`; TFLOP/s and TB/s as efficiency.py.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -34,16 +33,15 @@ import polars as pl
 
 from dashboard.engine.analyses.attention_calls import _attention_work, attention_calls, nearest_marked
 from dashboard.engine.analyses.efficiency import step_groups
-from dashboard.engine.analyses.classes import BOOKKEEPING_KINDS, name_is
+from dashboard.engine.model.trace import LAUNCH_CATEGORIES
+from dashboard.engine.analyses.classes import BOOKKEEPING_KINDS, name_is, names_where
 from dashboard.engine.analyses.rates import LOST_REASON, ROOFLINE_ROW_SCHEMA, device_lost, peak_frame, with_rates
 from dashboard.engine.analyses.roofline_bytes import ELEMENT_BYTES, OP_RULES, _op_tree, element_bytes, op_bytes
 from dashboard.engine.analyses.shapes import _collector_causal, collector_shape
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
-from dashboard.engine.rules.launches import GRAPH_LAUNCH
 from dashboard.engine.rules.peaks import DevicePeak
 
 
-GRAPH_REPLAYS = re.compile(GRAPH_LAUNCH)  # rules.LAUNCH_CALLS' graph replays, the one table of them
 OWN_BYTES_WORDS = "bytes its own kernels move, from the recorded shapes"  # what a roofline point's bytes are
 
 
@@ -80,6 +78,7 @@ def device_bytes(trace: Trace) -> pl.DataFrame:
         return pl.DataFrame(schema=BYTES_SCHEMA)
     parent = ev["parent"].fill_null(-1).to_numpy()
     names = ev["name"].cast(pl.String)
+    graph_calls = set(names_where(trace, "launch", {"graph"}, LAUNCH_CATEGORIES))
     is_op = ev.select((pl.col("cat") == "cpu_op") & ~name_is(trace, "op_kind", BOOKKEEPING_KINDS))["cat"].to_numpy()
     launch = gpu["launch"].to_numpy()
     start = np.where(launch >= 0, parent[np.maximum(launch, 0)], -1)
@@ -105,7 +104,7 @@ def device_bytes(trace: Trace) -> pl.DataFrame:
             moved = size if size is not None else f"{name}: its bytes are not in the trace"
         elif at < 0:
             moved = f"{name[:80]}: its launch call is not in the trace, so neither is the op that shaped it"
-        elif GRAPH_REPLAYS.search(names[at] or ""):
+        elif names[at] in graph_calls:
             moved = f"{name[:80]}: replayed from a CUDA graph ({names[at]}): no op records its shapes"
         elif o < 0:
             moved = f"{name[:80]}: no op around its launch records its shapes"
