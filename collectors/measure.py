@@ -247,32 +247,11 @@ def cpu_peak_bytes(trace: dict) -> int:
 # ---------------------------------------------------------------- which backend ran
 
 
-@dataclass(frozen=True)
-class BackendNames:
-    """How one SDPA backend shows in a profile: op matches the whole cpu_op name; kernel is searched
-    for in a device kernel's (demangled, decorated) name; '' when the backend has no such name."""
-
-    name: str
-    op: str
-    kernel: str
-
-
-SDPA_BACKENDS: tuple[BackendNames, ...] = (
-    BackendNames("cpu_flash", r"^aten::_scaled_dot_product_flash_attention_for_cpu$", ""),
-    BackendNames(
-        "flash", r"^aten::(_scaled_dot_product_flash_attention|_flash_attention_forward)$", r"pytorch_flash::"
-    ),
-    BackendNames(
-        "efficient",
-        r"^aten::(_scaled_dot_product_efficient_attention|_efficient_attention_forward)$",
-        r"fmha_cutlassF|PyTorchMemEffAttention::",
-    ),
-    BackendNames("cudnn", r"^aten::(_scaled_dot_product_cudnn_attention|_cudnn_attention_forward)$", r"cudnn\w*_sdpa"),
-    BackendNames("math", r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", ""),
-)
-"""The forward names of PyTorch's SDPA backends, fused ones first, under the names the dashboard's
-dashboard.engine.analyses.backends.BACKEND_TABLE gives them (a test keeps the two in step): the forward
-op and kernel of each backend only, matched against one call's names."""
+SDPA_BACKEND_NAMES = ("cpu_flash", "flash", "efficient", "cudnn", "math")
+SDPA_BACKENDS = tuple(row for row in BACKEND_TABLE if row.name in SDPA_BACKEND_NAMES)
+"""PyTorch's SDPA backends as the dashboard's BACKEND_TABLE has them (its rows, not a copy), fused
+ones first: an op name matches a row's `op`, a device kernel's function name (rules.names.parse)
+its `kernel`; one call's names are matched, so only the forward names occur."""
 _LIBRARY_ROWS = {row.name: row for row in BACKEND_TABLE if row.name in ("sage", "flash-attn", "flashinfer")}
 """The third-party variants' backends (collectors.thirdparty): their kernels by the dashboard's own rows."""
 _HUB_NAMES = re.compile(HUB_EVIDENCE)
@@ -300,8 +279,10 @@ def backend_ran(names: Sequence[str], variant_backend: str | None) -> tuple[str,
         hit = next((n for n in names if row.pattern.search(parse(n).qualname)), "")
         return (variant_backend, hit) if hit else ("unknown", "")
     for row in SDPA_BACKENDS:
-        kernels = [n for n in names if row.kernel and re.search(row.kernel, n) and not n.startswith("aten::")]
-        ops = [n for n in names if re.match(row.op, n)]
+        kernels = [
+            n for n in names if row.kernel and not n.startswith("aten::") and re.search(row.kernel, parse(n).qualname)
+        ]
+        ops = [n for n in names if row.op and re.match(row.op, n)]
         if kernels or ops:
             return row.name, (kernels or ops)[0]
     matmul = min((n for n in names if _EAGER_MATMUL.match(n)), key=_EAGER_ORDER.index, default="")
