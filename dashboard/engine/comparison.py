@@ -44,6 +44,7 @@ from dashboard.engine.analyses.health import WAITING_CHECKS
 from dashboard.engine.compare import alignment as _alignment
 from dashboard.engine.compare import diff as _diff
 from dashboard.engine.compare import fingerprint as _fingerprint
+from dashboard.engine.compare import gate as _gate
 from dashboard.engine.compare import graph_source as _graph_source
 from dashboard.engine.compare import review
 from dashboard.engine.compare import shown as _shown
@@ -372,6 +373,11 @@ class Comparison:
         """What changed op by op from `a` to `b`, over every matched step or `pairs` (alignment.op_changes)."""
         key = ("op_changes", a, b, None if pairs is None else tuple(pairs))
         return self._kept(key, lambda: _alignment.op_changes(self.runs[a], self.runs[b], pairs))
+
+    def gate(self, base: str, candidate: str, rules: _gate.Rules | None = None) -> list[_gate.RuleResult]:
+        """`attnscope check`'s rules over run `candidate` against run `base`, each rule's result in
+        the rules' order (gate.evaluate; `rules`: the default levels when None)."""
+        return _gate.evaluate(self.runs[base], self.runs[candidate], _gate.Rules() if rules is None else rules)
 
     def timeline(self, label: str, step: int) -> pl.DataFrame:
         """One step of one run, every event on its row (diff.timeline)."""
