@@ -275,6 +275,7 @@ def test_constructing_computes_nothing_and_a_table_is_computed_once(pair, monkey
     a, b = list(runs)[:2]
     assert cmp.relation(a, b) is cmp.relation(a, b)
     assert cmp.changes_at({}, "base") is cmp.changes
+    assert cmp.changes_at(dict.fromkeys(runs), "base") is cmp.changes  # None: every step, the default
     assert cmp.changes_at({}, "name") is cmp.changes_at({}, "name")
     assert cmp.speed_at(3.0, None) is cmp.speed_at(3.0, None)
     assert cmp.speed_at(DEFAULT_USD_PER_GPU_HOUR, None) is cmp.speed

@@ -346,9 +346,10 @@ class Comparison:
     def changes_at(self, steps: dict[str, int | None] | None, by: str) -> list[Change]:
         """The changes over other steps or names (the Kernels tab's choices); `changes` at the comparison's own."""
         steps = dict(steps or {})
-        if (steps, by) == (self.steps, self.by):
+        chosen = {label: step for label, step in steps.items() if step is not None}  # None: every step, as absent
+        if (chosen, by) == ({k: v for k, v in self.steps.items() if v is not None}, self.by):
             return self.changes
-        key = ("changes", by, tuple(sorted(steps.items(), key=lambda kv: kv[0])))
+        key = ("changes", by, tuple(sorted(chosen.items())))
         return self._kept(key, lambda: review.changes(self.runs, self.baseline, steps=steps, by=by))
 
     # ---------- one run, and pairs of runs (the Timeline, the gate) ----------
