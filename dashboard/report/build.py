@@ -1,5 +1,6 @@
-"""The review's frames, computed once for every format (Review, build_review), and the words and
-rows every format shares: how each run relates to its baseline, the changed rows shown, the groups."""
+"""The review every format renders (build_review: the engine's Comparison, each frame computed once
+when a format first asks for it; Review is its old name), and the words and rows every format
+shares: how each run relates to its baseline, the changed rows shown, the groups."""
 
 from __future__ import annotations
 
