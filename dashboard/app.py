@@ -197,6 +197,10 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     link.publish("src", [f"{i}={digest_of[i]}" for i in chosen if i.startswith("upload/")])
     by_id = {r.source.id: r for r in loaded}
     selection = make_selection(by_id, ids, labels, chosen, baseline, collections)
+    by, steps = link_diff_choices(selection)
+    selection.comparison = runs.comparison_for(
+        selection, link_price("usd", DEFAULT_USD_PER_GPU_HOUR), link_price("usd_cpu", None), by, steps
+    )
     offer_downloads(sidebar, selection)
 
     def finish() -> None:
@@ -515,15 +519,14 @@ def link_diff_choices(selection: runs.Selection) -> tuple[str, dict[str, int | N
 
 
 def offer_downloads(sidebar, selection: runs.Selection) -> None:
-    """HTML report and Markdown summary of the selected runs, made when the button is pressed, at
-    the prices the Speedups tab shows."""
+    """HTML report and Markdown summary of the selected runs, made when the button is pressed from
+    the selection's Comparison (the prices the Speedups tab shows, the Kernels tab's choices: the
+    link's, which the Comparison was made with)."""
     sidebar.subheader("Share")
-    chosen, baseline = dict(selection.runs), selection.baseline or ""
-    usd, usd_cpu = link_price("usd", DEFAULT_USD_PER_GPU_HOUR), link_price("usd_cpu", None)
-    by, steps = link_diff_choices(selection)
+    review = selection.comparison
     sidebar.download_button(
         "HTML report (works offline)",
-        data=lambda: report.html_report(chosen, baseline, usd, usd_cpu, colors=selection.colors, by=by, steps=steps),
+        data=lambda: report.render_html(review),
         file_name="attnscope-report.html",
         mime="text/html",
         icon=":material/download:",
@@ -531,7 +534,7 @@ def offer_downloads(sidebar, selection: runs.Selection) -> None:
     )
     sidebar.download_button(
         "Markdown summary (for a PR comment)",
-        data=lambda: report.markdown_report(chosen, baseline, usd, usd_cpu, by=by, steps=steps),
+        data=lambda: report.render_markdown(review),
         file_name="attnscope-summary.md",
         mime="text/markdown",
         icon=":material/download:",

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import streamlit as st
 
 from dashboard import uploads
-from dashboard.engine import Trace
+from dashboard.engine import Comparison, Trace
 from dashboard import catalog
 from dashboard.catalog import ENV_MAX_UPLOAD, ENV_TRACES, Collection, Run, TraceCache
 
@@ -27,6 +27,7 @@ __all__ = [
     "Selection",
     "Throttled",
     "TraceCache",
+    "comparison_for",
     "drop_closed_uploads",
     "trace_cache",
     "upload_limit",
@@ -103,7 +104,10 @@ class Selection:
     collections on offer, each label's colour (fixed by the run's place among all loaded runs, so
     it does not change with the selection), each label's ranks (rank -> Trace) and each label's
     execution mode (mode_of: 'eager', 'compiled', 'CUDA graphs'; absent for traces the collectors
-    did not write), by which charts of many runs are drawn in facets."""
+    did not write), by which charts of many runs are drawn in facets. `comparison`: the runs
+    against the baseline (dashboard.engine.Comparison), every table the tabs draw, computed when a
+    tab first asks for it; app.py hands the session's cached one (comparison_for), else one at the
+    default options is made."""
 
     runs: dict[str, Trace]
     baseline: str | None
@@ -112,6 +116,53 @@ class Selection:
     colors: dict[str, str] = field(default_factory=dict)
     ranks: dict[str, dict[int, Trace]] = field(default_factory=dict)
     modes: dict[str, str] = field(default_factory=dict)
+    comparison: Comparison = None  # type: ignore[assignment]  # made in __post_init__ when not given
+
+    def __post_init__(self) -> None:
+        if self.comparison is None:
+            self.comparison = Comparison(self.runs, self.baseline or "", colors=self.colors)
+
+
+COMPARISON_KEY = "_comparison"  # st.session_state: (the selection and options it was made for, the Comparison)
+
+
+def comparison_for(
+    selection: Selection,
+    usd_per_gpu_hour: float | None,
+    usd_per_cpu_hour: float | None,
+    by: str = "base",
+    steps: dict[str, int | None] | None = None,
+    state: Any = None,
+) -> Comparison:
+    """The session's Comparison of `selection` at these options: the one the previous script run
+    made when the runs (the very Trace objects), labels, baseline, colours and options are the same,
+    so a rerun (a tab switch, a widget) draws the tables that run computed; else a new one, kept for
+    the next run. One per session: the last selection's (it holds its traces while kept)."""
+    state = st.session_state if state is None else state
+    steps = dict(steps or {})
+    key = (
+        tuple((label, selection.ids.get(label), id(trace)) for label, trace in selection.runs.items()),
+        selection.baseline,
+        tuple(selection.colors.items()),
+        usd_per_gpu_hour,
+        usd_per_cpu_hour,
+        by,
+        tuple(sorted(steps.items())),
+    )
+    kept = state.get(COMPARISON_KEY)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    made = Comparison(
+        selection.runs,
+        selection.baseline or "",
+        usd_per_gpu_hour,
+        usd_per_cpu_hour,
+        colors=selection.colors,
+        by=by,
+        steps=steps,
+    )
+    state[COMPARISON_KEY] = (key, made)
+    return made
 
 
 MODES = ("eager", "compiled", "CUDA graphs")

@@ -19,6 +19,7 @@ from dashboard.cli.files import (
 from dashboard.engine.model.errors import TraceError
 
 if TYPE_CHECKING:
+    from dashboard.engine.comparison import Comparison
     from dashboard.engine.model.trace import Trace
 
 
@@ -62,13 +63,17 @@ def _check_traces(args: argparse.Namespace, refs: tuple[str, str]) -> list[Trace
     return traces
 
 
-def _check_relation(base: Trace, candidate: Trace, allowed: bool) -> tuple[str, str]:
+BASE, CANDIDATE = "base", "candidate"  # the pair's labels in its Comparison
+
+
+def _check_relation(pair: Comparison, allowed: bool) -> tuple[str, str]:
     """The pair's fingerprint relation; a pair that is not the same work on one device is refused
     unless `allowed` (--allow-different-workload), and then said first."""
-    from dashboard.engine.compare.fingerprint import DIFFERENT, SAME, relation
+    from dashboard.engine.comparison import DIFFERENT, SAME
 
+    base, candidate = pair.runs[BASE], pair.runs[CANDIDATE]
     try:
-        kind, why = relation(base, candidate)
+        kind, why = pair.relation(BASE, CANDIDATE)
     except Exception as exc:
         raise _Refused(f"attnscope: error: {_analysis_error(candidate, exc)}") from None
     if kind != SAME:
@@ -112,9 +117,9 @@ def _graph_attribution(args: argparse.Namespace, sides: dict[str, tuple[Trace, s
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from dashboard.engine.compare.alignment import op_changes
-    from dashboard.engine.compare.gate import IncomparableError, evaluate
+    from dashboard.engine.compare.gate import IncomparableError
     from dashboard.engine.compare.verdict import report
+    from dashboard.engine.comparison import Comparison
 
     try:
         base_ref, candidate_ref = _check_refs(args)
@@ -127,10 +132,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             rules = _gate_rules(settings)
         except ValueError as exc:
             raise _Refused(f"attnscope: error: {exc}") from None
-        kind, why = _check_relation(base, candidate, settings.get("allow_different_workload", False))
+        pair = Comparison({BASE: base, CANDIDATE: candidate}, BASE)  # the dashboard's and compare's facade
+        kind, why = _check_relation(pair, settings.get("allow_different_workload", False))
         try:
-            results = evaluate(base, candidate, rules)
-            changes = op_changes(base, candidate) if (args.json or args.markdown) else []
+            results = pair.gate(BASE, CANDIDATE, rules)
+            changes = pair.op_changes(BASE, CANDIDATE) if (args.json or args.markdown) else []
         except IncomparableError as exc:
             raise _Refused(f"attnscope: error: {exc}") from None
         except Exception as exc:

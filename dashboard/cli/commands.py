@@ -132,9 +132,9 @@ def _mixed_devices(traces: list[Trace]) -> str | None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from dashboard import article_report
+    from dashboard.engine.comparison import Comparison
     from dashboard.report import (
         ARTICLE_ONLY_HTML,
-        build_review,
         render_html,
         render_json,
         render_markdown,
@@ -166,7 +166,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         runs = _labels(traces)  # (loader warnings are in the report's findings, once)
         baseline = next(iter(runs))
         try:
-            review = build_review(
+            review = Comparison(  # the dashboard's facade: the same tables, computed as the formats ask
                 runs,
                 baseline,
                 args.usd_per_gpu_hour,

@@ -7,7 +7,9 @@
 
 In a notebook, TraceAnalysis (analysis.py) holds one trace and its analyses (steps, kernels, copies,
 backends, efficiency, health, memory, summary), each a method with its parameters documented;
-docs/notebook.md shows a session.
+docs/notebook.md shows a session. Comparison (comparison.py) holds several runs against a baseline
+and every table the dashboard's tabs, the CLI's compare and check and the reports read, each
+computed when first asked for.
 
 The names below are imported when first used (PEP 562), so that importing one light module of the
 engine (constants, rules, settings) does not import polars and every analysis: `attnscope --help`
@@ -27,6 +29,7 @@ _EXPORTS = {
     "Trace": "dashboard.engine.model.trace",
     "summarize": "dashboard.engine.analyses.summary",
     "TraceAnalysis": "dashboard.engine.analysis",
+    "Comparison": "dashboard.engine.comparison",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -47,6 +50,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from dashboard.engine.analysis import TraceAnalysis  # noqa: F401
+    from dashboard.engine.comparison import Comparison  # noqa: F401
     from dashboard.engine.load import TraceError, load_trace  # noqa: F401
     from dashboard.engine.analyses.memory import memory_peak, memory_peaks  # noqa: F401
     from dashboard.engine.model.trace import Trace  # noqa: F401

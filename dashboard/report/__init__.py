@@ -1,9 +1,9 @@
 """Offline reviews: the dashboard's comparison as one self-contained HTML file (plotly.js inside,
 no network) and as a Markdown summary for a pull-request comment.
 
-Everything shown comes from dashboard.engine (review, speed, kernels, diff) and the figures from
-dashboard.charts, the very builders the dashboard draws with. The modules: build (the Review and
-the words every format shares), tables (columns and how their numbers are written), markdown
+Everything shown comes from dashboard.engine's Comparison (the multi-run facade the dashboard's
+tabs read too) and the figures from dashboard.charts, the very builders the dashboard draws with.
+The modules: build (build_review, which makes the Comparison, and the words every format shares), tables (columns and how their numbers are written), markdown
 (Markdown and plain text), html_page (the HTML page), data (the JSON behind it); their public
 names are importable from dashboard.report as before.
 """

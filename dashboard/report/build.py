@@ -1,22 +1,26 @@
-"""The review's frames, computed once for every format (Review, build_review), and the words and
-rows every format shares: how each run relates to its baseline, the changed rows shown, the groups."""
+"""The review every format renders (build_review: the engine's Comparison, each frame computed once
+when a format first asks for it; Review is its old name), and the words and rows every format
+shares: how each run relates to its baseline, the changed rows shown, the groups."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import polars as pl
 
 from dashboard.engine.compare import review
+from dashboard.engine.comparison import Comparison
 from dashboard.engine.compare.fingerprint import CROSS_DEVICE
+from dashboard.engine.compare.shown import (  # noqa: F401 - the reports' names, kept importable from here
+    GRAPH_INPUT_COPY_OP,
+    NO_ATTENTION,
+    backend_check_words,
+    graph_input_copies,
+)
 from dashboard.engine.compare.speed import (
     DEFAULT_USD_PER_GPU_HOUR,
     GROUP_CPU,
     GROUP_GPU,
     NO_SPEEDUP,
     Group,
-    device_groups,
-    speed_table,
 )
 from dashboard.engine.model.trace import Trace
 
@@ -24,31 +28,8 @@ KERNEL_CHANGES_SHOWN = review.TOP_EXPLAINED  # rows of each kernel and op diff s
 NAMES_LISTED = 60  # op names listed as only in one run, at most (then 'and N more')
 
 
-@dataclass
-class Review:
-    """The frames of one comparison, computed once for both report formats."""
-
-    runs: dict[str, Trace]
-    baseline: str
-    overview: pl.DataFrame
-    findings: pl.DataFrame
-    families: pl.DataFrame
-    copies: pl.DataFrame
-    backends: pl.DataFrame
-    speed: pl.DataFrame
-    changes: list[review.Change]  # each run against its group's baseline (kernels ranked by time, ops, readings)
-    groups: list[Group] = field(default_factory=list)  # device groups, each with its baseline
-    efficiency: pl.DataFrame | None = None  # review.attention_efficiency
-    roofline: pl.DataFrame | None = None  # review.roofline_points
-    roofline_left_out: pl.DataFrame | None = None  # review.roofline_left_out
-    by: str = "base"  # kernels by full 'name' or by 'base' name
-    usd_per_gpu_hour: float | None = None
-    usd_per_cpu_hour: float | None = None
-    colors: dict[str, str] = field(default_factory=dict)  # run -> colour (the dashboard's), else by position
-
-    def against(self, label: str) -> str:
-        """The baseline `label` is measured against (its device group's)."""
-        return next((g.baseline for g in self.groups if label in g.runs), self.baseline)
+Review = Comparison
+"""The frames of one comparison, computed when a format first asks for them (the multi-run facade)."""
 
 
 def build_review(
@@ -61,43 +42,22 @@ def build_review(
     steps: dict[str, int | None] | None = None,
     copy_alarm_share: float = review.COPY_ALARM_SHARE,
     copy_alarm_bytes: float = review.COPY_ALARM_BYTES,
-) -> Review:
-    """Compute every table of the comparison of `runs` (label -> Trace) against `baseline`; GPU
-    and CPU-only runs are compared within their own group (speed.device_groups). Cost uses
-    `usd_per_gpu_hour` for GPU runs and `usd_per_cpu_hour` for CPU-only runs (None: no cost).
-    Kernel changes are over all steps (`steps`: run label -> one step instead), by base name
-    (template instances folded; by='name' for full names), as the dashboard shows them by default.
-    A hidden copy is an alarm from `copy_alarm_share` of the step or `copy_alarm_bytes` a step."""
+) -> Comparison:
+    """The Comparison of `runs` (label -> Trace) against `baseline` that the reports render (see
+    dashboard.engine.comparison.Comparison for the options); its tables are computed as the
+    formats ask for them. A baseline that is not among the runs is a KeyError."""
     if baseline not in runs:
         raise KeyError(f"baseline {baseline!r} is not among the runs")
-    overview = review.overview(runs, baseline)
-    groups = review.copy_groups(runs, copy_alarm_share, copy_alarm_bytes)
-    split = device_groups(runs, baseline)
-    return Review(
-        runs=runs,
-        baseline=baseline,
-        overview=overview,
-        findings=review.findings(
-            runs,
-            baseline,
-            overview_table=overview,
-            groups=groups,
-            alarm_share=copy_alarm_share,
-            alarm_bytes=copy_alarm_bytes,
-        ),
-        families=review.families(runs),
-        copies=groups,
-        backends=review.backend_table(runs),
-        speed=speed_table(runs, baseline, usd_per_gpu_hour, usd_per_cpu_hour),
-        changes=review.changes(runs, baseline, steps=steps, by=by),
-        groups=split,
-        efficiency=review.attention_efficiency(runs),
-        roofline=review.roofline_points(runs),
-        roofline_left_out=review.roofline_left_out(runs),
+    return Comparison(
+        runs,
+        baseline,
+        usd_per_gpu_hour,
+        usd_per_cpu_hour,
+        colors=colors,
         by=by,
-        usd_per_gpu_hour=usd_per_gpu_hour,
-        usd_per_cpu_hour=usd_per_cpu_hour,
-        colors=dict(colors or {}),
+        steps=steps,
+        copy_alarm_share=copy_alarm_share,
+        copy_alarm_bytes=copy_alarm_bytes,
     )
 
 
@@ -192,22 +152,6 @@ def relations(speed: pl.DataFrame) -> tuple[list[dict[str, str]], list[dict[str,
     return rows(NO_SPEEDUP), rows(CROSS_DEVICE)
 
 
-NO_ATTENTION = "no attention found"
-
-
-def backend_check_words(frame: pl.DataFrame, verdict: str = "verdict", detected: str = "detected") -> pl.DataFrame:
-    """`frame` (review.backend_table, or the overview with verdict='backend_verdict' and
-    detected='backends') with 'not forced' read as NO_ATTENTION where no backend was detected: a
-    trace without attention was not 'not forced', there is nothing to force."""
-    empty = pl.col(detected).is_null() | (pl.col(detected) == "")
-    return frame.with_columns(
-        pl.when(empty & (pl.col(verdict) == review.VERDICT_NOT_FORCED))
-        .then(pl.lit(NO_ATTENTION))
-        .otherwise(pl.col(verdict))
-        .alias(verdict)
-    )
-
-
 def said_findings(findings: pl.DataFrame) -> pl.DataFrame:
     """The findings less those the relation block already says (RELATION_FINDINGS)."""
     return findings.filter(~pl.col("kind").is_in(RELATION_FINDINGS))
@@ -216,35 +160,3 @@ def said_findings(findings: pl.DataFrame) -> pl.DataFrame:
 def as_differences(frame: pl.DataFrame) -> pl.DataFrame:
     """A kernel or op diff between different work, its change column in DIFFERENCE_WORDS."""
     return frame.with_columns(pl.col("change").replace(DIFFERENCE_WORDS))
-
-
-GRAPH_INPUT_COPY_OP = "aten::_foreach_copy_"  # where torch.compile's CUDA graphs copy inputs into their static buffers
-
-
-def graph_input_copies(groups: pl.DataFrame) -> pl.DataFrame:
-    """Per run, the CUDA graph's static-input copies: the requested copies made under
-    GRAPH_INPUT_COPY_OP (torch.compile's mode='reduce-overhead' copies every input into the graph's
-    fixed buffers before each replay). `groups`: review.copy_groups. Columns: run, per_step
-    (copies), us_per_step (µs), bytes_per_step; runs without such copies are absent."""
-    if groups.height == 0:
-        return pl.DataFrame(
-            schema={"run": pl.String, "per_step": pl.Float64, "us_per_step": pl.Float64, "bytes_per_step": pl.Float64}
-        )
-    return (
-        groups.filter(
-            (pl.col("copy_class") == "requested") & pl.col("op_chain").str.contains(GRAPH_INPUT_COPY_OP, literal=True)
-        )
-        .group_by("run", maintain_order=True)
-        .agg(pl.col("per_step").sum(), pl.col("us_per_step").sum(), pl.col("bytes_per_step").sum())
-    )
-
-
-def _with_device_label(frame: pl.DataFrame) -> pl.DataFrame:
-    """The overview with a `device_label` column: 'cuda · NVIDIA H100 80GB HBM3', 'cpu · AMD EPYC', 'cpu';
-    a cut accelerator trace whose device events were lost: 'cuda trace, cut: device events lost · <name>'.
-    Its backend check in words (backend_check_words)."""
-    return backend_check_words(frame, "backend_verdict", "backends").with_columns(
-        pl.struct("device", "device_name", "cut")
-        .map_elements(lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String)
-        .alias("device_label")
-    )

@@ -33,9 +33,7 @@ from dashboard.report.build import (
     _price_line,
     _shown,
     _steps_words,
-    _with_device_label,
     as_differences,
-    backend_check_words,
     build_review,
     relations,
     said_findings,
@@ -231,7 +229,7 @@ def render_html(rv: Review) -> str:
         )
     body += _html_relations(rv)
     body += _html_findings(rv)
-    overview = _with_device_label(rv.overview)
+    overview = rv.overview_labelled
     body += ["<h2>Overview</h2>", f"<p>Work is counted in {html.escape(' and '.join(u + 's' for u in units))}.</p>"]
     for group in rv.groups:
         if split:
@@ -261,7 +259,7 @@ def render_html(rv: Review) -> str:
         if rv.copies.height
         else "<p>No copies in any run.</p>",
     ]
-    body += ["<h2>Attention backend</h2>", _html_table(backend_check_words(rv.backends), BACKEND_COLUMNS)]
+    body += ["<h2>Attention backend</h2>", _html_table(rv.backends_shown, BACKEND_COLUMNS)]
     if rv.efficiency is not None:
         body += _html_efficiency(rv)
     body += _html_speed(rv)

@@ -27,9 +27,7 @@ from dashboard.report.build import (
     _price_line,
     _shown,
     _steps_words,
-    _with_device_label,
     as_differences,
-    backend_check_words,
     build_review,
     relations,
     said_findings,
@@ -230,7 +228,7 @@ def _document(rv: Review, m: _Markdown) -> str:
     else:
         parts.append("- nothing to flag: no hidden copies, no backend fallback, no parity failure")
     units = sorted({work_unit(t) for t in rv.runs.values()})
-    overview = _with_device_label(rv.overview)
+    overview = rv.overview_labelled
     parts += [
         "",
         m.heading(3, "Overview"),
@@ -258,7 +256,7 @@ def _document(rv: Review, m: _Markdown) -> str:
         "",
         m.table(rv.copies, COPY_COLUMNS) if rv.copies.height else "No copies in any run.",
     ]
-    parts += ["", m.heading(3, "Attention backend"), "", m.table(backend_check_words(rv.backends), BACKEND_COLUMNS)]
+    parts += ["", m.heading(3, "Attention backend"), "", m.table(rv.backends_shown, BACKEND_COLUMNS)]
     if rv.efficiency is not None:
         parts += [
             "",

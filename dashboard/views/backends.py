@@ -7,27 +7,25 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboard import report
-from dashboard.engine.compare import review
-from dashboard.engine.analyses.backends import BACKEND_TABLE, attention_launches
-from dashboard.engine.analyses.host import host_table
+from dashboard.engine import comparison as facade
+from dashboard.engine.comparison import BACKEND_TABLE
 from dashboard.runs import Selection
 from dashboard.views import literal, relation, tables
 
-VERDICT_STYLE = {review.VERDICT_FALLBACK: tables.ALARM_BG, review.VERDICT_UNVERIFIED: tables.NOTE_BG}
+VERDICT_STYLE = {facade.VERDICT_FALLBACK: tables.ALARM_BG, facade.VERDICT_UNVERIFIED: tables.NOTE_BG}
 
 
 def verdict_style(verdict: str | None) -> str:
     """A verdict's row style: FALLBACK red; unverified and 'compiled: inductor replaced the <backend>
     path' yellow (no fallback, but not the requested kernels: worth a look); the others plain."""
-    if review.is_compiled_verdict(verdict):
+    if facade.is_compiled_verdict(verdict):
         return tables.NOTE_BG
     return VERDICT_STYLE.get(verdict or "", "")
 
 
 def render(sel: Selection) -> None:
     relation.say(sel)
-    frame = report.backend_check_words(review.backend_table(sel.runs))
+    frame = sel.comparison.backends_shown
     with st.container(key="backend_alarms"):
         _banners(frame)
     st.caption(
@@ -49,7 +47,7 @@ def render(sel: Selection) -> None:
         highlight=lambda row: verdict_style(row["verdict"]),
         height=tables.fit(frame.height),
     )
-    launches = attention_launches(sel.runs)
+    launches = sel.comparison.attention_launches
     st.subheader("Attention kernels and the op that launched them")
     if launches.height == 0:
         st.info(
@@ -90,9 +88,9 @@ def render(sel: Selection) -> None:
 
 
 def _host(sel: Selection) -> None:
-    """The host side of each run (analyses.host.host_table): an attention call's host time and
+    """The host side of each run (Comparison.host): an attention call's host time and
     launches, the launch latency, and how much of a step the device waits on launches."""
-    frame = host_table(sel.runs)
+    frame = sel.comparison.host
     if frame.height == 0:
         return
     st.subheader("The host side: what a call costs the CPU, and who waits")
@@ -124,21 +122,21 @@ def _host(sel: Selection) -> None:
 def _banners(frame: pl.DataFrame) -> None:
     """Fallback alarms, unverified warnings, a plain note for runs where nothing was recognised, and
     a success banner naming only the runs where a backend was found and it is the one asked for."""
-    for row in frame.filter(pl.col("verdict") == review.VERDICT_FALLBACK).iter_rows(named=True):
+    for row in frame.filter(pl.col("verdict") == facade.VERDICT_FALLBACK).iter_rows(named=True):
         st.error(
             f"**{literal.md(row['run'])}: backend fallback.** Requested **{literal.md(row['requested'])}**, "
             f"but the trace shows **{literal.md(row['detected'])}**. "
             "PyTorch falls back silently (e.g. to the unfused math path), so these numbers are not the requested kernel's.",
             icon=":material/swap_horiz:",
         )
-    for row in frame.filter(pl.col("verdict") == review.VERDICT_UNVERIFIED).iter_rows(named=True):
+    for row in frame.filter(pl.col("verdict") == facade.VERDICT_UNVERIFIED).iter_rows(named=True):
         st.warning(
             f"**{literal.md(row['run'])}: unverified.** Requested **{literal.md(row['requested'])}**, but no attention op or kernel is named in "
             "the trace (torch.compile may have decomposed it into plain kernels), so which backend ran cannot be read from it.",
             icon=":material/help:",
         )
     for row in frame.filter(
-        pl.col("verdict").map_elements(review.is_compiled_verdict, return_dtype=pl.Boolean)
+        pl.col("verdict").map_elements(facade.is_compiled_verdict, return_dtype=pl.Boolean)
     ).iter_rows(named=True):
         st.warning(
             f"**{literal.md(row['run'])}: {literal.md(row['verdict'])}.** Requested **{literal.md(row['requested'])}**, but "
@@ -146,14 +144,14 @@ def _banners(frame: pl.DataFrame) -> None:
             f"the numbers are the compiled kernels', not the {literal.md(row['requested'])} path's.",
             icon=":material/auto_fix_high:",
         )
-    nothing = frame.filter((pl.col("detected") == "") & (pl.col("verdict") != review.VERDICT_UNVERIFIED))
+    nothing = frame.filter((pl.col("detected") == "") & (pl.col("verdict") != facade.VERDICT_UNVERIFIED))
     for row in nothing.iter_rows(named=True):
         st.info(
             f"**{literal.md(row['run'])}: no attention backend found.** No op or kernel in this trace is one the engine recognises "
             "(see 'How each backend is recognised' below), so it cannot say which attention ran, or whether it fell back.",
             icon=":material/search_off:",
         )
-    fine = frame.filter((pl.col("detected") != "") & (pl.col("verdict") != review.VERDICT_FALLBACK))
+    fine = frame.filter((pl.col("detected") != "") & (pl.col("verdict") != facade.VERDICT_FALLBACK))
     if fine.height:
         shown = ", ".join(f"{literal.md(r['run'])} ({literal.md(r['detected'])})" for r in fine.iter_rows(named=True))
         st.success(f"No backend fallback in {shown}.", icon=":material/check_circle:")

@@ -8,9 +8,8 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts
-from dashboard.engine.compare import review
-from dashboard.engine.model.formatting import format_bytes, format_us
-from dashboard.engine.analyses.copies import COPY_CLASSES, copies
+from dashboard.engine import comparison as facade
+from dashboard.engine.comparison import COPY_CLASSES, format_bytes, format_us
 from dashboard.runs import Selection
 from dashboard.views import literal, relation, tables
 
@@ -34,18 +33,17 @@ SIZE_UNKNOWN = (
 
 
 def render(sel: Selection) -> None:
-    runs = sel.runs
-    groups = review.copy_groups(runs)
+    runs, cmp = sel.runs, sel.comparison
+    groups = cmp.copies
     hidden = groups.filter(pl.col("alarm"))
-    small = groups.filter(pl.col("hidden") & ~pl.col("alarm"))
     relation.say(sel)
     with st.container(key="copies_alarms"):
-        _alarms(runs, hidden, small)
+        _alarms(runs, hidden, cmp.small_copies)
     st.caption(EXPLAIN)
 
     with st.container(key="chart_copies"):
         st.plotly_chart(charts.copy_time_bars(groups, list(runs), modes=sel.modes), key="fig_copies")
-    if len(review.device_groups(runs, sel.baseline)) > 1:
+    if len(cmp.groups) > 1:
         st.caption("GPU copies are timed on the device, CPU copies on the CPU: the bars are side by side, not a ratio.")
 
     st.subheader("Copies grouped by the op chain that made them")
@@ -59,8 +57,8 @@ def render(sel: Selection) -> None:
             "alarm": tables.hidden(
                 st.column_config.CheckboxColumn(
                     "alarm",
-                    help=f"A hidden chain that costs at least {review.COPY_ALARM_SHARE:.0%} of the step or "
-                    f"{format_bytes(review.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow",
+                    help=f"A hidden chain that costs at least {facade.COPY_ALARM_SHARE:.0%} of the step or "
+                    f"{format_bytes(facade.COPY_ALARM_BYTES)} a step (red); cheaper hidden chains are yellow",
                     width="small",
                 )
             ),
@@ -78,20 +76,18 @@ def render(sel: Selection) -> None:
         height=tables.fit(groups.height, 420),
     )
 
-    _every_copy(runs)
+    _every_copy(cmp.every_copy)
 
 
 def _alarms(runs: dict, hidden: pl.DataFrame, small: pl.DataFrame) -> None:
     """A box per hidden copy over the alarm's threshold (MAX_BOXES a run, then a count), or one
-    line saying there is none and naming the cheaper ones."""
+    line saying there is none and naming the cheaper ones (`small`: Comparison.small_copies)."""
     if hidden.height == 0:
-        threshold = f"{review.COPY_ALARM_SHARE:.0%} of the step or {format_bytes(review.COPY_ALARM_BYTES)} a step"
+        threshold = f"{facade.COPY_ALARM_SHARE:.0%} of the step or {format_bytes(facade.COPY_ALARM_BYTES)} a step"
         below = [
             f"**{literal.md(row['run'])}** {row['per_step']:.4g} per step"
             + (f", {format_bytes(row['bytes_per_step'])} a step" if row["bytes_per_step"] else "")
-            for row in small.group_by("run", maintain_order=True)
-            .agg(pl.col("per_step").sum(), pl.col("bytes_per_step").sum())
-            .iter_rows(named=True)
+            for row in small.iter_rows(named=True)
         ]
         st.success(
             f"No hidden copy at or above the alarm's threshold ({threshold}) in the selected runs"
@@ -119,19 +115,12 @@ def _alarms(runs: dict, hidden: pl.DataFrame, small: pl.DataFrame) -> None:
             )
 
 
-def _every_copy(runs: dict) -> None:
-    """Every copy of every run, one row each."""
+def _every_copy(every: pl.DataFrame) -> None:
+    """Every copy of every run, one row each (Comparison.every_copy)."""
     st.subheader("Every copy")
-    every = pl.concat(
-        [copies(t).select(pl.lit(label).alias("run"), pl.all()) for label, t in runs.items()], how="vertical_relaxed"
-    )
     if every.height == 0:
         st.info("The selected runs make no copies.")
         return
-    every = every.with_columns(
-        (pl.col("dur_ns") / 1000.0).alias("dur_us"),
-        pl.col("op_chain").list.join(" > ").alias("chain"),
-    )
     tables.show(
         every,
         "tbl_copies",

@@ -9,17 +9,14 @@ import os
 import polars as pl
 import streamlit as st
 
-from dashboard.engine.analyses.graphs import graph_summary
-from dashboard.engine.compare.graph_source import compiled_twin, graph_attribution
-from dashboard.engine.rules.names import parse
+from dashboard.engine.comparison import parse_name
 from dashboard.runs import Selection
 from dashboard.views import literal, tables
 
 
 def show(sel: Selection) -> None:
     """One block per selected run whose kernels a CUDA graph replayed; nothing when none did."""
-    replayed = {label: graph_summary(t) for label, t in sel.runs.items()}
-    replayed = {label: block for label, block in replayed.items() if block["launches"]}
+    replayed = {label: block for label, block in sel.comparison.graphs.items() if block["launches"]}
     if not replayed:
         return
     st.subheader("CUDA graph replays by op", anchor=False)
@@ -34,20 +31,20 @@ def show(sel: Selection) -> None:
 
 def _short(kernel: str) -> str:
     """A kernel's function name, without its template arguments and signature."""
-    found = parse(kernel)
+    found = parse_name(kernel)
     return f"{found.namespace}::{found.base}" if found.namespace else found.base or kernel
 
 
 def _show_run(sel: Selection, label: str, block: dict, key: str) -> None:
     share = f"{block['share']:.0%} of its device time" if block["share"] is not None else "its device time"
-    twin = compiled_twin(sel.runs[label], sel.runs)
+    twin = sel.comparison.compiled_twin(label)
     head = f"**{literal.md(label)}**: {block['kernels']:,} replayed device events, {share}"
     if twin is None:
         variant = (sel.runs[label].collector or {}).get("variant")
         select = f"select **{literal.md(variant)} (compiled)**" if variant else "compare it with its compiled twin"
         st.markdown(f"{head}; the ops that launched them are not in this trace: {select} to attribute them.")
         return
-    found = graph_attribution(sel.runs[label], sel.runs[twin])
+    found = sel.comparison.graph_attribution(label, twin)
     part = found["attributed_share"]
     st.markdown(
         f"{head}; attributed through **{literal.md(twin)}**: {found['attributed']:,} of {found['kernels']:,}"

@@ -11,9 +11,8 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts, report
-from dashboard.engine.compare import review
-from dashboard.engine.compare.diff import NOISE_NS
-from dashboard.engine.analyses.kernels import work_unit
+from dashboard.engine import comparison as facade
+from dashboard.engine.comparison import NOISE_NS
 from dashboard.runs import Selection
 from dashboard.views import graph_ops, link, literal, relation, tables
 
@@ -22,8 +21,8 @@ CHANGE_WORDS = {
     "removed": "only in the baseline",
     "more": "launched more often",
     "fewer": "launched less often",
-    "slower": f"slower (mean > +{review.MEAN_CHANGE}, ≥ {NOISE_NS / 1000:g} µs a step)",
-    "faster": f"faster (mean < -{review.MEAN_CHANGE}, ≥ {NOISE_NS / 1000:g} µs a step)",
+    "slower": f"slower (mean > +{facade.MEAN_CHANGE}, ≥ {NOISE_NS / 1000:g} µs a step)",
+    "faster": f"faster (mean < -{facade.MEAN_CHANGE}, ≥ {NOISE_NS / 1000:g} µs a step)",
 }
 OP_CHANGE_WORDS = {**CHANGE_WORDS, "more": "called more often", "fewer": "called less often"}
 # red = slower, yellow = more launches, green = fewer launches or faster (the 'better' direction)
@@ -38,9 +37,9 @@ CHANGE_STYLE = {
 
 
 def render(sel: Selection) -> None:
-    runs = sel.runs
+    runs, cmp = sel.runs, sel.comparison
     apart = relation.say(sel)
-    units = {label: work_unit(t) for label, t in runs.items()}
+    units = {label: cmp.work_unit(label) for label in runs}
     if "leaf cpu_op" in units.values():
         st.info(
             "CPU-only traces have no kernels: their unit of work is the leaf CPU op (an op that does work — not a view, "
@@ -50,10 +49,10 @@ def render(sel: Selection) -> None:
             + ".",
             icon=":material/memory:",
         )
-    split = review.device_groups(runs, sel.baseline)
+    split = cmp.groups
     if len(split) > 1:
-        st.info(literal.md(review.MIXED_DEVICES_WHY), icon=":material/call_split:")
-    fam = review.families(runs)
+        st.info(literal.md(facade.MIXED_DEVICES_WHY), icon=":material/call_split:")
+    fam = cmp.families
     for group in split:
         suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
         mine = fam.filter(pl.col("run").is_in(group.runs))
@@ -76,7 +75,7 @@ def render(sel: Selection) -> None:
         "type in the table's search to filter."
     )
     tables.show(
-        review.kernels_by_run(runs),
+        cmp.kernels,
         "tbl_kernels",
         {
             "run": tables.text("run"),
@@ -101,7 +100,7 @@ ALL_STEPS = (
 STEPS_PER_ROW = 4
 
 
-def show_changes(sel: Selection, split: list[review.Group], apart: set[str] = frozenset()) -> None:
+def show_changes(sel: Selection, split: list[facade.Group], apart: set[str] = frozenset()) -> None:
     """Each run against its group's baseline: the readings, how much the top kernels explain,
     the kernel diff ranked by time, and the CPU-side op diff, over the steps the user picks. The
     runs in `apart` do other work than their baseline: how they differ is shown on its own, in
@@ -137,7 +136,7 @@ def show_changes(sel: Selection, split: list[review.Group], apart: set[str] = fr
         )
     link.publish("names", None if by_base else "full")
     steps = pick_steps(sel, [label for label in runs if label in others or label in against.values()])
-    every = review.changes(runs, sel.baseline, steps, by="base" if by_base else "name")
+    every = sel.comparison.changes_at(steps, "base" if by_base else "name")
     changes = [c for c in every if c.run not in apart]
     if changes:
         show_changed(changes, [c.run for c in changes], split, only_changes)
@@ -153,19 +152,19 @@ def show_changes(sel: Selection, split: list[review.Group], apart: set[str] = fr
 
 
 def show_changed(
-    changes: list[review.Change], others: list[str], split: list[review.Group], only_changes: bool
+    changes: list[facade.Change], others: list[str], split: list[facade.Group], only_changes: bool
 ) -> None:
     """The runs that do their baseline's work: readings, what the top rows explain, the kernel and
     op diffs, coloured by the direction of each change."""
     with st.container(key="kernels_readings"):
         show_all_readings(changes)
 
-    kernels = review.diffs_by_run(changes, "kernels")
-    summary = review.kernel_change_counts(kernels, others)
+    kernels = facade.diffs_by_run(changes, "kernels")
+    summary = facade.kernel_change_counts(kernels, others)
     present = [c for c in summary.columns if c != "run"]
     st.caption(
         "How many distinct kernels changed, by kind of change ('more'/'fewer': launches per step; 'slower'/'faster': mean "
-        f"duration off by more than {review.MEAN_CHANGE} and the kernel's time per step by at least {NOISE_NS / 1000:g} µs; a smaller move, such "
+        f"duration off by more than {facade.MEAN_CHANGE} and the kernel's time per step by at least {NOISE_NS / 1000:g} µs; a smaller move, such "
         "as a sub-µs memset's jitter, is 'same'). Below, each kernel ranked by its effect on step time: the change of its total time "
         "per step, largest first, either sign. Red = slower, yellow = more or new, green = fewer, gone or faster."
     )
@@ -181,7 +180,7 @@ def show_changed(
         else:
             st.caption(EXPLAINED_WHY)
             with st.expander(f"How much the top rows explain, for each of the {len(changes)} runs"):
-                explained = review.explained_by_run(changes).with_columns(
+                explained = facade.explained_by_run(changes).with_columns(
                     _no_negative_zero(pl.col("top_us"), 1), _no_negative_zero(pl.col("total_us"), 1)
                 )
                 tables.show(
@@ -290,7 +289,7 @@ def _steps_words(step: int | None) -> str:
     return "all steps" if step is None else f"step {step}"
 
 
-def show_readings(change: review.Change, named: bool) -> None:
+def show_readings(change: facade.Change, named: bool) -> None:
     """The one-line readings of a run against its baseline (compiled, CUDA graphs, backend, copy class)."""
     who = f"**{literal.md(change.run)}** against **{literal.md(change.baseline)}**: " if named else ""
     if not change.readings:
@@ -302,12 +301,12 @@ def show_readings(change: review.Change, named: bool) -> None:
 
 EXPLAINED_WHY = (
     "Each run's top changed rows (ranked by their effect on step time) against the whole change in summed kernel time per "
-    f"step; the rest comes from the rows below them and those within {review.MEAN_CHANGE} ('same'). Summed kernel time counts overlapping "
+    f"step; the rest comes from the rows below them and those within {facade.MEAN_CHANGE} ('same'). Summed kernel time counts overlapping "
     "kernels twice, so it is not the step time."
 )
 
 
-def show_all_readings(changes: list[review.Change]) -> None:
+def show_all_readings(changes: list[facade.Change]) -> None:
     """The plain readings of every run against its baseline, once: each distinct line with the runs
     it holds for (a line twenty runs share is one line naming them), the per-run view on demand."""
     if len(changes) == 1:
@@ -355,9 +354,9 @@ def _grammar(line: str) -> str:
     return re.sub(r"\b1 graph launches\b", "1 graph launch", line)
 
 
-def explained_line(change: review.Change, named: bool) -> str:
+def explained_line(change: facade.Change, named: bool) -> str:
     """How much of the change in summed kernel time per step the top rows account for
-    (review.explained_sentence, the reports' sentence in the tab's words)."""
+    (facade.explained_sentence, the reports' sentence in the tab's words)."""
     steps = (
         "over all steps"
         if change.step_run is None and change.step_base is None
@@ -368,10 +367,10 @@ def explained_line(change: review.Change, named: bool) -> str:
         if named
         else f"{steps.capitalize()}: "
     )
-    return review.explained_sentence(change, "tab", lead=who)
+    return facade.explained_sentence(change, "tab", lead=who)
 
 
-def show_differences(differing: list[review.Change], only_changes: bool, grouped: bool) -> None:
+def show_differences(differing: list[facade.Change], only_changes: bool, grouped: bool) -> None:
     """The runs that do other work than their baseline: their kernel and op diffs as differences
     (report.as_differences: 'only in the run', 'longer mean'...), uncoloured, under their own heading."""
     st.subheader("Different work, side by side", anchor=False)
@@ -386,7 +385,7 @@ def show_differences(differing: list[review.Change], only_changes: bool, grouped
     ):
         if table == "ops":
             st.caption("The CPU side: ops, annotations and launch calls, the same way.")
-        rows = report.as_differences(review.diffs_by_run(differing, table))
+        rows = report.as_differences(facade.diffs_by_run(differing, table))
         shown = (
             rows.filter(pl.col("change") != report.DIFFERENCE_WORDS["same"]) if only_changes else rows
         ).with_columns(_no_negative_zero(pl.col("delta_us_per_step"), digits))
@@ -415,7 +414,7 @@ def show_differences(differing: list[review.Change], only_changes: bool, grouped
 OP_CATEGORY_WORDS = {"cpu_op": "op", "user_annotation": "annotation"}
 
 
-def show_ops(changes: list[review.Change], others: list[str], only_changes: bool, grouped: bool) -> None:
+def show_ops(changes: list[facade.Change], others: list[str], only_changes: bool, grouped: bool) -> None:
     """The CPU side: ops, annotations and runtime calls per step, ranked like the kernels."""
     st.subheader("CPU side: ops, annotations and launch calls", anchor=False)
     st.caption(
@@ -423,8 +422,8 @@ def show_ops(changes: list[review.Change], others: list[str], only_changes: bool
         "(cudaLaunchKernel, cudaGraphLaunch, ...), ranked by the change of their time per step. Ops nest, so their times add up "
         "to more than the step."
     )
-    ops = review.diffs_by_run(changes, "ops")
-    summary = review.kernel_change_counts(ops, others)
+    ops = facade.diffs_by_run(changes, "ops")
+    summary = facade.kernel_change_counts(ops, others)
     present = [c for c in summary.columns if c != "run"]
     tables.show(
         summary,

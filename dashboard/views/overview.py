@@ -10,10 +10,8 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts, report
-from dashboard.engine.compare import review
-from dashboard.engine.model.formatting import format_bytes, format_us
-from dashboard.engine.analyses.health import WAITING_CHECKS, health
-from dashboard.engine.analyses.phases import phase_table
+from dashboard.engine import comparison as facade
+from dashboard.engine.comparison import WAITING_CHECKS, format_bytes, format_us
 from dashboard.catalog_sources import STORY, story_coverage
 from dashboard.runs import Collection, Selection
 from dashboard.views import literal, relation, tables
@@ -29,13 +27,13 @@ UNIT_WORDS = {"kernel": "kernels", "leaf cpu_op": "leaf CPU ops"}
 
 
 def render(sel: Selection) -> None:
-    runs = sel.runs
-    table = review.overview(runs, sel.baseline)
-    groups = review.copy_groups(runs)
-    found = review.findings(runs, sel.baseline, overview_table=table, groups=groups)
+    cmp = sel.comparison
+    table = cmp.overview
+    groups = cmp.copies
+    found = cmp.findings
     alarmed = set(groups.filter(pl.col("alarm"))["run"].to_list())
-    split = review.device_groups(runs, sel.baseline)
-    findings = {label: health(trace) for label, trace in runs.items()}
+    split = cmp.groups
+    findings = cmp.health
     relation.say(sel)  # first: which runs are not the same work as their baseline (the findings do not repeat it)
     show_health(findings)
     show_findings(report.said_findings(found))
@@ -50,8 +48,8 @@ def render(sel: Selection) -> None:
         "traces and leaf CPU ops (ops that do work and hold no other such op; views and allocations do not count) "
         "on CPU-only traces; the *counted as* column says which."
     )
-    fam = review.families(runs)
-    shown = _overview_shown(table, fam)
+    fam = cmp.families
+    shown = cmp.overview_shown
     any_cut = table["cut"].is_not_null().any()
     order = overview_columns(table)
     tables.show_by_group(
@@ -63,34 +61,11 @@ def render(sel: Selection) -> None:
         order=order,
     )
 
-    show_graph_copies(sel, table, groups)
-    show_phases(phase_table(runs))  # serving runs only: prefill, decode, mixed steps
+    show_graph_copies(sel, table)
+    show_phases(cmp.phases)  # serving runs only: prefill, decode, mixed steps
     _overview_charts(sel, table, fam, split)
 
     show_collections(sel.collections)
-
-
-def _overview_shown(table: pl.DataFrame, fam: pl.DataFrame) -> pl.DataFrame:
-    """The overview table as the tab shows it: the memsets per step beside it, the backend check in
-    words and the device as one label."""
-    memsets = (
-        fam.filter(pl.col("family") == "memset")
-        .group_by("run")
-        .agg(pl.col("count_per_step").sum().alias("memsets_per_step"))
-    )
-    shown = report.backend_check_words(
-        table.join(memsets, on="run", how="left", maintain_order="left"), "backend_verdict", "backends"
-    ).with_columns(
-        # a run that counts kernels and launched no memset launched 0, not an unknown number
-        pl.when(pl.col("work_unit") == "kernel")
-        .then(pl.col("memsets_per_step").fill_null(0.0))
-        .otherwise(pl.col("memsets_per_step"))
-        .alias("memsets_per_step"),
-        pl.struct("device", "device_name", "cut")
-        .map_elements(lambda r: review.device_label(r["device"], r["device_name"], r["cut"]), return_dtype=pl.String)
-        .alias("device_label"),
-    )
-    return shown
 
 
 def _overview_config(shown: pl.DataFrame, any_cut: bool) -> dict:
@@ -247,7 +222,7 @@ def overview_columns(table: pl.DataFrame) -> list[str]:
     always = []
     if (
         "backend_verdict" in table.columns
-        and table["backend_verdict"].is_in([review.VERDICT_FALLBACK, review.VERDICT_UNVERIFIED]).any()
+        and table["backend_verdict"].is_in([facade.VERDICT_FALLBACK, facade.VERDICT_UNVERIFIED]).any()
     ):
         always.append("backend_verdict")
     if "parity_passed" in table.columns and (table["parity_passed"] == False).any():  # noqa: E712 - a column
@@ -275,16 +250,15 @@ def overview_columns(table: pl.DataFrame) -> list[str]:
     return story + picked + (["cut"] if table["cut"].is_not_null().any() else [])
 
 
-def show_graph_copies(sel: Selection, table: pl.DataFrame, groups: pl.DataFrame) -> None:
+def show_graph_copies(sel: Selection, table: pl.DataFrame) -> None:
     """Why a CUDA-graph run can be slower than eager: its static-input copies, timed from the trace
     (the requested copies under aten::_foreach_copy_), against the eager run of the same variant
     when it is selected."""
     graphs = [label for label, mode in sel.modes.items() if mode == "CUDA graphs"]
     if not graphs:
         return
-    copies = {
-        r["run"]: r for r in report.graph_input_copies(groups.filter(pl.col("run").is_in(graphs))).iter_rows(named=True)
-    }
+    found_copies = sel.comparison.graph_input_copies.filter(pl.col("run").is_in(graphs))
+    copies = {r["run"]: r for r in found_copies.iter_rows(named=True)}
     median = dict(zip(table["run"].to_list(), table["median_step_us"].to_list()))
     variant = {label: (t.collector or {}).get("variant") for label, t in sel.runs.items()}
     eager = {variant[label]: label for label, mode in sel.modes.items() if mode == "eager"}
@@ -300,7 +274,7 @@ def show_graph_copies(sel: Selection, table: pl.DataFrame, groups: pl.DataFrame)
         lines.append(
             f"- **{literal.md(label)}**: {format_us(own)} per step{against}; "
             f"**{format_us(found['us_per_step'])}** of it are the graph's static-input copies "
-            f"({found['per_step']:.3g} per step, under {literal.md(report.GRAPH_INPUT_COPY_OP)})"
+            f"({found['per_step']:.3g} per step, under {literal.md(facade.GRAPH_INPUT_COPY_OP)})"
             + (
                 (
                     ": the whole difference and more."
@@ -326,11 +300,11 @@ def show_graph_copies(sel: Selection, table: pl.DataFrame, groups: pl.DataFrame)
         )
 
 
-def show_split(split: list[review.Group]) -> None:
+def show_split(split: list[facade.Group]) -> None:
     """The one line that says why GPU and CPU-only runs are apart, naming each group's baseline."""
     named = "; ".join(f"{g.name} runs against {literal.md(g.baseline)}" for g in split)
     with st.container(key="device_groups"):
-        st.info(f"{literal.md(review.MIXED_DEVICES_WHY)} ({named}.)", icon=":material/call_split:")
+        st.info(f"{literal.md(facade.MIXED_DEVICES_WHY)} ({named}.)", icon=":material/call_split:")
 
 
 HEALTH_SHOWN = 6  # health lines shown open; the rest behind an expander
@@ -383,7 +357,7 @@ def show_waiting(findings: dict[str, list[dict]]) -> None:
             )
 
 
-SMALL_COPY = "small hidden copy"  # review.findings' kind for hidden copies under the alarm's threshold
+SMALL_COPY = "small hidden copy"  # Comparison.findings' kind for hidden copies under the alarm's threshold
 BELOW_THRESHOLD = re.compile(r"; below the alarm's [^;]*$")  # its message's tail, which the green line says once
 
 
@@ -392,14 +366,14 @@ def show_findings(found: pl.DataFrame) -> None:
     always open; notes folded below; a green line when there is no alarm, which also says, once,
     that no hidden copy reaches the alarm's threshold and which ones stay under it, with their size
     (then not repeated among the notes). Run labels and messages quote trace strings, shown literally."""
-    alarms = found.filter(pl.col("severity") == review.SEVERITY_ALARM)
-    warnings = found.filter(pl.col("severity") == review.SEVERITY_WARNING)
-    notes = found.filter(pl.col("severity") == review.SEVERITY_NOTE)
+    alarms = found.filter(pl.col("severity") == facade.SEVERITY_ALARM)
+    warnings = found.filter(pl.col("severity") == facade.SEVERITY_WARNING)
+    notes = found.filter(pl.col("severity") == facade.SEVERITY_NOTE)
     with st.container(key="findings"):
         if alarms.height == 0:
             small = notes.filter(pl.col("kind") == SMALL_COPY)
             notes = notes.filter(pl.col("kind") != SMALL_COPY)
-            threshold = f"{review.COPY_ALARM_SHARE:.0%} of the step or {format_bytes(review.COPY_ALARM_BYTES)} a step"
+            threshold = f"{facade.COPY_ALARM_SHARE:.0%} of the step or {format_bytes(facade.COPY_ALARM_BYTES)} a step"
             text = (
                 "No cut-off file, backend fallback or parity failure in the selected runs, and no hidden copy at or "
                 f"above the alarm's threshold ({threshold})."
@@ -435,13 +409,13 @@ def show_findings(found: pl.DataFrame) -> None:
 
 
 def _row_style(row: dict, alarmed: set[str]) -> str:
-    """Red for a run with an alarm: a costly hidden copy (review.copy_groups' alarm), a backend
+    """Red for a run with an alarm: a costly hidden copy (Comparison.copies' alarm), a backend
     fallback, a parity failure or a cut that lost events."""
     bad = (
         row.get("run") in alarmed
-        or row.get("backend_verdict") == review.VERDICT_FALLBACK
+        or row.get("backend_verdict") == facade.VERDICT_FALLBACK
         or row.get("parity_passed") is False
-        or (row.get("cut") is not None and row.get("cut") != review.CUT_METADATA_LOST)
+        or (row.get("cut") is not None and row.get("cut") != facade.CUT_METADATA_LOST)
     )
     return tables.ALARM_BG if bad else ""
 

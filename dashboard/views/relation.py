@@ -10,16 +10,14 @@ import polars as pl
 import streamlit as st
 
 from dashboard import report
-from dashboard.engine.compare.fingerprint import CROSS_DEVICE, DIFFERENT, relation
-from dashboard.engine.model.trace import Trace
-from dashboard.engine.compare.speed import speed_table
+from dashboard.engine.comparison import CROSS_DEVICE, DIFFERENT
 from dashboard.runs import Selection
 from dashboard.views import literal
 
 
 def table(sel: Selection) -> pl.DataFrame:
-    """speed.speed_table of the selection against its baseline (each device group's own)."""
-    return speed_table(sel.runs, sel.baseline or "")
+    """The speed table of the selection against its baseline (each device group's own): Comparison.speed."""
+    return sel.comparison.speed
 
 
 def say(sel: Selection, speed: pl.DataFrame | None = None) -> set[str]:
@@ -40,11 +38,11 @@ def _block(title: str, why: str, rows: list[dict[str, str]]) -> str:
     return f"**{title}:** {why}.\n\n" + "\n".join(lines)
 
 
-def say_pair(a: Trace, b: Trace) -> str:
+def say_pair(sel: Selection, a: str, b: str) -> str:
     """Draw how run B relates to run A (the Timeline diff's pair), first: a warning when they do
     different work, a note when it is the same work on another device, nothing otherwise.
     Returns fingerprint.relation's kind."""
-    kind, why = relation(a, b)
+    kind, why = sel.comparison.relation(a, b)
     if kind not in (DIFFERENT, CROSS_DEVICE):
         return kind
     with st.container(key="relation"):

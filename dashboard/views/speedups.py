@@ -8,15 +8,13 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts
-from dashboard.engine.compare import review
-from dashboard.engine.analyses.memory import memory_by_run, memory_peak
-from dashboard.engine.compare.fingerprint import CROSS_DEVICE
-from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU, speed_table
+from dashboard.engine import comparison as facade
+from dashboard.engine.comparison import CROSS_DEVICE, DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU
 from dashboard.runs import Selection
 from dashboard.views import link, literal, relation, tables
 
 
-def prices(groups: list[review.Group]) -> tuple[float | None, float | None]:
+def prices(groups: list[facade.Group]) -> tuple[float | None, float | None]:
     """The price inputs for the groups present: $ per GPU-hour (default DEFAULT_USD_PER_GPU_HOUR)
     and $ per CPU-hour (empty by default: a CPU run's cost is not a GPU-hour's). Both live in
     the link ('usd', 'usd_cpu'); the share buttons read them from session state."""
@@ -50,16 +48,16 @@ def prices(groups: list[review.Group]) -> tuple[float | None, float | None]:
 
 
 def render(sel: Selection) -> None:
-    split = review.device_groups(sel.runs, sel.baseline)
+    cmp = sel.comparison
+    split = cmp.groups
     first = st.container()  # the relation goes above the prices, once the table it reads is made
     left, right = st.columns([1, 3])
     with left:
         usd, usd_cpu = prices(split)
-    speed = speed_table(sel.runs, sel.baseline or "", usd, usd_cpu)
     with first:
-        apart = relation.say(sel, speed)
-    attention = review.attention_efficiency(sel.runs)
-    speed = _with_attention(speed, attention)
+        apart = relation.say(sel, cmp.speed_at(usd, usd_cpu))
+    attention = cmp.efficiency
+    speed = cmp.speed_with_attention(usd, usd_cpu)
     with right:
         st.caption(
             f"Speedup = the baseline's median step time / the run's (above 1 = faster than **{literal.md(sel.baseline)}**"
@@ -68,7 +66,7 @@ def render(sel: Selection) -> None:
             "metadata (batch × sequence length)."
         )
         if len(split) > 1:
-            st.info(literal.md(review.MIXED_DEVICES_WHY), icon=":material/call_split:")
+            st.info(literal.md(facade.MIXED_DEVICES_WHY), icon=":material/call_split:")
     tables.show_by_group(
         speed.with_columns((pl.col("usd_per_mtok") * (charts.COST_TOKENS / 1e6)).alias("usd_per_btok")).drop(
             "usd_per_mtok"
@@ -90,26 +88,6 @@ def render(sel: Selection) -> None:
             )
     _speed_charts(sel, speed, split, log)
     _speed_notes(speed)
-
-
-def _with_attention(speed: pl.DataFrame, attention: pl.DataFrame) -> pl.DataFrame:
-    """The speed table with each run's attention TFLOP/s, % of roofline, its measure and why none."""
-    first = attention.unique(
-        "run", keep="first", maintain_order=True
-    )  # the whole step on collectors' traces, where variants compare
-    speed = speed.join(
-        first.select(
-            "run",
-            pl.col("tflops").alias("attn_tflops"),
-            pl.col("pct_of_roofline").alias("attn_pct"),
-            pl.col("measure").alias("attn_measure"),
-            pl.col("reason").alias("attn_reason"),
-        ),
-        on="run",
-        how="left",
-        maintain_order="left",
-    )
-    return speed
 
 
 def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
@@ -234,7 +212,7 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
                     for row in missing.iter_rows(named=True)
                 )
             )
-    points = review.roofline_points(sel.runs)
+    points = sel.comparison.roofline
     if points.height == 0:
         st.info(
             "No attention call with a shape and a time in these runs, so nothing to place on the roofline; the table above "
@@ -244,7 +222,7 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
     else:
         with st.container(key="chart_roofline"):
             st.plotly_chart(charts.roofline(points, sel.colors), key="fig_roofline")
-    left_out = review.roofline_left_out(sel.runs)
+    left_out = sel.comparison.roofline_left_out
     if left_out.height:
         with st.container(key="roofline_left_out"):
             st.caption(
@@ -288,7 +266,7 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
 def show_memory(sel: Selection) -> None:
     """Peak memory allocated per step, drawn when a selected run was recorded with
     profile_memory=True (its trace holds "[memory]" events); nothing otherwise."""
-    recorded = [label for label, trace in sel.runs.items() if memory_peak(trace).height]  # kept: no table read
+    recorded = sel.comparison.memory_recorded  # kept: no table read
     if not recorded:
         return
     st.subheader("Memory", anchor=False)
@@ -297,7 +275,7 @@ def show_memory(sel: Selection) -> None:
         "trace's memory events (torch.profiler's profile_memory=True); hover for the level the step started at, what it "
         "added and the op whose allocation reached the peak. A GPU run shows its device memory."
     )
-    peaks = memory_by_run({label: sel.runs[label] for label in recorded})
+    peaks = sel.comparison.memory
     if peaks.filter(pl.col("peak_allocated_bytes").is_not_null()).height:
         with st.container(key="chart_memory"):
             st.plotly_chart(charts.memory_chart(peaks, sel.colors), key="fig_memory")

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import polars as pl
 import streamlit as st
 
-from dashboard.engine.compare.speed import GROUP_GPU, Group
+from dashboard.engine.comparison import GROUP_GPU, Group
 from dashboard.views import literal
 
 ALARM_BG = "background-color: #fde0dc; color: #8b0000; font-weight: 600"

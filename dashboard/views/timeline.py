@@ -9,14 +9,7 @@ import polars as pl
 import streamlit as st
 
 from dashboard import charts
-from dashboard.engine.compare import review
-from dashboard.engine.compare.alignment import describe, op_changes, step_pairs
-from dashboard.engine.compare.diff import family_time_diff, sequence_diff, timeline
-from dashboard.engine.compare.fingerprint import DIFFERENT
-from dashboard.engine.analyses.kernels import per_step, work_unit
-from dashboard.engine.compare.speed import representative_step
-from dashboard.engine.model.constants import UNIT_KERNEL
-from dashboard.engine.model.formatting import format_us
+from dashboard.engine.comparison import DIFFERENT, UNIT_KERNEL, Comparison, describe, format_us, sequence_counts
 from dashboard.runs import Selection
 from dashboard.views import link, literal, relation, tables, timeline_chart
 
@@ -61,7 +54,8 @@ def render(sel: Selection) -> None:
     runs = sel.runs
     labels = list(runs)
     ids = [sel.ids[label] for label in labels]
-    group_of = {sel.ids[label]: review.device_group(t) for label, t in runs.items()}
+    cmp = sel.comparison
+    group_of = {sel.ids[label]: cmp.device_group(label) for label in runs}
     first = sel.ids.get(sel.baseline or "", ids[0])
     # B defaults to another run of A's kind: a GPU step beside a CPU-only step compares nothing
     second = default_b(sel, first, group_of)
@@ -73,16 +67,16 @@ def render(sel: Selection) -> None:
         id_a = st.selectbox("Run A (top)", ids, key="tl_a", format_func=name.get)
     with c3:
         id_b = st.selectbox("Run B (bottom)", ids, key="tl_b", format_func=name.get)
-    a, b = runs[name[id_a]], runs[name[id_b]]
-    step_a = _step_picker(c2, "Step of A", a, "tl_step_a", "step_a")
+    a, b = name[id_a], name[id_b]
+    step_a = _step_picker(c2, "Step of A", cmp, a, "tl_step_a", "step_a")
     # B's step at first sight: the one `attnscope check` matches with A's (the i-th with the i-th)
-    pairs = step_pairs(a, b)
-    step_b = _step_picker(c4, "Step of B", b, "tl_step_b", "step_b", default=dict(pairs).get(step_a))
+    pairs = cmp.step_pairs(a, b)
+    step_b = _step_picker(c4, "Step of B", cmp, b, "tl_step_b", "step_b", default=dict(pairs).get(step_a))
     for param, value in (("a", id_a), ("b", id_b), ("step_a", step_a), ("step_b", step_b)):
         link.publish(param, value)
 
     label_a, label_b = f"A: {name[id_a]} step {step_a}", f"B: {name[id_b]} step {step_b}"
-    other_work = id_a != id_b and relation.say_pair(a, b) == DIFFERENT  # said first: two programs, not a change
+    other_work = id_a != id_b and relation.say_pair(sel, a, b) == DIFFERENT  # said first: two programs, not a change
     if group_of[id_a] != group_of[id_b]:
         st.warning(
             f"A is a {group_of[id_a]} run and B a {group_of[id_b]} run: their times are measured differently (device busy "
@@ -95,28 +89,28 @@ def render(sel: Selection) -> None:
         "and times; drag across the chart or turn the wheel over it to zoom, double-click to see the whole step. Very busy "
         "steps merge sub-pixel events into blocks."
     )
-    tl_a, tl_b = timeline(a, step_a), timeline(b, step_b)
+    tl_a, tl_b = cmp.timeline(a, step_a), cmp.timeline(b, step_b)
     with st.container(key="chart_timeline"):
         timeline_chart.timeline_chart(charts.timeline_data(tl_a, tl_b, label_a, label_b), key="fig_timeline")
 
-    _op_changes(a, b, step_a, step_b, pairs, group_of[id_a] == group_of[id_b], other_work)
+    _op_changes(cmp, (a, step_a), (b, step_b), pairs, group_of[id_a] == group_of[id_b], other_work)
 
-    _show_sequence(a, step_a, b, step_b, other_work)
+    _show_sequence(cmp, a, step_a, b, step_b, other_work)
 
-    _show_family_time(a, step_a, b, step_b, label_a, label_b)
+    _show_family_time(cmp, a, step_a, b, step_b, label_a, label_b)
 
 
-def _show_sequence(a, step_a: int, b, step_b: int, other_work: bool) -> None:
+def _show_sequence(cmp: Comparison, a: str, step_a: int, b: str, step_b: int, other_work: bool) -> None:
     """Each step's kernels in launch order, aligned like a text diff: the counts, then the rows."""
     st.subheader("Kernel sequence, in launch order")
-    seq = sequence_diff(a, step_a, b, step_b)
+    seq = cmp.sequence_diff(a, step_a, b, step_b)
     streams = max(seq["a_stream"].drop_nulls().n_unique(), seq["b_stream"].drop_nulls().n_unique())
     st.caption(
         "Each step's kernels (leaf ops on CPU-only traces) in the order the CPU launched them (the launch call's time, then "
         "its correlation id), whatever stream each ran on, aligned like a text diff."
         + (" Kernels ran on more than one stream: the stream columns say where each one ran." if streams > 1 else "")
     )
-    count = review.sequence_counts(seq)
+    count = sequence_counts(seq)
     words = APART_WORDS if other_work else OP_WORDS
     with st.container(key="timeline_counts", horizontal=True):
         st.metric("same in both", count["equal"])
@@ -149,10 +143,10 @@ def _show_sequence(a, step_a: int, b, step_b: int, other_work: bool) -> None:
     )
 
 
-def _show_family_time(a, step_a: int, b, step_b: int, label_a: str, label_b: str) -> None:
+def _show_family_time(cmp: Comparison, a: str, step_a: int, b: str, step_b: int, label_a: str, label_b: str) -> None:
     """Time by kernel family in the two steps: the bars beside the table."""
     st.subheader("Time by kernel family")
-    fam_ns = family_time_diff(a, step_a, b, step_b)
+    fam_ns = cmp.family_time_diff(a, step_a, b, step_b)
     fam = fam_ns.with_columns(
         (pl.col("a_ns") / 1000.0).alias("a_us"),
         (pl.col("b_ns") / 1000.0).alias("b_us"),
@@ -180,7 +174,12 @@ def _show_family_time(a, step_a: int, b, step_b: int, label_a: str, label_b: str
 
 
 def _op_changes(
-    a, b, step_a: int, step_b: int, pairs: list[tuple[int, int]], comparable: bool, other_work: bool = False
+    cmp: Comparison,
+    side_a: tuple[str, int],
+    side_b: tuple[str, int],
+    pairs: list[tuple[int, int]],
+    comparable: bool,
+    other_work: bool = False,
 ) -> None:
     """What changed op by op: alignment.op_changes over every matched step (the lines `attnscope
     check --markdown` and `--json` give for the pair) or over the two steps shown, each worded by
@@ -203,9 +202,10 @@ def _op_changes(
         return
     scope = st.radio("Changes over", (OPS_EVERY, OPS_SHOWN), key="tl_ops_scope", horizontal=True)
     every = scope == OPS_EVERY
-    changes = op_changes(a, b) if every else op_changes(a, b, [(step_a, step_b)])
+    (a, step_a), (b, step_b) = side_a, side_b
+    changes = cmp.op_changes(a, b) if every else cmp.op_changes(a, b, [(step_a, step_b)])
     if every:
-        extra = abs(a.steps.height - b.steps.height)
+        extra = abs(cmp.runs[a].steps.height - cmp.runs[b].steps.height)
         shown = ", ".join(f"{x} with {y}" for x, y in pairs[:3]) + (", ..." if len(pairs) > 3 else "")
         where = (
             f"The runs' steps matched in order, as `attnscope check` matches them: {len(pairs):,} "
@@ -243,18 +243,20 @@ def _op_changes(
                 st.markdown("\n".join(lines[OPS_LISTED:]))
 
 
-def _step_picker(column, label: str, trace, key: str, param: str, default: int | None = None) -> int:
-    """A step of `trace` (default: `default` when given, else the one closest to the median step
+def _step_picker(
+    column, label: str, cmp: Comparison, run: str, key: str, param: str, default: int | None = None
+) -> int:
+    """A step of `run` (default: `default` when given, else the one closest to the median step
     time), kept in the link."""
-    steps = trace.steps
+    steps = cmp.runs[run].steps
     options = steps["step"].to_list()
-    busy = dict(per_step(trace).select("step", "busy_ns").iter_rows())
-    what = "device busy" if work_unit(trace) == UNIT_KERNEL else "ops busy"
+    busy = dict(cmp.steps_of(run).select("step", "busy_ns").iter_rows())
+    what = "device busy" if cmp.work_unit(run) == UNIT_KERNEL else "ops busy"
     names = {
         row["step"]: f"{row['name']} (span {row['dur_ns'] / 1e6:.3g} ms"
         + (f", {what} {format_us(busy[row['step']] / 1e3)})" if busy.get(row["step"]) is not None else ")")
         for row in steps.iter_rows(named=True)
     }
-    link.seed_choice(key, param, options, default if default in options else representative_step(trace), parse=int)
+    link.seed_choice(key, param, options, default if default in options else cmp.representative_step(run), parse=int)
     with column:
         return st.selectbox(label, options, key=key, format_func=names.get)
