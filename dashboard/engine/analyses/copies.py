@@ -136,7 +136,7 @@ def classify_chain(chain: list[str]) -> tuple[str | None, str]:
     return origin, HIDDEN
 
 
-@per_trace
+@per_trace(schema=COPY_COLUMNS)
 def copies(trace: Trace) -> pl.DataFrame:
     """Every copy: id, step, kind (DtoD, HtoD, DtoH, PtoP, ..., 'kernel' for a copy kernel, 'cpu'
     in a CPU-only trace), name, ts_ns, dur_ns, bytes (null when unknown), gbps (GB/s), device,
