@@ -97,7 +97,7 @@ def attention_calls(trace: Trace) -> pl.DataFrame:
     return pl.concat([calls, orphans]).select(list(CALL_SCHEMA))
 
 
-@per_trace(returns="(calls table, kernel ids array, {call: kernels}, {name: backend}) tuple, or None")
+@per_trace(returns="(device work table, attention call ids array, {call: op id}, {name: backend}) tuple, or None")
 def _attention_work(trace: Trace) -> tuple[pl.DataFrame, np.ndarray, dict[int, int], dict[str, str]] | None:
     """(device work with its owning call (_device_work), ids of the attention calls, call -> the
     attention op around it (-1: none), name -> backend), or None when the trace shows no attention."""

@@ -420,7 +420,7 @@ def comm_dominated(trace: Trace) -> Found | None:
     )
 
 
-@per_trace(json="[{check, kind, count, detail, ...}, ...]: the findings, in HEALTH_KINDS order")
+@per_trace(json="[{check, count, example}, ...]: one per check that found something, in HEALTH_KINDS order")
 def health(trace: Trace) -> list[dict[str, Any]]:
     """Every finding of the trace's health checks, in HEALTH_CHECKS order: [{"check", "count",
     "example"}, ...]; [] for a healthy trace."""

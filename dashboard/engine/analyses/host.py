@@ -295,7 +295,9 @@ def _calls_per_step(trace: Trace) -> dict[int, dict[str, Any]]:
     }
 
 
-@per_trace(json="{...} of the host side (the summary's host block), or null without launches")
+@per_trace(
+    json="{steps, waiting_share, busy_share, host_bound_steps, latency_median_us, latency_p90_us, calls}, or null"
+)
 def host_block(trace: Trace) -> dict[str, Any] | None:
     """The summary's `host` block (µs, shares 0..1), or None for a trace without launch calls (a
     CPU-only trace, a device-only export). steps: per step on its busiest device (ties: the lowest

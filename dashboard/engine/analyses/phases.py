@@ -301,7 +301,7 @@ def _bandwidth(trace: Trace, part: pl.DataFrame, attention_ns: int) -> dict[str,
     return out
 
 
-@per_trace(json="{...} of the serving phases (the summary's phases block), or null")
+@per_trace(json="{found_by, attention_us, by_phase: [{phase, steps, ...}, ...], empty_steps}, or null")
 def phases_block(trace: Trace) -> dict[str, Any] | None:
     """The summary's "phases" (None for a trace with no serving phases): found_by ('annotation' or
     'kernels'), attention_us (the trace's attention device time), and by_phase, one entry per phase
