@@ -296,13 +296,9 @@ def copy_summary(table: pl.DataFrame) -> pl.DataFrame:
     if table.height == 0:
         return pl.DataFrame(
             schema={
-                "kind": pl.String,
-                "op_chain": pl.List(pl.String),
-                "copy_class": pl.String,
-                "hidden": pl.Boolean,
+                **{c: COPY_COLUMNS[c] for c in ("kind", "op_chain", "copy_class", "hidden")},
                 "count": pl.UInt32,
-                "bytes": pl.Int64,
-                "dur_ns": pl.Int64,
+                **{c: COPY_COLUMNS[c] for c in ("bytes", "dur_ns")},
             }
         )
     return (
