@@ -161,3 +161,21 @@ def test_a_kept_file_of_the_other_kind_is_not_handed_back(tmp_path):
     assert box.get(PER_STEP) is kept.MISSING and box.get(SUMMARY) is kept.MISSING
     box.put("not.an.analysis", {"x": 1})  # a key no analysis declares: kept as before
     assert box.get("not.an.analysis") == {"x": 1}
+
+
+def test_a_trace_reopened_from_the_store_gives_the_same_schemas(tmp_path):
+    """A reopened trace reads its tables back from Parquet (model.ReopenedTrace): every table an
+    analysis computes from them has its declared schema too, so the store's writer never refuses one."""
+    from dashboard.engine.store.store import Store
+
+    catalog = analysis_catalog()
+    store = Store(tmp_path)
+    for path in sorted((REPO / "tests" / "data").glob("*.json.gz")):
+        _, sha = store.open(path)
+        store.wait()
+        trace = store.get(sha)
+        trace.__dict__.update(_kept=None, _analyses={})  # computed from the tables, not read from kept files
+        for key, analysis in sorted(ANALYSES.items()):
+            if catalog[key].schema is not None:
+                got = [(name, str(dtype)) for name, dtype in analysis(trace).schema.items()]
+                assert got == [(n, _spelled(d)) for n, d in catalog[key].schema.items()], (path.name, key)
