@@ -12,12 +12,17 @@ rows, memory peaks, health, the summary) now asks the trace's `Kept` first:
   result made only of dicts with text keys, lists, text, whole and real numbers, booleans and
   None is kept as JSON (which gives back the same values in the same order); anything else
   (dataclasses, numpy arrays, tuples) is computed again each time.
+- Each analysis declares what it returns (model.catalog, docs/analyses.md): a table unlike its
+  declared schema is a bug of the analysis and put raises SchemaError naming it and the column;
+  get treats a kept table of another schema (or a file of the other kind) as absent, so an old
+  store never hands back a drifted table: it is computed again and replaced.
 - The analysis version is the SHA-256 of the engine's source files (every .py and .c under
   dashboard/engine) and of the user's rule files (settings.RULES): any change to any
   analysis, or to the rules it reads, gives a new version, under which everything is computed
   again; a trace's folders of other versions are removed when the new one is first written.
 - Writes are atomic (a temporary file renamed into place), so a reader never sees half a file;
-  a file that cannot be written or read is computed again, never an error. The folder lives
+  a file that cannot be written or read is computed again, never an error (a table unlike its
+  schema is the one error: a bug, not a disk's state). The folder lives
   apart from the trace's own (written by another thread while the analyses run), counts against
   the store's size cap with it, and goes with it when the store evicts the trace.
 """
