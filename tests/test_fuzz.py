@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fuzz_mutations import FIELDS, TRACES, Case, Deep, Raw, build, seeds
-from dashboard.engine import TraceError, load_trace
+from dashboard.engine import TraceError, analysis_catalog, load_trace
 from dashboard.engine.analyses import backends
 from dashboard.engine.analyses import copies
 from dashboard.engine.compare import diff
@@ -37,7 +37,7 @@ from dashboard.engine.analyses import kernels
 from dashboard.engine.compare import ranks
 from dashboard.engine.compare import review
 from dashboard.engine.compare import speed
-from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
+from dashboard.engine.model.trace import ANALYSES, GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
 from dashboard.engine.analyses.summary import device_info, summarize
 
 # Examples per run (derandomized: the same ones each time). 1,200 and 800 took 155 s and 32 s of the
@@ -213,6 +213,17 @@ def analyse(trace: Trace, data: bytes, name: str) -> None:
     by_rank = {0: trace, 1: trace}
     ranks.stragglers(ranks.rank_step_times(by_rank))
     ranks.slowest_rank(by_rank)
+    declared_schemas(trace)
+
+
+def declared_schemas(trace: Trace) -> None:
+    """Every table of the catalogue of analyses has its declared columns and dtypes on whatever
+    loads (the store's writer refuses a table unlike its schema: no odd trace may produce one)."""
+    for key, declared in analysis_catalog().items():
+        if declared.schema is not None:
+            got = [(name, str(dtype)) for name, dtype in ANALYSES[key](trace).schema.items()]
+            want = [(name, str(d() if isinstance(d, type) else d)) for name, d in declared.schema.items()]
+            assert got == want, key
 
 
 def run_case(case: Case) -> None:

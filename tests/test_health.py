@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -333,7 +334,8 @@ def test_every_registered_check_is_documented_and_has_an_injected_fault_test():
     tests = Path(__file__).read_text()
     for name in HEALTH_KINDS:
         assert f"| `{name}` |" in docs, f"{name} is not defined in docs/analysis.md"
-        assert f'.get("{name}") ==' in tests, f"{name} has no injected-fault test here"
+        # a fault found, not one absent: `.get(name) == 0` or `== None` would not count
+        assert re.search(rf'\.get\("{name}"\) == (?!0\b|None\b)', tests), f"{name} has no injected-fault test here"
 
 
 def test_device_events_the_device_queues_itself_are_no_lost_launches(tmp_path):

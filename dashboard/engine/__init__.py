@@ -35,6 +35,39 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
+# Every module that defines a per_trace analysis (tests/test_catalog_schemas.py finds them in the source)
+ANALYSIS_MODULES = (
+    "dashboard.engine.model.trace",
+    "dashboard.engine.analyses.attention_calls",
+    "dashboard.engine.analyses.backends",
+    "dashboard.engine.analyses.classes",
+    "dashboard.engine.analyses.copies",
+    "dashboard.engine.analyses.graphs",
+    "dashboard.engine.analyses.health",
+    "dashboard.engine.analyses.host",
+    "dashboard.engine.analyses.kernels",
+    "dashboard.engine.analyses.memory",
+    "dashboard.engine.analyses.phases",
+    "dashboard.engine.analyses.roofline",
+    "dashboard.engine.analyses.roofline_bytes",
+    "dashboard.engine.analyses.summary",
+    "dashboard.engine.compare.alignment",
+    "dashboard.engine.compare.fingerprint",
+    "dashboard.engine.compare.review_tables",
+)
+
+
+def analysis_catalog() -> dict[str, Any]:
+    """The catalogue of analyses: every per_trace analysis's declaration (model.catalog.Declared:
+    its key, docstring and schema, JSON shape or object), by key, every module of ANALYSIS_MODULES
+    imported so that none is missing. docs/analyses.md is written from it."""
+    for module in ANALYSIS_MODULES:
+        importlib.import_module(module)
+    from dashboard.engine.model.catalog import CATALOG
+
+    return dict(sorted(CATALOG.items()))
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:

@@ -74,7 +74,7 @@ def _attention_names(trace: Trace) -> tuple[dict[str, str], set[str], set[str]]:
     return backend, ops, kernels
 
 
-@per_trace
+@per_trace(schema=CALL_SCHEMA)
 def attention_calls(trace: Trace) -> pl.DataFrame:
     """One row per attention call: the innermost attention op of a nest such as
     scaled_dot_product_attention > _scaled_dot_product_flash_attention > _flash_attention_forward,
@@ -97,7 +97,7 @@ def attention_calls(trace: Trace) -> pl.DataFrame:
     return pl.concat([calls, orphans]).select(list(CALL_SCHEMA))
 
 
-@per_trace
+@per_trace(returns="(device work table, attention call ids array, {call: op id}, {name: backend}) tuple, or None")
 def _attention_work(trace: Trace) -> tuple[pl.DataFrame, np.ndarray, dict[int, int], dict[str, str]] | None:
     """(device work with its owning call (_device_work), ids of the attention calls, call -> the
     attention op around it (-1: none), name -> backend), or None when the trace shows no attention."""

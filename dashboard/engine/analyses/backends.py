@@ -69,7 +69,7 @@ class Backends:
         return [name for b in self.backends for name in self.evidence.get(b, [])]
 
 
-@per_trace
+@per_trace(returns="Backends (a dataclass: the attention backends and their evidence), never kept")
 def detect_backends(trace: Trace) -> Backends:
     """Detect attention backends from cpu_op and kernel names (BACKEND_TABLE), then hand-written
     attention compiled by inductor or run eagerly."""
@@ -102,7 +102,7 @@ def _backend_by_name(trace: Trace) -> dict[str, str]:
     return dict(zip(table["name"].to_list(), table["backend"].to_list()))
 
 
-@per_trace
+@per_trace(schema=LAUNCH_SCHEMA)
 def backend_launches(trace: Trace) -> pl.DataFrame:
     """Backends.launches (LAUNCH_SCHEMA): a table, so a reopened trace keeps it (kept.py) and
     detect_backends, whose other parts come from kept name lists, never reads the events again."""

@@ -144,7 +144,7 @@ def backend_of(name: str) -> str | None:
     return row.name if row is not None else None
 
 
-@per_trace
+@per_trace(schema=CLASSES_SCHEMA)
 def name_classes(trace: Trace) -> pl.DataFrame:
     """Every distinct (category, name) of the trace with its family, backend, op kind and launch kind
     (CLASSES_SCHEMA; see the module's note), sorted by category then name."""

@@ -135,7 +135,7 @@ def classify_chain(chain: list[str]) -> tuple[str | None, str]:
     return origin, HIDDEN
 
 
-@per_trace
+@per_trace(schema=COPY_COLUMNS)
 def copies(trace: Trace) -> pl.DataFrame:
     """Every copy: id, step, kind (DtoD, HtoD, DtoH, PtoP, ..., 'kernel' for a copy kernel, 'cpu'
     in a CPU-only trace), name, ts_ns, dur_ns, bytes (null when unknown), gbps (GB/s), device,
@@ -296,13 +296,9 @@ def copy_summary(table: pl.DataFrame) -> pl.DataFrame:
     if table.height == 0:
         return pl.DataFrame(
             schema={
-                "kind": pl.String,
-                "op_chain": pl.List(pl.String),
-                "copy_class": pl.String,
-                "hidden": pl.Boolean,
+                **{c: COPY_COLUMNS[c] for c in ("kind", "op_chain", "copy_class", "hidden")},
                 "count": pl.UInt32,
-                "bytes": pl.Int64,
-                "dur_ns": pl.Int64,
+                **{c: COPY_COLUMNS[c] for c in ("bytes", "dur_ns")},
             }
         )
     return (

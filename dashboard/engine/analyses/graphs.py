@@ -13,21 +13,23 @@ import polars as pl
 from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
 from dashboard.engine.analyses.classes import names_where  # graph replays: rules.LAUNCH_CALLS' graph rows
 
+GRAPH_REPLAY_SCHEMA: dict[str, Any] = {  # graph_replays' columns
+    "launch": pl.Int64,
+    "step": pl.Int64,
+    "name": pl.String,
+    "op": pl.String,
+    "kernels": pl.UInt32,
+    "device_ns": pl.Int64,
+}
 
-@per_trace
+
+@per_trace(schema=GRAPH_REPLAY_SCHEMA)
 def graph_replays(trace: Trace) -> pl.DataFrame:
     """One row per graph launch: launch (event id), step, name, op (the innermost cpu_op holding
     the launch, None when no op does), kernels (device events it replayed), device_ns (their
     summed duration). Sorted by the launch's time."""
     ev = trace.events
-    schema = {
-        "launch": pl.Int64,
-        "step": pl.Int64,
-        "name": pl.String,
-        "op": pl.String,
-        "kernels": pl.UInt32,
-        "device_ns": pl.Int64,
-    }
+    schema = GRAPH_REPLAY_SCHEMA
     graph_names = names_where(trace, "launch", {"graph"}, LAUNCH_CATEGORIES)
     if not graph_names:
         return pl.DataFrame(schema=schema)

@@ -41,7 +41,7 @@ from dashboard.engine.analyses.kernels import work_events
 from dashboard.engine.model.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
 from dashboard.engine.model.formatting import ns_duration as _us
 from dashboard.engine.rules.devices import accelerator, unlaunched_by_design
-from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, per_trace
+from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, events_columns, per_trace
 from dashboard.engine.rules.ops import STEP_MARK
 from dashboard.engine.rules.peaks import dependent_launch, device_properties
 
@@ -97,7 +97,22 @@ def _device_events(trace: Trace) -> pl.DataFrame:
     )
 
 
-@per_trace
+# _overlaps' columns: the device events' (name as text), their lane and the overlap with the lane's earlier events
+OVERLAPS_SCHEMA: dict[str, Any] = {
+    **events_columns(
+        "id", "cat", "name", "ts_ns", "dur_ns", "device", "stream", "correlation", "launch", "step", name=pl.String
+    ),
+    "lane": pl.Int64,
+    "end_ns": pl.Int64,
+    "prev_end": pl.Int64,
+    "prev_dur": pl.Int64,
+    "prev_name": pl.String,
+    "overlap_ns": pl.Int64,
+    "dependent": pl.Boolean,
+}
+
+
+@per_trace(schema=OVERLAPS_SCHEMA)
 def _overlaps(trace: Trace) -> pl.DataFrame:
     """Device events on one (device, stream) that start more than OVERLAP_TOLERANCE_NS before the
     earlier events of the lane have ended, each with overlap_ns, prev_name (the event before it on
@@ -107,9 +122,7 @@ def _overlaps(trace: Trace) -> pl.DataFrame:
     and the same (earlier, later) pair of names overlapping at least DEPENDENT_REPEATS times)."""
     dev = _device_events(trace).sort(["device", "stream", "ts_ns", "id"], nulls_last=True)
     if dev.height < 2:
-        return dev.clear().with_columns(
-            pl.lit(None, pl.String).alias("prev_name"), pl.lit(0).alias("overlap_ns"), pl.lit(False).alias("dependent")
-        )
+        return pl.DataFrame(schema=OVERLAPS_SCHEMA)
     lane = (pl.col("device").fill_null(-1).cast(pl.Int64) * (1 << 32)) + pl.col("stream").fill_null(-1).cast(pl.Int64)
     dev = dev.with_columns(lane.alias("lane"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     dev = dev.with_columns(
@@ -309,7 +322,19 @@ def missing_device_events(trace: Trace) -> Found | None:
     )
 
 
-@per_trace
+STEP_DEVICE_SCHEMA: dict[str, Any] = {  # step_device_times' columns (ns)
+    "step": pl.Int64,
+    "device": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "span_ns": pl.Int64,
+    "busy_ns": pl.Int64,
+    "idle_ns": pl.Int64,
+    "comm_ns": pl.Int64,
+}
+
+
+@per_trace(schema=STEP_DEVICE_SCHEMA)
 def step_device_times(trace: Trace) -> pl.DataFrame:
     """Per step and device, on the device's own timeline: the step's device work is the device
     events it launched (steps.assign_steps), wherever and whenever they ran, so a step whose CPU
@@ -319,16 +344,7 @@ def step_device_times(trace: Trace) -> pl.DataFrame:
     step's work runs), comm_ns (the union of its collectives: a subset of the same work, so never
     more than busy_ns). Every share the checks give has numerator and denominator from this one
     set of events."""
-    schema = {
-        "step": pl.Int64,
-        "device": pl.Int64,
-        "start_ns": pl.Int64,
-        "end_ns": pl.Int64,
-        "span_ns": pl.Int64,
-        "busy_ns": pl.Int64,
-        "idle_ns": pl.Int64,
-        "comm_ns": pl.Int64,
-    }
+    schema = STEP_DEVICE_SCHEMA
     if not trace.has_gpu or trace.steps.height == 0:
         return pl.DataFrame(schema=schema)
     work = (
@@ -404,7 +420,7 @@ def comm_dominated(trace: Trace) -> Found | None:
     )
 
 
-@per_trace
+@per_trace(json="[{check, count, example}, ...]: one per check that found something, in HEALTH_KINDS order")
 def health(trace: Trace) -> list[dict[str, Any]]:
     """Every finding of the trace's health checks, in HEALTH_CHECKS order: [{"check", "count",
     "example"}, ...]; [] for a healthy trace."""

@@ -82,7 +82,7 @@ def _outermost(trace: Trace, calls: pl.Series) -> np.ndarray:
     return np.array(tops, dtype=np.int64)
 
 
-@per_trace
+@per_trace(schema=CALL_HOST_SCHEMA)
 def call_host(trace: Trace) -> pl.DataFrame:
     """One row per attention call made by an op (attention_calls' rows with an op; a kernel that no
     op launched has no host side to read): call (the call's event id, attention_calls' `call`), step,
@@ -130,7 +130,7 @@ def call_host(trace: Trace) -> pl.DataFrame:
     )
 
 
-@per_trace
+@per_trace(schema=LATENCY_SCHEMA)
 def launch_latency(trace: Trace) -> pl.DataFrame:
     """One row per launch call: launch (its event id), step and device (of its first device event),
     latency_ns (its first device event's start - the call's start). LATENCY_SCHEMA, in launch order."""
@@ -212,7 +212,7 @@ def _step_windows(trace: Trace) -> pl.DataFrame:
     )
 
 
-@per_trace
+@per_trace(schema=STEP_HOST_SCHEMA)
 def step_host(trace: Trace) -> pl.DataFrame:
     """Per step and device with device work (STEP_HOST_SCHEMA): span_ns (the step's window on the
     device: _step_windows), busy_ns (health.step_device_times), waiting_ns (_step_windows),
@@ -295,7 +295,9 @@ def _calls_per_step(trace: Trace) -> dict[int, dict[str, Any]]:
     }
 
 
-@per_trace
+@per_trace(
+    json="{steps, waiting_share, busy_share, host_bound_steps, latency_median_us, latency_p90_us, calls}, or null"
+)
 def host_block(trace: Trace) -> dict[str, Any] | None:
     """The summary's `host` block (µs, shares 0..1), or None for a trace without launch calls (a
     CPU-only trace, a device-only export). steps: per step on its busiest device (ties: the lowest

@@ -16,7 +16,7 @@ import polars as pl
 # The family table lives in rules/families.py with the other name rules; re-exported here.
 from dashboard.engine.rules import FAMILIES, FAMILY_RULES, FamilyRule, family_rules, is_fused_attention  # noqa: F401
 from dashboard.engine.model.columns import series
-from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
+from dashboard.engine.model.trace import EVENTS_SCHEMA, GPU_CATEGORIES, Trace, events_columns, per_trace
 
 # What a name is (family, backend, op kind) is decided once per trace in classes.py; family_of and
 # family_expr re-exported.
@@ -36,6 +36,39 @@ from dashboard.engine.model.constants import UNIT_KERNEL  # noqa: F401  (defined
 
 UNIT_LEAF_OP = "leaf cpu_op"
 
+# The tables' columns (the catalogue of analyses, docs/analyses.md); the events' columns keep the events' dtypes.
+WORK_EVENTS_SCHEMA = {
+    **events_columns("id", "step", "cat", "name"),
+    "family": pl.String,
+    **events_columns("ts_ns", "dur_ns", "device", "stream"),
+}
+WORK_TIME_SCHEMA = {
+    **events_columns("id", "step", "name"),
+    "family": pl.String,
+    "time_ns": pl.Int64,
+    "unit": pl.Boolean,
+}
+PER_STEP_SCHEMA = {
+    "name": pl.String,
+    "step": pl.Int64,
+    "kernel": pl.UInt32,
+    "gpu_memcpy": pl.UInt32,
+    "gpu_memset": pl.UInt32,
+    "work": pl.UInt32,
+    "busy_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+}
+FAMILY_PER_STEP_SCHEMA = {"step": pl.Int64, "family": pl.String, "count": pl.UInt32, "total_ns": pl.Int64}
+KERNEL_TABLE_SCHEMA = {
+    "name": pl.String,
+    "family": pl.String,
+    "count": pl.UInt32,
+    "per_step": pl.Float64,
+    "total_ns": pl.Int64,
+    "mean_ns": pl.Float64,
+    "share": pl.Float64,
+}
+
 
 def step_count(trace: Trace) -> int:
     """Number of steps (1 for a trace without ProfilerStep, which is one implicit step)."""
@@ -47,7 +80,7 @@ def work_unit(trace: Trace) -> str:
     return UNIT_KERNEL if trace.has_gpu else UNIT_LEAF_OP
 
 
-@per_trace
+@per_trace(schema=WORK_EVENTS_SCHEMA)
 def work_events(trace: Trace) -> pl.DataFrame:
     """The units of device work with their family: id, step, cat, name, family, ts_ns, dur_ns,
     device, stream. Kernels/memcpy/memset on a GPU trace; leaf cpu_ops on a CPU-only trace."""
@@ -79,7 +112,7 @@ def work_ops(trace: Trace) -> pl.DataFrame:
     return trace.events.filter((pl.col("cat") == "cpu_op") & ~name_is(trace, "op_kind", WORKLESS_KINDS))
 
 
-@per_trace
+@per_trace(schema=EVENTS_SCHEMA)
 def leaf_work_ops(trace: Trace) -> pl.DataFrame:
     """The units of work of a CPU-only trace: ops that do work (not views, allocations or
     bookkeeping) and hold no other such op. aten::matmul is not one (its aten::bmm is);
@@ -100,7 +133,7 @@ def leaf_work_ops(trace: Trace) -> pl.DataFrame:
     return ops.filter(~series("holds_work", holds_work[ops["id"].to_numpy()]))
 
 
-@per_trace
+@per_trace(schema=WORK_TIME_SCHEMA)
 def work_time(trace: Trace) -> pl.DataFrame:
     """Where the work's time goes: id, step, name, family, time_ns, unit (one of work_events'
     units of work, the ones that are counted).
@@ -150,7 +183,7 @@ def work_time(trace: Trace) -> pl.DataFrame:
     )
 
 
-@per_trace
+@per_trace(schema=PER_STEP_SCHEMA)
 def per_step(trace: Trace) -> pl.DataFrame:
     """One row per step: name, step, kernel, gpu_memcpy, gpu_memset, work (units of device work),
     busy_ns (union of device work intervals on the busiest device; on a CPU-only trace the union
@@ -195,7 +228,7 @@ def busy_time(work: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-@per_trace
+@per_trace(schema=FAMILY_PER_STEP_SCHEMA)
 def family_per_step(trace: Trace) -> pl.DataFrame:
     """Per step and family: count (units of work: kernels, or leaf ops on a CPU-only trace) and
     total_ns (device time; on a CPU-only trace the work ops' self time, work_time, so a step's
@@ -210,7 +243,7 @@ def family_per_step(trace: Trace) -> pl.DataFrame:
     )
 
 
-@per_trace
+@per_trace(schema=KERNEL_TABLE_SCHEMA)
 def kernel_table(trace: Trace) -> pl.DataFrame:
     """One row per kernel name over all steps: name, family, count, per_step (count / steps),
     total_ns, mean_ns, share (of all device work time, 0..1). On a CPU-only trace one row per work

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from dashboard.engine.model.trace import Trace, per_trace
+from dashboard.engine.model.trace import MEMORY_SCHEMA, Trace, per_trace
 
 # c10's DeviceType numbers as the profiler writes them in "Device Type" (c10/core/DeviceType.h).
 # ROCm builds report their GPUs as CUDA (1).
@@ -39,10 +39,9 @@ DEVICE_TYPES: dict[int, str] = {
     20: "privateuse1",
 }
 
-_PEAK_SCHEMA: dict[str, pl.DataType | type] = {
-    "step": pl.Int64,
-    "device_type": pl.Int32,
-    "device_id": pl.Int32,
+# memory_peaks' columns; the memory table's own (step, device_type, device_id) keep its dtypes
+PEAKS_SCHEMA: dict[str, pl.DataType | type] = {
+    **{name: MEMORY_SCHEMA[name] for name in ("step", "device_type", "device_id")},
     "device": pl.String,
     "peak_allocated_bytes": pl.Int64,
     "start_allocated_bytes": pl.Int64,
@@ -52,6 +51,15 @@ _PEAK_SCHEMA: dict[str, pl.DataType | type] = {
     "peak_reserved_bytes": pl.Int64,
     "allocations": pl.Int64,
     "events": pl.Int64,
+}
+# memory_peak's columns: the same peaks over the whole trace, with the step that holds the peak
+PEAK_SCHEMA: dict[str, pl.DataType | type] = {
+    **{
+        n: PEAKS_SCHEMA[n]
+        for n in ("device_type", "device_id", "device", "peak_allocated_bytes", "peak_ts_ns", "peak_op")
+    },
+    "peak_step": MEMORY_SCHEMA["step"],
+    **{name: PEAKS_SCHEMA[name] for name in ("peak_reserved_bytes", "allocations", "events")},
 }
 
 
@@ -85,7 +93,7 @@ def _with_device(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.Series("device", labels, dtype=pl.String))
 
 
-@per_trace
+@per_trace(schema=PEAKS_SCHEMA)
 def memory_peaks(trace: Trace) -> pl.DataFrame:
     """One row per ProfilerStep and device (device_type, device_id) that has memory events, in
     step order: peak_allocated_bytes (the most Total Allocated in the step, bytes),
@@ -99,31 +107,20 @@ def memory_peaks(trace: Trace) -> pl.DataFrame:
     trace recorded without profile_memory (or without memory events inside a step)."""
     mem = trace.memory
     if mem.height == 0:
-        return pl.DataFrame(schema=_PEAK_SCHEMA)
+        return pl.DataFrame(schema=PEAKS_SCHEMA)
     keys = ["step", "device_type", "device_id"]
     out = _with_peaks(mem.lazy().filter(pl.col("step").is_not_null()), keys).collect()
     out = out.with_columns((pl.col("peak_allocated_bytes") - pl.col("start_allocated_bytes")).alias("added_bytes"))
-    return _with_device(out).sort(keys).select(list(_PEAK_SCHEMA))
+    return _with_device(out).sort(keys).select(list(PEAKS_SCHEMA))
 
 
-@per_trace
+@per_trace(schema=PEAK_SCHEMA)
 def memory_peak(trace: Trace) -> pl.DataFrame:
     """The whole trace's peak per device, every memory event counted (inside a step or not): one row
     per (device_type, device_id), the highest peak first: device, peak_allocated_bytes (bytes),
     peak_ts_ns (ns from the trace start), peak_op, peak_step (the step that holds the peak event,
     null outside any), peak_reserved_bytes, allocations and events. No rows without memory events."""
-    schema = {
-        "device_type": pl.Int32,
-        "device_id": pl.Int32,
-        "device": pl.String,
-        "peak_allocated_bytes": pl.Int64,
-        "peak_ts_ns": pl.Int64,
-        "peak_op": pl.String,
-        "peak_step": pl.Int64,
-        "peak_reserved_bytes": pl.Int64,
-        "allocations": pl.Int64,
-        "events": pl.Int64,
-    }
+    schema = PEAK_SCHEMA
     mem = trace.memory
     if mem.height == 0:
         return pl.DataFrame(schema=schema)
@@ -214,5 +211,5 @@ def memory_by_run(runs: dict[str, Trace]) -> pl.DataFrame:
         memory_peaks(trace).select(pl.lit(label, dtype=pl.String).alias("run"), pl.all())
         for label, trace in runs.items()
     ]
-    schema = {"run": pl.String, **_PEAK_SCHEMA}
+    schema = {"run": pl.String, **PEAKS_SCHEMA}
     return pl.concat(frames) if frames else pl.DataFrame(schema=schema)

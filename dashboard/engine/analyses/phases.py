@@ -124,7 +124,7 @@ def _by_kernels(trace: Trace, work: pl.DataFrame) -> tuple[dict[int, str], np.nd
     return phases, np.where(known, owner, -1)
 
 
-@per_trace
+@per_trace(schema=STEP_SCHEMA)
 def phase_steps(trace: Trace) -> pl.DataFrame:
     """One row per serving step (STEP_SCHEMA): unit (the annotation's event id, or the ProfilerStep
     index), name, phase, found_by ('annotation' or 'kernels'), requests, tokens (new query tokens),
@@ -301,7 +301,7 @@ def _bandwidth(trace: Trace, part: pl.DataFrame, attention_ns: int) -> dict[str,
     return out
 
 
-@per_trace
+@per_trace(json="{found_by, attention_us, by_phase: [{phase, steps, ...}, ...], empty_steps}, or null")
 def phases_block(trace: Trace) -> dict[str, Any] | None:
     """The summary's "phases" (None for a trace with no serving phases): found_by ('annotation' or
     'kernels'), attention_us (the trace's attention device time), and by_phase, one entry per phase

@@ -50,7 +50,7 @@ OWN_BYTES_WORDS = "bytes its own kernels move, from the recorded shapes"  # what
 BYTES_SCHEMA: dict[str, pl.DataType] = {"id": pl.Int64, "step": pl.Int64, "bytes": pl.Int64, "reason": pl.String}
 
 
-@per_trace
+@per_trace(schema=BYTES_SCHEMA)
 def device_bytes(trace: Trace) -> pl.DataFrame:
     """The bytes of the device events a roofline point sums (BYTES_SCHEMA: id, step, bytes, reason:
     why bytes is null): those the attention calls launched and the fused attention kernels, and on
@@ -260,7 +260,7 @@ def roofline_rows(trace: Trace, peak: DevicePeak | Mapping[str, float] | None = 
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=ROOFLINE_ROW_SCHEMA)
 
 
-@per_trace
+@per_trace(schema=ROOFLINE_ROW_SCHEMA)
 def own_roofline(trace: Trace) -> pl.DataFrame:
     """roofline_rows with the peaks table's peaks, once per trace."""
     return roofline_rows(trace)

@@ -384,6 +384,7 @@ class _OpTree:
         return found
 
 
-@per_trace
+@per_trace(returns="_OpTree (the ops' nesting, the bytes of any subtree), never kept")
 def _op_tree(trace: Trace) -> _OpTree:
+    """The trace's cpu_ops and annotations as a tree (_OpTree), built once: every subtree's bytes are read from it."""
     return _OpTree(trace)

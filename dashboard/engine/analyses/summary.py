@@ -102,7 +102,7 @@ def device_spans(trace: Trace) -> dict[int, dict[str, float]]:
     }
 
 
-@per_trace
+@per_trace(json="{source, health, device, events, counts, ..., host, graphs, memory, collector, warnings}")
 def summarize(trace: Trace) -> dict[str, Any]:
     """A JSON-ready summary of one trace (see the README for the keys). Computed once per trace
     and kept with it in the store (kept.py): callers must not change the dict they get."""

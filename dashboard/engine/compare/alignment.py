@@ -61,7 +61,23 @@ def _unit(name: str, cat: str) -> str:
     return {"kernel": "kernel", "gpu_memset": "memset"}.get(cat, "op")
 
 
-@per_trace
+# top_ops' columns: each top-level op, its device work's unit names and kinds, its copies' lines and bytes
+TOP_OPS_SCHEMA: dict[str, pl.DataType] = {
+    "step": pl.Int64,
+    "id": pl.Int64,
+    "op": pl.String,
+    "scope": pl.String,
+    "ts_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "units": pl.List(pl.String),
+    "kinds": pl.List(pl.String),
+    "work_ns": pl.Int64,
+    "copy_lines": pl.List(pl.String),
+    "copy_bytes": pl.List(pl.Int64),
+}
+
+
+@per_trace(schema=TOP_OPS_SCHEMA)
 def top_ops(trace: Trace) -> pl.DataFrame:
     """Every top-level cpu_op inside a step (one no other cpu_op holds): step, id, op, scope
     (innermost annotation or python function around it, step annotations left out), ts_ns, in
@@ -161,7 +177,7 @@ def _copy_lines(trace: Trace, outermost_op: Callable[[np.ndarray], np.ndarray]) 
     ev = trace.events
     copies = copies_in_steps(trace)
     if not copies.height:
-        return pl.DataFrame(schema={"top": pl.Int64, "copy_lines": pl.List(pl.String), "copy_bytes": pl.List(pl.Int64)})
+        return pl.DataFrame(schema={"top": pl.Int64, **{c: TOP_OPS_SCHEMA[c] for c in ("copy_lines", "copy_bytes")}})
     holder = ev["launch"].gather(copies["id"]).fill_null(-1).to_numpy() if trace.has_gpu else copies["id"].to_numpy()
     holder = np.where(holder >= 0, holder, copies["id"].to_numpy())
     copies = copies.with_columns(

@@ -99,7 +99,7 @@ def _dtype_name(dtype: str | None) -> str | None:
     return DTYPES[recorded][0] if recorded in DTYPES else dtype
 
 
-@per_trace
+@per_trace(returns="Fingerprint (a dataclass: the run's work, to tell same work), never kept")
 def fingerprint(trace: Trace) -> Fingerprint:
     """The run's fingerprint (see Fingerprint)."""
     info = device_info(trace)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from dashboard.engine.analyses.kernels import kernel_table
+from dashboard.engine.analyses.kernels import KERNEL_TABLE_SCHEMA, kernel_table
 from dashboard.engine.compare.host_diff import host_reading
 from dashboard.engine.compare.diff import NOISE_NS, SLOWER, changed_rows, explained, kernel_diff, op_diff, readings
 from dashboard.engine.compare.speed import group_baselines
@@ -72,15 +72,9 @@ def changes(
     return out
 
 
-KERNELS_BY_RUN_SCHEMA: dict[str, pl.DataType] = {
+KERNELS_BY_RUN_SCHEMA: dict[str, pl.DataType] = {  # kernel_table's columns (typed there), with the run and µs
     "run": pl.String,
-    "name": pl.String,
-    "family": pl.String,
-    "count": pl.UInt32,
-    "per_step": pl.Float64,
-    "total_ns": pl.Int64,
-    "mean_ns": pl.Float64,
-    "share": pl.Float64,
+    **KERNEL_TABLE_SCHEMA,
     "total_us": pl.Float64,
     "mean_us": pl.Float64,
 }

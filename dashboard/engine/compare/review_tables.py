@@ -166,7 +166,7 @@ MEASURE_STEP = "whole step"  # the collector's shape over the step's device time
 MEASURE_OPS = "attention ops"  # the recorded attention calls with their shapes and kernels
 
 
-@per_trace
+@per_trace(json="{device, calls, measured, time_us, ..., tflops, pct_of_roofline, rows, reasons, per_step, ...}")
 def _efficiency(trace: Trace) -> dict:
     """efficiency.efficiency_block, once per trace (the table and the chart both read it)."""
     return efficiency_block(trace)

@@ -16,6 +16,7 @@ import polars as pl
 
 from dashboard.engine.model.constants import TRACE_TABLES as TABLES
 from dashboard.engine.model.constants import MISSING
+from dashboard.engine.model.catalog import CATALOG, Declared
 
 # Categories after normalization (see load.CATEGORIES, the one table of categories and their roles).
 # Device work of every accelerator is one of these three (MTIA's mtia_ccp_events become kernel).
@@ -32,6 +33,38 @@ LAUNCH_CATEGORIES = (
     "privateuse1_runtime",
     "privateuse1_driver",
 )
+
+# The events table's columns (Trace.events, see Trace), in the loader's order: what an analysis
+# that hands back events' rows (kernels.leaf_work_ops) or some of their columns declares.
+EVENTS_SCHEMA: dict[str, Any] = {
+    "id": pl.Int64,
+    "cat": pl.Categorical,
+    "name": pl.Categorical,
+    "pid": pl.Categorical,
+    "tid": pl.Categorical,
+    "dur_ns": pl.Int64,
+    "stream": pl.Int64,
+    "device": pl.Int64,
+    "correlation": pl.Int64,
+    "external_id": pl.Int64,
+    "bytes": pl.Int64,
+    "input_dims": pl.Categorical,
+    "input_types": pl.Categorical,
+    "concrete_inputs": pl.Categorical,
+    "ts_ns": pl.Int64,
+    "kind": pl.Categorical,
+    "depth": pl.Int32,
+    "parent": pl.Int64,
+    "launch": pl.Int64,
+    "step": pl.Int64,
+}
+
+
+def events_columns(*names: str, **retyped: Any) -> dict[str, Any]:
+    """Some of EVENTS_SCHEMA's columns, in the order named, each with the events' dtype unless
+    `retyped` gives another (a name read as text: name=pl.String)."""
+    return {name: retyped.get(name, EVENTS_SCHEMA[name]) for name in names}
+
 
 # The memory table's columns (Trace.memory): one row per "[memory]" instant event, which a trace
 # recorded with profile_memory=True holds for every allocation and free. Units: ts_ns in ns from
@@ -230,13 +263,35 @@ R = TypeVar("R")
 ANALYSES: dict[str, Callable[[Any], Any]] = {}  # every per_trace analysis by its key (the kept files' names)
 
 
-def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
+def per_trace(
+    analysis: Callable[..., Any] | None = None,
+    *,
+    schema: dict[str, Any] | None = None,
+    json: str | None = None,
+    returns: str | None = None,
+) -> Callable[[Callable[[Trace], R]], Callable[[Trace], R]]:
     """Compute a one-argument analysis once per Trace: the dashboard, the reports and the gate
     ask for the same tables many times. Results are shared, so callers must not mutate them.
     A trace opened through the store also keeps the result on disk (kept.py) and reads it back
-    on a later open instead of computing it again."""
-    key = analysis.__module__ + "." + analysis.__qualname__
+    on a later open instead of computing it again.
 
+    Every analysis declares what it returns, exactly one of `@per_trace(schema=COLUMNS)` (a table:
+    column -> polars dtype, in order), `@per_trace(json="shape")` or `@per_trace(returns="what")`
+    (see Declared); a bare `@per_trace` is refused when the module is imported."""
+    if analysis is not None or [schema is not None, json is not None, returns is not None].count(True) != 1:
+        where = f" ({analysis.__module__}.{analysis.__qualname__})" if callable(analysis) else ""
+        raise TypeError(f"per_trace{where} declares what the analysis returns: exactly one of schema=, json=, returns=")
+
+    def register(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
+        key = analysis.__module__ + "." + analysis.__qualname__
+        doc = " ".join((analysis.__doc__ or "").split())
+        CATALOG[key] = Declared(key, doc, None if schema is None else dict(schema), json, returns)
+        return _cached(key, analysis)
+
+    return register
+
+
+def _cached(key: str, analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
     @functools.wraps(analysis)
     def cached(trace: Trace) -> R:
         if key not in trace._analyses:
@@ -253,7 +308,7 @@ def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
     return cached
 
 
-@per_trace
+@per_trace(json="{category: [distinct event name, ...] sorted}, categories sorted")
 def names_by_category(trace: Trace) -> dict[str, list[str]]:
     """Each category that has events -> its events' distinct names, sorted. One query over the
     Categorical codes for every analysis that asks which names a category holds (backends,

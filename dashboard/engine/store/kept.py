@@ -12,12 +12,17 @@ rows, memory peaks, health, the summary) now asks the trace's `Kept` first:
   result made only of dicts with text keys, lists, text, whole and real numbers, booleans and
   None is kept as JSON (which gives back the same values in the same order); anything else
   (dataclasses, numpy arrays, tuples) is computed again each time.
+- Each analysis declares what it returns (model.catalog, docs/analyses.md): a table unlike its
+  declared schema is a bug of the analysis and put raises SchemaError naming it and the column;
+  get treats a kept table of another schema (or a file of the other kind) as absent, so an old
+  store never hands back a drifted table: it is computed again and replaced.
 - The analysis version is the SHA-256 of the engine's source files (every .py and .c under
   dashboard/engine) and of the user's rule files (settings.RULES): any change to any
   analysis, or to the rules it reads, gives a new version, under which everything is computed
   again; a trace's folders of other versions are removed when the new one is first written.
 - Writes are atomic (a temporary file renamed into place), so a reader never sees half a file;
-  a file that cannot be written or read is computed again, never an error. The folder lives
+  a file that cannot be written or read is computed again, never an error (a table unlike its
+  schema is the one error: a bug, not a disk's state). The folder lives
   apart from the trace's own (written by another thread while the analyses run), counts against
   the store's size cap with it, and goes with it when the store evicts the trace.
 """
@@ -38,6 +43,11 @@ from typing import Any
 # the whole engine (kept.py sits in store/, one floor down): a change to any analysis is a new version
 ENGINE = Path(__file__).resolve().parent.parent
 from dashboard.engine.model.constants import MISSING  # noqa: E402,F401  (re-exported: the model's sentinel)
+from dashboard.engine.model.catalog import CATALOG, schema_problem  # noqa: E402
+
+
+class SchemaError(ValueError):
+    """An analysis returned a table unlike the schema it declares (per_trace(schema=...)): a bug."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -117,30 +127,53 @@ class Kept:
                 self._write(key, value)
 
     def get(self, key: str) -> Any:
-        """The kept result of analysis `key`, or MISSING."""
+        """The kept result of analysis `key`, or MISSING. A kept file that is not what the analysis
+        declares (model.CATALOG: a table of other columns or dtypes, a table where JSON is declared,
+        or JSON where a table is) is MISSING too: computed again and replaced, never handed back."""
         if self.sha is None:
             return MISSING  # a trace just parsed: nothing kept yet
-        text = self.folder / f"{key}.json"
-        try:
-            return json.loads(text.read_text(encoding="utf-8"))  # (no polars for a kept summary)
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError):
-            return MISSING  # damaged or half-removed: computed again
+        declared = CATALOG.get(key)  # None: not imported here (the CLI's kept summary), or not an analysis
+        if declared is None or declared.kind != "table":
+            text = self.folder / f"{key}.json"
+            try:
+                return json.loads(text.read_text(encoding="utf-8"))  # (no polars for a kept summary)
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError):
+                return MISSING  # damaged or half-removed: computed again
+            if declared is not None:
+                return MISSING
         table = self.folder / f"{key}.arrow"
         if not table.is_file():
             return MISSING
         import polars as pl
 
         try:
-            return pl.read_ipc(table)  # memory-mapped by default
+            frame = pl.read_ipc(table)  # memory-mapped by default
         except (OSError, ValueError, TypeError, pl.exceptions.PolarsError):
             return MISSING
+        if declared is not None and schema_problem(frame.schema, declared.schema) is not None:
+            return MISSING  # kept by code that typed the table otherwise: computed again
+        return frame
 
     def put(self, key: str, value: Any) -> None:
-        """Keep `value` when it is a table or plain JSON; anything else is not kept."""
+        """Keep `value` when it is a table or plain JSON; anything else is not kept. A table for an
+        analysis that declares its columns (model.CATALOG) must have exactly them: a frame of other
+        columns or dtypes, or a table where the analysis declares JSON, is a bug of the analysis
+        and raises SchemaError naming the analysis and the column."""
         import polars as pl
 
+        declared = CATALOG.get(key)
+        if declared is not None and declared.kind == "table":
+            if not isinstance(value, pl.DataFrame):
+                raise SchemaError(f"analysis {key} returned {type(value).__name__}, not the table it declares")
+            problem = schema_problem(value.schema, declared.schema)
+            if problem is not None:
+                raise SchemaError(f"analysis {key} returned a table unlike its declared schema: {problem}")
+        elif declared is not None and isinstance(value, pl.DataFrame):
+            raise SchemaError(
+                f"analysis {key} returned a table, but declares {declared.kind} ({declared.json or declared.returns})"
+            )
         if not isinstance(value, pl.DataFrame) and not plain(value):
             return
         with self._lock:
