@@ -180,12 +180,12 @@ def duration_overflow(trace: Trace) -> Found | None:
     if ev.height == 0:
         return None
     span = int(ev.select(pl.col("ts_ns").max() - pl.col("ts_ns").min()).item() or 0)
-    # annotations and steps may rightly span a wait with nothing recorded in it (a sleep, a compile)
-    timed = ev.filter(
+    # annotations and steps may rightly span a wait with nothing recorded in it (a sleep, a compile);
+    # the long ones first (a handful): the names are read as text for them only, not for every event
+    longer = ev.filter(pl.col("dur_ns") > 2 * span).filter(
         ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
         ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK),
     )
-    longer = timed.filter(pl.col("dur_ns") > 2 * span)
     steps = _overflowed_steps(trace)
     loader = [
         (int(m.group(1).replace(",", "")), m.group(2))
@@ -210,15 +210,20 @@ def duration_overflow(trace: Trace) -> Found | None:
     return count, example
 
 
+def _step_names(events: pl.DataFrame) -> list[str]:
+    """The distinct event names that start with STEP_MARK: the names are read as text once each,
+    not once per event (the names column is Categorical)."""
+    names = events.select(pl.col("name").unique().cast(pl.String)).to_series()
+    return names.filter(names.str.starts_with(STEP_MARK)).to_list()
+
+
 def _overflowed_steps(trace: Trace) -> pl.DataFrame:
     """Steps whose ProfilerStep span as written is longer than the span the loader measured
     (steps.overflowed: measured by the events they hold): name, written_ns, dur_ns."""
     if trace.steps.height == 0 or trace.implicit_step:
         return pl.DataFrame(schema={"name": pl.String, "written_ns": pl.Int64, "dur_ns": pl.Int64})
     written = (
-        trace.events.filter(
-            (pl.col("cat") != "gpu_user_annotation") & pl.col("name").cast(pl.String).str.starts_with(STEP_MARK)
-        )
+        trace.events.filter((pl.col("cat") != "gpu_user_annotation") & pl.col("name").is_in(_step_names(trace.events)))
         .select(pl.col("name").cast(pl.String), pl.col("ts_ns").alias("start_ns"), pl.col("dur_ns").alias("written_ns"))
         .unique(["name", "start_ns"], keep="first")
     )
@@ -266,11 +271,8 @@ def device_before_launch(trace: Trace) -> Found | None:
     dev = _device_events(trace).filter(pl.col("launch").is_not_null())
     if dev.height == 0:
         return None
-    launches = trace.events.select(
-        pl.col("id").alias("launch"),
-        pl.col("ts_ns").alias("launch_ts"),
-        pl.col("name").cast(pl.String).alias("launch_name"),
-    )
+    # the launches' names are read as text for the worst one only, not for every event
+    launches = trace.events.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts"))
     early = dev.join(launches, on="launch", how="inner").filter(pl.col("ts_ns") < pl.col("launch_ts"))
     if early.height == 0:
         return None
@@ -279,9 +281,10 @@ def device_before_launch(trace: Trace) -> Found | None:
         .sort(["skew", "id"], descending=[True, False])
         .row(0, named=True)
     )
+    launch_name = trace.events.filter(pl.col("id") == worst["launch"]).select(pl.col("name").cast(pl.String)).item(0, 0)
     return (
         early.height,
-        f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {worst['launch_name']}",
+        f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {launch_name}",
     )
 
 

@@ -1,0 +1,144 @@
+"""The health checks that read event names as text only where they need them (duration_overflow,
+_overflowed_steps, device_before_launch: the names column is Categorical, and reading it whole as
+text was most of health's time and the first open's peak) against the obvious versions they
+replaced, which read every event's name as text: equal findings on every real trace in tests/data,
+and on the bundled H200 run with the three faults injected (a long op, a step that runs past every
+event, a kernel before its launch), so that the examples the findings give are compared too.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import oracle
+from dashboard.engine import load_trace
+from dashboard.engine.analyses import health
+from dashboard.engine.model.formatting import ns_duration as _us
+from dashboard.engine.rules.ops import STEP_MARK
+
+DATA = Path(__file__).parent / "data"
+REAL = sorted(DATA.glob("*.json.gz"))
+NAIVE = Path(__file__).parent.parent / "sample_traces" / "h200" / "naive.json.gz"
+LAUNCH = ("cuda_runtime", "cuda_driver")
+DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def slow_longer(trace) -> pl.DataFrame:
+    """duration_overflow's long events as first written: every name read as text."""
+    ev = trace.events
+    span = int(ev.select(pl.col("ts_ns").max() - pl.col("ts_ns").min()).item() or 0)
+    timed = ev.filter(
+        ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
+        ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK),
+    )
+    return timed.filter(pl.col("dur_ns") > 2 * span)
+
+
+def slow_overflowed_steps(trace) -> pl.DataFrame:
+    if trace.steps.height == 0 or trace.implicit_step:
+        return pl.DataFrame(schema={"name": pl.String, "written_ns": pl.Int64, "dur_ns": pl.Int64})
+    written = (
+        trace.events.filter(
+            (pl.col("cat") != "gpu_user_annotation") & pl.col("name").cast(pl.String).str.starts_with(STEP_MARK)
+        )
+        .select(pl.col("name").cast(pl.String), pl.col("ts_ns").alias("start_ns"), pl.col("dur_ns").alias("written_ns"))
+        .unique(["name", "start_ns"], keep="first")
+    )
+    return (
+        trace.steps.select("name", "start_ns", "dur_ns")
+        .join(written, on=["name", "start_ns"], how="inner")
+        .filter(pl.col("written_ns") > pl.col("dur_ns"))
+        .sort("start_ns")
+        .select("name", "written_ns", "dur_ns")
+    )
+
+
+def slow_device_before_launch(trace) -> tuple[int, str] | None:
+    dev = health._device_events(trace).filter(pl.col("launch").is_not_null())
+    if dev.height == 0:
+        return None
+    launches = trace.events.select(
+        pl.col("id").alias("launch"),
+        pl.col("ts_ns").alias("launch_ts"),
+        pl.col("name").cast(pl.String).alias("launch_name"),
+    )
+    early = dev.join(launches, on="launch", how="inner").filter(pl.col("ts_ns") < pl.col("launch_ts"))
+    if early.height == 0:
+        return None
+    worst = (
+        early.with_columns((pl.col("launch_ts") - pl.col("ts_ns")).alias("skew"))
+        .sort(["skew", "id"], descending=[True, False])
+        .row(0, named=True)
+    )
+    return early.height, f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {worst['launch_name']}"
+
+
+def fast_longer(trace) -> pl.DataFrame:
+    """The long events health.duration_overflow now counts (the same query, its filters reordered)."""
+    ev = trace.events
+    span = int(ev.select(pl.col("ts_ns").max() - pl.col("ts_ns").min()).item() or 0)
+    return ev.filter(pl.col("dur_ns") > 2 * span).filter(
+        ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
+        ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK),
+    )
+
+
+def assert_same(trace) -> None:
+    assert fast_longer(trace).equals(slow_longer(trace))
+    assert health._overflowed_steps(trace).equals(slow_overflowed_steps(trace))
+    slow = slow_device_before_launch(trace)
+    fast = health._REGISTRY["device_before_launch"](trace)
+    assert (None if fast is None else (fast["count"], fast["example"])) == slow
+
+
+@pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
+def test_the_name_reading_checks_equal_their_slow_versions_on_every_real_trace(path):
+    assert_same(load_trace(path))
+
+
+def long_op(d: dict) -> None:
+    events = oracle.complete(d)
+    starts = [float(e["ts"]) for e in events]
+    ends = [float(e["ts"]) + float(e.get("dur", 0)) for e in events]
+    [e for e in events if e.get("cat") == "cpu_op"][3]["dur"] = 10 * (max(ends) - min(starts))
+
+
+def overflowed_step(d: dict) -> None:
+    name, _, _ = oracle.step_spans(d)[-1]
+    for step in (e for e in oracle.complete(d) if e.get("name") == name and e.get("cat") != "gpu_user_annotation"):
+        step["dur"] = float(step["dur"]) * 20
+
+
+def skewed_kernel(d: dict) -> None:
+    events = oracle.complete(d)
+    first = min((e for e in events if e.get("cat") in DEVICE), key=lambda e: float(e["ts"]))
+    corr = first["args"]["correlation"]
+    launch = next(e for e in events if e.get("cat") in LAUNCH and e["args"].get("correlation") == corr)
+    first["ts"] = float(launch["ts"]) - 50.0
+
+
+@pytest.mark.skipif(not NAIVE.is_file(), reason="the bundled H200 collection is missing")
+@pytest.mark.parametrize(
+    "fault, finds",
+    [(long_op, fast_longer), (overflowed_step, health._overflowed_steps), (skewed_kernel, None)],
+    ids=["long_op", "overflowed_step", "skewed_kernel"],
+)
+def test_they_are_equal_where_each_finds_its_fault(fault, finds, tmp_path):
+    d = copy.deepcopy(oracle.raw(NAIVE))
+    fault(d)
+    path = tmp_path / "fault.json.gz"
+    with gzip.open(path, "wt") as fh:
+        json.dump(d, fh)
+    trace = load_trace(path)
+    # the fault is found, so the rows and the example are compared, not only two empty answers
+    if finds is None:
+        assert health._REGISTRY["device_before_launch"](trace)["count"] == 1
+    else:
+        assert finds(trace).height == 1
+    assert_same(trace)
