@@ -1,9 +1,10 @@
 """The health checks that read event names as text only where they need them (duration_overflow,
-_overflowed_steps, device_before_launch: the names column is Categorical, and reading it whole as
-text was most of health's time and the first open's peak) against the obvious versions they
-replaced, which read every event's name as text: equal findings on every real trace in tests/data,
-and on the bundled H200 run with the three faults injected (a long op, a step that runs past every
-event, a kernel before its launch), so that the examples the findings give are compared too.
+_overflowed_steps, device_before_launch, _overlaps: the names column is Categorical, and reading it
+whole as text was most of health's time and the first open's peak) against the obvious versions
+they replaced, which read every event's name as text: equal findings on every real trace in
+tests/data, and on the bundled H200 run with each fault injected (a long op, a step that runs past
+every event, a kernel before its launch, two kernels overlapping), so that the rows and examples
+the findings give are compared too.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 import oracle
 from dashboard.engine import load_trace
 from dashboard.engine.analyses import health
 from dashboard.engine.model.formatting import ns_duration as _us
 from dashboard.engine.rules.ops import STEP_MARK
+from dashboard.engine.rules.peaks import dependent_launch, device_properties
 
 DATA = Path(__file__).parent / "data"
 REAL = sorted(DATA.glob("*.json.gz"))
@@ -79,6 +82,37 @@ def slow_device_before_launch(trace) -> tuple[int, str] | None:
     return early.height, f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {worst['launch_name']}"
 
 
+def slow_overlaps(trace) -> pl.DataFrame:
+    """_overlaps as first written: the device events' names read as text before anything else."""
+    dev = health._device_events(trace).sort(["device", "stream", "ts_ns", "id"], nulls_last=True)
+    if dev.height < 2:
+        return dev.clear().with_columns(
+            pl.lit(None, pl.String).alias("prev_name"), pl.lit(0).alias("overlap_ns"), pl.lit(False).alias("dependent")
+        )
+    lane = (pl.col("device").fill_null(-1).cast(pl.Int64) * (1 << 32)) + pl.col("stream").fill_null(-1).cast(pl.Int64)
+    dev = dev.with_columns(lane.alias("lane"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+    dev = dev.with_columns(
+        pl.col("end_ns").cum_max().shift(1).over("lane").alias("prev_end"),
+        pl.col("dur_ns").shift(1).over("lane").alias("prev_dur"),
+        pl.col("name").shift(1).over("lane").alias("prev_name"),
+    )
+    hits = dev.filter(
+        pl.col("prev_end").is_not_null() & (pl.col("ts_ns") < pl.col("prev_end") - health.OVERLAP_TOLERANCE_NS)
+    )
+    capable = {
+        d for d in hits["device"].unique().drop_nulls().to_list() if dependent_launch(device_properties(trace.meta, d))
+    }
+    overlap = pl.col("prev_end") - pl.col("ts_ns")
+    return hits.with_columns(overlap.alias("overlap_ns")).with_columns(
+        (
+            pl.col("device").is_in(list(capable))
+            & (pl.col("end_ns") > pl.col("prev_end"))
+            & (2 * pl.col("overlap_ns") < pl.min_horizontal("dur_ns", "prev_dur"))
+            & (pl.len().over("prev_name", "name") >= health.DEPENDENT_REPEATS)
+        ).alias("dependent")
+    )
+
+
 def fast_longer(trace) -> pl.DataFrame:
     """The long events health.duration_overflow now counts (the same query, its filters reordered)."""
     ev = trace.events
@@ -90,8 +124,9 @@ def fast_longer(trace) -> pl.DataFrame:
 
 
 def assert_same(trace) -> None:
-    assert fast_longer(trace).equals(slow_longer(trace))
-    assert health._overflowed_steps(trace).equals(slow_overflowed_steps(trace))
+    assert_frame_equal(fast_longer(trace), slow_longer(trace))
+    assert_frame_equal(health._overflowed_steps(trace), slow_overflowed_steps(trace))
+    assert_frame_equal(health._overlaps(trace), slow_overlaps(trace))
     slow = slow_device_before_launch(trace)
     fast = health._REGISTRY["device_before_launch"](trace)
     assert (None if fast is None else (fast["count"], fast["example"])) == slow
@@ -123,11 +158,31 @@ def skewed_kernel(d: dict) -> None:
     first["ts"] = float(launch["ts"]) - 50.0
 
 
+def overlap(d: dict) -> None:
+    events = sorted((e for e in oracle.complete(d) if e.get("cat") in DEVICE), key=lambda e: float(e["ts"]))
+    events[5]["ts"] = float(events[4]["ts"]) + float(events[4]["dur"]) - 5.0
+
+
+def staggered(d: dict) -> None:
+    """Every other kernel starts 2 µs under its predecessor's tail: on the H200, the pairs that
+    repeat across steps are programmatic dependent launch (dependent), the rest faults."""
+    kernels = sorted((e for e in oracle.complete(d) if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
+    for a, b in zip(kernels[::2], kernels[1::2]):
+        if min(float(a["dur"]), float(b["dur"])) > 6.0:
+            b["ts"] = float(a["ts"]) + float(a["dur"]) - 2.0
+
+
 @pytest.mark.skipif(not NAIVE.is_file(), reason="the bundled H200 collection is missing")
 @pytest.mark.parametrize(
     "fault, finds",
-    [(long_op, fast_longer), (overflowed_step, health._overflowed_steps), (skewed_kernel, None)],
-    ids=["long_op", "overflowed_step", "skewed_kernel"],
+    [
+        (long_op, fast_longer),
+        (overflowed_step, health._overflowed_steps),
+        (skewed_kernel, None),
+        (overlap, health._overlaps),
+        (staggered, None),
+    ],
+    ids=["long_op", "overflowed_step", "skewed_kernel", "overlap", "staggered"],
 )
 def test_they_are_equal_where_each_finds_its_fault(fault, finds, tmp_path):
     d = copy.deepcopy(oracle.raw(NAIVE))
@@ -137,7 +192,9 @@ def test_they_are_equal_where_each_finds_its_fault(fault, finds, tmp_path):
         json.dump(d, fh)
     trace = load_trace(path)
     # the fault is found, so the rows and the example are compared, not only two empty answers
-    if finds is None:
+    if fault is staggered:
+        assert health._overlaps(trace)["dependent"].any()
+    elif finds is None:
         assert health._REGISTRY["device_before_launch"](trace)["count"] == 1
     else:
         assert finds(trace).height == 1
