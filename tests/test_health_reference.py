@@ -1,10 +1,10 @@
 """The health checks that read event names as text only where they need them (duration_overflow,
-_overflowed_steps, device_before_launch, _overlaps: the names column is Categorical, and reading it
-whole as text was most of health's time and the first open's peak) against the obvious versions
-they replaced, which read every event's name as text: equal findings on every real trace in
-tests/data, and on the bundled H200 run with each fault injected (a long op, a step that runs past
-every event, a kernel before its launch, two kernels overlapping), so that the rows and examples
-the findings give are compared too.
+_overflowed_steps, device_before_launch, device_event_without_launch, _overlaps: the names column
+is Categorical, and reading it whole as text was most of health's time and the first open's peak)
+against the obvious versions they replaced, which read every event's name as text: equal findings
+on every real trace in tests/data, and on the bundled H200 run with each fault injected (a long
+op, a step that runs past every event, a kernel before its launch, one without its launch,
+kernels overlapping), so that the rows and examples the findings give are compared too.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import oracle
 from dashboard.engine import load_trace
 from dashboard.engine.analyses import health
 from dashboard.engine.model.formatting import ns_duration as _us
+from dashboard.engine.model.trace import LAUNCH_CATEGORIES
+from dashboard.engine.rules.devices import accelerator, unlaunched_by_design
 from dashboard.engine.rules.ops import STEP_MARK
 from dashboard.engine.rules.peaks import dependent_launch, device_properties
 
@@ -113,6 +115,28 @@ def slow_overlaps(trace) -> pl.DataFrame:
     )
 
 
+def slow_device_event_without_launch(trace) -> tuple[int, str] | None:
+    if not trace.events["cat"].is_in(LAUNCH_CATEGORIES).any():
+        return None
+    lost = health._device_events(trace).filter(pl.col("launch").is_null())
+    design = pl.lit(False)
+    for row in unlaunched_by_design(trace.raw_categories):
+        design = design | pl.col("name").str.contains("(?i)" + row.name)
+    queued = lost.filter(design).group_by("name").len().sort(["len", "name"], descending=[True, False])
+    by_design = [f"{n:,} {name}" for name, n in queued.iter_rows()]
+    lost = lost.filter(~design)
+    if lost.height == 0:
+        return None
+    row = lost.row(0, named=True)
+    said = (
+        f"; not counted: {', '.join(by_design)} events, which the {accelerator(trace.raw_categories)} device "
+        "queues itself (no launch by design)"
+        if by_design
+        else ""
+    )
+    return lost.height, f"{row['name'][:80]} (correlation {row['correlation']}) has no launch call in the trace{said}"
+
+
 def fast_longer(trace) -> pl.DataFrame:
     """The long events health.duration_overflow now counts (the same query, its filters reordered)."""
     ev = trace.events
@@ -127,9 +151,12 @@ def assert_same(trace) -> None:
     assert_frame_equal(fast_longer(trace), slow_longer(trace))
     assert_frame_equal(health._overflowed_steps(trace), slow_overflowed_steps(trace))
     assert_frame_equal(health._overlaps(trace), slow_overlaps(trace))
-    slow = slow_device_before_launch(trace)
-    fast = health._REGISTRY["device_before_launch"](trace)
-    assert (None if fast is None else (fast["count"], fast["example"])) == slow
+    for name, slow in (
+        ("device_before_launch", slow_device_before_launch),
+        ("device_event_without_launch", slow_device_event_without_launch),
+    ):
+        fast = health._REGISTRY[name](trace)
+        assert (None if fast is None else (fast["count"], fast["example"])) == slow(trace)
 
 
 @pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
@@ -158,6 +185,15 @@ def skewed_kernel(d: dict) -> None:
     first["ts"] = float(launch["ts"]) - 50.0
 
 
+def lost_launch(d: dict) -> None:
+    events = oracle.complete(d)
+    kernel = sorted((e for e in events if e.get("cat") in DEVICE), key=lambda e: float(e["ts"]))[2]
+    corr = kernel["args"]["correlation"]
+    d["traceEvents"] = [
+        e for e in d["traceEvents"] if not (e.get("cat") in LAUNCH and e.get("args", {}).get("correlation") == corr)
+    ]
+
+
 def overlap(d: dict) -> None:
     events = sorted((e for e in oracle.complete(d) if e.get("cat") in DEVICE), key=lambda e: float(e["ts"]))
     events[5]["ts"] = float(events[4]["ts"]) + float(events[4]["dur"]) - 5.0
@@ -181,8 +217,9 @@ def staggered(d: dict) -> None:
         (skewed_kernel, None),
         (overlap, health._overlaps),
         (staggered, None),
+        (lost_launch, None),
     ],
-    ids=["long_op", "overflowed_step", "skewed_kernel", "overlap", "staggered"],
+    ids=["long_op", "overflowed_step", "skewed_kernel", "overlap", "staggered", "lost_launch"],
 )
 def test_they_are_equal_where_each_finds_its_fault(fault, finds, tmp_path):
     d = copy.deepcopy(oracle.raw(NAIVE))
@@ -194,6 +231,8 @@ def test_they_are_equal_where_each_finds_its_fault(fault, finds, tmp_path):
     # the fault is found, so the rows and the example are compared, not only two empty answers
     if fault is staggered:
         assert health._overlaps(trace)["dependent"].any()
+    elif fault is lost_launch:
+        assert health._REGISTRY["device_event_without_launch"](trace)["count"] == 1
     elif finds is None:
         assert health._REGISTRY["device_before_launch"](trace)["count"] == 1
     else:

@@ -255,7 +255,11 @@ def device_event_without_launch(trace: Trace) -> Found | None:
     MTIA dma_request or pe_exe with no correlation is by design, not a lost launch)."""
     if not trace.events["cat"].is_in(LAUNCH_CATEGORIES).any():
         return None  # a trace with no launch calls at all (device-only export) is read as such elsewhere
-    lost = _device_events(trace).filter(pl.col("launch").is_null())
+    lost = (
+        _device_events(trace, text_names=False)
+        .filter(pl.col("launch").is_null())
+        .with_columns(pl.col("name").cast(pl.String))  # the few lost ones' names only
+    )
     design = pl.lit(False)
     for row in unlaunched_by_design(trace.raw_categories):
         design = design | pl.col("name").str.contains("(?i)" + row.name)
@@ -280,12 +284,16 @@ def device_event_without_launch(trace: Trace) -> Found | None:
 @_check
 def device_before_launch(trace: Trace) -> Found | None:
     """Device events that start before the launch call that queued them (clock skew)."""
-    dev = _device_events(trace).filter(pl.col("launch").is_not_null())
+    dev = _device_events(trace, text_names=False).filter(pl.col("launch").is_not_null())
     if dev.height == 0:
         return None
-    # the launches' names are read as text for the worst one only, not for every event
+    # names are read as text for the early events and the worst one's launch only, not for every event
     launches = trace.events.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts"))
-    early = dev.join(launches, on="launch", how="inner").filter(pl.col("ts_ns") < pl.col("launch_ts"))
+    early = (
+        dev.join(launches, on="launch", how="inner")
+        .filter(pl.col("ts_ns") < pl.col("launch_ts"))
+        .with_columns(pl.col("name").cast(pl.String))
+    )
     if early.height == 0:
         return None
     worst = (
