@@ -4,9 +4,11 @@ recently opened unpinned traces; runs and saved views keep their labels and ids.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
+import random
 import shutil
 
 import pytest
@@ -248,3 +250,13 @@ def test_the_cap_comes_from_the_environment_and_storing_past_it_says_what_went(t
     removed = capped.put(load_trace(SAMPLES / "sdpa.json.gz"), sha256_of(SAMPLES / "sdpa.json.gz"))
     assert [(t.sha, t.source) for t in removed] == [(sha256_of(SAMPLES / "naive.json.gz"), "naive.json.gz")]
     assert [t.source for t in capped.traces()] == ["sdpa.json.gz"]
+
+
+@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (5 << 20) + 12345])
+def test_a_file_hashes_as_hashlib_hashes_its_bytes(tmp_path, size):
+    """sha256_of reads a file through one reused buffer: around and across its size the digest is
+    hashlib's of the whole bytes at once."""
+    data = random.Random(size).randbytes(size)
+    path = tmp_path / "bytes.bin"
+    path.write_bytes(data)
+    assert sha256_of(path) == hashlib.sha256(data).hexdigest() == sha256_of(data)

@@ -45,9 +45,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
                 summaries.append(answer)
                 warned += answer["warnings"]
                 continue
+        loaded, failed = _load_all([path], store)  # first: it may start the slice workers before the imports
         from dashboard.engine.analyses.summary import summarize
 
-        loaded, failed = _load_all([path], store)
         errors += failed
         for trace in loaded:
             by_path[path] = trace

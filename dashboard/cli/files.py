@@ -4,7 +4,9 @@ load, the article's folders, the report files they write, and the exit codes."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from dashboard.engine.model.errors import TraceError
@@ -37,20 +39,43 @@ def _load_all(paths: Sequence[str], store: Store | None = None) -> tuple[list[Tr
     """Load every path (from the store when its bytes were parsed before); a file that cannot be
     read becomes one error line, the others still load. A newly parsed trace is written to the
     store by a thread of its own while the command goes on (Store.wait, in main, joins it)."""
+    from dashboard.engine.model import slice_workers
+
+    _prestart(paths, store)  # before the engine's imports, which the workers' own then run beside
     from dashboard.engine.load import load_trace
 
     traces, errors = [], []
-    for i, path in enumerate(paths):
-        more = i + 1 < len(paths)  # a large file's worker processes stay while more files follow
-        try:
-            traces.append(
-                store.open(path, keep_workers=more, background=True)[0]
-                if store is not None
-                else load_trace(path, keep_workers=more)
-            )
-        except TraceError as exc:
-            errors.append(str(exc))
+    try:
+        for i, path in enumerate(paths):
+            more = i + 1 < len(paths)  # a large file's worker processes stay while more files follow
+            try:
+                traces.append(
+                    store.open(path, keep_workers=more, background=True)[0]
+                    if store is not None
+                    else load_trace(path, keep_workers=more)
+                )
+            except TraceError as exc:
+                errors.append(str(exc))
+    finally:
+        slice_workers.discard()  # started for a file that was read another way
     return traces, errors
+
+
+def _prestart(paths: Sequence[str], store: Store | None) -> None:
+    """Start the slice workers now when the first file to parse (not one the store answers for:
+    Store.open's own test) is one they read (slice_workers.prestart)."""
+    from dashboard.engine.model import slice_workers
+
+    for path in paths:
+        if store is not None:
+            try:
+                stat = os.stat(path)
+            except OSError:
+                return
+            if store.known_file(str(Path(path).resolve()), stat) is not None:
+                continue
+        slice_workers.prestart(path)
+        return
 
 
 def _expand(paths: Sequence[str]) -> tuple[list[str], dict[str, list[str]], list[str]]:

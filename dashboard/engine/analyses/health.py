@@ -82,11 +82,13 @@ def _check(find: Callable[[Trace], Found | None]) -> Callable[[Trace], dict[str,
     return run
 
 
-def _device_events(trace: Trace) -> pl.DataFrame:
+def _device_events(trace: Trace, text_names: bool = True) -> pl.DataFrame:
+    """The device events' columns the checks read; names as text, or as the events hold them
+    (Categorical) where `text_names` is False."""
     return trace.events.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
         "id",
         "cat",
-        pl.col("name").cast(pl.String),
+        pl.col("name").cast(pl.String) if text_names else "name",
         "ts_ns",
         "dur_ns",
         "device",
@@ -120,7 +122,10 @@ def _overlaps(trace: Trace) -> pl.DataFrame:
     allows it (peaks.dependent_launch), the later event ends after the earlier ones (staggered,
     not nested: no time is lost or counted twice), overlapping less than half of either event,
     and the same (earlier, later) pair of names overlapping at least DEPENDENT_REPEATS times)."""
-    dev = _device_events(trace).sort(["device", "stream", "ts_ns", "id"], nulls_last=True)
+    # Names stay Categorical until the few hits are found: a String column filtered down to them
+    # would keep every device event's name text alive with the cached result (36 MB on the dense
+    # ~180 MB trace, for the trace's life).
+    dev = _device_events(trace, text_names=False).sort(["device", "stream", "ts_ns", "id"], nulls_last=True)
     if dev.height < 2:
         return pl.DataFrame(schema=OVERLAPS_SCHEMA)
     lane = (pl.col("device").fill_null(-1).cast(pl.Int64) * (1 << 32)) + pl.col("stream").fill_null(-1).cast(pl.Int64)
@@ -135,13 +140,17 @@ def _overlaps(trace: Trace) -> pl.DataFrame:
         d for d in hits["device"].unique().drop_nulls().to_list() if dependent_launch(device_properties(trace.meta, d))
     }
     overlap = pl.col("prev_end") - pl.col("ts_ns")
-    return hits.with_columns(overlap.alias("overlap_ns")).with_columns(
-        (
-            pl.col("device").is_in(list(capable))
-            & (pl.col("end_ns") > pl.col("prev_end"))
-            & (2 * pl.col("overlap_ns") < pl.min_horizontal("dur_ns", "prev_dur"))
-            & (pl.len().over("prev_name", "name") >= DEPENDENT_REPEATS)
-        ).alias("dependent")
+    return (
+        hits.with_columns(overlap.alias("overlap_ns"))
+        .with_columns(
+            (
+                pl.col("device").is_in(list(capable))
+                & (pl.col("end_ns") > pl.col("prev_end"))
+                & (2 * pl.col("overlap_ns") < pl.min_horizontal("dur_ns", "prev_dur"))
+                & (pl.len().over("prev_name", "name") >= DEPENDENT_REPEATS)
+            ).alias("dependent")
+        )
+        .with_columns(pl.col("name", "prev_name").cast(pl.String))
     )
 
 
@@ -193,12 +202,12 @@ def duration_overflow(trace: Trace) -> Found | None:
     if ev.height == 0:
         return None
     span = int(ev.select(pl.col("ts_ns").max() - pl.col("ts_ns").min()).item() or 0)
-    # annotations and steps may rightly span a wait with nothing recorded in it (a sleep, a compile)
-    timed = ev.filter(
+    # annotations and steps may rightly span a wait with nothing recorded in it (a sleep, a compile);
+    # the long ones first (a handful): the names are read as text for them only, not for every event
+    longer = ev.filter(pl.col("dur_ns") > 2 * span).filter(
         ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
         ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK),
     )
-    longer = timed.filter(pl.col("dur_ns") > 2 * span)
     steps = _overflowed_steps(trace)
     loader = [
         (int(m.group(1).replace(",", "")), m.group(2))
@@ -223,15 +232,20 @@ def duration_overflow(trace: Trace) -> Found | None:
     return count, example
 
 
+def _step_names(events: pl.DataFrame) -> list[str]:
+    """The distinct event names that start with STEP_MARK: the names are read as text once each,
+    not once per event (the names column is Categorical)."""
+    names = events.select(pl.col("name").unique().cast(pl.String)).to_series()
+    return names.filter(names.str.starts_with(STEP_MARK)).to_list()
+
+
 def _overflowed_steps(trace: Trace) -> pl.DataFrame:
     """Steps whose ProfilerStep span as written is longer than the span the loader measured
     (steps.overflowed: measured by the events they hold): name, written_ns, dur_ns."""
     if trace.steps.height == 0 or trace.implicit_step:
         return pl.DataFrame(schema={"name": pl.String, "written_ns": pl.Int64, "dur_ns": pl.Int64})
     written = (
-        trace.events.filter(
-            (pl.col("cat") != "gpu_user_annotation") & pl.col("name").cast(pl.String).str.starts_with(STEP_MARK)
-        )
+        trace.events.filter((pl.col("cat") != "gpu_user_annotation") & pl.col("name").is_in(_step_names(trace.events)))
         .select(pl.col("name").cast(pl.String), pl.col("ts_ns").alias("start_ns"), pl.col("dur_ns").alias("written_ns"))
         .unique(["name", "start_ns"], keep="first")
     )
@@ -251,7 +265,11 @@ def device_event_without_launch(trace: Trace) -> Found | None:
     MTIA dma_request or pe_exe with no correlation is by design, not a lost launch)."""
     if not trace.events["cat"].is_in(LAUNCH_CATEGORIES).any():
         return None  # a trace with no launch calls at all (device-only export) is read as such elsewhere
-    lost = _device_events(trace).filter(pl.col("launch").is_null())
+    lost = (
+        _device_events(trace, text_names=False)
+        .filter(pl.col("launch").is_null())
+        .with_columns(pl.col("name").cast(pl.String))  # the few lost ones' names only
+    )
     design = pl.lit(False)
     for row in unlaunched_by_design(trace.raw_categories):
         design = design | pl.col("name").str.contains("(?i)" + row.name)
@@ -276,15 +294,16 @@ def device_event_without_launch(trace: Trace) -> Found | None:
 @_check
 def device_before_launch(trace: Trace) -> Found | None:
     """Device events that start before the launch call that queued them (clock skew)."""
-    dev = _device_events(trace).filter(pl.col("launch").is_not_null())
+    dev = _device_events(trace, text_names=False).filter(pl.col("launch").is_not_null())
     if dev.height == 0:
         return None
-    launches = trace.events.select(
-        pl.col("id").alias("launch"),
-        pl.col("ts_ns").alias("launch_ts"),
-        pl.col("name").cast(pl.String).alias("launch_name"),
+    # names are read as text for the early events and the worst one's launch only, not for every event
+    launches = trace.events.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts"))
+    early = (
+        dev.join(launches, on="launch", how="inner")
+        .filter(pl.col("ts_ns") < pl.col("launch_ts"))
+        .with_columns(pl.col("name").cast(pl.String))
     )
-    early = dev.join(launches, on="launch", how="inner").filter(pl.col("ts_ns") < pl.col("launch_ts"))
     if early.height == 0:
         return None
     worst = (
@@ -292,9 +311,10 @@ def device_before_launch(trace: Trace) -> Found | None:
         .sort(["skew", "id"], descending=[True, False])
         .row(0, named=True)
     )
+    launch_name = trace.events.filter(pl.col("id") == worst["launch"]).select(pl.col("name").cast(pl.String)).item(0, 0)
     return (
         early.height,
-        f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {worst['launch_name']}",
+        f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {launch_name}",
     )
 
 

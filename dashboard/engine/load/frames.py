@@ -477,14 +477,7 @@ def _normalize(held: list[pl.DataFrame]) -> pl.DataFrame:
     """Sort by lane and time and number the rows. `held` holds the only reference to the frame
     (emptied here), so that its columns are freed one by one as their sorted copies are made."""
     frame = held.pop()
-    # stable: two spans with the same start and length nest in file order, parent first (µs-resolution traces have many)
-    keys = ["pid", "tid", "ts_ns", "dur_ns"]
-    order = (  # the keys sorted with their row numbers: 0.26 s for 2.2M rows where pl.arg_sort_by took 1.5 s
-        frame.select(pl.col("pid", "tid").cast(pl.String), "ts_ns", "dur_ns")
-        .with_row_index("row")
-        .sort(keys, descending=[False, False, False, True], maintain_order=True)
-        .get_column("row")
-    )
+    order = _lane_order(frame)
     names = [c for c in frame.columns if c != "kind"] + ["kind"]  # kind last, after ts_ns, as before
     if frame.height < NORMALIZE_WHOLE_ROWS:  # one query, where the loop below made two per column
         return frame.select(pl.int_range(0, pl.len(), dtype=pl.Int64).alias("id"), pl.col(names).gather(order))
@@ -498,6 +491,37 @@ def _normalize(held: list[pl.DataFrame]) -> pl.DataFrame:
         columns.append(column)
         del column
     return pl.DataFrame(columns)
+
+
+def _lane_order(frame: pl.DataFrame) -> pl.Series:
+    """The row numbers in the order of (pid, tid) as text, ts_ns, then the longer first; stable: two
+    spans with the same start and length nest in file order, parent first (µs-resolution traces have
+    many). The keys sorted with their row numbers (0.26 s for 2.2M rows where pl.arg_sort_by took
+    1.5 s); pid and tid as one lane number, their texts' ranks among their few distinct values, not
+    every row's text (0.6x the time, and 8 bytes a row where the two texts were 32)."""
+    lane = _text_rank(frame.get_column("pid")) * (1 << 32) + _text_rank(frame.get_column("tid"))
+    return (
+        pl.DataFrame([lane.alias("lane"), frame.get_column("ts_ns"), frame.get_column("dur_ns")])
+        .with_row_index("row")
+        .sort(["lane", "ts_ns", "dur_ns"], descending=[False, False, True], maintain_order=True)
+        .get_column("row")
+    )
+
+
+def _text_rank(column: pl.Series) -> pl.Series:
+    """Each row's rank (UInt64, from 1; 0 for null, which sorts first as a null text does) of its
+    text among the column's distinct texts: the texts sort as these numbers do. A Categorical
+    column is matched on its codes, so no row is read as text."""
+    distinct = column.unique()
+    codes = column.to_physical() if column.dtype == pl.Categorical else column
+    table = pl.DataFrame(
+        [
+            (distinct.to_physical() if column.dtype == pl.Categorical else distinct).alias("code"),
+            distinct.cast(pl.String).rank("dense").cast(pl.UInt64).alias("rank"),
+        ]
+    )
+    ranked = codes.alias("code").to_frame().join(table, on="code", how="left", maintain_order="left")
+    return ranked.get_column("rank").fill_null(0)
 
 
 def _link_launches(frame: pl.DataFrame) -> pl.DataFrame:

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from dashboard.engine.model import slice_workers
 from dashboard.engine.model.trace import Trace
 
 from dashboard.engine.load import frames
@@ -33,8 +34,9 @@ from dashboard.engine.load.workers import (
 
 # Plain JSON files at least this large are read in slices by worker processes, one per core, and
 # so is a .json.gz or gzip upload that inflates to this much (into a temporary file); smaller ones
-# (and plain uploads, cut or odd files) take the one-process path.
-SLICED_MIN_BYTES = 64 << 20
+# (and plain uploads, cut or odd files) take the one-process path. (slice_workers.prestart, which
+# starts the workers before a command's imports, reads it there.)
+SLICED_MIN_BYTES = slice_workers.SLICED_MIN_BYTES
 # Bytes of traceEvents per slice: what one worker holds at once is about 4x this.
 SLICE_BYTES = 8 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')

@@ -5,19 +5,14 @@ idle timeout (WORKERS_IDLE_S, seconds).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from pathlib import Path
 from typing import Any, Iterator
-from dashboard.engine.model import settings
+from dashboard.engine.model import slice_workers
 
 
 def _workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return slice_workers.count()
 
 
 class _Workers:
@@ -27,24 +22,9 @@ class _Workers:
     pickles over each worker's stdin and stdout; a worker exits when its stdin closes."""
 
     def __init__(self, count: int) -> None:
-        import subprocess
-        import sys
-
-        root = str(Path(__file__).resolve().parents[3])
-        env = dict(os.environ)
-        # Workers keep polars' own allocator setting (see dashboard/__init__.py): returning every freed
-        # page at once cost them 0.5-0.7 s on the 910 MB trace for 18 MB less peak each.
-        env.pop("_RJEM_MALLOC_CONF", None)
-        env[settings.SLICE_WORKER.name] = "1"
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        # root first: `python -c` puts the working directory ahead of PYTHONPATH, and a `dashboard`
-        # there (another checkout) would otherwise answer for this one
-        code = f"import sys; sys.path.insert(0, {root!r}); from dashboard.engine.load.slices import _serve; _serve()"
         self.last_used = time.monotonic()
-        self.procs = [
-            subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-            for _ in range(count)
-        ]
+        # those a command started before its imports (slice_workers.prestart), else new ones
+        self.procs = slice_workers.take(count) or slice_workers.spawn(count)
 
     def alive(self) -> bool:
         return all(proc.poll() is None for proc in self.procs)

@@ -107,7 +107,7 @@ SLICE_WORKER = Setting(
     "set by attnscope itself",
     "Internal: marks the worker processes that read a large trace's slices (they keep polars' own allocator "
     "setting). Not for users.",
-    "dashboard/engine/load/workers.py",
+    "dashboard/engine/model/slice_workers.py",
 )
 
 SETTINGS: tuple[Setting, ...] = (
