@@ -103,7 +103,9 @@ class Selection:
     collections on offer, each label's colour (fixed by the run's place among all loaded runs, so
     it does not change with the selection), each label's ranks (rank -> Trace) and each label's
     execution mode (mode_of: 'eager', 'compiled', 'CUDA graphs'; absent for traces the collectors
-    did not write), by which charts of many runs are drawn in facets."""
+    did not write), by which charts of many runs are drawn in facets; and the loaded runs of
+    several ranks that are not selected (label -> ranks), which the Ranks tab offers when no
+    selected run has several."""
 
     runs: dict[str, Trace]
     baseline: str | None
@@ -112,6 +114,7 @@ class Selection:
     colors: dict[str, str] = field(default_factory=dict)
     ranks: dict[str, dict[int, Trace]] = field(default_factory=dict)
     modes: dict[str, str] = field(default_factory=dict)
+    other_ranks: dict[str, dict[int, Trace]] = field(default_factory=dict)  # runs of several ranks not selected
 
 
 MODES = ("eager", "compiled", "CUDA graphs")
