@@ -97,17 +97,17 @@ def show_other(sel: Selection) -> None:
             else st.selectbox("Run of several ranks to show", labels, key="ranks_other_pick")
         )
         st.caption(
-            f"Meanwhile, **{literal.md(label)}**: a run of several ranks that is loaded but not in the comparison (choose "
-            "it in the sidebar's Compare to set it beside other runs of several ranks). The dashboard bundles one, "
-            "sample_traces/ranks-cpu: a small data-parallel attention job on 4 CPU ranks with uneven sequence lengths, "
-            "made with `python -m collectors ranks`."
+            f"Meanwhile, here is **{literal.md(label)}**, loaded but not in the comparison (choose it in the sidebar's "
+            "Compare to set it beside other runs of several ranks). The dashboard bundles one such run, "
+            "sample_traces/ranks-cpu: a small data-parallel attention job on 4 CPU ranks fed uneven sequence lengths, "
+            "made with `python -m collectors ranks` (its README says how)."
         )
-    show_run("other", label, rank_step_times(sel.other_ranks[label]))
+    show_run("other", label, rank_step_times(sel.other_ranks[label]), selected=False)
 
 
-def show_run(i: int | str, label: str, times: pl.DataFrame) -> None:
+def show_run(i: int | str, label: str, times: pl.DataFrame, selected: bool = True) -> None:
     """One run of several ranks: the slowest rank of each step, a chart of every rank's step
-    times, the step x rank table and each rank's median."""
+    times, the step x rank table and each rank's median. `selected`: the run is in the comparison."""
     ranks = sorted(set(times["rank"].to_list()))
     st.subheader(literal.md(label), anchor=False, divider="gray")
     if times.height == 0:
@@ -131,7 +131,8 @@ def show_run(i: int | str, label: str, times: pl.DataFrame) -> None:
         st.markdown(
             f"{len(ranks)} ranks ({rank_list(ranks)}), {slow.height} step{'' if slow.height == 1 else 's'}. "
             f"Slowest rank: **rank {overall}**, the straggler in {wins[0] if wins else 0} of {working} "
-            f"step{'' if working == 1 else 's'} with device work; the other tabs show this run as rank {overall}."
+            f"step{'' if working == 1 else 's'} with device work; the other tabs show this run as rank {overall}"
+            + ("." if selected else " once it is selected.")
         )
     tables.show(
         slow,
