@@ -55,7 +55,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from collectors import measure, mode
 from collectors.manifest import MANIFEST_NAME, SCHEMA_VERSION
-from collectors.options import PROG, UsageError, at_least, device, out_dir, positive
+from collectors.options import PROG, UsageError, at_least, out_dir, positive
 from collectors.profile import METADATA_KEY, check_metadata, device_name
 from collectors.variants import VARIANTS
 
@@ -113,6 +113,8 @@ def plan(cfg: Config) -> list[list[int]]:
 
 def parser() -> Any:
     p = mode.parser(MODE, __doc__)
+    [dev] = [a for a in p._actions if a.dest == "device"]  # the shared --device, said as this mode reads it
+    dev.default, dev.help = "cpu", "cpu or auto (the ranks are CPU processes over gloo); cuda is refused"
     p.add_argument("--ranks", type=at_least(2), default=4, help="processes, one rank each (default 4)")
     p.add_argument("--steps", type=positive, default=4, help="profiled steps per rank (default 4)")
     p.add_argument("--batch", type=positive, default=2, help="sequences per rank and step (default 2)")
@@ -143,8 +145,8 @@ def parser() -> Any:
 def build_config(argv: list[str]) -> Config:
     """Parse argv; raise UsageError for bad input (a CUDA device, an unknown variant)."""
     args = parser().parse_args(argv)
-    if device(args.device).type != "cpu":
-        raise UsageError("--device: the ranks run as CPU processes over gloo; use --device cpu (or auto)")
+    if args.device == "cuda":  # auto is the CPU here, even where CUDA is available
+        raise UsageError("--device cuda: the ranks run as CPU processes over gloo; use --device cpu (or auto)")
     names = mode.variant_names([args.variant])
     if len(names) != 1:
         raise UsageError(f"--variant: one variant, not {len(names)}")

@@ -155,6 +155,7 @@ def test_the_collector_writes_one_trace_per_rank_with_its_rank_and_the_plan(tmp_
     "argv, words",
     [
         (["--ranks", "1"], "--ranks"),
+        (["--device", "cuda"], "--device cuda"),
         (["--variant", "nope"], "unknown variant nope"),
         (["--variant", "sdpa,naive"], "one variant"),
         (["--lengths", "random"], "--lengths"),
