@@ -93,19 +93,14 @@ class Config:
 
 def plan(cfg: Config) -> list[list[int]]:
     """plan[step][rank]: the sequence length rank `rank` takes in step `step` (every step a rank
-    runs, the unprofiled ones too). Each step's lengths are base * (1 + p) for p = 0 .. ranks - 1
-    : by-rank, rank r takes p = r; rotated, p = (order[r] + step) mod
-    ranks, order a permutation of the ranks seeded with --seed: a Latin square, so over any `ranks`
-    consecutive steps every rank does the same work and the straggler moves every step."""
+    runs, the unprofiled ones too): base * (1 + p), p the rank's place. By-rank, rank r's place is r;
+    rotated, (order[r] + step) mod ranks with `order` a permutation of the ranks seeded with --seed:
+    a Latin square, so over any `ranks` consecutive steps every rank does the same work, and the
+    straggler moves every step."""
     if cfg.lengths == "by-rank":
-        order = list(range(cfg.ranks))
-    else:
-        order = torch.randperm(cfg.ranks, generator=torch.Generator().manual_seed(cfg.seed)).tolist()
-    places = [
-        [(order[r] + step) % cfg.ranks if cfg.lengths == "rotated" else r for r in range(cfg.ranks)]
-        for step in range(cfg.all_steps)
-    ]
-    return [[max(1, cfg.seq * (1 + p)) for p in row] for row in places]
+        return [[cfg.seq * (1 + r) for r in range(cfg.ranks)] for _ in range(cfg.all_steps)]
+    order = torch.randperm(cfg.ranks, generator=torch.Generator().manual_seed(cfg.seed)).tolist()
+    return [[cfg.seq * (1 + (order[r] + step) % cfg.ranks) for r in range(cfg.ranks)] for step in range(cfg.all_steps)]
 
 
 # ---------------------------------------------------------------- command line
