@@ -16,14 +16,18 @@ so every step has another straggler and over N steps every rank does the same wo
 --lengths by-rank, rank r takes seq = base * (1 + r) in every step. Each rank uses one thread
 (torch.set_num_threads(1)).
 
-The reductions are issued with async_op=True into buffers of their own and awaited, the averaged
-gradients applied (SGD), once the ranks' steps are done (--wait end, the default): a rank's step
-then ends when its own work does, so the CPU step span (what the dashboard reads as a step's time
-on a CPU-only trace) is that rank's work. --wait step awaits each step's reductions within the
-step, as synchronous data parallelism does: every rank's step then ends together, the step spans
-are all alike, and the uneven work shows only as time spent waiting in the reduction. The ranks
-meet at a barrier before the first profiled step, and run TAIL unprofiled steps after the last,
-so that on a machine with fewer cores than ranks every profiled step shares the CPU alike.
+Each step's reductions are issued with async_op=True (into buffers of their own) right after the
+step boundary, and awaited, the averaged gradients applied (SGD), once the ranks' steps are done
+(--wait end, the default): a rank's step then ends when its own work does, so the CPU step span
+(what the dashboard reads as a step's time on a CPU-only trace) is that rank's work. Before each
+step boundary where the profiler starts, begins recording or stops, a rank awaits the reductions
+issued so far (a collective running on gloo's thread while the profiler changes state can crash
+the process): in the last profiled step that is the previous step's reductions, which the other
+ranks have mostly issued by then. --wait step awaits each step's reductions within the step, as
+synchronous data parallelism does: every rank's step then ends together, the step spans are all
+alike, and the uneven work shows only as time spent waiting in the reduction. The ranks meet at a
+barrier before the first profiled step, and run TAIL unprofiled steps after the last, so that on a
+machine with fewer cores than ranks every profiled step shares the CPU alike.
 
 The profiler runs with a schedule (wait=1, warmup=1, active=--steps; ProfilerStep#2 onwards),
 record_shapes as the other modes (no profile_memory: the ranks' step times need no allocation events); torch writes the trace's distributedInfo
@@ -208,6 +212,7 @@ def rank_main(rank: int, cfg: Config, init: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=cfg.ranks)
     try:
         _train(rank, cfg)
+        dist.barrier()  # no rank tears its connections down while another still finishes a collective
     finally:
         dist.destroy_process_group()
     check_metadata(cfg.out / trace_name(rank))
@@ -233,17 +238,36 @@ def _train(rank: int, cfg: Config) -> None:
             seed = cfg.seed * 7919 + step * 101 + rank
             x = torch.randn(cfg.batch, seqs[rank], width, generator=torch.Generator().manual_seed(seed))
             _forward(cfg, qkv_proj, out_proj, x).backward()
-            reduced = [(buf, dist.all_reduce(buf, async_op=True)) for buf in (p.grad.detach().clone() for p in params)]
-            if cfg.wait == "step":
-                for _, work in reduced:
-                    work.wait()
-            pending.extend(reduced)
+            grads = [p.grad.detach().clone() for p in params]
             for p in params:
                 p.grad = None
-            if step == WAIT + WARMUP - 1:  # the profiled steps start together on every rank
-                dist.barrier()
+            if cfg.wait == "step":  # synchronous: this step's reductions, awaited within it
+                pending.extend(_reduce(grads, wait=True))
+                grads = []
+            if step in (WAIT - 1, WAIT + WARMUP - 1, WAIT + WARMUP + cfg.steps - 1):
+                _quiesce(pending, barrier=step == WAIT + WARMUP - 1)
             prof.step()
+            pending.extend(_reduce(grads, wait=False))
     _apply(params, pending, cfg)
+
+
+def _reduce(grads: list[Tensor], wait: bool) -> list[tuple[Tensor, Any]]:
+    """all_reduce of each gradient (a copy of its own), issued asynchronously; awaited when `wait`."""
+    reduced = [(buf, dist.all_reduce(buf, async_op=True)) for buf in grads]
+    if wait:
+        for _, work in reduced:
+            work.wait()
+    return reduced
+
+
+def _quiesce(pending: list[tuple[Tensor, Any]], barrier: bool) -> None:
+    """Await every reduction issued so far (and meet the other ranks when `barrier`), before a step
+    boundary where the profiler starts, begins recording or stops: a gloo thread still running a
+    collective while the profiler changes state can crash the process (seen as SIGSEGV, 1 run in 12)."""
+    for _, work in pending:
+        work.wait()
+    if barrier:
+        dist.barrier()
 
 
 def _forward(cfg: Config, qkv_proj: torch.nn.Module, out_proj: torch.nn.Module, x: Tensor) -> Tensor:
