@@ -183,3 +183,11 @@ def test_the_ranks_tab_shows_the_bundled_run_on_first_start(app, bundled) -> Non
         )
     matrix = table(at, "tbl_ranks_steps_other")
     assert list(matrix.columns) == ["step", "0", "1", "2", "3"]
+
+
+@pytest.mark.parametrize("tab", ["Overview", "Kernels", "Copies", "Timeline diff", "Speedups", "Backends", "Ranks"])
+def test_every_tab_draws_the_bundled_run_once_it_is_selected(app, bundled, tab: str) -> None:  # noqa: F811
+    at = app(tab=tab, params={"run": ["ranks-cpu/ranks"]})  # the fixture fails on a tab that could not be drawn
+    assert at.session_state["sel_runs"] == ["ranks-cpu/ranks"]
+    if tab == "Ranks":  # selected, it is shown as a selected run is (no info box)
+        assert not texts(at.info) and len(table(at, "tbl_ranks_stragglers_0")) == len(oracle_steps(bundled))
