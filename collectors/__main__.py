@@ -4,6 +4,7 @@
     python -m collectors --device cpu --out sample_traces/cpu
     python -m collectors --variants naive sdpa-flash --compile --out traces/x
     python -m collectors sweep|dispatch|e2e|serve|article --help    # the article's other measurements
+    python -m collectors ranks --out DIR                 # a data-parallel job on CPU ranks, one trace each
     python -m collectors gpu-run                         # the prepared GPU run: every part, budgeted
 
 Exit status: 0 when every profiled variant passed parity, 1 when one failed (unless
@@ -33,6 +34,7 @@ SUBCOMMANDS = {
     "serve": "collectors.serve",
     "article": "collectors.article",
     "gpu-run": "collectors.gpu_run",
+    "ranks": "collectors.ranks",
 }
 """`python -m collectors NAME ...`: the article's measurements, each a module with main(argv) -> int."""
 

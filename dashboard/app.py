@@ -286,7 +286,7 @@ def make_selection(
     collections: list,
 ) -> runs.Selection:
     """What the tabs draw: the chosen runs by label, the baseline, colours by place among all loaded
-    runs (stable), ranks and modes."""
+    runs (stable), ranks and modes, and the runs of several ranks not chosen (the Ranks tab's example)."""
     colour = {ident: charts.run_color(i) for i, ident in enumerate(ids)}  # by place among all loaded runs: stable
     return runs.Selection(
         runs={labels[i]: by_id[i].trace for i in chosen},
@@ -296,6 +296,7 @@ def make_selection(
         colors={labels[i]: colour[i] for i in chosen},
         ranks={labels[i]: by_id[i].ranks for i in chosen},
         modes={labels[i]: m for i in chosen if (m := runs.mode_of(by_id[i].trace))},
+        other_ranks={labels[i]: by_id[i].ranks for i in ids if i not in chosen and len(by_id[i].ranks) > 1},
     )
 
 

@@ -377,7 +377,12 @@ def rank_run(found: list[Run], ranks: list[int], cache: TraceCache) -> Run:
     slowest = cache.slowest[key]
     first = found[0].source
     name = first.group_name or first.group or first.name
-    source = Source(id=first.group or first.id, name=name, path=first.path.parent if first.path is not None else None)
+    source = Source(
+        id=first.group or first.id,
+        name=name,
+        path=first.path.parent if first.path is not None else None,
+        collection=first.collection,  # a collection's ranks stay in its set of runs
+    )
     label = f"{name} ({len(traces)} ranks)" if len(traces) > 1 else name
     return Run(source, label, traces[slowest], digests[slowest], sum(r.size_bytes for r in found), traces, digests)
 

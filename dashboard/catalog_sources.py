@@ -27,6 +27,9 @@ SAMPLE_ROOT = REPO_ROOT / "sample_traces"
 MANIFEST = "runs.json"
 ENV_TRACES = settings.TRACES.name
 TRACE_SUFFIXES = (".json", ".json.gz")
+RANKS_RUN = "ranks"
+"""The run id's second part ('<collection>/ranks') of a collection's ranks of one job: its runs.json
+entries that name a `rank` (collectors/ranks.py writes them) open as one run of several ranks."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,8 @@ def _folder_sources(path: Path, groups: set[str], failures: list[Failure]) -> li
 
 
 def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collection | Failure:
-    """A collection from its runs.json (entries without a trace file name are ignored), or a
+    """A collection from its runs.json (entries without a trace file name are ignored; entries that
+    name a `rank` are the ranks of one job, grouped as '<collection>/ranks'), or a
     Failure naming the manifest when it is not a readable JSON object. A name already `taken`
     by another collection gets a counter, so run ids stay unique; so does a run whose id another
     run of the same collection already has (a.json next to a.json.gz)."""
@@ -189,6 +193,7 @@ def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collect
             continue
         ids.add(ident)
         variant = entry.get("variant")
+        ranked = isinstance(entry.get("rank"), int) and not isinstance(entry.get("rank"), bool)
         collection.sources.append(
             Source(
                 id=ident,
@@ -197,6 +202,8 @@ def read_collection(folder: Path, taken: Iterable[str] = frozenset()) -> Collect
                 collection=name,
                 variant=str(variant) if variant else None,
                 compiled=bool(entry.get("compiled")),
+                group=f"{name}/{RANKS_RUN}" if ranked else None,  # `python -m collectors ranks`: one job's ranks
+                group_name=name if ranked else None,
             )
         )
     return collection

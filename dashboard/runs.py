@@ -104,10 +104,11 @@ class Selection:
     collections on offer, each label's colour (fixed by the run's place among all loaded runs, so
     it does not change with the selection), each label's ranks (rank -> Trace) and each label's
     execution mode (mode_of: 'eager', 'compiled', 'CUDA graphs'; absent for traces the collectors
-    did not write), by which charts of many runs are drawn in facets. `comparison`: the runs
-    against the baseline (dashboard.engine.Comparison), every table the tabs draw, computed when a
-    tab first asks for it; app.py hands the session's cached one (comparison_for), else one at the
-    default options is made."""
+    did not write), by which charts of many runs are drawn in facets; the loaded runs of several
+    ranks that are not selected (label -> ranks), which the Ranks tab offers when no selected run
+    has several. `comparison`: the runs against the baseline (dashboard.engine.Comparison), every
+    table the tabs draw, computed when a tab first asks for it; app.py hands the session's cached
+    one (comparison_for), else one at the default options is made."""
 
     runs: dict[str, Trace]
     baseline: str | None
@@ -116,6 +117,7 @@ class Selection:
     colors: dict[str, str] = field(default_factory=dict)
     ranks: dict[str, dict[int, Trace]] = field(default_factory=dict)
     modes: dict[str, str] = field(default_factory=dict)
+    other_ranks: dict[str, dict[int, Trace]] = field(default_factory=dict)  # runs of several ranks not selected
     comparison: Comparison = None  # type: ignore[assignment]  # made in __post_init__ when not given
 
     def __post_init__(self) -> None:

@@ -178,6 +178,13 @@ def h200_ids() -> list[str]:
     return [f"{manifest['collection']}/{r['trace'].removesuffix('.json.gz')}" for r in manifest["runs"]]
 
 
+def rank_run_ids() -> list[str]:
+    """The runs of several ranks among the bundled collections: one per collection whose manifest's
+    entries name a rank (sample_traces/ranks-cpu), its id '<collection>/ranks'."""
+    manifests = [json.loads(p.read_text()) for p in sorted((REPO / "sample_traces").glob("*/runs.json"))]
+    return [f"{m['collection']}/ranks" for m in manifests if any("rank" in r for r in m.get("runs", []))]
+
+
 def test_the_app_opens_on_our_h200_collection_alone_and_the_others_are_one_click_away(app):
     at = app()
     shown = table(at, "tbl_overview")
@@ -192,7 +199,9 @@ def test_the_app_opens_on_our_h200_collection_alone_and_the_others_are_one_click
     assert sorted(at.multiselect[0].value) == sorted(h200_ids())
     assert "inductor" in set(table(at, "tbl_overview")["backends"])
     assert (shown["hidden_copies_per_step"] > 0).any()  # and the article's hidden copy
-    assert len(at.multiselect[0].options) == len(gpu_runs()) + len(sample_runs()) + len(h200_ids())
+    # sample_traces/ranks-cpu's four rank files are one run of four ranks, on offer but not selected first
+    assert rank_run_ids() == ["ranks-cpu/ranks"] and "ranks-cpu (4 ranks)" in at.multiselect[0].options
+    assert len(at.multiselect[0].options) == len(gpu_runs()) + len(sample_runs()) + len(h200_ids()) + 1
     at.button(key="pick_cpu").click().run()
     assert table(at, "tbl_overview")["run"].tolist() == list(sample_runs())
     assert at.selectbox(key="baseline").value == sample_id(next(iter(sample_runs())))
@@ -400,7 +409,8 @@ def test_a_runs_json_that_is_not_an_object_is_an_error_naming_it_and_the_other_r
     assert table(at, "tbl_overview_cpu")["run"].tolist() == [cpu("naive")]  # a CPU-only and a GPU run: two groups
     assert table(at, "tbl_overview_gpu")["run"].tolist() == ["tracelens_h100_bert_sdpa_flash"]
     assert (
-        len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + len(h200_ids()) + 1
+        len(at.multiselect[0].options)
+        == len(sample_runs()) + len(gpu_runs()) + len(h200_ids()) + len(rank_run_ids()) + 1
     )  # every bundled run, and the good extra file
 
 
@@ -410,7 +420,10 @@ def test_an_extra_path_that_does_not_exist_is_an_error_naming_it(app, tmp_path):
     errors = texts(at.sidebar.error)
     assert errors == [f"{gone}: no such file or folder"]
     assert table(at, "tbl_overview")["run"].tolist() == ["tracelens_h100_bert_sdpa_flash"]
-    assert len(at.multiselect[0].options) == len(sample_runs()) + len(gpu_runs()) + len(h200_ids()) + 1
+    assert (
+        len(at.multiselect[0].options)
+        == len(sample_runs()) + len(gpu_runs()) + len(h200_ids()) + len(rank_run_ids()) + 1
+    )
 
 
 def test_a_manifest_run_whose_trace_is_missing_is_an_error_and_similar_names_keep_their_own_ids(app, tmp_path):

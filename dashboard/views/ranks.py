@@ -2,7 +2,8 @@
 distributed job), every rank's time per step, the slowest rank of each step and how far it is
 behind the median rank (the straggler every other rank waits for); with two or more such runs,
 each against the baseline rank by rank and slowest rank against slowest rank. Runs of one rank
-get one line saying how to open a run of several.
+get one line saying how to open a run of several; when no selected run has several, a loaded one
+that is not selected (the bundled sample_traces/ranks-cpu on first start) is shown instead.
 
 The numbers are dashboard.engine.compare.ranks'; this module only lays them out (and draws the per-rank
 chart, here because no other tab needs it)."""
@@ -59,6 +60,7 @@ def render(sel: Selection) -> None:
         which = "the selected run has only" if len(single) == 1 else "each selected run has only"
         with st.container(key="ranks_none"):
             st.info(NEEDS_RANKS.format(which=which), icon=":material/lan:")
+        show_other(sel)
         return
     st.caption(
         "A rank's step time is the one the other tabs use: device busy time (the union of its GPU work) on GPU traces, the "
@@ -81,9 +83,31 @@ def render(sel: Selection) -> None:
         show_comparison(times, {label: sel.runs[label] for label in multi}, sel.baseline)
 
 
-def show_run(i: int, label: str, times: pl.DataFrame) -> None:
+def show_other(sel: Selection) -> None:
+    """When no selected run has several ranks: one that is loaded but not selected (on first start
+    the bundled sample_traces/ranks-cpu), shown as a selected one is, so that the tab shows what it
+    is for; a choice among them when there are several."""
+    if not sel.other_ranks:
+        return
+    labels = list(sel.other_ranks)
+    with st.container(key="ranks_other"):
+        label = (
+            labels[0]
+            if len(labels) == 1
+            else st.selectbox("Run of several ranks to show", labels, key="ranks_other_pick")
+        )
+        st.caption(
+            f"Meanwhile, here is **{literal.md(label)}**, loaded but not in the comparison (choose it in the sidebar's "
+            "Compare to set it beside other runs of several ranks). The dashboard bundles one such run, "
+            "sample_traces/ranks-cpu: a small data-parallel attention job on 4 CPU ranks fed uneven sequence lengths, "
+            "made with `python -m collectors ranks` (its README says how)."
+        )
+    show_run("other", label, rank_step_times(sel.other_ranks[label]), selected=False)
+
+
+def show_run(i: int | str, label: str, times: pl.DataFrame, selected: bool = True) -> None:
     """One run of several ranks: the slowest rank of each step, a chart of every rank's step
-    times, the step x rank table and each rank's median."""
+    times, the step x rank table and each rank's median. `selected`: the run is in the comparison."""
     ranks = sorted(set(times["rank"].to_list()))
     st.subheader(literal.md(label), anchor=False, divider="gray")
     if times.height == 0:
@@ -107,7 +131,8 @@ def show_run(i: int, label: str, times: pl.DataFrame) -> None:
         st.markdown(
             f"{len(ranks)} ranks ({rank_list(ranks)}), {slow.height} step{'' if slow.height == 1 else 's'}. "
             f"Slowest rank: **rank {overall}**, the straggler in {wins[0] if wins else 0} of {working} "
-            f"step{'' if working == 1 else 's'} with device work; the other tabs show this run as rank {overall}."
+            f"step{'' if working == 1 else 's'} with device work; the other tabs show this run as rank {overall}"
+            + ("." if selected else " once it is selected.")
         )
     tables.show(
         slow,
@@ -150,7 +175,7 @@ def show_run(i: int, label: str, times: pl.DataFrame) -> None:
     show_matrix(i, times, slow)
 
 
-def show_matrix(i: int, times: pl.DataFrame, slow: pl.DataFrame) -> None:
+def show_matrix(i: int | str, times: pl.DataFrame, slow: pl.DataFrame) -> None:
     """Step x rank: each rank's time per step, the slowest rank's cell marked."""
     matrix = rank_matrix(times)
     rank_columns = [c for c in matrix.columns if c != "step"]
