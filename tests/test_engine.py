@@ -556,8 +556,8 @@ def test_name_predicates_per_distinct_name_match_the_per_event_version():
     """names_matching tests each distinct name once; the obvious version casts every event's
     name to text and tests it. Every predicate the analyses use, on every real trace."""
     from dashboard.engine.analyses.copies import KV_CACHE_WRITE
-    from dashboard.engine.analyses.graphs import GRAPH_LAUNCH
-    from dashboard.engine.analyses.kernels import BOOKKEEPING_OPS, METADATA_OPS
+    from dashboard.engine.rules import GRAPH_LAUNCH
+    from dashboard.engine.rules.ops import BOOKKEEPING_OPS, METADATA_OPS
     from dashboard.engine.model.trace import names_matching
 
     predicates = [

@@ -164,7 +164,7 @@ def test_the_circle_finder_sees_a_circle_closed_inside_a_function():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert import_circles(graph) == [["a", "b", "c"]]
     assert (
-        "dashboard.engine.analyses.kernels" in import_graph()["dashboard.engine.analyses.backends"]
+        "dashboard.engine.analyses.classes" in import_graph()["dashboard.engine.analyses.backends"]
     )  # read at module level and in functions
 
 

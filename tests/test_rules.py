@@ -64,13 +64,12 @@ def test_one_table_feeds_another_instead_of_a_copy_of_its_patterns():
     assert [r.name for r in FAMILY_RULES if r.family == "copy" and "KV_CACHE_WRITES" in r.reason] == [
         rules.KV_CACHE_WRITE_KERNELS
     ]
-    from dashboard.engine.analyses import copies
+    from dashboard.engine.analyses import classes, copies
     from dashboard.engine.compare import diff
-    from dashboard.engine.analyses import graphs
 
-    from dashboard.engine.analyses import roofline
-
-    assert graphs.GRAPH_LAUNCH == diff.GRAPH_LAUNCHES == roofline.GRAPH_REPLAYS.pattern == rules.GRAPH_LAUNCH
+    # graphs and the roofline ask the classes table, whose launch column is rules.LAUNCH_CALLS' rows
+    assert dict(classes.LAUNCH_KINDS)["graph"].pattern == diff.GRAPH_LAUNCHES == rules.GRAPH_LAUNCH
+    assert dict(classes.LAUNCH_KINDS)["kernel"].pattern == rules.KERNEL_LAUNCH
     assert diff.KERNEL_LAUNCHES == rules.KERNEL_LAUNCH
     assert diff.TIMELINE_CPU == diff.OP_CATEGORIES == rules.HOST_SPANS + LAUNCH_CATEGORIES
     assert copies.KV_CACHE_WRITE == "(?i)" + rules.KV_CACHE_WRITE_KERNELS
