@@ -42,7 +42,7 @@ def test_the_ranks_tab_shows_each_ranks_step_times_and_the_straggler_of_each_ste
     assert headings[0].startswith("baseline") and headings[1].startswith("candidate")  # the folders, in the order named
     about = texts(at.get_by_key("ranks_about_0").markdown)
     assert about == [
-        "4 ranks (0–3), 5 steps. Slowest rank: **rank 2**, the straggler in 2 of 5 steps with device work; "
+        "4 ranks (0–3), 5 steps. Slowest rank: **rank 2**, the straggler in 2 of 5 steps where a rank worked; "
         "the other tabs show this run as rank 2."
     ]
     for i, want in enumerate((base, cand)):

@@ -131,7 +131,7 @@ def show_run(i: int | str, label: str, times: pl.DataFrame, selected: bool = Tru
         st.markdown(
             f"{len(ranks)} ranks ({rank_list(ranks)}), {slow.height} step{'' if slow.height == 1 else 's'}. "
             f"Slowest rank: **rank {overall}**, the straggler in {wins[0] if wins else 0} of {working} "
-            f"step{'' if working == 1 else 's'} with device work; the other tabs show this run as rank {overall}"
+            f"step{'' if working == 1 else 's'} where a rank worked; the other tabs show this run as rank {overall}"
             + ("." if selected else " once it is selected.")
         )
     tables.show(
