@@ -381,17 +381,25 @@ def _moved(before: float, after: float) -> str:
     return f"{'fell' if after < before else 'rose'} from {before:,.4g} to {after:,.4g}"
 
 
-def readings(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> list[str]:
+def readings(
+    base: Trace,
+    other: Trace,
+    step_base: int | None = None,
+    step_other: int | None = None,
+    ops: pl.DataFrame | None = None,
+) -> list[str]:
     """One line for each big change whose cause the trace shows plainly, first what differs besides
     the code (device, dtype, attention shapes, versions; a different workload says so), then
     torch.compile switched on or off, CUDA graphs, an attention backend change, a copy class one
-    side has and the other lacks."""
+    side has and the other lacks. `ops`: op_diff of the same runs and steps when the caller has it
+    (review_changes.changes does), else computed here."""
     from dashboard.engine.analyses.backends import detect_backends
     from dashboard.engine.analyses.copies import copies
 
     from dashboard.engine.compare.fingerprint import DIFFERENT, differences, relation
 
-    ops = op_diff(base, other, step_base, step_other)
+    if ops is None:
+        ops = op_diff(base, other, step_base, step_other)
     lines: list[str] = []
     kind, why = relation(base, other)
     besides = differences(base, other)

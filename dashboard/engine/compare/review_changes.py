@@ -56,6 +56,7 @@ def changes(
             continue
         sb, so = steps.get(base), steps.get(label)
         kernels = kernel_diff(runs[base], trace, sb, so, by=by)
+        ops = op_diff(runs[base], trace, sb, so)  # the ops table and the readings both read it
         out.append(
             Change(
                 run=label,
@@ -63,8 +64,8 @@ def changes(
                 step_base=sb,
                 step_run=so,
                 kernels=kernels,
-                ops=op_diff(runs[base], trace, sb, so),
-                readings=readings(runs[base], trace, sb, so) + host_reading(runs[base], trace),
+                ops=ops,
+                readings=readings(runs[base], trace, sb, so, ops=ops) + host_reading(runs[base], trace),
                 top=top,
                 explained=explained(kernels, top),
             )
