@@ -271,3 +271,24 @@ def test_a_cuda_graph_run_is_read_in_words_that_agree_with_its_counts(trace_of):
     assert said == [
         f"CUDA graphs: 1 graph launch per step replays kernels; kernel launches rose from {before:,.4g} to {after:,.4g} per step"
     ]
+
+
+def test_the_runs_against_one_baseline_share_its_side_of_the_diffs(pair, monkeypatch):
+    """review_changes.changes computes the baseline's side of the kernel and op diffs once for all
+    its runs (and each run's op diff once, for its table and its readings); each Change's tables
+    equal the pair's own diffs."""
+    from dashboard.engine.compare import diff as diff_module
+    from dashboard.engine.compare.review_changes import changes
+
+    control, test = pair[CONTROL][0], pair[TEST][0]
+    counted: Counter = Counter()
+    for name in ("_kernel_side", "_op_side"):
+        real = getattr(diff_module, name)
+        monkeypatch.setattr(diff_module, name, lambda *a, _real=real, _name=name: counted.update([_name]) or _real(*a))
+    found = changes({"control": control, "test": test, "test again": test}, "control")
+    # sides: the baseline once, and the one other trace (twice a run) once, per table
+    assert counted == Counter({"_kernel_side": 2, "_op_side": 2})
+    monkeypatch.undo()
+    for change in found:
+        assert change.kernels.equals(kernel_diff(control, test, by="base"))
+        assert change.ops.equals(op_diff(control, test))

@@ -11,7 +11,7 @@ from dashboard import charts
 from dashboard.engine import comparison as facade
 from dashboard.engine.comparison import COPY_CLASSES, format_bytes, format_us
 from dashboard.runs import Selection
-from dashboard.views import literal, relation, tables
+from dashboard.views import figures, literal, relation, tables
 
 MAX_BOXES = 3  # hidden-copy boxes per run; the rest are red rows in the table
 
@@ -42,7 +42,10 @@ def render(sel: Selection) -> None:
     st.caption(EXPLAIN)
 
     with st.container(key="chart_copies"):
-        st.plotly_chart(charts.copy_time_bars(groups, list(runs), modes=sel.modes), key="fig_copies")
+        st.plotly_chart(
+            figures.once(sel, "copies", lambda: charts.copy_time_bars(groups, list(runs), modes=sel.modes)),
+            key="fig_copies",
+        )
     if len(cmp.groups) > 1:
         st.caption("GPU copies are timed on the device, CPU copies on the CPU: the bars are side by side, not a ratio.")
 

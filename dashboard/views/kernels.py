@@ -14,7 +14,7 @@ from dashboard import charts, report
 from dashboard.engine import comparison as facade
 from dashboard.engine.comparison import NOISE_NS
 from dashboard.runs import Selection
-from dashboard.views import graph_ops, link, literal, relation, tables
+from dashboard.views import figures, graph_ops, link, literal, relation, tables
 
 CHANGE_WORDS = {
     "added": "only in this run",
@@ -60,12 +60,20 @@ def render(sel: Selection) -> None:
             st.markdown(tables.group_heading(group))
         with st.container(key=f"chart_kernels_count{suffix}"):
             st.plotly_chart(
-                charts.family_grouped(mine, group.runs, "count", modes=sel.modes),
+                figures.once(
+                    sel,
+                    ("kernels_count", suffix),
+                    lambda: charts.family_grouped(mine, group.runs, "count", modes=sel.modes),
+                ),
                 key=f"fig_kernels_count{suffix}",
             )
         with st.container(key=f"chart_kernels_time{suffix}"):
             st.plotly_chart(
-                charts.family_grouped(mine, group.runs, "time", modes=sel.modes),
+                figures.once(
+                    sel,
+                    ("kernels_time", suffix),
+                    lambda: charts.family_grouped(mine, group.runs, "time", modes=sel.modes),
+                ),
                 key=f"fig_kernels_time{suffix}",
             )
 

@@ -14,7 +14,7 @@ from dashboard.engine import comparison as facade
 from dashboard.engine.comparison import WAITING_CHECKS, format_bytes, format_us
 from dashboard.catalog_sources import STORY, story_coverage
 from dashboard.runs import Collection, Selection
-from dashboard.views import literal, relation, tables
+from dashboard.views import figures, literal, relation, tables
 
 ICONS = {
     "cut trace": ":material/content_cut:",
@@ -141,18 +141,26 @@ def _overview_charts(sel: Selection, table: pl.DataFrame, fam: pl.DataFrame, spl
         left, right = st.columns(2)
         with left, st.container(key=f"chart_overview_work{suffix}"):
             st.plotly_chart(
-                charts.work_by_family_stacked(
-                    fam.filter(pl.col("run").is_in(group.runs)), group.runs, unit, modes=sel.modes
+                figures.once(
+                    sel,
+                    ("overview_work", suffix),
+                    lambda: charts.work_by_family_stacked(
+                        fam.filter(pl.col("run").is_in(group.runs)), group.runs, unit, modes=sel.modes
+                    ),
                 ),
                 key=f"fig_overview_work{suffix}",
             )
         with right, st.container(key=f"chart_overview_time{suffix}"):
             st.plotly_chart(
-                charts.step_time_bars(
-                    step_times.filter(pl.col("run").is_in(group.runs)),
-                    title=title,
-                    modes=sel.modes,
-                    baseline=group.baseline,
+                figures.once(
+                    sel,
+                    ("overview_time", suffix),
+                    lambda: charts.step_time_bars(
+                        step_times.filter(pl.col("run").is_in(group.runs)),
+                        title=title,
+                        modes=sel.modes,
+                        baseline=group.baseline,
+                    ),
                 ),
                 key=f"fig_overview_time{suffix}",
             )

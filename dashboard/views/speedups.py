@@ -11,7 +11,7 @@ from dashboard import charts
 from dashboard.engine import comparison as facade
 from dashboard.engine.comparison import CROSS_DEVICE, DEFAULT_USD_PER_GPU_HOUR, GROUP_CPU, GROUP_GPU
 from dashboard.runs import Selection
-from dashboard.views import link, literal, relation, tables
+from dashboard.views import figures, link, literal, relation, tables
 
 
 def prices(groups: list[facade.Group]) -> tuple[float | None, float | None]:
@@ -86,7 +86,7 @@ def render(sel: Selection) -> None:
                 + ". Their times below are each run's own, marked 'other work', side by side, not faster or slower; "
                 "their speedup slots say why they hold no bar."
             )
-    _speed_charts(sel, speed, split, log)
+    _speed_charts(sel, speed, split, log, (usd, usd_cpu))
     _speed_notes(speed)
 
 
@@ -143,8 +143,9 @@ def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
     }
 
 
-def _speed_charts(sel: Selection, speed: pl.DataFrame, split: list, log: bool) -> None:
-    """Per device group, time per step beside the speedups; then tokens per second where known."""
+def _speed_charts(sel: Selection, speed: pl.DataFrame, split: list, log: bool, prices: tuple) -> None:
+    """Per device group, time per step beside the speedups; then tokens per second where known
+    (`prices`: the (GPU, CPU) prices `speed` was made at: the figures are kept per choice)."""
     for group in split:
         suffix = "" if len(split) == 1 else f"_{tables.group_key(group)}"
         mine = speed.filter(pl.col("run").is_in(group.runs))
@@ -152,17 +153,29 @@ def _speed_charts(sel: Selection, speed: pl.DataFrame, split: list, log: bool) -
         a, b = st.columns(2)
         with a, st.container(key=f"chart_speed_time{suffix}"):
             st.plotly_chart(
-                charts.step_time_bars(mine, log=log, title=title, modes=sel.modes, baseline=group.baseline),
+                figures.once(
+                    sel,
+                    ("speed_time", suffix, log, prices),
+                    lambda: charts.step_time_bars(mine, log=log, title=title, modes=sel.modes, baseline=group.baseline),
+                ),
                 key=f"fig_speed_time{suffix}",
             )
         with b, st.container(key=f"chart_speedup{suffix}"):
             st.plotly_chart(
-                charts.speedup_bars(mine, group.baseline, log=log, modes=sel.modes), key=f"fig_speedup{suffix}"
+                figures.once(
+                    sel,
+                    ("speedup", suffix, log, prices),
+                    lambda: charts.speedup_bars(mine, group.baseline, log=log, modes=sel.modes),
+                ),
+                key=f"fig_speedup{suffix}",
             )
     known = speed.filter(pl.col("tokens_per_s").is_not_null())
     if known.height:
         with st.container(key="chart_throughput"):
-            st.plotly_chart(charts.throughput_bars(speed, modes=sel.modes), key="fig_throughput")
+            st.plotly_chart(
+                figures.once(sel, ("throughput", prices), lambda: charts.throughput_bars(speed, modes=sel.modes)),
+                key="fig_throughput",
+            )
 
 
 def _speed_notes(speed: pl.DataFrame) -> None:
@@ -221,7 +234,9 @@ def show_efficiency(sel: Selection, attention: pl.DataFrame) -> None:
         )
     else:
         with st.container(key="chart_roofline"):
-            st.plotly_chart(charts.roofline(points, sel.colors), key="fig_roofline")
+            st.plotly_chart(
+                figures.once(sel, "roofline", lambda: charts.roofline(points, sel.colors)), key="fig_roofline"
+            )
     left_out = sel.comparison.roofline_left_out
     if left_out.height:
         with st.container(key="roofline_left_out"):
@@ -278,7 +293,9 @@ def show_memory(sel: Selection) -> None:
     peaks = sel.comparison.memory
     if peaks.filter(pl.col("peak_allocated_bytes").is_not_null()).height:
         with st.container(key="chart_memory"):
-            st.plotly_chart(charts.memory_chart(peaks, sel.colors), key="fig_memory")
+            st.plotly_chart(
+                figures.once(sel, "memory", lambda: charts.memory_chart(peaks, sel.colors)), key="fig_memory"
+            )
     else:
         st.info(
             "These runs' memory events carry no Total Allocated (an older profiler), so no peak can be drawn.",

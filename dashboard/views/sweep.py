@@ -15,7 +15,7 @@ from dashboard import article_charts, article_report
 from dashboard.engine.analyses import article as art
 from dashboard import catalog
 from dashboard.runs import Selection
-from dashboard.views import literal, tables
+from dashboard.views import figures, literal, tables
 
 MATH_STYLE = "background-color: #fde0dc; color: #8b0000; font-weight: 600"
 HOW_TO = (
@@ -75,8 +75,9 @@ def render(sel: Selection | None = None) -> None:
         help="A folder holding sweep.csv, dispatch.csv, e2e.csv or serve.csv",
     )
     folder = found[names.index(pick)]
+    source = (str(folder), _stamp(folder))  # what the figures are kept by (beside the curve picked)
     try:
-        a = _read(str(folder), _stamp(folder))
+        a = _read(*source)
     except art.ArticleError as exc:
         st.error(literal.md(str(exc)), icon=":material/error:")
         return
@@ -84,11 +85,11 @@ def render(sel: Selection | None = None) -> None:
         f"{literal.code(shown_path(folder))}" + (f" · measured on {literal.md(a.device_name)}" if a.device_name else "")
     )
     if a.sweep is not None:
-        _sweep(a)
+        _sweep(a, sel, source)
     if a.dispatch is not None:
         _dispatch(a.dispatch)
     if a.e2e is not None:
-        _e2e(a.e2e)
+        _e2e(a.e2e, sel, source)
     if a.serve is not None:
         _serve(a.serve)
 
@@ -108,7 +109,7 @@ def _bundled(folder: Path) -> bool:
     return Path(catalog.SAMPLE_ROOT).resolve() in folder.resolve().parents
 
 
-def _sweep(a: art.Article) -> None:
+def _sweep(a: art.Article, sel: Selection | None, source: tuple) -> None:
     sweep = a.sweep
     assert sweep is not None
     st.subheader("Time, throughput and memory against sequence length")
@@ -123,14 +124,22 @@ def _sweep(a: art.Article) -> None:
     left, right = st.columns(2)
     with left:
         st.plotly_chart(
-            article_charts.time_vs_seq(part, colors, f"Time per forward ({where})"),
+            figures.once(
+                sel,
+                ("sweep_time", source, where),
+                lambda: article_charts.time_vs_seq(part, colors, f"Time per forward ({where})"),
+            ),
             key="chart_sweep_time",
             width="stretch",
         )
     with right:
         peak = art.device_peak_tflops(a, dtype)
         st.plotly_chart(
-            article_charts.tflops_vs_seq(part, colors, f"Achieved TFLOP/s ({where})", peak),
+            figures.once(
+                sel,
+                ("sweep_tflops", source, where),
+                lambda: article_charts.tflops_vs_seq(part, colors, f"Achieved TFLOP/s ({where})", peak),
+            ),
             key="chart_sweep_tflops",
             width="stretch",
         )
@@ -152,7 +161,13 @@ def _sweep(a: art.Article) -> None:
         + no_peak
     )
     st.plotly_chart(
-        article_charts.memory_vs_seq(part, colors, f"Peak memory the call added, per sequence of the batch ({where})"),
+        figures.once(
+            sel,
+            ("sweep_memory", source, where),
+            lambda: article_charts.memory_vs_seq(
+                part, colors, f"Peak memory the call added, per sequence of the batch ({where})"
+            ),
+        ),
         key="chart_sweep_memory",
         width="stretch",
     )
@@ -244,7 +259,7 @@ def _dispatch(dispatch: pl.DataFrame) -> None:
         )
 
 
-def _e2e(e2e: pl.DataFrame) -> None:
+def _e2e(e2e: pl.DataFrame, sel: Selection | None, source: tuple) -> None:
     st.subheader("End to end: a small decoder, prefill and decode")
     lines = [
         line
@@ -254,7 +269,9 @@ def _e2e(e2e: pl.DataFrame) -> None:
     if lines:
         with st.container(key="e2e_findings"):
             st.markdown("\n".join(f"- {literal.md(line)}" for line in lines))
-    st.plotly_chart(article_charts.e2e_bars(e2e), key="chart_e2e", width="stretch")
+    st.plotly_chart(
+        figures.once(sel, ("e2e", source), lambda: article_charts.e2e_bars(e2e)), key="chart_e2e", width="stretch"
+    )
     st.caption(
         "Amdahl's prediction: 1 / ((1 - s) + s / a), with s attention's share of naive's step and a the "
         "variant's attention-only speedup. A measured gain below it means the rest of the step changed too."

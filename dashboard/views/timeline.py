@@ -11,7 +11,7 @@ import streamlit as st
 from dashboard import charts
 from dashboard.engine.comparison import DIFFERENT, UNIT_KERNEL, Comparison, describe, format_us, sequence_counts
 from dashboard.runs import Selection
-from dashboard.views import link, literal, relation, tables, timeline_chart
+from dashboard.views import figures, link, literal, relation, tables, timeline_chart
 
 OP_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "replace": "changed"}
 OP_STYLE = {"insert": tables.ALARM_BG, "delete": tables.ADDED_BG, "replace": tables.NOTE_BG}
@@ -97,7 +97,7 @@ def render(sel: Selection) -> None:
 
     _show_sequence(cmp, a, step_a, b, step_b, other_work)
 
-    _show_family_time(cmp, a, step_a, b, step_b, label_a, label_b)
+    _show_family_time(sel, a, step_a, b, step_b, label_a, label_b)
 
 
 def _show_sequence(cmp: Comparison, a: str, step_a: int, b: str, step_b: int, other_work: bool) -> None:
@@ -143,10 +143,10 @@ def _show_sequence(cmp: Comparison, a: str, step_a: int, b: str, step_b: int, ot
     )
 
 
-def _show_family_time(cmp: Comparison, a: str, step_a: int, b: str, step_b: int, label_a: str, label_b: str) -> None:
+def _show_family_time(sel: Selection, a: str, step_a: int, b: str, step_b: int, label_a: str, label_b: str) -> None:
     """Time by kernel family in the two steps: the bars beside the table."""
     st.subheader("Time by kernel family")
-    fam_ns = cmp.family_time_diff(a, step_a, b, step_b)
+    fam_ns = sel.comparison.family_time_diff(a, step_a, b, step_b)
     fam = fam_ns.with_columns(
         (pl.col("a_ns") / 1000.0).alias("a_us"),
         (pl.col("b_ns") / 1000.0).alias("b_us"),
@@ -155,7 +155,11 @@ def _show_family_time(cmp: Comparison, a: str, step_a: int, b: str, step_b: int,
     left, right = st.columns([3, 2])
     with left, st.container(key="chart_timeline_family"):
         st.plotly_chart(
-            charts.family_diff_bars(fam_ns, label_a, label_b),
+            figures.once(
+                sel,
+                ("timeline_family", a, step_a, b, step_b, label_a, label_b),
+                lambda: charts.family_diff_bars(fam_ns, label_a, label_b),
+            ),
             key="fig_timeline_family",
         )
     with right:

@@ -319,23 +319,48 @@ def _base_names(names: pl.Series) -> pl.Series:
     return names.replace_strict(mapping, default=None, return_dtype=pl.String)
 
 
+Sides = dict[tuple, pl.DataFrame]  # one side of a diff (_per_step) by (table, id(trace), step, by, side)
+
+
+def _side(sides: Sides | None, key: tuple, compute) -> pl.DataFrame:
+    """compute(), or the frame `sides` kept for `key` (the diffs of several runs against one
+    baseline share the baseline's side: review_changes.changes hands them one dict)."""
+    if sides is None:
+        return compute()
+    if key not in sides:
+        sides[key] = compute()
+    return sides[key]
+
+
+def _kernel_side(trace: Trace, step: int | None, by: str, side: str) -> pl.DataFrame:
+    work = work_events(trace).select("step", pl.col("name").cast(pl.String), "family", "dur_ns")
+    if by == "base":
+        work = work.with_columns(_base_names(work["name"]).alias("name"))
+    return _per_step(work, ["name", "family"], chosen_steps(trace, step), side)
+
+
 def kernel_diff(
-    base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None, by: str = "name"
+    base: Trace,
+    other: Trace,
+    step_base: int | None = None,
+    step_other: int | None = None,
+    by: str = "name",
+    sides: Sides | None = None,
 ) -> pl.DataFrame:
     """Units of device work of `other` against `base`, ranked by their effect on step time:
     name, family, change (see CHANGES: 'slower' / 'faster' need the mean off by more than 5% and
     the time per step by at least NOISE_NS; the views, reports and `compare` read this column), base_per_step, other_per_step, delta_per_step,
     base_ns_per_step, other_ns_per_step, delta_ns_per_step (total time per step), base_mean_ns,
-    other_mean_ns. by='base' groups template instances of one kernel under its base name."""
+    other_mean_ns. by='base' groups template instances of one kernel under its base name. `sides`:
+    a dict the calls of one batch share, so a trace's side is computed once (the traces must stay
+    alive while it is used: it is keyed by their id)."""
     if by not in GROUP_BY:
         raise ValueError(f"by must be one of {', '.join(GROUP_BY)}")
-    sides = []
-    for trace, step, side in ((base, step_base, "base"), (other, step_other, "other")):
-        work = work_events(trace).select("step", pl.col("name").cast(pl.String), "family", "dur_ns")
-        if by == "base":
-            work = work.with_columns(_base_names(work["name"]).alias("name"))
-        sides.append(_per_step(work, ["name", "family"], chosen_steps(trace, step), side))
-    return _changes(sides[0], sides[1], ["name", "family"])
+    a, b = (
+        _side(sides, ("kernels", id(trace), step, by, side), lambda: _kernel_side(trace, step, by, side))
+        for trace, step, side in ((base, step_base, "base"), (other, step_other, "other"))
+    )
+    return _changes(a, b, ["name", "family"])
 
 
 def explained(changes: pl.DataFrame, top: int) -> tuple[float, float]:
@@ -356,18 +381,29 @@ def changed_rows(changes: pl.DataFrame, top: int) -> int:
 OP_CATEGORIES = TIMELINE_CPU  # the host side op_diff compares: the timeline's (rules.HOST_CATEGORIES, launch calls)
 
 
-def op_diff(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> pl.DataFrame:
+def _op_side(trace: Trace, step: int | None, side: str) -> pl.DataFrame:
+    ops = trace.events.filter(
+        pl.col("cat").is_in(OP_CATEGORIES) & ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+    ).select("step", pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), "dur_ns")
+    return _per_step(ops, ["name", "cat"], chosen_steps(trace, step), side)
+
+
+def op_diff(
+    base: Trace,
+    other: Trace,
+    step_base: int | None = None,
+    step_other: int | None = None,
+    sides: Sides | None = None,
+) -> pl.DataFrame:
     """CPU ops, annotations and runtime calls (cudaLaunchKernel, cudaGraphLaunch, ...) of `other`
     against `base`, per step, ranked like kernel_diff: name, cat, change, base_per_step,
     other_per_step, delta_per_step, base_ns_per_step, other_ns_per_step, delta_ns_per_step,
-    base_mean_ns, other_mean_ns. ProfilerStep spans themselves are left out."""
-    sides = []
-    for trace, step, side in ((base, step_base, "base"), (other, step_other, "other")):
-        ops = trace.events.filter(
-            pl.col("cat").is_in(OP_CATEGORIES) & ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
-        ).select("step", pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), "dur_ns")
-        sides.append(_per_step(ops, ["name", "cat"], chosen_steps(trace, step), side))
-    return _changes(sides[0], sides[1], ["name", "cat"])
+    base_mean_ns, other_mean_ns. ProfilerStep spans themselves are left out. `sides`: as kernel_diff's."""
+    a, b = (
+        _side(sides, ("ops", id(trace), step, None, side), lambda: _op_side(trace, step, side))
+        for trace, step, side in ((base, step_base, "base"), (other, step_other, "other"))
+    )
+    return _changes(a, b, ["name", "cat"])
 
 
 COMPILED_OPS = r"^(CompiledFunction|CompiledFunctionBackward|Torch-Compiled Region|TorchDynamo Cache Lookup)\b"
@@ -381,17 +417,25 @@ def _moved(before: float, after: float) -> str:
     return f"{'fell' if after < before else 'rose'} from {before:,.4g} to {after:,.4g}"
 
 
-def readings(base: Trace, other: Trace, step_base: int | None = None, step_other: int | None = None) -> list[str]:
+def readings(
+    base: Trace,
+    other: Trace,
+    step_base: int | None = None,
+    step_other: int | None = None,
+    ops: pl.DataFrame | None = None,
+) -> list[str]:
     """One line for each big change whose cause the trace shows plainly, first what differs besides
     the code (device, dtype, attention shapes, versions; a different workload says so), then
     torch.compile switched on or off, CUDA graphs, an attention backend change, a copy class one
-    side has and the other lacks."""
+    side has and the other lacks. `ops`: op_diff of the same runs and steps when the caller has it
+    (review_changes.changes does), else computed here."""
     from dashboard.engine.analyses.backends import detect_backends
     from dashboard.engine.analyses.copies import copies
 
     from dashboard.engine.compare.fingerprint import DIFFERENT, differences, relation
 
-    ops = op_diff(base, other, step_base, step_other)
+    if ops is None:
+        ops = op_diff(base, other, step_base, step_other)
     lines: list[str] = []
     kind, why = relation(base, other)
     besides = differences(base, other)

@@ -50,12 +50,14 @@ def changes(
     steps = steps or {}
     against = group_baselines(runs, baseline) if runs else {}
     out = []
+    sides: dict = {}  # each baseline's side of the diffs, computed once for all its runs
     for label, trace in runs.items():
         base = against.get(label)
         if base is None or base == label:
             continue
         sb, so = steps.get(base), steps.get(label)
-        kernels = kernel_diff(runs[base], trace, sb, so, by=by)
+        kernels = kernel_diff(runs[base], trace, sb, so, by=by, sides=sides)
+        ops = op_diff(runs[base], trace, sb, so, sides=sides)  # the ops table and the readings both read it
         out.append(
             Change(
                 run=label,
@@ -63,8 +65,8 @@ def changes(
                 step_base=sb,
                 step_run=so,
                 kernels=kernels,
-                ops=op_diff(runs[base], trace, sb, so),
-                readings=readings(runs[base], trace, sb, so) + host_reading(runs[base], trace),
+                ops=ops,
+                readings=readings(runs[base], trace, sb, so, ops=ops) + host_reading(runs[base], trace),
                 top=top,
                 explained=explained(kernels, top),
             )

@@ -1,0 +1,156 @@
+"""The dashboard with the bundled samples: how soon the first table shows once the server is up,
+and how fast the tabs switch with all 21 bundled H200 runs selected. Issue 41's goals: the first
+draw under 2.5 s after the server is up, every tab switch under 0.5 s on the bundled 21 runs.
+
+    python benchmarks/bench_first_draw.py [--write] [--bound 300]
+
+A fresh server (tests/browser_server.py: `streamlit run dashboard/app.py` with no trace given,
+so the bundled samples, and no file watcher) on an empty store folder ($ATTNSCOPE_STORE); once it
+answers its health check, headless Chromium opens the app and the clock runs until the Overview
+table's first row is drawn (its default runs: the H200 collection's seven eager runs). The server
+is then stopped and started again on the same store (a warm store: the parsed traces and their
+kept analyses are read back, not parsed) and the first draw measured again. On that second
+server a fresh page opens a link selecting all 21 H200 runs, and every tab is clicked twice
+round (Overview's first switch is the one back from the last tab): from the click to the later
+of the server's message that the run it caused finished and the tab's keyed element drawn
+(bench_upload.py's way). Printed as a table against the goals; `--write` also puts it in
+docs/generated/speed-first-draw.md, which docs/speed.md includes. Needs chromium and playwright,
+as tests/test_dashboard_browser.py. The machine is shared: the load average is in the first line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
+
+from bench_upload import _switch_tabs, _watch  # noqa: E402
+from browser_server import Server  # noqa: E402
+from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WIDTH, _browser_or_reason, _settle  # noqa: E402
+
+ROOT = HERE.parent
+H200 = ROOT / "sample_traces" / "h200"
+GENERATED = ROOT / "docs" / "generated" / "speed-first-draw.md"
+GOAL_FIRST_DRAW_S, GOAL_SWITCH_S = 2.5, 0.5  # issue 41
+OVERVIEW_ROWS = "[class*='st-key-tbl_overview'] [role=row]"
+OPTIONS = ["--server.fileWatcherType", "none"]
+
+
+def h200_ids() -> list[str]:
+    """The bundled H200 collection's run ids, in its manifest's order."""
+    manifest = json.loads((H200 / "runs.json").read_text())
+    return [f"{manifest['collection']}/{r['trace'].removesuffix('.json.gz')}" for r in manifest["runs"]]
+
+
+def first_draw(browser, server: Server, bound_s: float) -> float:
+    """Seconds from opening the app (the server already up) to the Overview table's first row."""
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    try:
+        start = time.monotonic()
+        page.goto(server.url)
+        page.locator(OVERVIEW_ROWS).nth(1).wait_for(state="attached", timeout=bound_s * 1000)  # (0: the header)
+        return time.monotonic() - start
+    finally:
+        page.close()
+
+
+def switches(browser, server: Server, ids: list[str], bound_s: float) -> tuple[list[dict[str, float]], list[str]]:
+    """Open a link selecting `ids`, then click every tab twice round: [first round, second round]
+    of tab -> seconds, and the problems seen."""
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    problems: list[str] = []
+    finished: list[float] = []
+    try:
+        _watch(page, problems, finished, {})
+        page.goto(server.url + "?" + "&".join(f"run={i}" for i in ids))
+        page.locator(OVERVIEW_ROWS).nth(1).wait_for(state="attached", timeout=bound_s * 1000)  # (rows past the
+        _settle(page, bound_s)  # table's height are not drawn: the settled page has them all)
+        rounds = [_switch_tabs(page, finished, problems, bound_s) for _ in range(2)]
+        return rounds, problems
+    finally:
+        page.close()
+
+
+def measure(bound_s: float) -> dict:
+    """Both first draws (fresh store, warm store) and the 21-run tab switches on the warm server."""
+    from playwright.sync_api import sync_playwright
+
+    ids = h200_ids()
+    with tempfile.TemporaryDirectory(prefix="attnscope-bench-first-draw-") as tmp:
+        folder = Path(tmp)
+        server = Server(folder / "store", folder / "streamlit.log", options=OPTIONS)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                with server:
+                    fresh = first_draw(browser, server, bound_s)
+                    print(f"first draw, fresh store: {fresh:.2f} s", flush=True)
+                with server:  # the same store: a second start
+                    warm = first_draw(browser, server, bound_s)
+                    print(f"first draw, warm store: {warm:.2f} s", flush=True)
+                    rounds, problems = switches(browser, server, ids, bound_s)
+            finally:
+                browser.close()
+        errors = [line.strip() for line in server.log().splitlines() if "Error" in line or "Traceback" in line]
+    return {"fresh": fresh, "warm": warm, "rounds": rounds, "problems": problems + errors, "runs": len(ids)}
+
+
+def table(r: dict, when: str, load: float) -> str:
+    """The Markdown of docs/generated/speed-first-draw.md; each ratio computed here."""
+    first, second = r["rounds"]
+    lines = [
+        f"Measured by `benchmarks/bench_first_draw.py` on {when} ({os.cpu_count()} cores, load average {load:.1f} "
+        "before the run): `streamlit run dashboard/app.py` with the bundled samples, headless Chromium on the same "
+        "machine. First draw: from opening the page (the server up) to the Overview table's first row, on an empty "
+        f"store and after a restart on the same store. Tab switches: all {r['runs']} bundled H200 runs selected, "
+        "every tab clicked twice round. Goals (issue 41): first draw under "
+        f"{GOAL_FIRST_DRAW_S:g} s, each tab switch under {GOAL_SWITCH_S:g} s.",
+        "",
+        "| first draw | seconds | / goal |",
+        "|---|---:|---:|",
+        f"| fresh store | {r['fresh']:.2f} | {r['fresh'] / GOAL_FIRST_DRAW_S:.2f} |",
+        f"| warm store (second start) | {r['warm']:.2f} | {r['warm'] / GOAL_FIRST_DRAW_S:.2f} |",
+        "",
+        f"| tab ({r['runs']} runs) | first switch s | again s | first / goal | again / goal |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for tab in first:
+        once, again = first[tab], second.get(tab, float("nan"))
+        lines.append(f"| {tab} | {once:.2f} | {again:.2f} | {once / GOAL_SWITCH_S:.2f} | {again / GOAL_SWITCH_S:.2f} |")
+    if r["problems"]:
+        lines += ["", f"Problems seen: {len(r['problems'])}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bound", type=float, default=300, help="seconds to wait for any one thing before giving up")
+    parser.add_argument("--write", action="store_true", help="also write docs/generated/speed-first-draw.md")
+    args = parser.parse_args(argv)
+    reason = _browser_or_reason()
+    if reason:
+        sys.exit(f"bench_first_draw: {reason}")
+    load = os.getloadavg()[0]
+    when = dt.datetime.now(dt.timezone.utc).strftime("%d %B %Y, %H:%M UTC")
+    r = measure(args.bound)
+    text = table(r, when, load)
+    print(text)
+    for problem in r["problems"][:10]:
+        print(f"problem: {problem[:300]}")
+    if args.write:
+        GENERATED.parent.mkdir(parents=True, exist_ok=True)
+        GENERATED.write_text(text, encoding="utf-8")
+        print(f"wrote {GENERATED}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
