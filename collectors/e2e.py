@@ -301,7 +301,9 @@ def _measure_decode(cfg: Config, work: Workload, prefill_core: Core | None, core
 
 
 def _fill_times(cfg: Config, row: dict[str, Any], samples: list[float]) -> None:
-    row["step_ms"] = measure.summarize_times(samples).median_ms
+    timing = measure.summarize_times(samples)
+    row["step_ms"] = timing.median_ms
+    row["step_ms_p10"], row["step_ms_p90"] = timing.p10_ms, timing.p90_ms
     row["reps"] = len(samples)
     row["tokens_per_s"] = row["tokens"] / (row["step_ms"] / 1e3) if row["step_ms"] > 0 else None
 

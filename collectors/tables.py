@@ -168,6 +168,8 @@ E2E = Table(
         ),
         "reason": (pl.String, "why the status is not ok; null when ok"),
         "step_ms": (pl.Float64, "median time of one step (prefill forward, or one decode step), milliseconds"),
+        "step_ms_p10": (pl.Float64, "10th percentile of the timed steps behind step_ms, milliseconds"),
+        "step_ms_p90": (pl.Float64, "90th percentile of the timed steps behind step_ms, milliseconds"),
         "attention_ms": (pl.Float64, "attention's time in the profiled step, milliseconds (see attention_time_source)"),
         "profiled_step_ms": (pl.Float64, "the profiled step's ProfilerStep span, milliseconds"),
         "attention_share": (pl.Float64, "attention_ms / profiled_step_ms, a fraction"),

@@ -80,14 +80,16 @@ def e2e_rows(e2e: pl.DataFrame) -> Table:
     rows = []
     for r in frame.sort(["phase", "variant"], descending=[True, False]).iter_rows(named=True):
         if status and r["status"] not in (None, art.STATUS_OK):
-            rows.append([r["phase"], r["variant"], r["status"], "-", "-", "-", "-"])
+            rows.append([r["phase"], r["variant"], r["status"], "-", "-", "-", "-", "-"])
             continue
         share = "-" if r["attention_share"] is None else f"{r['attention_share'] * 100:.1f}%"
+        band = "-" if r.get("step_ms_p10") is None else f"{_ms(r['step_ms_p10'])}-{_ms(r['step_ms_p90'])}"
         rows.append(
             [
                 r["phase"],
                 r["variant"],
                 _ms(r["step_ms"]),
+                band,
                 _ms(r["attention_ms"]),
                 share,
                 _x(r["speedup_vs_naive"]),
@@ -95,7 +97,16 @@ def e2e_rows(e2e: pl.DataFrame) -> Table:
             ]
         )
     return (
-        ["phase", "variant", "step ms", "attention ms", "attention share", "measured speedup", "Amdahl prediction"],
+        [
+            "phase",
+            "variant",
+            "step ms",
+            "p10-p90 ms",
+            "attention ms",
+            "attention share",
+            "measured speedup",
+            "Amdahl prediction",
+        ],
         rows,
     )
 
@@ -155,8 +166,12 @@ def findings(a: art.Article) -> list[str]:
                 continue
             if "status" in r and r["status"] not in (None, art.STATUS_OK):
                 continue
+            noise = {
+                True: " (inside the noise: its p10-p90 step times overlap naive's)",
+                False: " (outside the noise: its p10-p90 step times and naive's do not overlap)",
+            }.get(r.get("in_noise"), "")
             lines.append(
-                f"end to end, {r['phase']}: {r['variant']} {signed_change(r['gain_pct'])}% measured, "
+                f"end to end, {r['phase']}: {r['variant']} {signed_change(r['gain_pct'])}% measured{noise}, "
                 f"{signed_change(r['predicted_pct'])}% predicted by Amdahl from attention's share"
             )
     return lines

@@ -422,3 +422,45 @@ def test_the_seqs_where_a_difference_is_inside_the_noise_are_those_where_the_p10
     for row in art.crossovers(a.sweep).iter_rows(named=True):
         said = crossover_words(row)
         assert ("inside the p10-p90 noise" in said) == bool(row["noise_seqs"])
+
+
+def test_an_end_to_end_gain_is_inside_the_noise_exactly_where_its_p10_p90_step_times_overlap_naives():
+    """On the bundled CPU e2e.csv, read with the csv module: each variant's [p10, p90] step times
+    against naive's in the same phase overlap or they do not; the table's in_noise and the findings'
+    words say exactly that."""
+    with open(BUNDLED / "e2e.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["status"] == "ok"]
+    naive = {r["phase"]: r for r in rows if r["variant"] == "naive"}
+    want = {
+        (r["variant"], r["phase"]): float(r["step_ms_p10"]) <= float(naive[r["phase"]]["step_ms_p90"])
+        and float(naive[r["phase"]]["step_ms_p10"]) <= float(r["step_ms_p90"])
+        for r in rows
+        if r["variant"] != "naive"
+    }
+    assert want
+    a = art.read_article(BUNDLED)
+    got = {(r["variant"], r["phase"]): r["in_noise"] for r in art.e2e_table(a.e2e).iter_rows(named=True)}
+    assert {k: v for k, v in got.items() if k[0] != "naive"} == want
+    assert all(v is None for k, v in got.items() if k[0] == "naive")
+    lines = [line for line in article_report.findings(a) if line.startswith("end to end")]
+    for (variant, phase), inside in want.items():
+        line = next(line for line in lines if line.startswith(f"end to end, {phase}: {variant} "))
+        assert ("inside the noise" in line) == inside and ("outside the noise" in line) == (not inside)
+
+
+def test_an_e2e_csv_without_bands_never_calls_a_gain_noise():
+    frame = pl.DataFrame(
+        {
+            "variant": ["naive", "sdpa"],
+            "phase": ["prefill", "prefill"],
+            "speedup_vs_naive": [1.0, 1.25],
+            "amdahl_predicted_speedup": [1.0, 1.25],
+        }
+    )
+    assert art.e2e_table(frame)["in_noise"].to_list() == [None, None]
+    banded = frame.with_columns(
+        pl.Series("step_ms_p10", [10.0, 9.0]), pl.Series("step_ms_p90", [12.0, 9.9])
+    )  # by hand: [9.0, 9.9] and [10.0, 12.0] do not overlap
+    assert art.e2e_table(banded)["in_noise"].to_list() == [None, False]
+    touching = banded.with_columns(pl.Series("step_ms_p90", [12.0, 10.0]))  # [9.0, 10.0] touches 10.0: overlap
+    assert art.e2e_table(touching)["in_noise"].to_list() == [None, True]

@@ -284,6 +284,11 @@ def _e2e(e2e: pl.DataFrame, sel: Selection | None, source: tuple) -> None:
             "variant": tables.text("variant"),
             "status": tables.text("status"),
             "step_ms": tables.us("step ms", digits=3),
+            "step_ms_p10": tables.us("p10 ms", "10th percentile of the timed steps", digits=3),
+            "step_ms_p90": tables.us("p90 ms", "90th percentile of the timed steps", digits=3),
+            "in_noise": tables.flag(
+                "inside noise", "its p10-p90 step times overlap naive's: the measured gain is inside the noise"
+            ),
             "attention_ms": tables.us("attention ms", digits=3),
             "attention_share": tables.share("attention share"),
             "speedup_vs_naive": tables.ratio("measured"),

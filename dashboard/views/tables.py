@@ -39,6 +39,10 @@ def share(label: str, help: str | None = None) -> Any:
     return st.column_config.NumberColumn(label, help=help, format="percent")
 
 
+def flag(label: str, help: str | None = None) -> Any:
+    return st.column_config.CheckboxColumn(label, help=help)
+
+
 def text(label: str, help: str | None = None, width: str | None = None) -> Any:
     return st.column_config.TextColumn(label, help=help, width=width)
 

@@ -356,11 +356,25 @@ def dispatch_matrix(dispatch: pl.DataFrame) -> pl.DataFrame:
 
 def e2e_table(e2e: pl.DataFrame) -> pl.DataFrame:
     """The end-to-end rows with the measured gain beside the Amdahl prediction: gain_pct =
-    (speedup_vs_naive - 1) * 100, predicted_pct likewise, and gap_pct = gain - predicted (points)."""
-    return e2e.with_columns(
+    (speedup_vs_naive - 1) * 100, predicted_pct likewise, gap_pct = gain - predicted (points), and
+    in_noise: the row's p10-p90 step times overlap naive's in the same phase, so the measured gain
+    is inside the noise (null where either band is missing: an e2e.csv written before the bands,
+    or a run that failed; naive's own row is null)."""
+    table = e2e.with_columns(
         ((pl.col("speedup_vs_naive") - 1) * 100).alias("gain_pct"),
         ((pl.col("amdahl_predicted_speedup") - 1) * 100).alias("predicted_pct"),
     ).with_columns((pl.col("gain_pct") - pl.col("predicted_pct")).alias("gap_pct"))
+    if not {"step_ms_p10", "step_ms_p90"} <= set(e2e.columns):
+        return table.with_columns(pl.lit(None, dtype=pl.Boolean).alias("in_noise"))
+    base = e2e.filter(pl.col("variant") == BASELINE).select(
+        "phase", pl.col("step_ms_p10").alias("naive_p10"), pl.col("step_ms_p90").alias("naive_p90")
+    )
+    overlap = (pl.col("step_ms_p10") <= pl.col("naive_p90")) & (pl.col("naive_p10") <= pl.col("step_ms_p90"))
+    return (
+        table.join(base, on="phase", how="left", maintain_order="left")
+        .with_columns(pl.when(pl.col("variant") != BASELINE).then(overlap).alias("in_noise"))
+        .drop("naive_p10", "naive_p90")
+    )
 
 
 def device_peak_tflops(a: Article, dtype: str) -> float | None:
