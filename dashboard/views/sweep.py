@@ -268,7 +268,7 @@ def _e2e(e2e: pl.DataFrame, sel: Selection | None, source: tuple) -> None:
     ]
     if lines:
         with st.container(key="e2e_findings"):
-            st.markdown("\n".join(f"- {literal.md(line)}" for line in lines))
+            st.markdown("\n".join(f"- {literal.md(line.removeprefix('end to end, '))}" for line in lines))
     st.plotly_chart(
         figures.once(sel, ("e2e", source), lambda: article_charts.e2e_bars(e2e)), key="chart_e2e", width="stretch"
     )
