@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import polars as pl
 
 from dashboard.engine.analyses.classes import AUTOGRAD_KINDS, WRAPPING_KINDS, name_is, op_kind_of
@@ -75,6 +76,9 @@ COPY_CLASSES: tuple[tuple[str, str], ...] = (
 # index_copy_kernel_impl ...> stays elementwise.
 CHAIN_CATEGORIES = ("cpu_op",)
 CHAIN_SEP = "\x1f"
+# The events' columns a copy's row keeps (with kind and anchor), and the ops that convert a value.
+FOUND_COLUMNS = ("id", "step", "cat", "name", "ts_ns", "dur_ns", "bytes", "device", "stream")
+CONVERSIONS = frozenset(("aten::to", "aten::_to_copy"))
 
 # Element sizes for Input type strings as torch.profiler writes them.
 DTYPE_BYTES: dict[str, int] = {
@@ -141,50 +145,32 @@ def copies(trace: Trace) -> pl.DataFrame:
     in a CPU-only trace), name, ts_ns, dur_ns, bytes (null when unknown), gbps (GB/s), device,
     stream, op_chain (outermost op first), origin (the op the user's code called), copy_class
     (see COPY_CLASSES), hidden (copy_class == 'hidden')."""
-    ev = trace.events
-    if trace.has_gpu:
-        found = ev.filter(
-            (pl.col("cat") == "gpu_memcpy")
-            | ((pl.col("cat") == "kernel") & name_is(trace, "family", {"copy"}, ("kernel",)))
-        ).with_columns(
-            pl.when(pl.col("cat") == "gpu_memcpy")
-            .then(pl.col("kind").cast(pl.String))
-            .otherwise(pl.lit("kernel"))
-            .alias("kind"),
-            pl.col("launch").alias("anchor"),
-        )
-    else:
-        found = ev.filter((pl.col("cat") == "cpu_op") & (pl.col("name") == COPY_OP)).with_columns(
-            pl.lit("cpu").alias("kind"), pl.col("id").alias("anchor")
-        )
+    found = _found(trace)
     if found.height == 0:
         return pl.DataFrame(schema=COPY_COLUMNS)
-    paths = _op_paths(trace, found["anchor"].to_list())
-    names = _names_of(trace, {node for path in paths for node in path})
-    # joined then split in polars: building a list column element by element is slow
-    joined = [CHAIN_SEP.join(names[node] for node in path) for path in paths]
-    verdicts = {chain: classify_chain(chain.split(CHAIN_SEP) if chain else []) for chain in set(joined)}
-    cache_write = [name is not None and is_kv_cache_write(name) for name in found["name"].cast(pl.String).to_list()]
+    tree = _Holders(trace, found["anchor"].fill_null(-1).to_numpy())
+    keys, which = np.unique(tree.row_chain_keys(), return_inverse=True)
+    # Each distinct chain (a few hundred) joined, split and classified once, as a copy's own chain
+    # always was (an op named "" or holding CHAIN_SEP reads the same), then gathered for the copies.
+    joined = [CHAIN_SEP.join(names) for names in tree.chain_names(keys)]
+    verdicts = [classify_chain(chain.split(CHAIN_SEP) if chain else []) for chain in joined]
+    chains = [[name for name in chain.split(CHAIN_SEP) if name != ""] for chain in joined]
+    row = pl.Series("row", which.ravel(), dtype=pl.UInt32)
+    verdict_class = pl.Series([verdict[1] for verdict in verdicts], dtype=pl.String).gather(row)
     found = found.with_columns(
-        pl.Series("op_chain", joined, dtype=pl.String)
-        .str.split(CHAIN_SEP)
-        .list.eval(pl.element().filter(pl.element() != "")),
-        pl.Series("origin", [verdicts[chain][0] for chain in joined], dtype=pl.String),
-        pl.Series(
-            "copy_class",
-            [
-                REQUESTED if kv and verdicts[chain][1] in (HIDDEN, UNATTRIBUTED) else verdicts[chain][1]
-                for chain, kv in zip(joined, cache_write)
-            ],
-            dtype=pl.String,
-        ),
+        pl.Series("op_chain", chains, dtype=pl.List(pl.String)).gather(row),
+        pl.Series("origin", [verdict[0] for verdict in verdicts], dtype=pl.String).gather(row),
+        pl.when(pl.col("name").is_in(_kv_cache_writes(found["name"])) & verdict_class.is_in([HIDDEN, UNATTRIBUTED]))
+        .then(pl.lit(REQUESTED))
+        .otherwise(verdict_class)
+        .alias("copy_class"),
+        pl.Series("converts", [not CONVERSIONS.isdisjoint(chain) for chain in chains]).gather(row),
+        *_shape_bytes(trace, tree.row_inner_copies()),
     )
-    found = _fill_bytes_from_shapes(trace, found, paths, names)
     # Only a 0-dim source converted by aten::to/_to_copy (`scores * 0.125`) is a scalar conversion;
     # a GPU memcpy is always kept, whatever its size.
-    converts = pl.col("op_chain").list.eval(pl.element().is_in(["aten::to", "aten::_to_copy"])).list.any()
-    found = found.filter(~(pl.col("scalar") & converts & (pl.col("cat") != "gpu_memcpy")))
-    return found.select(
+    found = found.filter(~(pl.col("scalar") & pl.col("converts") & (pl.col("cat") != "gpu_memcpy")))
+    return found.with_columns(pl.coalesce("bytes", "shape_bytes").alias("bytes")).select(
         "id",
         "step",
         "kind",
@@ -200,6 +186,103 @@ def copies(trace: Trace) -> pl.DataFrame:
         "copy_class",
         (pl.col("copy_class") == HIDDEN).alias("hidden"),
     )
+
+
+def _found(trace: Trace) -> pl.DataFrame:
+    """The copies' events, with only the columns the table uses (a lazy filter gathers no other
+    column): kind, and anchor (the event whose op chain is the copy's: its launch, or itself)."""
+    ev = trace.events.lazy()
+    if trace.has_gpu:
+        found = ev.filter(
+            (pl.col("cat") == "gpu_memcpy")
+            | ((pl.col("cat") == "kernel") & name_is(trace, "family", {"copy"}, ("kernel",)))
+        ).select(
+            *FOUND_COLUMNS,
+            pl.when(pl.col("cat") == "gpu_memcpy")
+            .then(pl.col("kind").cast(pl.String))
+            .otherwise(pl.lit("kernel"))
+            .alias("kind"),
+            pl.col("launch").alias("anchor"),
+        )
+    else:
+        found = ev.filter((pl.col("cat") == "cpu_op") & (pl.col("name") == COPY_OP)).select(
+            *FOUND_COLUMNS, pl.lit("cpu").alias("kind"), pl.col("id").alias("anchor")
+        )
+    return found.collect()
+
+
+def _kv_cache_writes(names: pl.Series) -> list[str]:
+    """The names among `names` that are KV-cache writes (rules.is_kv_cache_write), each tested once."""
+    return [name for name in names.unique().cast(pl.String).drop_nulls().to_list() if is_kv_cache_write(name)]
+
+
+class _Holders:
+    """The anchors (event ids, -1 for none) and every event that holds one, up to the roots, as
+    arrays over those events only: each anchor's op chain (a key per distinct chain of names) and
+    its innermost aten::copy_ are found a level at a time, never with a Python step per event.
+    Same chains as _op_paths: the cpu_ops that hold the anchor (itself included), ProfilerStep left out."""
+
+    def __init__(self, trace: Trace, anchors: np.ndarray) -> None:
+        ev = trace.events
+        levels = [np.unique(anchors[anchors >= 0])]
+        while levels[-1].size:
+            up = ev["parent"].gather(levels[-1]).fill_null(-1).to_numpy()
+            levels.append(np.unique(up[up >= 0]))
+        self.nodes = nodes = np.unique(np.concatenate(levels))
+        self.events, self.anchors = ev, anchors
+        held = ev.select("parent", "cat", "name")[nodes]
+        parent = held["parent"].fill_null(-1).to_numpy()
+        up = np.where(parent >= 0, np.searchsorted(nodes, parent), -1)
+        marks = names_matching(ev["name"], lambda name: name.str.starts_with(STEP_MARK))
+        is_op = held.select((pl.col("cat").is_in(CHAIN_CATEGORIES) & ~marks).fill_null(False)).to_series().to_numpy()
+        is_copy = is_op & held.select((pl.col("name") == COPY_OP).fill_null(False)).to_series().to_numpy()
+        codes = held["name"].to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1
+        self._walk_down(up, is_op, is_copy, codes)
+
+    def _walk_down(self, up: np.ndarray, is_op: np.ndarray, is_copy: np.ndarray, codes: np.ndarray) -> None:
+        """Roots first, each level's events from their parents': the key of an op's chain interns
+        (its parent's key, its name); other events keep their parent's key (-1: no op)."""
+        size, span = len(up), int(codes.max()) + 1
+        key = np.full(size, -2, dtype=np.int64)
+        inner = np.full(size, -1, dtype=np.int64)
+        self.key_parent: list[int] = []
+        self.key_node: list[int] = []
+        todo = np.arange(size)
+        while todo.size:
+            above = up[todo]
+            ready = (above < 0) | (key[np.maximum(above, 0)] >= -1)
+            now, above, todo = todo[ready], above[ready], todo[~ready]
+            key[now] = np.where(above >= 0, key[np.maximum(above, 0)], -1)
+            inner[now] = np.where(is_copy[now], now, np.where(above >= 0, inner[np.maximum(above, 0)], -1))
+            ops = now[is_op[now]]
+            pairs, first, which = np.unique((key[ops] + 1) * span + codes[ops], return_index=True, return_inverse=True)
+            key[ops] = len(self.key_parent) + which.ravel()
+            self.key_parent += (pairs // span - 1).tolist()
+            self.key_node += self.nodes[ops[first]].tolist()
+        self._key, self._inner = key, inner
+
+    def _rows(self, values: np.ndarray) -> np.ndarray:
+        if not len(values):
+            return np.full(len(self.anchors), -1, dtype=np.int64)
+        at = np.searchsorted(self.nodes, np.maximum(self.anchors, 0))
+        return np.where(self.anchors >= 0, values[np.minimum(at, len(values) - 1)], -1)
+
+    def row_chain_keys(self) -> np.ndarray:
+        """Each anchor's chain key (-1: no op holds it)."""
+        return self._rows(self._key)
+
+    def row_inner_copies(self) -> np.ndarray:
+        """Each anchor's innermost aten::copy_ among the ops that hold it (event id, -1: none)."""
+        inner = self._rows(self._inner)
+        return np.where(inner >= 0, self.nodes[np.maximum(inner, 0)], -1)
+
+    def chain_names(self, keys: np.ndarray) -> list[list[str]]:
+        """The op names of each chain key, outermost first."""
+        names = self.events["name"].gather(self.key_node).cast(pl.String).to_list()
+        chains: dict[int, list[str]] = {-1: []}
+        for key in range(len(names)):  # a key's parent key is always a smaller one
+            chains[key] = chains[self.key_parent[key]] + [names[key]]
+        return [chains[int(key)] for key in keys]
 
 
 def _op_paths(trace: Trace, anchors: list[int | None]) -> list[list[int]]:
@@ -229,37 +312,27 @@ def _op_paths(trace: Trace, anchors: list[int | None]) -> list[list[int]]:
     return out
 
 
-def _names_of(trace: Trace, ids: set[int]) -> dict[int, str]:
-    order = sorted(ids)
-    return dict(zip(order, trace.events["name"].gather(order).cast(pl.String).to_list()))
-
-
-def _fill_bytes_from_shapes(
-    trace: Trace, found: pl.DataFrame, paths: list[list[int]], names: dict[int, str]
-) -> pl.DataFrame:
-    """Bytes for copies that carry none (copy kernels, CPU copies), from the innermost
-    aten::copy_'s Input Dims and Input type when shapes were recorded; and mark scalar copies."""
-    inner = [next((node for node in reversed(path) if names[node] == COPY_OP), None) for path in paths]
-    wanted = sorted({node for node in inner if node is not None})
-    shapes = trace.events.select("input_dims", "input_types")[wanted] if wanted else None
-    recorded = dict(zip(wanted, shapes.iter_rows())) if shapes is not None else {}
+def _shape_bytes(trace: Trace, inner: np.ndarray) -> tuple[pl.Series, pl.Series]:
+    """Bytes for copies that carry none (copy kernels, CPU copies), from the innermost aten::copy_'s
+    (event id per copy, -1: none) Input Dims and Input type when shapes were recorded (shape_bytes),
+    and whether the copy is a scalar's (scalar); each distinct recorded shape read once."""
+    wanted, which = np.unique(inner, return_inverse=True)
+    known = wanted[wanted >= 0]
+    ev = trace.events
+    recorded = zip(ev["input_dims"].gather(known).to_list(), ev["input_types"].gather(known).to_list())
     sizes: dict[tuple[str, str | None], tuple[int | None, bool]] = {}
-    shape_bytes: list[int | None] = []
-    scalar: list[bool] = []
-    for node in inner:
-        dims, types = recorded.get(node, (None, None)) if node is not None else (None, None)
+    verdicts = [(None, False)] * (len(wanted) - len(known))
+    for dims, types in recorded:
         if dims is None:
-            shape_bytes.append(None)
-            scalar.append(False)
+            verdicts.append((None, False))
             continue
         if (dims, types) not in sizes:
             sizes[(dims, types)] = _tensor_bytes(dims, types)
-        size, is_scalar = sizes[(dims, types)]
-        shape_bytes.append(size)
-        scalar.append(is_scalar)
-    return found.with_columns(
-        pl.coalesce(pl.col("bytes"), pl.Series(shape_bytes, dtype=pl.Int64)).alias("bytes"),
-        pl.Series("scalar", scalar, dtype=pl.Boolean),
+        verdicts.append(sizes[(dims, types)])
+    row = pl.Series("row", which.ravel(), dtype=pl.UInt32)
+    return (
+        pl.Series("shape_bytes", [size for size, _ in verdicts], dtype=pl.Int64).gather(row),
+        pl.Series("scalar", [scalar for _, scalar in verdicts], dtype=pl.Boolean).gather(row),
     )
 
 
