@@ -5,6 +5,7 @@ the same table, row for row."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -37,6 +38,55 @@ def test_copies_are_the_slow_versions_row_for_row(path):
     trace = load_trace(path)
     slow = slow_copies(trace)
     assert_frame_equal(copies.__wrapped__(trace), slow)
+
+
+def _op(name: str, ts: int, dur: int, **args) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+
+def _memcpy(ts: int, correlation: int) -> dict:
+    args = {"correlation": correlation, "device": 0, "stream": 7, "bytes": 64}
+    return {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": "Memcpy DtoD (Device -> Device)",
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": 3,
+        "args": args,
+    }
+
+
+def test_a_chain_reached_at_two_depths_and_a_copy_without_a_launch_read_as_before():
+    """The same op chain under an annotation and straight under the step (two depths, one chain),
+    a launch in a non-op event, and a memcpy whose launch is missing: as the slow version reads them."""
+    shapes = {"Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"]}
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "dur": 2}
+    events = [
+        _op("ProfilerStep#1", 0, 1000),
+        {"ph": "X", "cat": "user_annotation", "name": "region", "pid": 1, "tid": 1, "ts": 5, "dur": 500},
+        _op("aten::masked_fill", 10, 400),
+        _op("aten::clone", 12, 390),
+        _op("aten::copy_", 14, 380, **shapes),
+        {**launch, "ts": 100, "args": {"correlation": 1}},
+        _op("aten::masked_fill", 600, 300),
+        _op("aten::clone", 602, 290),
+        _op("aten::copy_", 604, 280, **shapes),
+        {**launch, "ts": 700, "args": {"correlation": 2}},
+        _op("aten::to", 950, 40),
+        {**launch, "ts": 960, "args": {"correlation": 3}},
+        _memcpy(200, 1),
+        _memcpy(800, 2),
+        _memcpy(970, 3),
+        _memcpy(990, 9),
+    ]
+    trace = load_trace(json.dumps({"traceEvents": events}).encode())
+    table = copies.__wrapped__(trace)
+    assert_frame_equal(table, slow_copies(trace))
+    hidden = ["aten::masked_fill", "aten::clone", "aten::copy_"]  # read off the events above
+    assert table["op_chain"].to_list() == [hidden, hidden, ["aten::to"], []]
+    assert table["copy_class"].to_list() == ["hidden", "hidden", "requested", "unattributed"]
 
 
 def test_every_trace_is_compared():

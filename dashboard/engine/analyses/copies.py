@@ -247,7 +247,7 @@ class _Holders:
         held = ev.select("parent", "cat", "name")[nodes]
         parent = held["parent"].fill_null(-1).to_numpy()
         up = np.where(parent >= 0, np.searchsorted(nodes, parent), -1)
-        marks = names_matching(ev["name"], lambda name: name.str.starts_with(STEP_MARK))
+        marks = names_matching(held["name"], lambda name: name.str.starts_with(STEP_MARK))
         is_op = held.select((pl.col("cat").is_in(CHAIN_CATEGORIES) & ~marks).fill_null(False)).to_series().to_numpy()
         is_copy = is_op & held.select((pl.col("name") == COPY_OP).fill_null(False)).to_series().to_numpy()
         codes = held["name"].to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1
