@@ -32,7 +32,13 @@ def first_sentence(doc: str) -> str:
 
 
 def _dtype(dtype: Any) -> str:
-    return str(dtype() if isinstance(dtype, type) else dtype)
+    """A dtype as the page writes it, the same under every polars the project admits (polars 2
+    writes a Categorical as "Categorical(ordering='physical')", 1.20 as "Categorical")."""
+    dtype = dtype() if isinstance(dtype, type) else dtype
+    inner = getattr(dtype, "inner", None)
+    if inner is not None:
+        return f"{type(dtype).__name__}({_dtype(inner)})"
+    return type(dtype).__name__
 
 
 def _cell(text: str) -> str:
