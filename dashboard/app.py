@@ -113,8 +113,7 @@ def gather_pending(cache: runs.TraceCache, sidebar: Any) -> tuple[list, list[cat
     (collections, pending, failures, uploads)."""
     collections, loose, failures = catalog.discover(extra=catalog.extra_paths())
     pending: list[catalog.Pending] = []
-    for source in [s for c in collections for s in c.sources] + loose:
-        item = catalog.pending_file(source, cache)
+    for item in catalog.pending_files([s for c in collections for s in c.sources] + loose, cache):
         (pending if isinstance(item, catalog.Pending) else failures).append(item)
 
     limit, limit_problem = runs.upload_limit()

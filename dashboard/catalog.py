@@ -398,12 +398,62 @@ def pending_file(source: Source, cache: TraceCache) -> Pending | Failure:
     try:
         digest, data = file_digest(cache, source.path)
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        if source.collection is not None:  # a run its manifest lists
-            return Failure(source, f"{source.name} (listed in {source.path.parent / MANIFEST}): {reason}")
-        return Failure(source, f"{source.name}: {reason}")
+        return _unreadable(source, exc)
     path = source.path
     return Pending(source, path.stat().st_size, digest, (lambda: data) if data is not None else path.read_bytes)
+
+
+def _unreadable(source: Source, exc: OSError) -> Failure:
+    assert source.path is not None
+    reason = exc.strerror or str(exc)
+    if source.collection is not None:  # a run its manifest lists
+        return Failure(source, f"{source.name} (listed in {source.path.parent / MANIFEST}): {reason}")
+    return Failure(source, f"{source.name}: {reason}")
+
+
+def pending_files(sources: list[Source], cache: TraceCache) -> list[Pending | Failure]:
+    """pending_file for many files, with the store's catalog asked once for the hashes it knows
+    and the new ones remembered in one transaction: file by file, each new file's commit made a
+    fresh store's first start 0.6-1.1 s slower (39 bundled files) for hashes that take 1 ms."""
+    found: dict[int, tuple[tuple[str, int, int], os.stat_result] | Failure] = {}
+    for i, source in enumerate(sources):
+        assert source.path is not None
+        try:
+            stat = source.path.stat()
+            found[i] = ((str(source.path.resolve()), stat.st_mtime_ns, stat.st_size), stat)
+        except OSError as exc:
+            found[i] = _unreadable(source, exc)
+    keys = [k for k, _ in (v for v in found.values() if not isinstance(v, Failure)) if k not in cache.file_digests]
+    if keys and cache.store is not None:
+        try:
+            known = cache.store.known_files([(path, size, mtime) for path, mtime, size in keys])
+            cache.file_digests.update({(path, mtime, size): sha for (path, size, mtime), sha in known.items()})
+        except Exception:  # a damaged catalog: hash the files as without a store
+            pass
+    out: list[Pending | Failure] = []
+    new: list[tuple[str, int, int, str]] = []
+    for i, source in enumerate(sources):
+        item = found[i]
+        if isinstance(item, Failure):
+            out.append(item)
+            continue
+        (key, stat), path, data = item, Path(str(source.path)), None
+        if key not in cache.file_digests:
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                out.append(_unreadable(source, exc))
+                continue
+            cache.file_digests[key] = digest_of(data)
+            new.append((key[0], key[2], key[1], cache.file_digests[key]))
+        read = (lambda data=data: data) if data is not None else path.read_bytes
+        out.append(Pending(source, stat.st_size, cache.file_digests[key], read))
+    if new and cache.store is not None:
+        try:
+            cache.store.remember_files(new)
+        except Exception:  # the answers stand; only the shortcut for the next process is lost
+            pass
+    return out
 
 
 def pending_stored(ident: str, digest: str, cache: TraceCache) -> Pending | Failure:

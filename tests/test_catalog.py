@@ -97,6 +97,34 @@ def test_a_restarted_dashboard_knows_a_files_hash_from_the_store_without_reading
     assert file_digest(later, path)[0] == hashlib.sha256(H100.read_bytes()).hexdigest()
 
 
+def test_many_files_are_hashed_with_one_catalog_write_and_known_after_a_restart(tmp_path, monkeypatch):
+    files = [tmp_path / "a.json.gz", tmp_path / "b.json.gz", tmp_path / "c.json.gz"]
+    for path, original in zip(files, (TRITON, H100, TRITON)):
+        shutil.copy(original, path)
+    sources = [file_source(p) for p in files] + [file_source(tmp_path / "gone.json.gz")]
+    writes: list[int] = []
+    remember = Store.remember_files
+    monkeypatch.setattr(Store, "remember_files", lambda self, rows: (writes.append(len(rows)), remember(self, rows)))
+    first = TraceCache(store=Store(tmp_path / "store"))
+    got = catalog.pending_files(sources, first)
+    assert writes == [3]  # one transaction for the three new files, not one commit per file
+    *ok, gone = got
+    assert [p.digest for p in ok] == [hashlib.sha256(p.read_bytes()).hexdigest() for p in files]
+    assert [p.size for p in ok] == [os.stat(p).st_size for p in files]
+    assert [p.read() for p in ok] == [p.read_bytes() for p in files]
+    assert isinstance(gone, catalog.Failure) and gone.message.startswith("gone.json.gz: ")
+    later = TraceCache(store=Store(tmp_path / "store"))  # a restart: nothing in memory
+
+    def refuse(self):
+        raise AssertionError("read again only to hash it")
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    again = catalog.pending_files(sources[:3], later)
+    assert [p.digest for p in again] == [p.digest for p in ok] and writes == [3]  # known: nothing written
+    monkeypatch.undo()
+    assert [p.digest for p in catalog.pending_files(sources[:3], TraceCache())] == [p.digest for p in ok]  # no store
+
+
 def test_the_cache_keeps_the_most_recently_used_traces_and_the_store_reopens_the_rest(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
     monkeypatch.delenv(catalog.ENV_NO_STORE, raising=False)

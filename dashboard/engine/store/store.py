@@ -361,9 +361,24 @@ class Store:
         or None (not seen, or changed since)."""
         return self._known(key, stat)
 
+    def known_files(self, keys: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], str]:
+        """known_file for many (resolved path, size, mtime_ns) at once, over one connection."""
+        query = "SELECT sha FROM files WHERE path=? AND size=? AND mtime_ns=?"
+        with closing(self._connect()) as db:
+            rows = [(k, db.execute(query, k).fetchone()) for k in keys]
+        return {k: row[0] for k, row in rows if row is not None}
+
     def remember_file(self, key: str, stat: os.stat_result, sha: str) -> None:
         """Remember the SHA-256 of the file at this resolved path, with its size and mtime."""
         self._remember(key, stat.st_size, stat.st_mtime_ns, sha)
+
+    def remember_files(self, rows: list[tuple[str, int, int, str]]) -> None:
+        """remember_file for many (resolved path, size, mtime_ns, sha) in one transaction: one
+        commit, not one per file (39 bundled files: 0.6-1.1 s of commits on a fresh store)."""
+        with closing(self._connect()) as db:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", rows)
+            db.execute("COMMIT")
 
     def _known(self, key: str, stat: os.stat_result) -> str | None:
         """The SHA-256 of a file seen before at this path with this size and mtime, or None."""
