@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.analyses.classes import AUTOGRAD_KINDS, WRAPPING_KINDS, name_is, op_kind_of
+from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import Trace, names_matching, per_trace
 from dashboard.engine.rules import KV_CACHE_WRITE_KERNELS, is_collective_op, is_kv_cache_write
 from dashboard.engine.rules.ops import (
@@ -155,7 +156,7 @@ def copies(trace: Trace) -> pl.DataFrame:
     joined = [CHAIN_SEP.join(names) for names in tree.chain_names(keys)]
     verdicts = [classify_chain(chain.split(CHAIN_SEP) if chain else []) for chain in joined]
     chains = [[name for name in chain.split(CHAIN_SEP) if name != ""] for chain in joined]
-    row = pl.Series("row", which.ravel(), dtype=pl.UInt32)
+    row = _index(which)
     verdict_class = pl.Series([verdict[1] for verdict in verdicts], dtype=pl.String).gather(row)
     found = found.with_columns(
         pl.Series("op_chain", chains, dtype=pl.List(pl.String)).gather(row),
@@ -211,12 +212,18 @@ def _found(trace: Trace) -> pl.DataFrame:
     return found.collect()
 
 
+def _index(rows: np.ndarray) -> pl.Series:
+    """Row numbers for a gather, through Arrow (model.columns.series): a Series built from a numpy
+    array makes polars 2 import numpy.ma, which a process's first trace would pay for."""
+    return series("rows", np.ascontiguousarray(np.ravel(rows), dtype=np.int64))
+
+
 def _text_of(names: pl.Series) -> pl.Series:
     """A Categorical column as text, the rows sharing one copy of each distinct name: a cast writes
     every row's own copy (3.5 of the 8.5 MB the table held on the dense 180 MB trace)."""
     codes = names.to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
     _, first, which = np.unique(codes, return_index=True, return_inverse=True)
-    return names.gather(first).cast(pl.String).gather(pl.Series(which.ravel(), dtype=pl.UInt32)).alias(names.name)
+    return names.gather(_index(first)).cast(pl.String).gather(_index(which)).alias(names.name)
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -240,11 +247,11 @@ class _Holders:
         ev = trace.events
         levels = [_distinct(anchors[anchors >= 0])]
         while levels[-1].size:
-            up = ev["parent"].gather(levels[-1]).fill_null(-1).to_numpy()
+            up = ev["parent"].gather(_index(levels[-1])).fill_null(-1).to_numpy()
             levels.append(_distinct(up[up >= 0]))
         self.nodes = nodes = _distinct(np.concatenate(levels))
         self.events, self.anchors = ev, anchors
-        held = ev.select("parent", "cat", "name")[nodes]
+        held = ev.select(pl.col("parent", "cat", "name").gather(_index(nodes)))
         parent = held["parent"].fill_null(-1).to_numpy()
         up = np.where(parent >= 0, np.searchsorted(nodes, parent), -1)
         marks = names_matching(held["name"], lambda name: name.str.starts_with(STEP_MARK))
@@ -256,7 +263,7 @@ class _Holders:
     def _walk_down(self, up: np.ndarray, is_op: np.ndarray, is_copy: np.ndarray, codes: np.ndarray) -> None:
         """Roots first, each level's events from their parents': the key of an op's chain interns
         (its parent's key, its name); other events keep their parent's key (-1: no op)."""
-        size, span = len(up), int(codes.max()) + 1
+        size, span = len(up), (int(codes.max()) + 1 if codes.size else 1)
         key = np.full(size, -2, dtype=np.int64)
         inner = np.full(size, -1, dtype=np.int64)
         self.key_parent: list[int] = []
@@ -288,6 +295,8 @@ class _Holders:
     def row_inner_copies(self) -> np.ndarray:
         """Each anchor's innermost aten::copy_ among the ops that hold it (event id, -1: none)."""
         inner = self._rows(self._inner)
+        if not self.nodes.size:  # no anchor has a holder (every launch lost): no copy_ either
+            return inner
         return np.where(inner >= 0, self.nodes[np.maximum(inner, 0)], -1)
 
     def chain_names(self, keys: np.ndarray) -> list[list[str]]:
@@ -332,15 +341,18 @@ def _shape_bytes(trace: Trace, inner: np.ndarray) -> tuple[pl.Series, pl.Series]
     and whether the copy is a scalar's (scalar); each distinct recorded shape read once."""
     wanted, which = np.unique(inner, return_inverse=True)
     known = wanted[wanted >= 0]
-    shapes = trace.events.select("input_dims", "input_types")[known]
+    shapes = trace.events.select(pl.col("input_dims", "input_types").gather(_index(known)))
     # a dense rank numbers the distinct (dims, types) pairs: equal pairs, equal numbers
     rank = shapes.select(pl.struct(pl.all()).rank("dense")).to_series().to_numpy()
     _, first, shape_of = np.unique(rank, return_index=True, return_inverse=True)
-    verdicts = [(None, False) if dims is None else _tensor_bytes(dims, types) for dims, types in shapes[first].rows()]
+    verdicts = [
+        (None, False) if dims is None else _tensor_bytes(dims, types)
+        for dims, types in shapes.select(pl.all().gather(_index(first))).rows()
+    ]
     verdicts.append((None, False))  # no aten::copy_ holds the copy
     at = which.ravel() - (len(wanted) - len(known))
     lookup = np.append(shape_of.ravel(), len(verdicts) - 1)
-    row = pl.Series("row", lookup[np.where(at >= 0, at, len(lookup) - 1)], dtype=pl.UInt32)
+    row = _index(lookup[np.where(at >= 0, at, len(lookup) - 1)])
     return (
         pl.Series("shape_bytes", [size for size, _ in verdicts], dtype=pl.Int64).gather(row),
         pl.Series("scalar", [scalar for _, scalar in verdicts], dtype=pl.Boolean).gather(row),
