@@ -4,6 +4,8 @@ shares: how each run relates to its baseline, the changed rows shown, the groups
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from dashboard.engine.compare import review
@@ -16,7 +18,6 @@ from dashboard.engine.compare.shown import (  # noqa: F401 - the reports' names,
     graph_input_copies,
 )
 from dashboard.engine.compare.speed import (
-    DEFAULT_USD_PER_GPU_HOUR,
     GROUP_CPU,
     GROUP_GPU,
     NO_SPEEDUP,
@@ -32,33 +33,13 @@ Review = Comparison
 """The frames of one comparison, computed when a format first asks for them (the multi-run facade)."""
 
 
-def build_review(
-    runs: dict[str, Trace],
-    baseline: str,
-    usd_per_gpu_hour: float | None = DEFAULT_USD_PER_GPU_HOUR,
-    usd_per_cpu_hour: float | None = None,
-    colors: dict[str, str] | None = None,
-    by: str = "base",
-    steps: dict[str, int | None] | None = None,
-    copy_alarm_share: float = review.COPY_ALARM_SHARE,
-    copy_alarm_bytes: float = review.COPY_ALARM_BYTES,
-) -> Comparison:
-    """The Comparison of `runs` (label -> Trace) against `baseline` that the reports render (see
-    dashboard.engine.comparison.Comparison for the options); its tables are computed as the
-    formats ask for them. A baseline that is not among the runs is a KeyError."""
+def build_review(runs: dict[str, Trace], baseline: str, *options: Any, **named: Any) -> Comparison:
+    """The Comparison of `runs` (label -> Trace) against `baseline` that the reports render, with
+    Comparison's own options (prices, colours, by, steps, the copy alarm's thresholds); its tables
+    are computed as the formats ask for them. A baseline that is not among the runs is a KeyError."""
     if baseline not in runs:
         raise KeyError(f"baseline {baseline!r} is not among the runs")
-    return Comparison(
-        runs,
-        baseline,
-        usd_per_gpu_hour,
-        usd_per_cpu_hour,
-        colors=colors,
-        by=by,
-        steps=steps,
-        copy_alarm_share=copy_alarm_share,
-        copy_alarm_bytes=copy_alarm_bytes,
-    )
+    return Comparison(runs, baseline, *options, **named)
 
 
 def _price_line(rv: Review) -> str:
