@@ -365,15 +365,21 @@ def _memory_frame(batch: list[_Event]) -> pl.DataFrame:
     ).with_columns(_ns(pl.col("ts_abs")).alias("ts_abs"))
 
 
+# The memory and flow events' text columns held as Categorical (the scanner's glue makes them so too).
+MEMORY_CATEGORICAL = ("pid", "tid")  # as the events hold them
+# The flows' repeated texts: the ids stay text (nearly each is another, and a Categorical's texts are
+# kept by polars for the life of the process).
+FLOW_CATEGORICAL = ("name", "ph", "pid", "tid")
+
+
 def _memory_finished(memory: pl.DataFrame) -> pl.DataFrame:
-    """A batch's memory events with pid and tid Categorical, as the events hold them."""
-    return memory.with_columns(pl.col("pid", "tid").cast(pl.Categorical))
+    """A batch's memory events with MEMORY_CATEGORICAL Categorical."""
+    return memory.with_columns(pl.col(*MEMORY_CATEGORICAL).cast(pl.Categorical))
 
 
 def _flows_finished(flows: pl.DataFrame) -> pl.DataFrame:
-    """A batch's flow events with their repeated texts Categorical (the ids stay text: nearly each is
-    another, and a Categorical's texts are kept by polars for the life of the process)."""
-    return flows.with_columns(pl.col("name", "ph", "pid", "tid").cast(pl.Categorical))
+    """A batch's flow events with FLOW_CATEGORICAL Categorical."""
+    return flows.with_columns(pl.col(*FLOW_CATEGORICAL).cast(pl.Categorical))
 
 
 # polars before 1.32 keeps a Categorical's texts local to the frame that made it, and warns on stderr

@@ -4,14 +4,24 @@ Python object per event. Optional: without it every file is read through msgspec
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
 from dashboard.engine.model.columns import from_arrow  # numpy before polars: see load/__init__.py
 import polars as pl
 
-from dashboard.engine.load.frames import _Part, _finished, _flows_finished, _int_or_none, _memory_finished, _ns
+from dashboard.engine.load.devices import MEMCPY_KIND, _arg_direction
+from dashboard.engine.load.frames import (
+    GPU_CATEGORIES,
+    _category,
+    FLOW_CATEGORICAL,
+    _int_or_none,
+    MEMORY_CATEGORICAL,
+    _ns,
+    _Part,
+    _text,
+)
 
 try:  # the C scanner (setup.py); without it every file is read through msgspec, with the same results
     from dashboard.engine import _scan
@@ -90,6 +100,47 @@ def _part_of(got: tuple) -> _Part | None:
     seen, n_complete, n_flows, tables, scanned, odd, last, n_memory = (
         got  # tables: lists of this call's own; scanned: Arrow pairs
     )
+    fixed = _odd_values(odd, tables)
+    if fixed is None:
+        return None
+    texts = [pl.Series(t, dtype=pl.String) for t in tables]
+
+    def codes(col: int) -> pl.Series:
+        """Column col as the scanner wrote it: codes (UInt32) into its table for a text column, else
+        Int64, with its nulls, and each odd entry's value read above."""
+        values = from_arrow(_SCAN_COLUMNS[col][0], scanned[col])
+        if col in fixed:  # scatter sets a value and makes it valid, as the odd entry's reading says
+            rows = fixed[col]
+            values = values.scatter(
+                pl.Series(list(rows), dtype=pl.Int64), pl.Series(list(rows.values()), dtype=values.dtype)
+            )
+        return values
+
+    def column(col: int, categorical: tuple[str, ...]) -> pl.Series:
+        """Column col with its texts, Categorical for the names in `categorical` (each distinct text
+        cast once, not each row's)."""
+        name, table, _ = _SCAN_COLUMNS[col]
+        if table is None:
+            return codes(col)
+        return (
+            (texts[table].cast(pl.Categorical) if name in categorical else texts[table]).gather(codes(col)).alias(name)
+        )
+
+    events = counts = flows = memory = None
+    if n_complete:
+        events, counts = _complete_events(texts, codes)
+    if n_flows:
+        flows = pl.DataFrame([column(col, FLOW_CATEGORICAL) for col in _SCAN_FLOWS])
+    if n_memory:
+        memory = pl.DataFrame([column(col, MEMORY_CATEGORICAL) for col in _SCAN_MEMORY])
+    return _Part(events, flows, counts, seen, last, memory)
+
+
+def _odd_values(odd: list[tuple[int, int, bytes]], tables: list[list[str]]) -> dict[int, dict[int, int]] | None:
+    """The values the scanner left to Python (a numeric string in an int field, a float, a quoted
+    timestamp...), read by the msgspec path's functions: column -> row -> value (for a text
+    column, the code of its text, appended to the column's table); None when one is not UTF-8
+    (msgspec's path repairs it and says so)."""
     fixed: dict[int, dict[int, int]] = {}  # column -> row -> the value read here for an odd entry
 
     def put(col: int, row: int, value: int) -> None:
@@ -116,23 +167,71 @@ def _part_of(got: tuple) -> _Part | None:
         for (col, row, _), ns in zip(times, parsed):
             if ns is not None:
                 put(col, row, ns)
-    texts = [pl.Series(t, dtype=pl.String) for t in tables]
+    return fixed
 
-    def column(col: int) -> pl.Series:
-        name, table, _ = _SCAN_COLUMNS[col]
-        values = from_arrow(name, scanned[col])  # codes (UInt32) for a text column, else Int64 with its nulls
-        if col in fixed:  # scatter sets a value and makes it valid, as the odd entry's reading says
-            rows = fixed[col]
-            values = values.scatter(
-                pl.Series(list(rows), dtype=pl.Int64), pl.Series(list(rows.values()), dtype=values.dtype)
-            )
-        return values if table is None else texts[table].gather(values).alias(name)
 
-    events = counts = flows = memory = None
-    if n_complete:
-        events, counts = _finished(pl.DataFrame([column(col) for col in _SCAN_COMPLETE]), times_parsed=True)
-    if n_flows:
-        flows = _flows_finished(pl.DataFrame([column(col) for col in _SCAN_FLOWS]))
-    if n_memory:
-        memory = _memory_finished(pl.DataFrame([column(col) for col in _SCAN_MEMORY]))
-    return _Part(events, flows, counts, seen, last, memory)
+def _complete_events(texts: list[pl.Series], codes: Callable[[int], pl.Series]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The scanned complete events -> (their finished events, their count per category as written):
+    what frames._finished makes of the columns read as text, with each text's reading (category,
+    stream from tid, device from pid, copy direction from the name or args, Categorical) done once
+    per distinct text of the scan's tables and handed to the rows by their codes (a slice's 20-30k
+    events hold a few hundred distinct texts)."""
+    cat_codes = codes(0)
+    by_code = cat_codes.alias("code").to_frame().group_by("code").len()
+    counts = (
+        pl.DataFrame([texts[0].gather(by_code["code"]).alias("cat"), by_code["len"]])
+        .group_by("cat")
+        .agg(pl.col("len").sum().cast(pl.UInt32))
+    )
+    cat_table, cat_rows = _with_empty(texts[0].to_frame("cat").select(_category(pl.col("cat"))).to_series(), cat_codes)
+    name_table, name_rows = _with_empty(texts[1], codes(1))
+    pid_rows, tid_rows = codes(2), codes(3)
+    frame = pl.DataFrame(
+        [
+            cat_table.cast(pl.Categorical).gather(cat_rows).alias("cat"),
+            name_table.cast(pl.Categorical).gather(name_rows).alias("name"),
+            texts[2].cast(pl.Categorical).gather(pid_rows).alias("pid"),
+            texts[3].cast(pl.Categorical).gather(tid_rows).alias("tid"),
+            *(codes(col) for col in range(4, 11)),
+        ]
+    )
+    kind_rows = codes(11)
+    raw_texts = [texts[table].to_frame("raw").select(_text(pl.col("raw"))).to_series() for table in (5, 6, 7)]
+    cat = cat_table.gather(cat_rows)
+    gpu = cat.is_in(GPU_CATEGORIES)
+    arg_direction = texts[4].to_frame("k").select(_arg_direction(pl.col("k"))).to_series().gather(kind_rows)
+    copy_kind = pl.coalesce(
+        name_table.str.extract(MEMCPY_KIND.pattern, 1).gather(name_rows), arg_direction, texts[4].gather(kind_rows)
+    )
+    return frame.with_columns(
+        pl.when(gpu & pl.col("stream").is_null())
+        .then(texts[3].str.extract(r"(\d+)$", 1).cast(pl.Int64, strict=False).gather(tid_rows))
+        .otherwise(pl.col("stream"))
+        .alias("stream"),
+        pl.when(gpu & pl.col("device").is_null())
+        .then(texts[2].cast(pl.Int64, strict=False).gather(pid_rows))
+        .otherwise(pl.col("device"))
+        .alias("device"),
+        pl.col("dur_ns").fill_null(0),
+        *(
+            raw.cast(pl.Categorical).gather(codes(col)).alias(raw_name)
+            for col, raw, raw_name in zip((12, 13, 14), raw_texts, ("input_dims", "input_types", "concrete_inputs"))
+        ),
+        pl.when(cat == "gpu_memcpy")
+        .then(copy_kind)
+        .when(cat == "kernel")
+        .then(arg_direction)
+        .otherwise(None)
+        .cast(pl.Categorical)
+        .alias("kind"),
+    ), counts
+
+
+def _with_empty(table: pl.Series, rows: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """(table, rows) where a row with no text takes the empty one, as the loader fills a missing
+    category or name: the scanner's code for an absent text is its table's null entry, and a row
+    with no code at all takes an entry appended for it."""
+    table = table.fill_null("")
+    if not rows.null_count():
+        return table, rows
+    return pl.concat([table, pl.Series([""], dtype=pl.String)]), rows.fill_null(table.len())
