@@ -507,6 +507,53 @@ def test_polars_returns_freed_memory_at_once_in_the_cli_and_the_dashboard(first,
         assert "thp:always" in got.split(","), got
 
 
+@pytest.mark.parametrize(
+    "given, size, expected",
+    [
+        (None, 512 << 20, ("1000", "0")),  # a large first file: freed pages kept a second
+        (None, (512 << 20) - 1, ("0", "0")),  # below the bound: returned at once
+        ("thp:always", 600 << 20, ("1000", "0")),  # another option of the user's: kept beside ours
+        ("dirty_decay_ms:2000", 600 << 20, ("2000", None)),  # the user's own decay: left alone
+    ],
+)
+def test_the_cli_keeps_freed_pages_a_second_for_a_large_first_file(tmp_path, given, size, expected):
+    """cli/files._prestart, before polars is imported, with a (sparse) file of `size` bytes as the
+    first to parse: the allocator setting polars then reads (see dashboard.keep_freed_pages)."""
+    path = tmp_path / "big.json"
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+    code = (
+        "import sys; from dashboard.cli import files; from dashboard.engine.model import slice_workers; "
+        "assert 'polars' not in sys.modules; "
+        f"files._prestart([{str(path)!r}], None); slice_workers.discard(); "
+        "import os, polars; print(os.environ.get('_RJEM_MALLOC_CONF'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    if given is not None:
+        env["_RJEM_MALLOC_CONF"] = given
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = done.stdout.strip()
+    dirty, muzzy = _decays(got)
+    assert dirty == expected[0], got
+    if expected[1] is not None:
+        assert muzzy == expected[1], got
+    if given == "thp:always":
+        assert "thp:always" in got.split(","), got
+
+
+def test_freed_pages_are_not_kept_once_polars_is_imported():
+    """Too late once polars is loaded (jemalloc has read its setting): the setting stays as it was."""
+    code = (
+        "import dashboard, polars, os; before = os.environ['_RJEM_MALLOC_CONF']; "
+        "dashboard.keep_freed_pages(); assert os.environ['_RJEM_MALLOC_CONF'] == before; print(before)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert _decays(done.stdout.strip()) == ("0", "0"), done.stdout
+
+
 def test_slice_workers_keep_polars_own_allocator_setting():
     """The workers (started with _ATTNSCOPE_SLICE_WORKER) are left polars' default: returning
     every page at once cost them 0.5-0.7 s on the 910 MB trace for 18 MB less peak each."""
