@@ -120,7 +120,12 @@ def main() -> None:
     os.environ["ATTNSCOPE_STORE"] = tmp
     try:
         from dashboard.cli import main as cli
+        from dashboard.cli.files import KEEP_FREED_PAGES_BYTES
 
+        if os.path.getsize(path) >= KEEP_FREED_PAGES_BYTES:  # as the CLI does, before instrument() imports polars
+            from dashboard import keep_freed_pages
+
+            keep_freed_pages()
         imported = time.perf_counter()
         instrument()
         out = io.StringIO()
