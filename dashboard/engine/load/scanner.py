@@ -122,9 +122,7 @@ def _part_of(got: tuple) -> _Part | None:
         name, table, _ = _SCAN_COLUMNS[col]
         if table is None:
             return codes(col)
-        return (
-            (texts[table].cast(pl.Categorical) if name in categorical else texts[table]).gather(codes(col)).alias(name)
-        )
+        return (_categorical if name in categorical else pl.Series.gather)(texts[table], codes(col)).alias(name)
 
     events = counts = flows = memory = None
     if n_complete:
@@ -188,43 +186,60 @@ def _complete_events(texts: list[pl.Series], codes: Callable[[int], pl.Series]) 
     pid_rows, tid_rows = codes(2), codes(3)
     frame = pl.DataFrame(
         [
-            cat_table.cast(pl.Categorical).gather(cat_rows).alias("cat"),
-            name_table.cast(pl.Categorical).gather(name_rows).alias("name"),
-            texts[2].cast(pl.Categorical).gather(pid_rows).alias("pid"),
-            texts[3].cast(pl.Categorical).gather(tid_rows).alias("tid"),
+            _categorical(cat_table, cat_rows).alias("cat"),
+            _categorical(name_table, name_rows).alias("name"),
+            _categorical(texts[2], pid_rows).alias("pid"),
+            _categorical(texts[3], tid_rows).alias("tid"),
             *(codes(col) for col in range(4, 11)),
         ]
     )
     kind_rows = codes(11)
     raw_texts = [texts[table].to_frame("raw").select(_text(pl.col("raw"))).to_series() for table in (5, 6, 7)]
-    cat = cat_table.gather(cat_rows)
-    gpu = cat.is_in(GPU_CATEGORIES)
-    arg_direction = texts[4].to_frame("k").select(_arg_direction(pl.col("k"))).to_series().gather(kind_rows)
-    copy_kind = pl.coalesce(
-        name_table.str.extract(MEMCPY_KIND.pattern, 1).gather(name_rows), arg_direction, texts[4].gather(kind_rows)
-    )
-    return frame.with_columns(
+    # Each row's readings of its texts, as columns (named _*, dropped at the end) that the rows' own
+    # conditions pick from: the category as text, the stream its tid names, the device its pid
+    # names, the direction its args give and the one its name gives.
+    readings = [
+        cat_table.gather(cat_rows).alias("_cat"),
+        texts[3].str.extract(r"(\d+)$", 1).cast(pl.Int64, strict=False).gather(tid_rows).alias("_tid_stream"),
+        texts[2].cast(pl.Int64, strict=False).gather(pid_rows).alias("_pid_device"),
+        texts[4].to_frame("k").select(_arg_direction(pl.col("k"))).to_series().gather(kind_rows).alias("_arg"),
+        texts[4].gather(kind_rows).alias("_kind_arg"),
+        name_table.str.extract(MEMCPY_KIND.pattern, 1).gather(name_rows).alias("_name_kind"),
+    ]
+    cat, gpu = pl.col("_cat"), pl.col("_cat").is_in(GPU_CATEGORIES)
+    return frame.with_columns(readings).with_columns(
         pl.when(gpu & pl.col("stream").is_null())
-        .then(texts[3].str.extract(r"(\d+)$", 1).cast(pl.Int64, strict=False).gather(tid_rows))
+        .then(pl.col("_tid_stream"))
         .otherwise(pl.col("stream"))
         .alias("stream"),
         pl.when(gpu & pl.col("device").is_null())
-        .then(texts[2].cast(pl.Int64, strict=False).gather(pid_rows))
+        .then(pl.col("_pid_device"))
         .otherwise(pl.col("device"))
         .alias("device"),
         pl.col("dur_ns").fill_null(0),
         *(
-            raw.cast(pl.Categorical).gather(codes(col)).alias(raw_name)
+            _categorical(raw, codes(col)).alias(raw_name)
             for col, raw, raw_name in zip((12, 13, 14), raw_texts, ("input_dims", "input_types", "concrete_inputs"))
         ),
         pl.when(cat == "gpu_memcpy")
-        .then(copy_kind)
+        .then(pl.coalesce("_name_kind", "_arg", "_kind_arg"))
         .when(cat == "kernel")
-        .then(arg_direction)
+        .then(pl.col("_arg"))
         .otherwise(None)
         .cast(pl.Categorical)
         .alias("kind"),
-    ), counts
+    ).drop([reading.name for reading in readings]), counts
+
+
+def _categorical(table: pl.Series, rows: pl.Series) -> pl.Series:
+    """table[rows] as a Categorical with the table's texts cast once, only those the rows use and in
+    the order they first use them: the categories a cast of the rows' own texts makes (polars
+    before 1.32 compares two Categoricals by that list)."""
+    used = rows.unique(maintain_order=True).drop_nulls()
+    position = pl.Series([0] * table.len(), dtype=pl.UInt32).scatter(
+        used, pl.Series(range(used.len()), dtype=pl.UInt32)
+    )
+    return table.gather(used).cast(pl.Categorical).gather(position.gather(rows))
 
 
 def _with_empty(table: pl.Series, rows: pl.Series) -> tuple[pl.Series, pl.Series]:
