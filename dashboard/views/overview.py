@@ -64,7 +64,11 @@ def render(sel: Selection) -> None:
     show_graph_copies(sel, table)
     show_phases(cmp.phases)  # serving runs only: prefill, decode, mixed steps
     # after the table is drawn on a session's first page (plotly's code would delay it: views/painted.py)
-    painted.after_paint(lambda: _overview_charts(sel, table, fam, split), key="overview_painted")
+    painted.after_paint(
+        lambda: _overview_charts(sel, table, fam, split),
+        key="overview_painted",
+        after="[class*='st-key-tbl_overview'] [role=row]",  # a row of the table (of each group's: the first)
+    )
 
     show_collections(sel.collections)
 
