@@ -14,7 +14,7 @@ from dashboard.engine import comparison as facade
 from dashboard.engine.comparison import WAITING_CHECKS, format_bytes, format_us
 from dashboard.catalog_sources import STORY, story_coverage
 from dashboard.runs import Collection, Selection
-from dashboard.views import figures, literal, relation, tables
+from dashboard.views import figures, literal, painted, relation, tables
 
 ICONS = {
     "cut trace": ":material/content_cut:",
@@ -63,7 +63,12 @@ def render(sel: Selection) -> None:
 
     show_graph_copies(sel, table)
     show_phases(cmp.phases)  # serving runs only: prefill, decode, mixed steps
-    _overview_charts(sel, table, fam, split)
+    # after the table is drawn on a session's first page (plotly's code would delay it: views/painted.py)
+    painted.after_paint(
+        lambda: _overview_charts(sel, table, fam, split),
+        key="overview_painted",
+        after="[class*='st-key-tbl_overview'] [role=row]",  # a row of the table (of each group's: the first)
+    )
 
     show_collections(sel.collections)
 
