@@ -107,7 +107,9 @@ def summarize(trace: Trace) -> dict[str, Any]:
     """A JSON-ready summary of one trace (see the README for the keys). Computed once per trace
     and kept with it in the store (kept.py): callers must not change the dict they get."""
     ev = trace.events
-    per_kind = ev.group_by(pl.col("cat", "kind").cast(pl.String)).len().sort("cat", "kind")  # one query for both
+    # one query for both, grouped by the Categorical codes and only the groups read as text: a cast
+    # of every event's category and kind first cost 0.17 s on a 2M-event trace
+    per_kind = ev.group_by("cat", "kind").len().with_columns(pl.col("cat", "kind").cast(pl.String)).sort("cat", "kind")
     counts: dict[str, int] = {}
     memcpy: dict[str, int] = {}
     for cat, kind, n in per_kind.iter_rows():
