@@ -196,7 +196,15 @@ def per_step(trace: Trace) -> pl.DataFrame:
         (pl.col("cat") == "gpu_memset").sum().alias("gpu_memset"),
         pl.len().alias("work"),
     )
-    busy = busy_time(work if trace.has_gpu else cpu_ops(trace))
+    if trace.has_gpu:
+        # the same unions as health.step_device_times' busy_ns (the step's work, per device), which the
+        # summary computes anyway: read there, not sorted and swept a second time (imported here:
+        # health imports this module)
+        from dashboard.engine.analyses.health import step_device_times
+
+        busy = step_device_times(trace).group_by("step").agg(pl.col("busy_ns").max())
+    else:
+        busy = busy_time(cpu_ops(trace))
     table = (
         trace.steps.select("name", "step", "dur_ns")
         .join(counts, on="step", how="left", maintain_order="left")  # the steps' order, not one a join happens to keep
