@@ -41,7 +41,14 @@ from dashboard.engine.analyses.kernels import work_events
 from dashboard.engine.model.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
 from dashboard.engine.model.formatting import ns_duration as _us
 from dashboard.engine.rules.devices import accelerator, unlaunched_by_design
-from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, events_columns, per_trace
+from dashboard.engine.model.trace import (
+    GPU_CATEGORIES,
+    LAUNCH_CATEGORIES,
+    Trace,
+    events_columns,
+    names_by_category,
+    per_trace,
+)
 from dashboard.engine.rules.ops import STEP_MARK
 from dashboard.engine.rules.peaks import dependent_launch, device_properties
 
@@ -85,17 +92,23 @@ def _check(find: Callable[[Trace], Found | None]) -> Callable[[Trace], dict[str,
 def _device_events(trace: Trace, text_names: bool = True) -> pl.DataFrame:
     """The device events' columns the checks read; names as text, or as the events hold them
     (Categorical) where `text_names` is False."""
-    return trace.events.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
-        "id",
-        "cat",
-        pl.col("name").cast(pl.String) if text_names else "name",
-        "ts_ns",
-        "dur_ns",
-        "device",
-        "stream",
-        "correlation",
-        "launch",
-        "step",
+    # lazy: only these columns are filtered, not every column of the events
+    return (
+        trace.events.lazy()
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES))
+        .select(
+            "id",
+            "cat",
+            pl.col("name").cast(pl.String) if text_names else "name",
+            "ts_ns",
+            "dur_ns",
+            "device",
+            "stream",
+            "correlation",
+            "launch",
+            "step",
+        )
+        .collect()
     )
 
 
@@ -204,9 +217,15 @@ def duration_overflow(trace: Trace) -> Found | None:
     span = int(ev.select(pl.col("ts_ns").max() - pl.col("ts_ns").min()).item() or 0)
     # annotations and steps may rightly span a wait with nothing recorded in it (a sleep, a compile);
     # the long ones first (a handful): the names are read as text for them only, not for every event
-    longer = ev.filter(pl.col("dur_ns") > 2 * span).filter(
-        ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
-        ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK),
+    longer = (
+        ev.lazy()
+        .filter(pl.col("dur_ns") > 2 * span)
+        .select("cat", "name", "dur_ns")  # lazy: the other columns are not filtered
+        .collect()
+        .filter(
+            ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
+            ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK),
+        )
     )
     steps = _overflowed_steps(trace)
     loader = [
@@ -232,11 +251,10 @@ def duration_overflow(trace: Trace) -> Found | None:
     return count, example
 
 
-def _step_names(events: pl.DataFrame) -> list[str]:
-    """The distinct event names that start with STEP_MARK: the names are read as text once each,
-    not once per event (the names column is Categorical)."""
-    names = events.select(pl.col("name").unique().cast(pl.String)).to_series()
-    return names.filter(names.str.starts_with(STEP_MARK)).to_list()
+def _step_names(trace: Trace) -> list[str]:
+    """The distinct event names that start with STEP_MARK, from names_by_category: the distinct
+    names are read there once for every analysis, not found again over every event."""
+    return sorted({name for names in names_by_category(trace).values() for name in names if name.startswith(STEP_MARK)})
 
 
 def _overflowed_steps(trace: Trace) -> pl.DataFrame:
@@ -245,8 +263,10 @@ def _overflowed_steps(trace: Trace) -> pl.DataFrame:
     if trace.steps.height == 0 or trace.implicit_step:
         return pl.DataFrame(schema={"name": pl.String, "written_ns": pl.Int64, "dur_ns": pl.Int64})
     written = (
-        trace.events.filter((pl.col("cat") != "gpu_user_annotation") & pl.col("name").is_in(_step_names(trace.events)))
+        trace.events.lazy()  # lazy: only the columns selected are filtered
+        .filter((pl.col("cat") != "gpu_user_annotation") & pl.col("name").is_in(_step_names(trace)))
         .select(pl.col("name").cast(pl.String), pl.col("ts_ns").alias("start_ns"), pl.col("dur_ns").alias("written_ns"))
+        .collect()
         .unique(["name", "start_ns"], keep="first")
     )
     return (
@@ -294,13 +314,19 @@ def device_event_without_launch(trace: Trace) -> Found | None:
 @_check
 def device_before_launch(trace: Trace) -> Found | None:
     """Device events that start before the launch call that queued them (clock skew)."""
-    dev = _device_events(trace, text_names=False).filter(pl.col("launch").is_not_null())
+    ev = trace.events
+    dev = (
+        ev.lazy()
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_not_null())
+        .select("id", "name", "ts_ns", "launch")
+        .collect()
+    )
     if dev.height == 0:
         return None
-    # names are read as text for the early events and the worst one's launch only, not for every event
-    launches = trace.events.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts"))
+    # each launch's start gathered by its id (the row number), not joined over every event; names are
+    # read as text for the early events and the worst one's launch only, not for every event
     early = (
-        dev.join(launches, on="launch", how="inner")
+        dev.with_columns(ev["ts_ns"].gather(dev["launch"]).alias("launch_ts"))
         .filter(pl.col("ts_ns") < pl.col("launch_ts"))
         .with_columns(pl.col("name").cast(pl.String))
     )
@@ -323,15 +349,21 @@ def missing_device_events(trace: Trace) -> Found | None:
     """Steps whose launch calls have no device event at all."""
     if not trace.has_gpu or trace.steps.height == 0:
         return None
-    ev = trace.events
-    launched = (
-        ev.filter(pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("correlation").is_not_null()).group_by("step").len()
-    )
-    done = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES)).group_by("step").len().rename({"len": "device"})
+    # a GPU trace's work_events are its device events (kernels, memcpys, memsets), with their steps;
+    # only the launch calls of the other steps are counted (lazy: three columns are read)
+    done = work_events(trace)["step"].drop_nulls().unique()
     empty = (
-        launched.join(done, on="step", how="left")
-        .filter(pl.col("device").is_null() & pl.col("step").is_not_null())
+        trace.events.lazy()
+        .filter(
+            pl.col("cat").is_in(LAUNCH_CATEGORIES)
+            & pl.col("correlation").is_not_null()
+            & pl.col("step").is_not_null()
+            & ~pl.col("step").is_in(done)
+        )
+        .group_by("step")
+        .len()
         .sort("step")
+        .collect()
     )
     if empty.height == 0:
         return None
