@@ -35,9 +35,12 @@ import functools
 import re
 from typing import Any, Callable
 
+import numpy as np
 import polars as pl
 
 from dashboard.engine.analyses.kernels import work_events
+from dashboard.engine.analyses.lanes import Lanes
+from dashboard.engine.model.columns import series
 from dashboard.engine.model.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
 from dashboard.engine.model.formatting import ns_duration as _us
 from dashboard.engine.rules.devices import accelerator, unlaunched_by_design
@@ -422,21 +425,19 @@ def step_device_times(trace: Trace) -> pl.DataFrame:
 def _union_gaps(work: pl.DataFrame) -> pl.DataFrame:
     """Per (step, device) of work events: start_ns, end_ns, busy_ns (the length of the union of
     their intervals) and idle_ns (the longest gap between the merged intervals)."""
-    end = pl.col("ts_ns") + pl.col("dur_ns")
-    return (
-        work.sort("step", "device", "ts_ns", "id")
-        .with_columns(end.alias("end_ns"), end.cum_max().shift(1).over("step", "device").alias("covered"))
-        .with_columns(
-            (pl.col("end_ns") - pl.max_horizontal("ts_ns", "covered")).clip(lower_bound=0).alias("new_ns"),
-            (pl.col("ts_ns") - pl.col("covered")).clip(lower_bound=0).fill_null(0).alias("gap_ns"),
-        )
-        .group_by("step", "device")
-        .agg(
-            pl.col("ts_ns").min().alias("start_ns"),
-            pl.col("end_ns").max(),
-            pl.col("new_ns").sum().alias("busy_ns"),
-            pl.col("gap_ns").max().alias("idle_ns"),
-        )
+    lanes = Lanes(work, ("step", "device"))
+    ts, end, first = lanes.ts, lanes.end, lanes.first
+    covered = np.where(first, ts, lanes.covered)  # a lane's first event follows nothing
+    new = np.maximum(end - np.maximum(ts, covered), 0)  # what each event adds to the union
+    gap = np.maximum(ts - covered, 0)
+    return pl.DataFrame(
+        [
+            *lanes.keys(work, "step", "device"),
+            series("start_ns", ts[lanes.starts]),  # the lanes are in time order
+            series("end_ns", lanes.per_lane(end, np.maximum)),
+            series("busy_ns", lanes.per_lane(new, np.add)),
+            series("idle_ns", lanes.per_lane(gap, np.maximum)),
+        ]
     )
 
 

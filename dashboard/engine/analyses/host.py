@@ -30,6 +30,7 @@ import polars as pl
 from dashboard.engine.analyses.attention_calls import _attention_work, attention_calls, nearest_marked
 from dashboard.engine.analyses.health import step_device_times
 from dashboard.engine.analyses.kernels import work_events
+from dashboard.engine.analyses.lanes import Lanes
 from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
 
@@ -162,26 +163,20 @@ def waiting_on_host(trace: Trace) -> pl.DataFrame:
     """Per (step, device): inner_ns (the idle gaps between the step's device events that wait on the
     host: see the module's definition) and first_launch_ns (the start of the launch call of the
     step's first device event there; null when it has none)."""
-    work = work_events(trace).filter(pl.col("step").is_not_null())
+    work = work_events(trace).filter(pl.col("step").is_not_null()).with_columns(pl.col("device").fill_null(-1))
     ev = trace.events
-    # ids are row numbers: each event's launch start is gathered, not joined over every event
-    launch_ts = ev["ts_ns"].gather(ev["launch"].gather(work["id"])).alias("launch_ts")
-    end = pl.col("ts_ns") + pl.col("dur_ns")
-    gaps = (
-        work.select("id", "step", pl.col("device").fill_null(-1).cast(pl.Int64), "ts_ns", "dur_ns")
-        .with_columns(launch_ts)
-        .sort("step", "device", "ts_ns", "id")
-        .with_columns(end.cum_max().shift(1).over("step", "device").alias("covered"))
-        .with_columns(
-            pl.when(pl.col("launch_ts") >= pl.col("covered"))
-            .then((pl.col("ts_ns") - pl.col("covered")).clip(lower_bound=0))
-            .otherwise(0)
-            .fill_null(0)
-            .alias("gap_ns")
-        )
-    )
-    return gaps.group_by("step", "device").agg(
-        pl.col("gap_ns").sum().alias("inner_ns"), pl.col("launch_ts").first().alias("first_launch_ns")
+    lanes = Lanes(work, ("step", "device"))
+    # ids are row numbers: each event's launch start is gathered (null: no launch), not joined over every event
+    launch_ts = ev["ts_ns"].gather(ev["launch"].gather(work["id"].gather(series("rows", lanes.order))))
+    launched = launch_ts.fill_null(0).to_numpy()
+    waits = ~lanes.first & launch_ts.is_not_null().to_numpy() & (launched >= lanes.covered)  # nothing was queued
+    gap = np.where(waits, np.maximum(lanes.ts - lanes.covered, 0), 0)
+    return pl.DataFrame(
+        [
+            *lanes.keys(work, "step", "device"),
+            series("inner_ns", lanes.per_lane(gap, np.add)),
+            launch_ts.gather(series("rows", lanes.starts)).alias("first_launch_ns"),
+        ]
     )
 
 
