@@ -404,13 +404,20 @@ def step_device_times(trace: Trace) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     work = (
         work_events(trace)
+        .lazy()  # lazy: the names and families are not filtered, only what the sweep reads
         .filter(pl.col("step").is_not_null())
-        .select("step", pl.col("device").fill_null(-1).cast(pl.Int64), "ts_ns", "dur_ns", "family", "id")
+        .select(
+            "step",
+            pl.col("device").fill_null(-1).cast(pl.Int64),
+            "ts_ns",
+            "dur_ns",
+            (pl.col("family") == "communication").alias("comm"),
+            "id",
+        )
+        .collect()
     )
     times = _union_gaps(work).join(
-        _union_gaps(work.filter(pl.col("family") == "communication")).select(
-            "step", "device", pl.col("busy_ns").alias("comm_ns")
-        ),
+        _union_gaps(work.filter(pl.col("comm"))).select("step", "device", pl.col("busy_ns").alias("comm_ns")),
         on=["step", "device"],
         how="left",
     )

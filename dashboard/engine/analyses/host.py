@@ -163,7 +163,13 @@ def waiting_on_host(trace: Trace) -> pl.DataFrame:
     """Per (step, device): inner_ns (the idle gaps between the step's device events that wait on the
     host: see the module's definition) and first_launch_ns (the start of the launch call of the
     step's first device event there; null when it has none)."""
-    work = work_events(trace).filter(pl.col("step").is_not_null()).with_columns(pl.col("device").fill_null(-1))
+    work = (
+        work_events(trace)
+        .lazy()  # lazy: the names and families are not filtered, only what the sweep reads
+        .filter(pl.col("step").is_not_null())
+        .select("id", "step", pl.col("device").fill_null(-1), "ts_ns", "dur_ns")
+        .collect()
+    )
     ev = trace.events
     lanes = Lanes(work, ("step", "device"))
     # ids are row numbers: each event's launch start is gathered (null: no launch), not joined over every event
