@@ -16,6 +16,18 @@ import polars as pl
 from dashboard.engine.model.columns import series
 
 
+def time_order(frame: pl.DataFrame, keys: tuple[str, ...]) -> np.ndarray:
+    """The row numbers that put `frame` in the order of frame.sort([*keys, "ts_ns", "id"],
+    nulls_last=True): integer key columns (a null after every value), then ts_ns, then id (no
+    nulls in those two); one numpy lexsort (its last key sorts first)."""
+    columns = []
+    for key in keys:
+        values = frame[key]
+        columns += [values.is_null().to_numpy(), values.fill_null(0).to_numpy()]
+    columns += [frame["ts_ns"].to_numpy(), frame["id"].to_numpy()]
+    return np.lexsort(columns[::-1])
+
+
 class Lanes:
     """The rows of `frame` by lane (equal values of the `keys` columns), each lane's rows by
     (ts_ns, id). The keys, ts_ns, dur_ns and id must hold no nulls (the loader's events never have
@@ -28,7 +40,7 @@ class Lanes:
 
     def __init__(self, frame: pl.DataFrame, keys: tuple[str, ...]) -> None:
         key_values = [frame[key].to_numpy() for key in keys]
-        self.order = order = np.lexsort((frame["id"].to_numpy(), frame["ts_ns"].to_numpy(), *reversed(key_values)))
+        self.order = order = time_order(frame, keys)
         same = np.ones(max(len(order) - 1, 0), dtype=bool)  # a row in the lane of the row before it
         for values in key_values:
             ordered = values[order]
