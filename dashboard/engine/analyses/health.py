@@ -368,7 +368,7 @@ def missing_device_events(trace: Trace) -> Found | None:
             pl.col("cat").is_in(LAUNCH_CATEGORIES)
             & pl.col("correlation").is_not_null()
             & pl.col("step").is_not_null()
-            & ~pl.col("step").is_in(done)
+            & ~pl.col("step").is_in(done.to_list())
         )
         .group_by("step")
         .len()
