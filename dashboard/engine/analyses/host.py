@@ -65,8 +65,8 @@ STEP_HOST_SCHEMA: dict[str, pl.DataType] = {
 
 def _launch_ids(trace: Trace) -> pl.Series:
     """Ids of the launch calls: those some device event names as its launch."""
-    ev = trace.events
-    return ev.filter(pl.col("cat").is_in(GPU_CATEGORIES))["launch"].drop_nulls().unique()
+    device = trace.events.lazy().filter(pl.col("cat").is_in(GPU_CATEGORIES))  # lazy: one column filtered
+    return device.select(pl.col("launch").drop_nulls().unique()).collect().to_series()
 
 
 def _outermost(trace: Trace, calls: pl.Series) -> np.ndarray:
