@@ -173,15 +173,16 @@ def waiting_on_host(trace: Trace) -> pl.DataFrame:
     ev = trace.events
     lanes = Lanes(work, ("step", "device"))
     # ids are row numbers: each event's launch start is gathered (null: no launch), not joined over every event
-    launch_ts = ev["ts_ns"].gather(ev["launch"].gather(work["id"].gather(series("rows", lanes.order))))
-    launched = launch_ts.fill_null(0).to_numpy()
-    waits = ~lanes.first & launch_ts.is_not_null().to_numpy() & (launched >= lanes.covered)  # nothing was queued
+    launch_ts = ev["ts_ns"].gather(ev["launch"].gather(work["id"]))
+    launched = launch_ts.fill_null(0).to_numpy()[lanes.order]
+    queued = launch_ts.is_not_null().to_numpy()[lanes.order]
+    waits = ~lanes.first & queued & (launched >= lanes.covered)  # nothing was queued
     gap = np.where(waits, np.maximum(lanes.ts - lanes.covered, 0), 0)
     return pl.DataFrame(
         [
             *lanes.keys(work, "step", "device"),
             series("inner_ns", lanes.per_lane(gap, np.add)),
-            launch_ts.gather(series("rows", lanes.starts)).alias("first_launch_ns"),
+            launch_ts.gather(series("rows", lanes.order[lanes.starts])).alias("first_launch_ns"),
         ]
     )
 

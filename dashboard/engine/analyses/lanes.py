@@ -23,7 +23,9 @@ def time_order(frame: pl.DataFrame, keys: tuple[str, ...]) -> np.ndarray:
     columns = []
     for key in keys:
         values = frame[key]
-        columns += [values.is_null().to_numpy(), values.fill_null(0).to_numpy()]
+        if values.null_count():  # (a column without nulls needs no flag)
+            columns.append(values.is_null().to_numpy())
+        columns.append(values.fill_null(0).to_numpy())
     columns += [frame["ts_ns"].to_numpy(), frame["id"].to_numpy()]
     return np.lexsort(columns[::-1])
 
