@@ -324,15 +324,21 @@ def device_event_without_launch(trace: Trace) -> Found | None:
 @_check
 def device_before_launch(trace: Trace) -> Found | None:
     """Device events that start before the launch call that queued them (clock skew)."""
+    # Only a launch whose first device event starts before it (host.launch_latency's negative
+    # latency) has such events: a healthy trace's are not gathered and compared one by one. (Imported
+    # here: host imports this module.)
+    from dashboard.engine.analyses.host import launch_latency
+
+    skewed = launch_latency(trace).filter(pl.col("latency_ns") < 0)["launch"]
+    if skewed.len() == 0:
+        return None
     ev = trace.events
     dev = (
         ev.lazy()
-        .filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_not_null())
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_in(skewed.to_list()))
         .select("id", "name", "ts_ns", "launch")
         .collect()
     )
-    if dev.height == 0:
-        return None
     # each launch's start gathered by its id (the row number), not joined over every event; names are
     # read as text for the early events and the worst one's launch only, not for every event
     early = (
@@ -340,14 +346,12 @@ def device_before_launch(trace: Trace) -> Found | None:
         .filter(pl.col("ts_ns") < pl.col("launch_ts"))
         .with_columns(pl.col("name").cast(pl.String))
     )
-    if early.height == 0:
-        return None
     worst = (
         early.with_columns((pl.col("launch_ts") - pl.col("ts_ns")).alias("skew"))
         .sort(["skew", "id"], descending=[True, False])
         .row(0, named=True)
     )
-    launch_name = trace.events.filter(pl.col("id") == worst["launch"]).select(pl.col("name").cast(pl.String)).item(0, 0)
+    launch_name = ev["name"][worst["launch"]]  # ids are row numbers
     return (
         early.height,
         f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {launch_name}",
@@ -360,15 +364,18 @@ def missing_device_events(trace: Trace) -> Found | None:
     if not trace.has_gpu or trace.steps.height == 0:
         return None
     # a GPU trace's work_events are its device events (kernels, memcpys, memsets), with their steps;
-    # only the launch calls of the other steps are counted (lazy: three columns are read)
+    # an event's step is one of trace.steps' (load.steps.assign_steps), so only the launch calls of
+    # the steps without device work are counted: on most traces there is none, and no event is read
     done = work_events(trace)["step"].drop_nulls().unique()
+    idle = trace.steps.filter(~pl.col("step").is_in(done.to_list()))["step"]
+    if idle.len() == 0:
+        return None
     empty = (
-        trace.events.lazy()
+        trace.events.lazy()  # lazy: three columns are read
         .filter(
             pl.col("cat").is_in(LAUNCH_CATEGORIES)
             & pl.col("correlation").is_not_null()
-            & pl.col("step").is_not_null()
-            & ~pl.col("step").is_in(done.to_list())
+            & pl.col("step").is_in(idle.to_list())
         )
         .group_by("step")
         .len()
