@@ -92,16 +92,8 @@ def _check(find: Callable[[Trace], Found | None]) -> Callable[[Trace], dict[str,
     return run
 
 
+# The device events' columns the checks read (_overlaps' hits, device_event_without_launch's lost events)
 _DEVICE_COLUMNS = ("id", "cat", "name", "ts_ns", "dur_ns", "device", "stream", "correlation", "launch", "step")
-
-
-def _device_events(trace: Trace, text_names: bool = True) -> pl.DataFrame:
-    """The device events' columns the checks read; names as text, or as the events hold them
-    (Categorical) where `text_names` is False."""
-    # lazy: only these columns are filtered, not every column of the events
-    dev = trace.events.lazy().filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(_DEVICE_COLUMNS)
-    return (dev.with_columns(pl.col("name").cast(pl.String)) if text_names else dev).collect()
-
 
 # _overlaps' columns: the device events' (name as text), their lane and the overlap with the lane's earlier events
 OVERLAPS_SCHEMA: dict[str, Any] = {
@@ -293,12 +285,14 @@ def device_event_without_launch(trace: Trace) -> Found | None:
     """Device events whose correlation id matches no launch call in the trace, except those of a
     device class that the device queues itself (rules.devices.DEVICE_CLASSES, launched=False: an
     MTIA dma_request or pe_exe with no correlation is by design, not a lost launch)."""
-    if not trace.events["cat"].is_in(LAUNCH_CATEGORIES).any():
+    if not any(cat in LAUNCH_CATEGORIES for cat in names_by_category(trace)):
         return None  # a trace with no launch calls at all (device-only export) is read as such elsewhere
     lost = (
-        _device_events(trace, text_names=False)
-        .filter(pl.col("launch").is_null())
-        .with_columns(pl.col("name").cast(pl.String))  # the few lost ones' names only
+        trace.events.lazy()  # lazy: the lost ones' columns only, their names as text
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_null())
+        .select(_DEVICE_COLUMNS)
+        .with_columns(pl.col("name").cast(pl.String))
+        .collect()
     )
     design = pl.lit(False)
     for row in unlaunched_by_design(trace.raw_categories):
