@@ -308,7 +308,7 @@ def host_block(trace: Trace) -> dict[str, Any] | None:
     call_launches of a call); waiting_share and busy_share: their medians over steps; host_bound_steps:
     how many steps are host-bound; latency_median_us and latency_p90_us: over every launch call of
     the steps; calls: the attention calls' count, median host_us and launches, and the same by backend."""
-    if not trace.has_gpu or _launch_ids(trace).len() == 0:
+    if not trace.has_gpu or launch_latency(trace).height == 0:  # a row per launch call (_launch_ids)
         return None
     busiest = (
         step_host(trace)
