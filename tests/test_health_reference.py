@@ -34,6 +34,22 @@ LAUNCH = ("cuda_runtime", "cuda_driver")
 DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
+def device_events(trace) -> pl.DataFrame:
+    """The device events' columns the checks read, names as text (what health read them as first)."""
+    return trace.events.filter(pl.col("cat").is_in(DEVICE)).select(
+        "id",
+        "cat",
+        pl.col("name").cast(pl.String),
+        "ts_ns",
+        "dur_ns",
+        "device",
+        "stream",
+        "correlation",
+        "launch",
+        "step",
+    )
+
+
 def slow_longer(trace) -> pl.DataFrame:
     """duration_overflow's long events as first written: every name read as text."""
     ev = trace.events
@@ -65,7 +81,7 @@ def slow_overflowed_steps(trace) -> pl.DataFrame:
 
 
 def slow_device_before_launch(trace) -> tuple[int, str] | None:
-    dev = health._device_events(trace).filter(pl.col("launch").is_not_null())
+    dev = device_events(trace).filter(pl.col("launch").is_not_null())
     if dev.height == 0:
         return None
     launches = trace.events.select(
@@ -86,7 +102,7 @@ def slow_device_before_launch(trace) -> tuple[int, str] | None:
 
 def slow_overlaps(trace) -> pl.DataFrame:
     """_overlaps as first written: the device events' names read as text before anything else."""
-    dev = health._device_events(trace).sort(["device", "stream", "ts_ns", "id"], nulls_last=True)
+    dev = device_events(trace).sort(["device", "stream", "ts_ns", "id"], nulls_last=True)
     if dev.height < 2:
         return dev.clear().with_columns(
             pl.lit(None, pl.String).alias("prev_name"), pl.lit(0).alias("overlap_ns"), pl.lit(False).alias("dependent")
@@ -118,7 +134,7 @@ def slow_overlaps(trace) -> pl.DataFrame:
 def slow_device_event_without_launch(trace) -> tuple[int, str] | None:
     if not trace.events["cat"].is_in(LAUNCH_CATEGORIES).any():
         return None
-    lost = health._device_events(trace).filter(pl.col("launch").is_null())
+    lost = device_events(trace).filter(pl.col("launch").is_null())
     design = pl.lit(False)
     for row in unlaunched_by_design(trace.raw_categories):
         design = design | pl.col("name").str.contains("(?i)" + row.name)

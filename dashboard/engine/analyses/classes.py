@@ -173,12 +173,21 @@ def name_is(trace: Trace, column: str, values: frozenset[str] | set[str], cats: 
     return pl.col("name").is_in(names_where(trace, column, values, cats))
 
 
-def family_column(trace: Trace) -> pl.Expr:
+def family_column(trace: Trace, names: pl.Series) -> pl.Expr:
     """Each event's family from name_classes (by category and name; null where it has none):
-    a GPU memcpy is 'copy', a memset 'memset', a kernel or cpu_op its name's family."""
+    a GPU memcpy is 'copy', a memset 'memset', a kernel or cpu_op its name's family. `names` is
+    the name column of the frame the expression runs on (rows of the trace's events): each of its
+    distinct names is looked up once and the rows mapped by their Categorical codes, not every
+    row's name cast to text and looked up (40 ms of 470k kernels)."""
     table = name_classes(trace).filter(pl.col("cat").is_in(["kernel", "cpu_op"]))
     mapping = dict(zip(table["name"].to_list(), table["family"].to_list()))
-    by_name = pl.col("name").cast(pl.String).replace_strict(mapping, default="other", return_dtype=pl.String)
+    distinct = names.unique()  # the frame's own codes (polars before 2.0 numbers each column's apart)
+    families = distinct.cast(pl.String).replace_strict(mapping, default="other", return_dtype=pl.String)
+    by_name = (
+        pl.col("name")
+        .to_physical()
+        .replace_strict(distinct.to_physical(), families, default="other", return_dtype=pl.String)
+    )
     return (
         pl.when(pl.col("cat") == "gpu_memcpy")
         .then(pl.lit("copy"))

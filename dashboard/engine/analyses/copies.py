@@ -251,28 +251,36 @@ class _Holders:
             levels.append(_distinct(up[up >= 0]))
         self.nodes = nodes = _distinct(np.concatenate(levels))
         self.events, self.anchors = ev, anchors
-        held = ev.select(pl.col("parent", "cat", "name").gather(_index(nodes)))
+        # each node's place among the nodes by its event id, read off directly: a binary search of
+        # every node's parent and every anchor among 400k nodes took 25 ms
+        self._place = np.zeros(ev.height, dtype=np.int64)
+        self._place[nodes] = np.arange(nodes.size)
+        held = ev.select(pl.col("parent", "depth", "cat", "name").gather(_index(nodes)))
         parent = held["parent"].fill_null(-1).to_numpy()
-        up = np.where(parent >= 0, np.searchsorted(nodes, parent), -1)
+        up = np.where(parent >= 0, self._place[np.maximum(parent, 0)], -1)  # a node's parent is a node
         marks = names_matching(held["name"], lambda name: name.str.starts_with(STEP_MARK))
         is_op = held.select((pl.col("cat").is_in(CHAIN_CATEGORIES) & ~marks).fill_null(False)).to_series().to_numpy()
         is_copy = is_op & held.select((pl.col("name") == COPY_OP).fill_null(False)).to_series().to_numpy()
         codes = held["name"].to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1
-        self._walk_down(up, is_op, is_copy, codes)
+        self._walk_down(up, held["depth"].to_numpy(), is_op, is_copy, codes)
 
-    def _walk_down(self, up: np.ndarray, is_op: np.ndarray, is_copy: np.ndarray, codes: np.ndarray) -> None:
+    def _walk_down(
+        self, up: np.ndarray, depth: np.ndarray, is_op: np.ndarray, is_copy: np.ndarray, codes: np.ndarray
+    ) -> None:
         """Roots first, each level's events from their parents': the key of an op's chain interns
-        (its parent's key, its name); other events keep their parent's key (-1: no op)."""
+        (its parent's key, its name); other events keep their parent's key (-1: no op). A level is
+        the events of one depth (the events' depth: a parent's is one less), taken in one sort, not
+        found again among the events left at every level."""
         size, span = len(up), (int(codes.max()) + 1 if codes.size else 1)
-        key = np.full(size, -2, dtype=np.int64)
+        key = np.full(size, -1, dtype=np.int64)
         inner = np.full(size, -1, dtype=np.int64)
         self.key_parent: list[int] = []
         self.key_node: list[int] = []
-        todo = np.arange(size)
-        while todo.size:
-            above = up[todo]
-            ready = (above < 0) | (key[np.maximum(above, 0)] >= -1)
-            now, above, todo = todo[ready], above[ready], todo[~ready]
+        by_depth = np.argsort(depth, kind="stable")  # each level's events in the nodes' order
+        bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=-1)) + 2))
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            now = by_depth[lo:hi]
+            above = up[now]
             key[now] = np.where(above >= 0, key[np.maximum(above, 0)], -1)
             inner[now] = np.where(is_copy[now], now, np.where(above >= 0, inner[np.maximum(above, 0)], -1))
             ops = now[is_op[now]]
@@ -285,8 +293,7 @@ class _Holders:
     def _rows(self, values: np.ndarray) -> np.ndarray:
         if not len(values):
             return np.full(len(self.anchors), -1, dtype=np.int64)
-        at = np.searchsorted(self.nodes, np.maximum(self.anchors, 0))
-        return np.where(self.anchors >= 0, values[np.minimum(at, len(values) - 1)], -1)
+        return np.where(self.anchors >= 0, values[self._place[np.maximum(self.anchors, 0)]], -1)
 
     def row_chain_keys(self) -> np.ndarray:
         """Each anchor's chain key (-1: no op holds it)."""
@@ -342,9 +349,11 @@ def _shape_bytes(trace: Trace, inner: np.ndarray) -> tuple[pl.Series, pl.Series]
     wanted, which = np.unique(inner, return_inverse=True)
     known = wanted[wanted >= 0]
     shapes = trace.events.select(pl.col("input_dims", "input_types").gather(_index(known)))
-    # a dense rank numbers the distinct (dims, types) pairs: equal pairs, equal numbers
-    rank = shapes.select(pl.struct(pl.all()).rank("dense")).to_series().to_numpy()
-    _, first, shape_of = np.unique(rank, return_index=True, return_inverse=True)
+    # one number per distinct (dims, types) pair from the two Categorical codes (-1: null): equal
+    # pairs, equal numbers, without the struct's rank (13 ms of 150k copies)
+    dims, types = (shapes[c].to_physical().cast(pl.Int64).fill_null(-1).to_numpy() for c in shapes.columns)
+    pair = (dims + 1) * (int(types.max(initial=-1)) + 2) + types + 1
+    _, first, shape_of = np.unique(pair, return_index=True, return_inverse=True)
     verdicts = [
         (None, False) if dims is None else _tensor_bytes(dims, types)
         for dims, types in shapes.select(pl.all().gather(_index(first))).rows()

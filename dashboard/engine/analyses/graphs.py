@@ -37,8 +37,11 @@ def graph_replays(trace: Trace) -> pl.DataFrame:
         pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("name").is_in(graph_names)
     )
     replayed = (
-        ev.select("cat", "launch", "dur_ns")
-        .filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_in(launches["id"].to_list()))
+        ev.lazy()  # the device events first (a test of the categories' codes), then their launches
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES))
+        .select("launch", "dur_ns")
+        .collect()
+        .filter(pl.col("launch").is_in(launches["id"].to_list()))
         .group_by("launch")
         .agg(pl.len().alias("kernels"), pl.col("dur_ns").sum().alias("device_ns"))
     )
@@ -56,14 +59,14 @@ def _holding_op(trace: Trace, ids: np.ndarray) -> list[str | None]:
     """For each event id: the name of the innermost cpu_op that holds it (None when none does)."""
     parent = trace.events["parent"].fill_null(-1).to_numpy()
     is_op = (trace.events["cat"] == "cpu_op").to_numpy()
-    names = trace.events["name"]  # one name at a time: no need to write the whole column as text
-    found: list[str | None] = []
+    holders: list[int | None] = []
     for node in ids:
         node = int(parent[node])
         while node >= 0 and not is_op[node]:
             node = int(parent[node])
-        found.append(names[node] if node >= 0 else None)
-    return found
+        holders.append(node if node >= 0 else None)
+    # the holders' names only, in one gather (a null index gives a null name): not the whole column as text
+    return trace.events["name"].gather(pl.Series(holders, dtype=pl.Int64)).cast(pl.String).to_list()
 
 
 def replay_share(trace: Trace) -> dict[str, Any]:
@@ -71,8 +74,8 @@ def replay_share(trace: Trace) -> dict[str, Any]:
     (of every device event's time; None without device time)}: time no op of this trace explains
     (compare.graph_source attributes it through a source trace), which is neither idle nor "no ops"."""
     table = graph_replays(trace)
-    device = trace.events.filter(pl.col("cat").is_in(GPU_CATEGORIES))
-    total = int(device["dur_ns"].sum() or 0)
+    device = trace.events.lazy().filter(pl.col("cat").is_in(GPU_CATEGORIES))  # lazy: one column filtered
+    total = int(device.select(pl.col("dur_ns").sum()).collect().item() or 0)
     replayed = int(table["device_ns"].sum() or 0) if table.height else 0
     return {
         "kernels": int(table["kernels"].sum() or 0) if table.height else 0,

@@ -35,13 +35,23 @@ import functools
 import re
 from typing import Any, Callable
 
+import numpy as np
 import polars as pl
 
 from dashboard.engine.analyses.kernels import work_events
+from dashboard.engine.analyses.lanes import Lanes, time_order
+from dashboard.engine.model.columns import series
 from dashboard.engine.model.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
 from dashboard.engine.model.formatting import ns_duration as _us
 from dashboard.engine.rules.devices import accelerator, unlaunched_by_design
-from dashboard.engine.model.trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace, events_columns, per_trace
+from dashboard.engine.model.trace import (
+    GPU_CATEGORIES,
+    LAUNCH_CATEGORIES,
+    Trace,
+    events_columns,
+    names_by_category,
+    per_trace,
+)
 from dashboard.engine.rules.ops import STEP_MARK
 from dashboard.engine.rules.peaks import dependent_launch, device_properties
 
@@ -82,22 +92,8 @@ def _check(find: Callable[[Trace], Found | None]) -> Callable[[Trace], dict[str,
     return run
 
 
-def _device_events(trace: Trace, text_names: bool = True) -> pl.DataFrame:
-    """The device events' columns the checks read; names as text, or as the events hold them
-    (Categorical) where `text_names` is False."""
-    return trace.events.filter(pl.col("cat").is_in(GPU_CATEGORIES)).select(
-        "id",
-        "cat",
-        pl.col("name").cast(pl.String) if text_names else "name",
-        "ts_ns",
-        "dur_ns",
-        "device",
-        "stream",
-        "correlation",
-        "launch",
-        "step",
-    )
-
+# The device events' columns the checks read (_overlaps' hits, device_event_without_launch's lost events)
+_DEVICE_COLUMNS = ("id", "cat", "name", "ts_ns", "dur_ns", "device", "stream", "correlation", "launch", "step")
 
 # _overlaps' columns: the device events' (name as text), their lane and the overlap with the lane's earlier events
 OVERLAPS_SCHEMA: dict[str, Any] = {
@@ -122,20 +118,39 @@ def _overlaps(trace: Trace) -> pl.DataFrame:
     allows it (peaks.dependent_launch), the later event ends after the earlier ones (staggered,
     not nested: no time is lost or counted twice), overlapping less than half of either event,
     and the same (earlier, later) pair of names overlapping at least DEPENDENT_REPEATS times)."""
-    # Names stay Categorical until the few hits are found: a String column filtered down to them
-    # would keep every device event's name text alive with the cached result (36 MB on the dense
-    # ~180 MB trace, for the trace's life).
-    dev = _device_events(trace, text_names=False).sort(["device", "stream", "ts_ns", "id"], nulls_last=True)
+    # The lanes are swept over the device events' integer columns only and the hits' other columns
+    # gathered afterwards by row number (ids are row numbers): sorting all ten columns of every
+    # device event took most of the time. Names stay Categorical until the few hits are found: a
+    # String column filtered down to them would keep every device event's name text alive with the
+    # cached result (36 MB on the dense ~180 MB trace, for the trace's life).
+    ev = trace.events
+    dev = (
+        ev.lazy()
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES))
+        .select("id", "ts_ns", "dur_ns", "device", "stream")
+        .collect()
+    )
     if dev.height < 2:
         return pl.DataFrame(schema=OVERLAPS_SCHEMA)
+    dev = dev.select(pl.all().gather(series("rows", time_order(dev, ("device", "stream")))))
     lane = (pl.col("device").fill_null(-1).cast(pl.Int64) * (1 << 32)) + pl.col("stream").fill_null(-1).cast(pl.Int64)
     dev = dev.with_columns(lane.alias("lane"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     dev = dev.with_columns(
         pl.col("end_ns").cum_max().shift(1).over("lane").alias("prev_end"),
-        pl.col("dur_ns").shift(1).over("lane").alias("prev_dur"),
-        pl.col("name").shift(1).over("lane").alias("prev_name"),
+        pl.col("id").shift(1).over("lane").alias("prev_id"),  # the event before it on the lane
     )
-    hits = dev.filter(pl.col("prev_end").is_not_null() & (pl.col("ts_ns") < pl.col("prev_end") - OVERLAP_TOLERANCE_NS))
+    found = dev.filter(pl.col("prev_end").is_not_null() & (pl.col("ts_ns") < pl.col("prev_end") - OVERLAP_TOLERANCE_NS))
+    at, before = found["id"], found["prev_id"]
+    hits = pl.concat(
+        [
+            ev.select(pl.col(*_DEVICE_COLUMNS).gather(at)),
+            found.select("lane", "end_ns", "prev_end"),
+            ev.select(
+                pl.col("dur_ns").gather(before).alias("prev_dur"), pl.col("name").gather(before).alias("prev_name")
+            ),
+        ],
+        how="horizontal",
+    )
     capable = {
         d for d in hits["device"].unique().drop_nulls().to_list() if dependent_launch(device_properties(trace.meta, d))
     }
@@ -204,9 +219,15 @@ def duration_overflow(trace: Trace) -> Found | None:
     span = int(ev.select(pl.col("ts_ns").max() - pl.col("ts_ns").min()).item() or 0)
     # annotations and steps may rightly span a wait with nothing recorded in it (a sleep, a compile);
     # the long ones first (a handful): the names are read as text for them only, not for every event
-    longer = ev.filter(pl.col("dur_ns") > 2 * span).filter(
-        ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
-        ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK),
+    longer = (
+        ev.lazy()
+        .filter(pl.col("dur_ns") > 2 * span)
+        .select("cat", "name", "dur_ns")  # lazy: the other columns are not filtered
+        .collect()
+        .filter(
+            ~pl.col("cat").is_in(["user_annotation", "gpu_user_annotation", "python_function"]),
+            ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK),
+        )
     )
     steps = _overflowed_steps(trace)
     loader = [
@@ -232,11 +253,10 @@ def duration_overflow(trace: Trace) -> Found | None:
     return count, example
 
 
-def _step_names(events: pl.DataFrame) -> list[str]:
-    """The distinct event names that start with STEP_MARK: the names are read as text once each,
-    not once per event (the names column is Categorical)."""
-    names = events.select(pl.col("name").unique().cast(pl.String)).to_series()
-    return names.filter(names.str.starts_with(STEP_MARK)).to_list()
+def _step_names(trace: Trace) -> list[str]:
+    """The distinct event names that start with STEP_MARK, from names_by_category: the distinct
+    names are read there once for every analysis, not found again over every event."""
+    return sorted({name for names in names_by_category(trace).values() for name in names if name.startswith(STEP_MARK)})
 
 
 def _overflowed_steps(trace: Trace) -> pl.DataFrame:
@@ -245,8 +265,10 @@ def _overflowed_steps(trace: Trace) -> pl.DataFrame:
     if trace.steps.height == 0 or trace.implicit_step:
         return pl.DataFrame(schema={"name": pl.String, "written_ns": pl.Int64, "dur_ns": pl.Int64})
     written = (
-        trace.events.filter((pl.col("cat") != "gpu_user_annotation") & pl.col("name").is_in(_step_names(trace.events)))
+        trace.events.lazy()  # lazy: only the columns selected are filtered
+        .filter((pl.col("cat") != "gpu_user_annotation") & pl.col("name").is_in(_step_names(trace)))
         .select(pl.col("name").cast(pl.String), pl.col("ts_ns").alias("start_ns"), pl.col("dur_ns").alias("written_ns"))
+        .collect()
         .unique(["name", "start_ns"], keep="first")
     )
     return (
@@ -263,12 +285,14 @@ def device_event_without_launch(trace: Trace) -> Found | None:
     """Device events whose correlation id matches no launch call in the trace, except those of a
     device class that the device queues itself (rules.devices.DEVICE_CLASSES, launched=False: an
     MTIA dma_request or pe_exe with no correlation is by design, not a lost launch)."""
-    if not trace.events["cat"].is_in(LAUNCH_CATEGORIES).any():
+    if not any(cat in LAUNCH_CATEGORIES for cat in names_by_category(trace)):
         return None  # a trace with no launch calls at all (device-only export) is read as such elsewhere
     lost = (
-        _device_events(trace, text_names=False)
-        .filter(pl.col("launch").is_null())
-        .with_columns(pl.col("name").cast(pl.String))  # the few lost ones' names only
+        trace.events.lazy()  # lazy: the lost ones' columns only, their names as text
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_null())
+        .select(_DEVICE_COLUMNS)
+        .with_columns(pl.col("name").cast(pl.String))
+        .collect()
     )
     design = pl.lit(False)
     for row in unlaunched_by_design(trace.raw_categories):
@@ -294,24 +318,34 @@ def device_event_without_launch(trace: Trace) -> Found | None:
 @_check
 def device_before_launch(trace: Trace) -> Found | None:
     """Device events that start before the launch call that queued them (clock skew)."""
-    dev = _device_events(trace, text_names=False).filter(pl.col("launch").is_not_null())
-    if dev.height == 0:
+    # Only a launch whose first device event starts before it (host.launch_latency's negative
+    # latency) has such events: a healthy trace's are not gathered and compared one by one. (Imported
+    # here: host imports this module.)
+    from dashboard.engine.analyses.host import launch_latency
+
+    skewed = launch_latency(trace).filter(pl.col("latency_ns") < 0)["launch"]
+    if skewed.len() == 0:
         return None
-    # names are read as text for the early events and the worst one's launch only, not for every event
-    launches = trace.events.select(pl.col("id").alias("launch"), pl.col("ts_ns").alias("launch_ts"))
+    ev = trace.events
+    dev = (
+        ev.lazy()
+        .filter(pl.col("cat").is_in(GPU_CATEGORIES) & pl.col("launch").is_in(skewed.to_list()))
+        .select("id", "name", "ts_ns", "launch")
+        .collect()
+    )
+    # each launch's start gathered by its id (the row number), not joined over every event; names are
+    # read as text for the early events and the worst one's launch only, not for every event
     early = (
-        dev.join(launches, on="launch", how="inner")
+        dev.with_columns(ev["ts_ns"].gather(dev["launch"]).alias("launch_ts"))
         .filter(pl.col("ts_ns") < pl.col("launch_ts"))
         .with_columns(pl.col("name").cast(pl.String))
     )
-    if early.height == 0:
-        return None
     worst = (
         early.with_columns((pl.col("launch_ts") - pl.col("ts_ns")).alias("skew"))
         .sort(["skew", "id"], descending=[True, False])
         .row(0, named=True)
     )
-    launch_name = trace.events.filter(pl.col("id") == worst["launch"]).select(pl.col("name").cast(pl.String)).item(0, 0)
+    launch_name = ev["name"][worst["launch"]]  # ids are row numbers
     return (
         early.height,
         f"{worst['name'][:80]} starts {_us(worst['skew'])} before its launch {launch_name}",
@@ -323,15 +357,24 @@ def missing_device_events(trace: Trace) -> Found | None:
     """Steps whose launch calls have no device event at all."""
     if not trace.has_gpu or trace.steps.height == 0:
         return None
-    ev = trace.events
-    launched = (
-        ev.filter(pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("correlation").is_not_null()).group_by("step").len()
-    )
-    done = ev.filter(pl.col("cat").is_in(GPU_CATEGORIES)).group_by("step").len().rename({"len": "device"})
+    # a GPU trace's work_events are its device events (kernels, memcpys, memsets), with their steps;
+    # an event's step is one of trace.steps' (load.steps.assign_steps), so only the launch calls of
+    # the steps without device work are counted: on most traces there is none, and no event is read
+    done = work_events(trace)["step"].drop_nulls().unique()
+    idle = trace.steps.filter(~pl.col("step").is_in(done.to_list()))["step"]
+    if idle.len() == 0:
+        return None
     empty = (
-        launched.join(done, on="step", how="left")
-        .filter(pl.col("device").is_null() & pl.col("step").is_not_null())
+        trace.events.lazy()  # lazy: three columns are read
+        .filter(
+            pl.col("cat").is_in(LAUNCH_CATEGORIES)
+            & pl.col("correlation").is_not_null()
+            & pl.col("step").is_in(idle.to_list())
+        )
+        .group_by("step")
+        .len()
         .sort("step")
+        .collect()
     )
     if empty.height == 0:
         return None
@@ -369,13 +412,20 @@ def step_device_times(trace: Trace) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     work = (
         work_events(trace)
+        .lazy()  # lazy: the names and families are not filtered, only what the sweep reads
         .filter(pl.col("step").is_not_null())
-        .select("step", pl.col("device").fill_null(-1).cast(pl.Int64), "ts_ns", "dur_ns", "family", "id")
+        .select(
+            "step",
+            pl.col("device").fill_null(-1).cast(pl.Int64),
+            "ts_ns",
+            "dur_ns",
+            (pl.col("family") == "communication").alias("comm"),
+            "id",
+        )
+        .collect()
     )
     times = _union_gaps(work).join(
-        _union_gaps(work.filter(pl.col("family") == "communication")).select(
-            "step", "device", pl.col("busy_ns").alias("comm_ns")
-        ),
+        _union_gaps(work.filter(pl.col("comm"))).select("step", "device", pl.col("busy_ns").alias("comm_ns")),
         on=["step", "device"],
         how="left",
     )
@@ -390,21 +440,19 @@ def step_device_times(trace: Trace) -> pl.DataFrame:
 def _union_gaps(work: pl.DataFrame) -> pl.DataFrame:
     """Per (step, device) of work events: start_ns, end_ns, busy_ns (the length of the union of
     their intervals) and idle_ns (the longest gap between the merged intervals)."""
-    end = pl.col("ts_ns") + pl.col("dur_ns")
-    return (
-        work.sort("step", "device", "ts_ns", "id")
-        .with_columns(end.alias("end_ns"), end.cum_max().shift(1).over("step", "device").alias("covered"))
-        .with_columns(
-            (pl.col("end_ns") - pl.max_horizontal("ts_ns", "covered")).clip(lower_bound=0).alias("new_ns"),
-            (pl.col("ts_ns") - pl.col("covered")).clip(lower_bound=0).fill_null(0).alias("gap_ns"),
-        )
-        .group_by("step", "device")
-        .agg(
-            pl.col("ts_ns").min().alias("start_ns"),
-            pl.col("end_ns").max(),
-            pl.col("new_ns").sum().alias("busy_ns"),
-            pl.col("gap_ns").max().alias("idle_ns"),
-        )
+    lanes = Lanes(work, ("step", "device"))
+    ts, end, first = lanes.ts, lanes.end, lanes.first
+    covered = np.where(first, ts, lanes.covered)  # a lane's first event follows nothing
+    new = np.maximum(end - np.maximum(ts, covered), 0)  # what each event adds to the union
+    gap = np.maximum(ts - covered, 0)
+    return pl.DataFrame(
+        [
+            *lanes.keys(work, "step", "device"),
+            series("start_ns", ts[lanes.starts]),  # the lanes are in time order
+            series("end_ns", lanes.per_lane(end, np.maximum)),
+            series("busy_ns", lanes.per_lane(new, np.add)),
+            series("idle_ns", lanes.per_lane(gap, np.maximum)),
+        ]
     )
 
 

@@ -65,17 +65,13 @@ def top_families(trace: Trace, n: int = TOP_FAMILIES) -> dict[int, list[dict[str
     the busy time). Ties by family name."""
     fam = family_per_step(trace)
     out: dict[int, list[dict[str, Any]]] = {}
-    if fam.height == 0:
-        return out
     total = pl.col("total_ns").sum().over("step")
     fam = fam.with_columns(pl.when(total > 0).then(pl.col("total_ns") / total).otherwise(0.0).alias("share"))
-    for (step,), part in fam.sort(["step", "total_ns", "family"], descending=[False, True, False]).group_by(
-        ["step"], maintain_order=True
-    ):
-        out[int(step)] = [
-            {"family": r["family"], "us": r["total_ns"] / 1000.0, "share": r["share"]}
-            for r in part.head(n).iter_rows(named=True)
-        ]
+    # each step's first n rows in one query and one pass over them, not a frame per step
+    ranked = fam.sort(["step", "total_ns", "family"], descending=[False, True, False])
+    top = ranked.group_by("step", maintain_order=True).head(n).select("step", "family", "total_ns", "share")
+    for step, family, total_ns, share in top.iter_rows():
+        out.setdefault(int(step), []).append({"family": family, "us": total_ns / 1000.0, "share": share})
     return out
 
 
@@ -107,7 +103,9 @@ def summarize(trace: Trace) -> dict[str, Any]:
     """A JSON-ready summary of one trace (see the README for the keys). Computed once per trace
     and kept with it in the store (kept.py): callers must not change the dict they get."""
     ev = trace.events
-    per_kind = ev.group_by(pl.col("cat", "kind").cast(pl.String)).len().sort("cat", "kind")  # one query for both
+    # one query for both, grouped by the Categorical codes and only the groups read as text: a cast
+    # of every event's category and kind first cost 0.17 s on a 2M-event trace
+    per_kind = ev.group_by("cat", "kind").len().with_columns(pl.col("cat", "kind").cast(pl.String)).sort("cat", "kind")
     counts: dict[str, int] = {}
     memcpy: dict[str, int] = {}
     for cat, kind, n in per_kind.iter_rows():
