@@ -74,7 +74,7 @@ def instrument() -> None:
     from dashboard.engine.analyses import summary  # noqa: F401  every analysis the summary asks for
     from dashboard.engine.load import frames, slices
     from dashboard.engine.model.trace import ANALYSES
-    from dashboard.engine.store import store
+    from dashboard.engine.store import hashing, store
 
     for key, cached in ANALYSES.items():  # per_trace's wrapper calls the analysis held in its closure
         for cell in cached.__closure__ or ():
@@ -109,7 +109,7 @@ def instrument() -> None:
         ("memory_table", "memory table"),
     ):
         timed(frames, name, phase)
-    timed(store, "sha256_of", "writer thread: file hashed")
+    timed(hashing, "sha256_of", "hash thread: file hashed")
     timed(store.Store, "put", "writer thread: tables stored (Parquet)")
     timed(store.Store, "wait", "store writer waited for")
 

@@ -260,3 +260,17 @@ def test_a_file_hashes_as_hashlib_hashes_its_bytes(tmp_path, size):
     path = tmp_path / "bytes.bin"
     path.write_bytes(data)
     assert sha256_of(path) == hashlib.sha256(data).hexdigest() == sha256_of(data)
+
+
+def test_a_files_hash_taken_beside_the_load_is_its_sha256(tmp_path):
+    """hashing.Hashing (the store's hash of a file it parses, begun before the load): hashlib's
+    digest of the file's bytes read whole, and a file that cannot be read raises its OSError."""
+    import hashlib
+
+    from dashboard.engine.store.hashing import Hashing
+
+    path = tmp_path / "t.json"
+    path.write_bytes(bytes(range(256)) * 5000)  # more than one chunk
+    assert Hashing(path).result() == hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(OSError):
+        Hashing(tmp_path / "gone.json").result()

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Union
 
 from dashboard.engine.store import kept
+from dashboard.engine.store.hashing import Hashing, sha256_of  # noqa: F401  sha256_of: the store's key, named here too
 from dashboard.engine.model import settings
 from dashboard.engine.model.constants import TRACE_TABLES
 from dashboard.engine.model.errors import TraceError
@@ -62,7 +63,6 @@ ADDED_BY = ("upload", "cli", "collector", "dashboard")
 # The file is hashed through one buffer of this size, read into again and again: a new bytes
 # object per 8 MB chunk grew the writer thread's own malloc arena by 17 MB, held for the process's
 # life (glibc serves a size it has just freed from the arena, not from mapped pages).
-_CHUNK = 1 << 20
 _TRACE_COLUMNS = "sha, source, size, device_type, device_name, events, stored_bytes, created_at, last_opened, pinned"
 
 _CATALOG = """
@@ -102,20 +102,6 @@ def default_max_bytes(environ: dict[str, str] | None = None) -> int | None:
         return settings.STORE_MAX_BYTES.whole_bytes(environ)
     except settings.SettingError as exc:
         raise TraceError(f"{exc} (e.g. {50 << 30} for 50 GiB; unset it for no cap)") from None
-
-
-def sha256_of(source: Union[str, os.PathLike, bytes]) -> str:
-    """Hex SHA-256 of a file's bytes (read in chunks) or of bytes."""
-    digest = hashlib.sha256()
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        digest.update(source)
-    else:
-        buffer = bytearray(_CHUNK)
-        view = memoryview(buffer)
-        with open(source, "rb", buffering=0) as fh:
-            while size := fh.readinto(buffer):
-                digest.update(view[:size])
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -336,13 +322,14 @@ class Store:
             if stored is not None:
                 return stored, sha
         if background:
-            # A file not seen at this path: parse at once and hash it in the writer thread, beside
-            # the caller's analyses (the hash of 1 GB is 0.7 s: on the critical path it cost a
-            # first open 9%). Bytes stored before under another path are parsed again here: the
-            # price of a renamed copy, where --no-store would have parsed it too.
+            # A file not seen at this path: parse at once and hash it meanwhile, on a core the load
+            # leaves idle (hashing.Hashing; the hash of 1 GB is 0.7-0.8 s: on the critical path it
+            # cost a first open 9%). Bytes stored before under another path are parsed again here:
+            # the price of a renamed copy, where --no-store would have parsed it too.
+            hashing = Hashing(path)
             trace = load_trace(path, name=name, keep_workers=keep_workers)
             trace._kept = kept.Kept(self.root, None)
-            self._write_later(trace, path, (key, stat.st_size, stat.st_mtime_ns))
+            self._write_later(trace, hashing, (key, stat.st_size, stat.st_mtime_ns))
             return trace, ""
         try:
             sha = sha256_of(path)  # streamed: the loader reads the file itself, in its own way
@@ -392,8 +379,8 @@ class Store:
         with closing(self._connect()) as db:
             db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (key, size, mtime_ns, sha))
 
-    def _write_later(self, trace: Trace, source: Union[Path, bytes], file_row: tuple[str, int, int] | None) -> None:
-        """In a thread of its own: hash the file (or the bytes), store the trace under that hash
+    def _write_later(self, trace: Trace, source: Union[Hashing, bytes], file_row: tuple[str, int, int] | None) -> None:
+        """In a thread of its own: hash the bytes (or wait for the file's Hashing), store the trace under that hash
         (put), remember the file (its catalog row), and let the trace's kept analyses be written
         (they wait for the hash). polars writes Parquet and hashlib hashes without the GIL, so on
         two cores this overlaps the caller's analyses instead of adding to them. A failure (a full
@@ -407,7 +394,7 @@ class Store:
         def write() -> None:
             sha = None
             try:
-                sha = sha256_of(source)
+                sha = source.result() if isinstance(source, Hashing) else sha256_of(source)
                 self.put(mine, sha)
                 if file_row is not None:
                     self._remember(*file_row, sha)
