@@ -157,10 +157,9 @@ def _depths(parent: np.ndarray) -> np.ndarray:
 
 def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
     """The ProfilerStep#N spans on the CPU (not their gpu_user_annotation mirrors), in time order."""
+    marked, numbered = _step_names(frame.get_column("name"))
     marks = (
-        frame.filter(
-            (pl.col("cat") != "gpu_user_annotation") & pl.col("name").cast(pl.String).str.contains(STEP_NAME.pattern)
-        )
+        frame.filter(numbered & (pl.col("cat") != "gpu_user_annotation"))
         .select(
             pl.col("name").cast(pl.String),
             pl.col("name").cast(pl.String).str.extract(r"#(\d+)$", 1).cast(pl.Int64, strict=False).alias("step"),
@@ -174,7 +173,7 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.lit(False).alias("implicit"))
     )
     if marks.height:
-        return _measured_by_events(marks, frame)
+        return _measured_by_events(marks, frame, marked)
     end = frame.select((pl.col("ts_ns") + pl.col("dur_ns")).max()).item()
     return pl.DataFrame(
         {
@@ -205,18 +204,31 @@ def overflowed(span_end: int, extent: int, dur: int, trace_end: int) -> bool:
     return extent > 0 and span_end > trace_end and dur > 2 * extent
 
 
-def _measured_by_events(marks: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
+def _step_names(names: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Which events are named STEP_MARK... and which of them ProfilerStep#<digits> (STEP_NAME), as
+    two bool columns. Each distinct name is read once, as text, and the rows are matched on the
+    Categorical codes: casting every row's name to text took 0.07 s per 2.2M events, twice."""
+    distinct = names.unique().drop_nulls()
+    texts = distinct.cast(pl.String)
+    codes = names.to_physical()
+    marked = distinct.filter(texts.str.starts_with(STEP_MARK))
+    numbered = marked.filter(marked.cast(pl.String).str.contains(STEP_NAME.pattern))
+    return codes.is_in(marked.to_physical()), codes.is_in(numbered.to_physical())
+
+
+def _measured_by_events(marks: pl.DataFrame, frame: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     """Steps with an overflowed span (see overflowed) end where the events they hold end: the
     last end of the events that start inside the span, on any lane (device work launched in the
     step starts inside it too). Every number downstream reads the measured span; health's
-    duration_overflow compares it with the ProfilerStep event as written."""
-    not_step = ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK)
-    others = frame.filter(not_step).select("ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
-    if others.height == 0:
+    duration_overflow compares it with the ProfilerStep event as written. `marked`: the events
+    named STEP_MARK..., which are no such events."""
+    span_end = pl.col("ts_ns") + pl.col("dur_ns")
+    trace_end = frame.select(span_end.filter(~marked).max()).item()
+    if trace_end is None:  # no other event
         return marks
-    trace_end = int(others["end_ns"].max())
     if not (marks["end_ns"] > trace_end).any():  # the usual case: no step runs past the trace
         return marks
+    others = frame.filter(~marked).select("ts_ns", span_end.alias("end_ns"))
     ends = marks["end_ns"].to_list()
     durs = marks["dur_ns"].to_list()
     for i, (start, end, dur) in enumerate(zip(marks["start_ns"], marks["end_ns"], marks["dur_ns"])):
