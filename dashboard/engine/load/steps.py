@@ -247,19 +247,23 @@ def assign_steps(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """Add `step`: GPU events through their launch (one whose launch is not in the trace belongs
     to no step), CPU events by their own start time. In the implicit step of a trace without
     ProfilerStep every event belongs to the one step, launched or not."""
-    # ids are row numbers (load's sort numbers them), so anchors are looked up by position and
-    # each anchor's step found by a binary search of the step starts (what a backward as-of join does)
+    # ids are row numbers (load's sort numbers them): a GPU event's launch is looked up by position.
+    # Each event's anchor time (its own start, or its launch's) finds its step by a binary search of
+    # the step starts (what a backward as-of join does).
     spans = steps.select("start_ns", "end_ns", "step").sort("start_ns", maintain_order=True)
     start, end, number = (spans[c].to_numpy() for c in ("start_ns", "end_ns", "step"))
-    anchor = np.arange(frame.height, dtype=np.int64)
+    at = frame["ts_ns"].to_numpy()
+    unlaunched = None
     if not steps["implicit"][0]:
-        gpu = frame["cat"].is_in(GPU_CATEGORIES).to_numpy()
-        anchor = np.where(gpu, frame["launch"].fill_null(-1).to_numpy(), anchor)
-    ts = frame["ts_ns"].to_numpy()
-    anchored = anchor >= 0
-    at = ts[np.where(anchored, anchor, 0)]
+        gpu = frame["cat"].is_in(GPU_CATEGORIES).arg_true()
+        launch = frame["launch"].gather(gpu).fill_null(-1).to_numpy()
+        gpu = gpu.to_numpy()
+        at = at.copy()
+        at[gpu] = at[np.maximum(launch, 0)]
+        unlaunched = gpu[launch < 0]
     span = np.searchsorted(start, at, side="right") - 1
-    inside = anchored & (span >= 0)
-    inside[inside] = at[inside] < end[span[inside]]
-    step = np.where(inside, number[np.maximum(span, 0)] if len(number) else 0, 0).astype(np.int64)
+    inside = (span >= 0) & (at < end[span])  # (a span of -1 reads the last end, and is no step)
+    if unlaunched is not None:
+        inside[unlaunched] = False
+    step = np.where(inside, number[span], 0)
     return frame.with_columns(series("step", step, valid=inside))
