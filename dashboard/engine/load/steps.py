@@ -213,7 +213,7 @@ def _step_names(names: pl.Series) -> tuple[pl.Series, pl.Series]:
     codes = names.to_physical()
     marked = distinct.filter(texts.str.starts_with(STEP_MARK))
     numbered = marked.filter(marked.cast(pl.String).str.contains(STEP_NAME.pattern))
-    return codes.is_in(marked.to_physical()), codes.is_in(numbered.to_physical())
+    return codes.is_in(marked.to_physical().to_list()), codes.is_in(numbered.to_physical().to_list())
 
 
 def _measured_by_events(marks: pl.DataFrame, frame: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
