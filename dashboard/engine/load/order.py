@@ -19,36 +19,41 @@ def lane_order(frame: pl.DataFrame) -> pl.Series:
     fit (a trace spanning less than years), sorted by numpy's stable sort, a timsort, which takes
     each lane's nearly sorted rows in runs: 0.03 s for 2.2M rows, where polars' three-key sort took
     0.16 s. Only the starts that were written shorter span first are then sorted by length."""
-    pid, tid = _text_rank(frame.get_column("pid")), _text_rank(frame.get_column("tid"))
-    lane = pid * (int(tid.max(initial=0)) + 1) + tid
-    del pid, tid
+    lane = _text_rank(frame.get_column("pid"))
+    tid = _text_rank(frame.get_column("tid"))
+    lane *= int(tid.max(initial=0)) + 1
+    lane += tid
+    del tid
     ts = frame.get_column("ts_ns").to_numpy()
     dur = frame.get_column("dur_ns").to_numpy()
     first = int(ts.min(initial=0))
     shift = (int(ts.max(initial=0)) - first).bit_length()
     if int(lane.max(initial=0)).bit_length() + shift > 63:  # no room for both in one int64
-        order = np.lexsort((-dur, ts, lane))
-    else:
-        key = (lane << shift) | (ts - first)
-        del lane
-        order = _longer_first(np.argsort(key, kind="stable"), key, dur)
-    return series("row", order.astype(np.uint32))
+        return series("row", np.lexsort((-dur, ts, lane)).astype(np.uint32))
+    key = lane  # the key made in place: each full-length array is one more first touch of fresh memory
+    key <<= shift
+    key += ts - first if first else ts  # (the events' ts_ns start at 0)
+    del lane, ts
+    return series("row", _longer_first(np.argsort(key, kind="stable"), key, dur).astype(np.uint32))
 
 
 def _longer_first(order: np.ndarray, key: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """`order` (by key, ties in file order) with the rows of each key by duration, longer first,
     equal ones still in file order. Only the keys whose rows are out of that order are sorted
-    again: a file writes nearly every parent before its children (of the 910 MB trace's 87,000
-    starts shared by two spans or more, 3,000 are not)."""
-    sorted_key, sorted_dur = key[order], dur[order]
-    same = sorted_key[1:] == sorted_key[:-1]
-    shorter_first = same & (sorted_dur[1:] > sorted_dur[:-1])
-    if not shorter_first.any():
+    again, found by a binary search of the sorted keys: a file writes nearly every parent before
+    its children (of the 910 MB trace's 87,000 starts shared by two spans or more, 3,000 are not)."""
+    sorted_key = key[order]
+    sorted_dur = dur[order]
+    shorter_first = np.flatnonzero((sorted_key[1:] == sorted_key[:-1]) & (sorted_dur[1:] > sorted_dur[:-1]))
+    del sorted_dur
+    if not len(shorter_first):
         return order
-    run = np.concatenate(([0], np.cumsum(~same)))  # each position's run of one key
-    redo = np.zeros(int(run[-1]) + 1, dtype=bool)
-    redo[run[1:][shorter_first]] = True
-    at = np.flatnonzero(redo[run])  # whole runs, in key order: their rows sort among themselves
+    redo = sorted_key[shorter_first]  # ascending, as the positions are
+    redo = redo[np.concatenate(([True], redo[1:] != redo[:-1]))]
+    begin = np.searchsorted(sorted_key, redo, side="left")
+    size = np.searchsorted(sorted_key, redo, side="right") - begin
+    # every position of those keys, in key order: their rows sort among themselves
+    at = np.repeat(begin - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
     rows = order[at]
     order[at] = rows[np.lexsort((-dur[rows], key[rows]))]  # stable: equal lengths stay in file order
     return order
