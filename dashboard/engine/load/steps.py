@@ -172,7 +172,8 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
     """The ProfilerStep#N spans on the CPU (not their gpu_user_annotation mirrors), in time order."""
     marked, numbered = _step_names(frame.get_column("name"))
     marks = (
-        frame.filter(numbered & (pl.col("cat") != "gpu_user_annotation"))
+        frame.filter(numbered)
+        .filter(pl.col("cat") != "gpu_user_annotation")
         .select(
             pl.col("name").cast(pl.String),
             pl.col("name").cast(pl.String).str.extract(r"#(\d+)$", 1).cast(pl.Int64, strict=False).alias("step"),
