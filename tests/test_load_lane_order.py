@@ -1,4 +1,4 @@
-"""The normalizing sort's order (frames._lane_order: pid and tid as the ranks of their texts among
+"""The normalizing sort's order (order.lane_order: pid and tid as the ranks of their texts among
 their distinct values, one lane number) against the obvious sort it replaced, every row's pid and
 tid read as text: the same row order on every real trace in tests/data, its events shuffled and
 split in chunks as the slices' parts are, and on a table made to catch the edge cases (null texts,
@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from dashboard.engine import load_trace
-from dashboard.engine.load.frames import _concat, _lane_order
+from dashboard.engine.load.frames import _concat
+from dashboard.engine.load.order import lane_order
 
 DATA = Path(__file__).parent / "data"
 REAL = sorted(DATA.glob("*.json.gz"))
@@ -37,7 +38,7 @@ def test_the_lane_order_is_the_text_order_on_every_real_trace(path):
     parts = _concat([shuffled.slice(start, size) for start in range(0, shuffled.height, size)])
     assert parts.n_chunks() > 1 or shuffled.height <= size
     for frame in (events, shuffled, parts):
-        assert _lane_order(frame).to_list() == text_order(frame)
+        assert lane_order(frame).to_list() == text_order(frame)
 
 
 def test_the_edge_cases_sort_as_their_texts():
@@ -54,4 +55,9 @@ def test_the_edge_cases_sort_as_their_texts():
     expected = [9, 2, 1, 4, 3, 8, 0, 7, 6, 5]
     assert text_order(frame) == expected
     for dtype in (pl.Categorical, pl.String):
-        assert _lane_order(frame.with_columns(pl.col("pid", "tid").cast(dtype))).to_list() == expected
+        assert lane_order(frame.with_columns(pl.col("pid", "tid").cast(dtype))).to_list() == expected
+    # starts spread over 2^62 ns leave no room for the lane beside the start in one int64 key: the
+    # order is the same by the other sort
+    spread = frame.with_columns(pl.col("ts_ns") * (1 << 60))
+    assert text_order(spread) == expected
+    assert lane_order(spread.with_columns(pl.col("pid", "tid").cast(pl.Categorical))).to_list() == expected

@@ -222,9 +222,28 @@ def test_the_c_walk_finds_the_holders_the_numpy_version_finds(rows):
     assert fast.tolist() == slow.tolist()
 
 
+@pytest.mark.skipif(steps._c_depths is None, reason="the C extension is not built (CI checks that it is)")
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.integers(-1, 200), max_size=80))
+def test_the_c_depths_are_the_numpy_versions(links):
+    """_scan.c's depths against _depths' pointer doubling, on parent links that point back (each
+    parent before its child, as innermost_holders gives them)."""
+    parent = np.array([link % i if link >= 0 and i else -1 for i, link in enumerate(links)], dtype=np.int64)
+    fast = steps._depths(parent)
+    assert fast.dtype == np.int32
+    assert fast.tolist() == steps._depths(parent, use_c=False).tolist()
+
+
+@pytest.mark.skipif(steps._c_depths is None, reason="the C extension is not built (CI checks that it is)")
+def test_the_c_depths_refuse_a_parent_after_its_child():
+    with pytest.raises(ValueError, match="row 1's parent"):
+        steps._depths(np.array([-1, 2, -1], dtype=np.int64))
+
+
 @pytest.mark.parametrize("name", ALL_TRACES)
 def test_nesting_without_the_c_extension_is_the_same(name, monkeypatch):
     with_c = load_trace(oracle.DATA / name).events.select("parent", "depth")
     monkeypatch.setattr(steps, "_c_holders", None)
+    monkeypatch.setattr(steps, "_c_depths", None)
     without = load_trace(oracle.DATA / name).events.select("parent", "depth")
     assert with_c.equals(without)

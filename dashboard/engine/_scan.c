@@ -1262,6 +1262,49 @@ PyDoc_STRVAR(holders_doc,
 "out[i] = the largest j < i of i's lane with reach[j] >= need[i], else -1 (int64 arrays of one\n"
 "length, sorted by lane). See dashboard/engine/load/steps.py: innermost_holders.");
 
+/* depths(parent, out): out[i] = the number of ancestors of row i, by the parent links of an int64
+ * array in which each parent comes before its child (parent[i] < i; -1: none), as holders gives
+ * them: one pass, each row's depth one more than its parent's, already known (the numpy version,
+ * steps.py: _depths, climbs by pointer doubling: a few passes over every row). out is int32, as
+ * the depth column holds it. A parent out of that order is a ValueError. Without the GIL. */
+static PyObject *depths(PyObject *self, PyObject *args) {
+    Py_buffer parent, out;
+    if (!PyArg_ParseTuple(args, "y*w*", &parent, &out)) return NULL;
+    PyObject *res = NULL;
+    if (parent.len % 8 || out.len * 2 != parent.len) {
+        PyErr_SetString(PyExc_ValueError, "depths: an int64 array and an int32 array of one length");
+        goto done;
+    }
+    Py_ssize_t n = parent.len / 8, bad = -1;
+    const int64_t *up = parent.buf;
+    int32_t *depth = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t j = up[i];
+        if (j >= i || j < -1) {
+            bad = i;
+            break;
+        }
+        depth[i] = j < 0 ? 0 : depth[j] + 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, "depths: row %zd's parent does not come before it", bad);
+        goto done;
+    }
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    PyBuffer_Release(&parent);
+    PyBuffer_Release(&out);
+    return res;
+}
+
+PyDoc_STRVAR(depths_doc,
+"depths(parent, out) -> None\n\n"
+"out[i] (int32) = the number of ancestors of row i by the int64 parent links, each parent before\n"
+"its child (parent[i] < i; -1: none). See dashboard/engine/load/steps.py: nesting.");
+
 /* arrow(values, format, valid): see arrow_doc. The values are copied (a few bytes a row, once), so
  * the array owns what it points to and outlives the buffer it was made from. */
 static PyObject *arrow(PyObject *self, PyObject *args) {
@@ -1327,6 +1370,7 @@ static PyMethodDef methods[] = {
     {"scan", scan, METH_O, scan_doc},
     {"scan_document", scan_document, METH_O, scan_document_doc},
     {"holders", holders, METH_VARARGS, holders_doc},
+    {"depths", depths, METH_VARARGS, depths_doc},
     {"arrow", arrow, METH_VARARGS, arrow_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -23,6 +23,7 @@ The package's parts, in the order a file goes through them:
   decode.py    JSON -> event structs (msgspec), and the salvage of a file cut off mid-write
   scanner.py   the C scanner's glue (dashboard/engine/_scan.c): JSON -> columns, no struct per event
   frames.py    event structs or scanned columns -> the Trace's polars frames, steps and warnings
+  order.py     the events table's order: by thread as text, start, the longer span first
   devices.py   the category table (roles, accelerators) and the device vendor the summary shows
   workers.py   the slice worker processes and their pipe protocol
   slices.py    a large plain file read in slices by the workers

@@ -19,6 +19,10 @@ try:  # the C extension's stack-free walk (see _scan.c: holders); the numpy vers
     from dashboard.engine._scan import holders as _c_holders
 except ImportError:
     _c_holders = None
+try:  # apart: an extension built before depths came still walks in C
+    from dashboard.engine._scan import depths as _c_depths
+except ImportError:
+    _c_depths = None
 
 # Python frames interleave with ops on the same thread in some traces; they nest on a lane of their own.
 _OWN_LANE = ("python_function",)
@@ -48,21 +52,22 @@ def nesting(frame: pl.DataFrame) -> pl.DataFrame:
     ts = frame["ts_ns"].to_numpy()
     end = ts + frame["dur_ns"].to_numpy()
     # Python frames sort among the ops of their thread; order rows by lane so lanes are contiguous.
-    # Without them the lanes already are (the frame's sort), and the lexsort (0.7 s per 2.3M
-    # rows) would give the identity.
+    # Without them the lanes already are (the frame's sort). Within a lane the rows stay sorted by
+    # (ts, -dur, file order), as their thread's are: a stable sort by lane alone (a timsort, through
+    # the threads' runs) gives the order a lexsort by all four took 0.7 s per 2.3M rows to find.
     if bool(np.all(lane[1:] >= lane[:-1])):
         parent = innermost_holders(lane, ts, end)
+        depth = _depths(parent)
     else:
-        order = np.lexsort((np.arange(frame.height), -(end - ts), ts, lane))
+        order = np.argsort(lane, kind="stable")
         parent_o = innermost_holders(lane[order], ts[order], end[order])
         parent = np.full(frame.height, -1, dtype=np.int64)
         has_parent = parent_o >= 0
         parent[order[has_parent]] = order[parent_o[has_parent]]
+        depth = np.empty(frame.height, dtype=np.int32)
+        depth[order] = _depths(parent_o)
     del lane, ts, end
-    return frame.with_columns(
-        series("depth", _depths(parent).astype(np.int32)),  # depths are small: int32 as the column holds them
-        series("parent", parent, valid=parent >= 0),
-    )
+    return frame.with_columns(series("depth", depth), series("parent", parent, valid=parent >= 0))
 
 
 def innermost_holders(lane: np.ndarray, ts: np.ndarray, end: np.ndarray, use_c: bool = True) -> np.ndarray:
@@ -141,8 +146,16 @@ def _latest_at_least(values: np.ndarray, before: np.ndarray, floor: np.ndarray) 
     return result
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each event, by pointer doubling over the parent links (-1: none)."""
+def _depths(parent: np.ndarray, use_c: bool = True) -> np.ndarray:
+    """Number of ancestors of each event (int32: depths are small, and the column holds them so),
+    for parent links in which each parent comes before its child (-1: none), as innermost_holders
+    gives them. In one pass through the C extension when it is built (0.1 s of the 910 MB trace's
+    load went to the numpy version, which is kept as the fallback and the tests' oracle), else by
+    pointer doubling."""
+    if use_c and _c_depths is not None:
+        depth = np.empty(len(parent), dtype=np.int32)
+        _c_depths(np.ascontiguousarray(parent, dtype=np.int64), depth)
+        return depth
     depth = (parent >= 0).astype(np.int64)  # edges from each event to `jump`
     jump = parent.copy()
     live = np.flatnonzero(jump >= 0)
@@ -152,15 +165,15 @@ def _depths(parent: np.ndarray) -> np.ndarray:
         depth[live] += gained
         jump[live] = further
         live = live[further >= 0]
-    return depth
+    return depth.astype(np.int32)
 
 
 def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
     """The ProfilerStep#N spans on the CPU (not their gpu_user_annotation mirrors), in time order."""
+    marked, numbered = _step_names(frame.get_column("name"))
     marks = (
-        frame.filter(
-            (pl.col("cat") != "gpu_user_annotation") & pl.col("name").cast(pl.String).str.contains(STEP_NAME.pattern)
-        )
+        frame.filter(numbered)
+        .filter(pl.col("cat") != "gpu_user_annotation")
         .select(
             pl.col("name").cast(pl.String),
             pl.col("name").cast(pl.String).str.extract(r"#(\d+)$", 1).cast(pl.Int64, strict=False).alias("step"),
@@ -174,7 +187,7 @@ def find_steps(frame: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.lit(False).alias("implicit"))
     )
     if marks.height:
-        return _measured_by_events(marks, frame)
+        return _measured_by_events(marks, frame, marked)
     end = frame.select((pl.col("ts_ns") + pl.col("dur_ns")).max()).item()
     return pl.DataFrame(
         {
@@ -205,18 +218,31 @@ def overflowed(span_end: int, extent: int, dur: int, trace_end: int) -> bool:
     return extent > 0 and span_end > trace_end and dur > 2 * extent
 
 
-def _measured_by_events(marks: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
+def _step_names(names: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Which events are named STEP_MARK... and which of them ProfilerStep#<digits> (STEP_NAME), as
+    two bool columns. Each distinct name is read once, as text, and the rows are matched on the
+    Categorical codes: casting every row's name to text took 0.07 s per 2.2M events, twice."""
+    distinct = names.unique().drop_nulls()
+    texts = distinct.cast(pl.String)
+    codes = names.to_physical()
+    marked = distinct.filter(texts.str.starts_with(STEP_MARK))
+    numbered = marked.filter(marked.cast(pl.String).str.contains(STEP_NAME.pattern))
+    return codes.is_in(marked.to_physical().to_list()), codes.is_in(numbered.to_physical().to_list())
+
+
+def _measured_by_events(marks: pl.DataFrame, frame: pl.DataFrame, marked: pl.Series) -> pl.DataFrame:
     """Steps with an overflowed span (see overflowed) end where the events they hold end: the
     last end of the events that start inside the span, on any lane (device work launched in the
     step starts inside it too). Every number downstream reads the measured span; health's
-    duration_overflow compares it with the ProfilerStep event as written."""
-    not_step = ~pl.col("name").cast(pl.String).str.starts_with(STEP_MARK)
-    others = frame.filter(not_step).select("ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
-    if others.height == 0:
+    duration_overflow compares it with the ProfilerStep event as written. `marked`: the events
+    named STEP_MARK..., which are no such events."""
+    span_end = pl.col("ts_ns") + pl.col("dur_ns")
+    trace_end = frame.select(span_end.filter(~marked).max()).item()
+    if trace_end is None:  # no other event
         return marks
-    trace_end = int(others["end_ns"].max())
     if not (marks["end_ns"] > trace_end).any():  # the usual case: no step runs past the trace
         return marks
+    others = frame.filter(~marked).select("ts_ns", span_end.alias("end_ns"))
     ends = marks["end_ns"].to_list()
     durs = marks["dur_ns"].to_list()
     for i, (start, end, dur) in enumerate(zip(marks["start_ns"], marks["end_ns"], marks["dur_ns"])):
@@ -235,19 +261,23 @@ def assign_steps(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """Add `step`: GPU events through their launch (one whose launch is not in the trace belongs
     to no step), CPU events by their own start time. In the implicit step of a trace without
     ProfilerStep every event belongs to the one step, launched or not."""
-    # ids are row numbers (load's sort numbers them), so anchors are looked up by position and
-    # each anchor's step found by a binary search of the step starts (what a backward as-of join does)
+    # ids are row numbers (load's sort numbers them): a GPU event's launch is looked up by position.
+    # Each event's anchor time (its own start, or its launch's) finds its step by a binary search of
+    # the step starts (what a backward as-of join does).
     spans = steps.select("start_ns", "end_ns", "step").sort("start_ns", maintain_order=True)
     start, end, number = (spans[c].to_numpy() for c in ("start_ns", "end_ns", "step"))
-    anchor = np.arange(frame.height, dtype=np.int64)
+    at = frame["ts_ns"].to_numpy()
+    unlaunched = None
     if not steps["implicit"][0]:
-        gpu = frame["cat"].is_in(GPU_CATEGORIES).to_numpy()
-        anchor = np.where(gpu, frame["launch"].fill_null(-1).to_numpy(), anchor)
-    ts = frame["ts_ns"].to_numpy()
-    anchored = anchor >= 0
-    at = ts[np.where(anchored, anchor, 0)]
+        gpu = frame["cat"].is_in(GPU_CATEGORIES).arg_true()
+        launch = frame["launch"].gather(gpu).fill_null(-1).to_numpy()
+        gpu = gpu.to_numpy()
+        at = at.copy()
+        at[gpu] = at[np.maximum(launch, 0)]
+        unlaunched = gpu[launch < 0]
     span = np.searchsorted(start, at, side="right") - 1
-    inside = anchored & (span >= 0)
-    inside[inside] = at[inside] < end[span[inside]]
-    step = np.where(inside, number[np.maximum(span, 0)] if len(number) else 0, 0).astype(np.int64)
+    inside = (span >= 0) & (at < end[span])  # (a span of -1 reads the last end, and is no step)
+    if unlaunched is not None:
+        inside[unlaunched] = False
+    step = np.where(inside, number[span], 0)
     return frame.with_columns(series("step", step, valid=inside))
