@@ -35,11 +35,10 @@ import functools
 import re
 from typing import Any, Callable
 
-import numpy as np
 import polars as pl
 
-from dashboard.engine.analyses.kernels import work_events
-from dashboard.engine.analyses.lanes import Lanes, time_order
+from dashboard.engine.analyses.kernels import step_device_times, work_events
+from dashboard.engine.analyses.lanes import time_order
 from dashboard.engine.model.columns import series
 from dashboard.engine.model.constants import HEALTH_KINDS, WAITING_CHECKS  # noqa: F401  (WAITING_CHECKS re-exported)
 from dashboard.engine.model.formatting import ns_duration as _us
@@ -382,77 +381,6 @@ def missing_device_events(trace: Trace) -> Found | None:
     return (
         empty.height,
         f"step {row['step']} launched {row['len']:,} calls and has no kernel, memcpy or memset",
-    )
-
-
-STEP_DEVICE_SCHEMA: dict[str, Any] = {  # step_device_times' columns (ns)
-    "step": pl.Int64,
-    "device": pl.Int64,
-    "start_ns": pl.Int64,
-    "end_ns": pl.Int64,
-    "span_ns": pl.Int64,
-    "busy_ns": pl.Int64,
-    "idle_ns": pl.Int64,
-    "comm_ns": pl.Int64,
-}
-
-
-@per_trace(schema=STEP_DEVICE_SCHEMA)
-def step_device_times(trace: Trace) -> pl.DataFrame:
-    """Per step and device, on the device's own timeline: the step's device work is the device
-    events it launched (steps.assign_steps), wherever and whenever they ran, so a step whose CPU
-    ran ahead is measured by its own work, not cut to its CPU span. Columns (ns): step, device,
-    start_ns and end_ns (the work's first start and last end), span_ns (end - start), busy_ns (the
-    union of the work's intervals), idle_ns (the longest stretch inside the span where none of the
-    step's work runs), comm_ns (the union of its collectives: a subset of the same work, so never
-    more than busy_ns). Every share the checks give has numerator and denominator from this one
-    set of events."""
-    schema = STEP_DEVICE_SCHEMA
-    if not trace.has_gpu or trace.steps.height == 0:
-        return pl.DataFrame(schema=schema)
-    work = (
-        work_events(trace)
-        .lazy()  # lazy: the names and families are not filtered, only what the sweep reads
-        .filter(pl.col("step").is_not_null())
-        .select(
-            "step",
-            pl.col("device").fill_null(-1).cast(pl.Int64),
-            "ts_ns",
-            "dur_ns",
-            (pl.col("family") == "communication").alias("comm"),
-            "id",
-        )
-        .collect()
-    )
-    times = _union_gaps(work).join(
-        _union_gaps(work.filter(pl.col("comm"))).select("step", "device", pl.col("busy_ns").alias("comm_ns")),
-        on=["step", "device"],
-        how="left",
-    )
-    return (
-        times.with_columns(pl.col("comm_ns").fill_null(0), (pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
-        .select(*schema)
-        .sort("step", "device")
-        .cast(schema)
-    )
-
-
-def _union_gaps(work: pl.DataFrame) -> pl.DataFrame:
-    """Per (step, device) of work events: start_ns, end_ns, busy_ns (the length of the union of
-    their intervals) and idle_ns (the longest gap between the merged intervals)."""
-    lanes = Lanes(work, ("step", "device"))
-    ts, end, first = lanes.ts, lanes.end, lanes.first
-    covered = np.where(first, ts, lanes.covered)  # a lane's first event follows nothing
-    new = np.maximum(end - np.maximum(ts, covered), 0)  # what each event adds to the union
-    gap = np.maximum(ts - covered, 0)
-    return pl.DataFrame(
-        [
-            *lanes.keys(work, "step", "device"),
-            series("start_ns", ts[lanes.starts]),  # the lanes are in time order
-            series("end_ns", lanes.per_lane(end, np.maximum)),
-            series("busy_ns", lanes.per_lane(new, np.add)),
-            series("idle_ns", lanes.per_lane(gap, np.maximum)),
-        ]
     )
 
 

@@ -13,7 +13,7 @@ Definitions (units: ns in the frames, µs in host_block):
   many kernels counts once, to its first kernel.
 - waiting on the host: within a step's window on one device (_step_windows: from the step's CPU
   start, or the end of the earlier steps' device work there when that is later, to the end of the
-  device events the step launched, health.step_device_times' set), an idle gap before a device
+  device events the step launched, kernels.step_device_times' set), an idle gap before a device
   event is waiting on the host when that event's launch call started at or after the end of all
   earlier device work on that device (nothing was queued); the lead before the step's first device
   event counts the same way. A step is host-bound when its waiting time is more than its device
@@ -28,8 +28,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.analyses.attention_calls import _attention_work, attention_calls, nearest_marked
-from dashboard.engine.analyses.health import step_device_times
-from dashboard.engine.analyses.kernels import work_events
+from dashboard.engine.analyses.kernels import step_device_times, work_events
 from dashboard.engine.analyses.lanes import Lanes
 from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import GPU_CATEGORIES, Trace, per_trace
@@ -218,7 +217,7 @@ def _step_windows(trace: Trace) -> pl.DataFrame:
 @per_trace(schema=STEP_HOST_SCHEMA)
 def step_host(trace: Trace) -> pl.DataFrame:
     """Per step and device with device work (STEP_HOST_SCHEMA): span_ns (the step's window on the
-    device: _step_windows), busy_ns (health.step_device_times), waiting_ns (_step_windows),
+    device: _step_windows), busy_ns (kernels.step_device_times), waiting_ns (_step_windows),
     busy_share and waiting_share (of span_ns, 0..1), host_bound (waiting_ns > busy_ns), launches (launch
     calls whose first device event is the step's on that device), latency_median_ns and
     latency_p90_ns (over those calls; p90 by linear interpolation)."""

@@ -10,11 +10,14 @@ Times are in ns unless a column name says otherwise.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 
 # The family table lives in rules/families.py with the other name rules; re-exported here.
 from dashboard.engine.rules import FAMILIES, FAMILY_RULES, FamilyRule, family_rules, is_fused_attention  # noqa: F401
+from dashboard.engine.analyses.lanes import Lanes
 from dashboard.engine.model.columns import series
 from dashboard.engine.model.trace import EVENTS_SCHEMA, GPU_CATEGORIES, Trace, events_columns, per_trace
 
@@ -194,11 +197,8 @@ def per_step(trace: Trace) -> pl.DataFrame:
         .collect()
     )
     if trace.has_gpu:
-        # the same unions as health.step_device_times' busy_ns (the step's work, per device), which the
-        # summary computes anyway: read there, not sorted and swept a second time (imported here:
-        # health imports this module)
-        from dashboard.engine.analyses.health import step_device_times
-
+        # the same unions as step_device_times' busy_ns (the step's work, per device), which the
+        # summary computes anyway: read there, not sorted and swept a second time
         busy = step_device_times(trace).group_by("step").agg(pl.col("busy_ns").max())
     else:
         busy = busy_time(cpu_ops(trace))
@@ -268,4 +268,75 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
         )
         .sort(["total_ns", "name", "family"], descending=[True, False, False], nulls_last=True)  # ties in a fixed order
         .select("name", "family", "count", "per_step", "total_ns", "mean_ns", "share")
+    )
+
+
+STEP_DEVICE_SCHEMA: dict[str, Any] = {  # step_device_times' columns (ns)
+    "step": pl.Int64,
+    "device": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "span_ns": pl.Int64,
+    "busy_ns": pl.Int64,
+    "idle_ns": pl.Int64,
+    "comm_ns": pl.Int64,
+}
+
+
+@per_trace(schema=STEP_DEVICE_SCHEMA)
+def step_device_times(trace: Trace) -> pl.DataFrame:
+    """Per step and device, on the device's own timeline: the step's device work is the device
+    events it launched (steps.assign_steps), wherever and whenever they ran, so a step whose CPU
+    ran ahead is measured by its own work, not cut to its CPU span. Columns (ns): step, device,
+    start_ns and end_ns (the work's first start and last end), span_ns (end - start), busy_ns (the
+    union of the work's intervals), idle_ns (the longest stretch inside the span where none of the
+    step's work runs), comm_ns (the union of its collectives: a subset of the same work, so never
+    more than busy_ns). Every share the checks give has numerator and denominator from this one
+    set of events."""
+    schema = STEP_DEVICE_SCHEMA
+    if not trace.has_gpu or trace.steps.height == 0:
+        return pl.DataFrame(schema=schema)
+    work = (
+        work_events(trace)
+        .lazy()  # lazy: the names and families are not filtered, only what the sweep reads
+        .filter(pl.col("step").is_not_null())
+        .select(
+            "step",
+            pl.col("device").fill_null(-1).cast(pl.Int64),
+            "ts_ns",
+            "dur_ns",
+            (pl.col("family") == "communication").alias("comm"),
+            "id",
+        )
+        .collect()
+    )
+    times = _union_gaps(work).join(
+        _union_gaps(work.filter(pl.col("comm"))).select("step", "device", pl.col("busy_ns").alias("comm_ns")),
+        on=["step", "device"],
+        how="left",
+    )
+    return (
+        times.with_columns(pl.col("comm_ns").fill_null(0), (pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
+        .select(*schema)
+        .sort("step", "device")
+        .cast(schema)
+    )
+
+
+def _union_gaps(work: pl.DataFrame) -> pl.DataFrame:
+    """Per (step, device) of work events: start_ns, end_ns, busy_ns (the length of the union of
+    their intervals) and idle_ns (the longest gap between the merged intervals)."""
+    lanes = Lanes(work, ("step", "device"))
+    ts, end, first = lanes.ts, lanes.end, lanes.first
+    covered = np.where(first, ts, lanes.covered)  # a lane's first event follows nothing
+    new = np.maximum(end - np.maximum(ts, covered), 0)  # what each event adds to the union
+    gap = np.maximum(ts - covered, 0)
+    return pl.DataFrame(
+        [
+            *lanes.keys(work, "step", "device"),
+            series("start_ns", ts[lanes.starts]),  # the lanes are in time order
+            series("end_ns", lanes.per_lane(end, np.maximum)),
+            series("busy_ns", lanes.per_lane(new, np.add)),
+            series("idle_ns", lanes.per_lane(gap, np.maximum)),
+        ]
     )

@@ -1,6 +1,6 @@
 """Device work swept lane by lane: the rows of a frame of device events grouped into lanes (each
 (step, device), say) and put in time order within each, with what every sweep over them reads: the
-end of the lane's earlier work before each row. health.step_device_times and host.waiting_on_host
+end of the lane's earlier work before each row. kernels.step_device_times and host.waiting_on_host
 sweep a step's work on each device this way; health._overlaps puts the device events of each
 (device, stream) in time order with time_order.
 

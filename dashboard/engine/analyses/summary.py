@@ -10,7 +10,8 @@ from dashboard.engine.analyses.backends import detect_backends
 from dashboard.engine.analyses.copies import copies, copy_summary
 from dashboard.engine.analyses.efficiency import efficiency_block
 from dashboard.engine.analyses.graphs import graph_summary, graph_warning
-from dashboard.engine.analyses.health import health, step_device_times
+from dashboard.engine.analyses.health import health
+from dashboard.engine.analyses.kernels import step_device_times
 from dashboard.engine.analyses.host import host_block
 from dashboard.engine.analyses.kernels import family_per_step, per_step, work_unit
 from dashboard.engine.rules.devices import accelerator, device_names, gpu_vendor
@@ -78,7 +79,7 @@ def top_families(trace: Trace, n: int = TOP_FAMILIES) -> dict[int, list[dict[str
 def device_spans(trace: Trace) -> dict[int, dict[str, float]]:
     """Per step with device work, on its busiest device (the one busy_us is read from; ties: the
     lowest device id): device_span_us (from the first start to the last end of the work the step
-    launched: health.step_device_times) and ran_ahead_us (how long that work ran on after the
+    launched: kernels.step_device_times) and ran_ahead_us (how long that work ran on after the
     step's CPU span ended; 0 when it ended inside it), both µs."""
     times = step_device_times(trace)
     if times.height == 0:

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.engine.analyses.copies import copies_in_steps
-from dashboard.engine.analyses.health import step_device_times
+from dashboard.engine.analyses.kernels import step_device_times
 from dashboard.engine.analyses.kernels import family_per_step, per_step, step_count
 from dashboard.engine.compare.bootstrap import TimeVerdict, time_verdict
 from dashboard.engine.model.formatting import ratio_change as _pct
@@ -197,7 +197,7 @@ def _memory_peak(trace: Trace) -> int | None:
 
 def _idle_share(trace: Trace) -> float | None:
     """Median over steps of the device's idle share of the span of the step's own device work on
-    its busiest device (health.step_device_times: busy and span from one set of events), 0..1
+    its busiest device (kernels.step_device_times: busy and span from one set of events), 0..1
     (GPU traces only)."""
     if not trace.has_gpu:
         return None
