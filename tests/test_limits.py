@@ -462,6 +462,17 @@ def test_a_trace_read_from_a_pipe_loses_no_byte_to_the_checks(tmp_path, packed):
     assert trace.events.height == len(oracle.complete(oracle.raw(DATA / "hta_triton_example.json.gz")))
 
 
+def _setting_after(code: str, given: str | None) -> str:
+    """What `code`, run in a fresh interpreter with _RJEM_MALLOC_CONF set to `given` (unset for
+    None), prints: the allocator setting it ends with."""
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    if given is not None:
+        env["_RJEM_MALLOC_CONF"] = given
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def _decays(conf: str) -> tuple[str | None, str | None]:
     """The dirty and muzzy decay a jemalloc option string sets (the last of each key wins)."""
     options = dict(part.partition(":")[::2] for part in conf.split(",") if part)
@@ -492,12 +503,7 @@ def test_polars_returns_freed_memory_at_once_in_the_cli_and_the_dashboard(first,
     does. Read as jemalloc reads it (the last value of each key wins): polars 2 puts its own
     default before what it finds, polars 1.20 leaves a set value alone."""
     code = f"{first}; import os, sys; assert 'polars' in sys.modules; print(os.environ.get('_RJEM_MALLOC_CONF'))"
-    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
-    if given is not None:
-        env["_RJEM_MALLOC_CONF"] = given
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    got = done.stdout.strip()
+    got = _setting_after(code, given)
     dirty, muzzy = _decays(got)
     if given == "dirty_decay_ms:2000":
         assert dirty == "2000" and muzzy != "0", got
@@ -528,12 +534,7 @@ def test_the_cli_keeps_freed_pages_a_second_for_a_large_first_file(tmp_path, giv
         f"files._prestart([{str(path)!r}], None); slice_workers.discard(); "
         "import os, polars; print(os.environ.get('_RJEM_MALLOC_CONF'))"
     )
-    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
-    if given is not None:
-        env["_RJEM_MALLOC_CONF"] = given
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    got = done.stdout.strip()
+    got = _setting_after(code, given)
     dirty, muzzy = _decays(got)
     assert dirty == expected[0], got
     if expected[1] is not None:
@@ -548,10 +549,8 @@ def test_freed_pages_are_not_kept_once_polars_is_imported():
         "import dashboard, polars, os; before = os.environ['_RJEM_MALLOC_CONF']; "
         "dashboard.keep_freed_pages(); assert os.environ['_RJEM_MALLOC_CONF'] == before; print(before)"
     )
-    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert _decays(done.stdout.strip()) == ("0", "0"), done.stdout
+    got = _setting_after(code, None)
+    assert _decays(got) == ("0", "0"), got
 
 
 def test_slice_workers_keep_polars_own_allocator_setting():
