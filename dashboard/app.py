@@ -176,6 +176,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     link.seed_labels("label", ids)
     labels = run_labels(loaded)
     sets = catalog.run_sets(loaded)
+    first_seed = "sel_runs" not in st.session_state.get(link.SEEDED, set())
     follow_link(sidebar, sets, loaded, ids)
 
     pick_sets(sidebar, sets)
@@ -188,6 +189,8 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         placeholder="Choose runs to compare",
         help="The runs every tab shows side by side, in this order. GPU and CPU-only runs are compared in separate groups.",
     )
+    offered = {r.source.id: r for r in loaded}
+    by_id = opening.chosen(offered, chosen, first_seed)
     link.publish("run", chosen)
     if not chosen:
         st.info("Choose at least one run in the sidebar.", icon=":material/checklist:")
@@ -195,8 +198,6 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     baseline = pick_baseline(sidebar, chosen, labels)
     edit_labels(sidebar, loaded, labels)
     link.publish_labels("label")
-    offered = {r.source.id: r for r in loaded}
-    by_id = opening.chosen(offered, chosen)
     link.publish("src", [f"{i}={by_id[i].digest}" for i in chosen if i.startswith("upload/")])
     selection = make_selection(by_id, offered, labels, chosen, baseline, collections, cache)
     by, steps = link_diff_choices(selection)
@@ -240,10 +241,14 @@ class Opening:
         self.parsed()
         return found
 
-    def chosen(self, offered: dict[str, catalog_offers.Offer], chosen: list[str]) -> dict[str, catalog.Run]:
+    def chosen(
+        self, offered: dict[str, catalog_offers.Offer], chosen: list[str], first_seed: bool
+    ) -> dict[str, catalog.Run]:
         """The chosen runs by id, parsed where not yet. When one fails (a file that does not parse,
         or a manifest that said otherwise than its traces), the page runs again: the failure or the
-        traces are then known, and the picker offers what it offered before manifests were read."""
+        traces are then known, and the picker offers what it offered before manifests were read;
+        `first_seed`: this run chose the runs from the link or the default, which the next run
+        then does again (the URL is not yet written), among what it offers."""
         progress = runs.Throttled(self.slot.progress)
         opened, bad = catalog_offers.open_offers(
             [offered[i] for i in chosen], cache=self.cache, progress=progress, defer_store=self.deferred
@@ -251,6 +256,8 @@ class Opening:
         self.parsed()
         if bad:
             self.drawn.set()  # what did parse is written now
+            if first_seed:
+                st.session_state[link.SEEDED].discard("sel_runs")
             st.rerun()
         return opened
 
