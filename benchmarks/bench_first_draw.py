@@ -2,7 +2,7 @@
 and how fast the tabs switch with all 21 bundled H200 runs selected. Issue 41's goals: the first
 draw under 2.5 s after the server is up, every tab switch under 0.5 s on the bundled 21 runs.
 
-    python benchmarks/bench_first_draw.py [--write] [--bound 300]
+    python benchmarks/bench_first_draw.py [--write] [--bound 300] [--first-draws]
 
 A fresh server (tests/browser_server.py: `streamlit run dashboard/app.py` with no trace given,
 so the bundled samples, and no file watcher) on an empty store folder ($ATTNSCOPE_STORE); once it
@@ -14,7 +14,8 @@ server a fresh page opens a link selecting all 21 H200 runs, and every tab is cl
 round (Overview's first switch is the one back from the last tab): from the click to the later
 of the server's message that the run it caused finished and the tab's keyed element drawn
 (bench_upload.py's way). Printed as a table against the goals; `--write` also puts it in
-docs/generated/speed-first-draw.md, which docs/speed.md includes. Needs chromium and playwright,
+docs/generated/speed-first-draw.md, which docs/speed.md includes; `--first-draws`: the two first
+draws only, no tab switches (for comparing two checkouts). Needs chromium and playwright,
 as tests/test_dashboard_browser.py. The machine is shared: the load average is in the first line.
 """
 
@@ -80,8 +81,9 @@ def switches(browser, server: Server, ids: list[str], bound_s: float) -> tuple[l
         page.close()
 
 
-def measure(bound_s: float) -> dict:
-    """Both first draws (fresh store, warm store) and the 21-run tab switches on the warm server."""
+def measure(bound_s: float, switching: bool = True) -> dict:
+    """Both first draws (fresh store, warm store) and, `switching`, the 21-run tab switches on the
+    warm server."""
     from playwright.sync_api import sync_playwright
 
     ids = h200_ids()
@@ -97,7 +99,7 @@ def measure(bound_s: float) -> dict:
                 with server:  # the same store: a second start
                     warm = first_draw(browser, server, bound_s)
                     print(f"first draw, warm store: {warm:.2f} s", flush=True)
-                    rounds, problems = switches(browser, server, ids, bound_s)
+                    rounds, problems = switches(browser, server, ids, bound_s) if switching else ([], [])
             finally:
                 browser.close()
         errors = [line.strip() for line in server.log().splitlines() if "Error" in line or "Traceback" in line]
@@ -106,7 +108,6 @@ def measure(bound_s: float) -> dict:
 
 def table(r: dict, when: str, load: float) -> str:
     """The Markdown of docs/generated/speed-first-draw.md; each ratio computed here."""
-    first, second = r["rounds"]
     lines = [
         f"Measured by `benchmarks/bench_first_draw.py` on {when} ({os.cpu_count()} cores, load average {load:.1f} "
         "before the run): `streamlit run dashboard/app.py` with the bundled samples, headless Chromium on the same "
@@ -119,6 +120,11 @@ def table(r: dict, when: str, load: float) -> str:
         "|---|---:|---:|",
         f"| fresh store | {r['fresh']:.2f} | {r['fresh'] / GOAL_FIRST_DRAW_S:.2f} |",
         f"| warm store (second start) | {r['warm']:.2f} | {r['warm'] / GOAL_FIRST_DRAW_S:.2f} |",
+    ]
+    if not r["rounds"]:  # --first-draws
+        return "\n".join(lines) + "\n"
+    first, second = r["rounds"]
+    lines += [
         "",
         f"| tab ({r['runs']} runs) | first switch s | again s | first / goal | again / goal |",
         "|---|---:|---:|---:|---:|",
@@ -135,13 +141,16 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bound", type=float, default=300, help="seconds to wait for any one thing before giving up")
     parser.add_argument("--write", action="store_true", help="also write docs/generated/speed-first-draw.md")
+    parser.add_argument("--first-draws", action="store_true", help="the two first draws only, no tab switches")
     args = parser.parse_args(argv)
+    if args.write and args.first_draws:
+        parser.error("--write records the tab switches too: leave out --first-draws")
     reason = _browser_or_reason()
     if reason:
         sys.exit(f"bench_first_draw: {reason}")
     load = os.getloadavg()[0]
     when = dt.datetime.now(dt.timezone.utc).strftime("%d %B %Y, %H:%M UTC")
-    r = measure(args.bound)
+    r = measure(args.bound, switching=not args.first_draws)
     text = table(r, when, load)
     print(text)
     for problem in r["problems"][:10]:

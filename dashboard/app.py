@@ -20,7 +20,7 @@ from typing import Any, Callable
 import streamlit as st
 
 from dashboard import charts, report, runs
-from dashboard import catalog
+from dashboard import catalog, catalog_offers
 from dashboard.engine.rules import RulesError, user_rules
 from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
@@ -146,17 +146,20 @@ def gather_pending(cache: runs.TraceCache, sidebar: Any) -> tuple[list, list[cat
 
 def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], None]]:
     """The sidebar: uploads, parsing with progress, one-click sets of runs, which runs to compare,
-    the baseline and labels. Traces parsed in this run are written to the trace store by a thread
-    that starts now but waits for the returned event (set once the tabs are drawn, or the run is
-    stopped; at most runs.STORE_WRITE_WAIT_S), so that the write's CPU (0.9 s for the 910 MB trace)
-    does not delay the first table, and no rerun can skip the write. The returned callable waits
-    for the write, then draws the sidebar's saved view and store sections, which read the store."""
+    the baseline and labels. The runs on offer are parsed only where their manifest does not
+    describe them (catalog_offers), the chosen ones once chosen (Opening). The returned event is
+    set once the tabs are drawn; the returned callable waits for the trace store's write, then
+    draws the sidebar's saved view and store sections, which read the store."""
     cache = runs.trace_cache()
     apply_saved_view(cache)
     sidebar = st.sidebar
     sidebar.header("Runs")
     collections, pending, failures, uploaded = gather_pending(cache, sidebar)
-    loaded, bad, drawn, wait_for_store = open_pending(cache, pending, uploaded)
+    opening = Opening(cache)
+    loaded, bad = opening.offers(pending, collections)
+    for upload in uploaded:  # read while it arrived but not needed (the store had it): let go
+        upload.let_go()
+    drawn, wait_for_store = opening.drawn, opening.wait_for_store
 
     for failure in failures + bad:
         sidebar.error(literal.md(failure.message), icon=":material/error:")
@@ -173,6 +176,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     link.seed_labels("label", ids)
     labels = run_labels(loaded)
     sets = catalog.run_sets(loaded)
+    first_seed = "sel_runs" not in st.session_state.get(link.SEEDED, set())
     follow_link(sidebar, sets, loaded, ids)
 
     pick_sets(sidebar, sets)
@@ -185,6 +189,8 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         placeholder="Choose runs to compare",
         help="The runs every tab shows side by side, in this order. GPU and CPU-only runs are compared in separate groups.",
     )
+    offered = {r.source.id: r for r in loaded}
+    by_id = opening.chosen(offered, chosen, first_seed)
     link.publish("run", chosen)
     if not chosen:
         st.info("Choose at least one run in the sidebar.", icon=":material/checklist:")
@@ -192,10 +198,8 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     baseline = pick_baseline(sidebar, chosen, labels)
     edit_labels(sidebar, loaded, labels)
     link.publish_labels("label")
-    digest_of = {r.source.id: r.digest for r in loaded}
-    link.publish("src", [f"{i}={digest_of[i]}" for i in chosen if i.startswith("upload/")])
-    by_id = {r.source.id: r for r in loaded}
-    selection = make_selection(by_id, ids, labels, chosen, baseline, collections)
+    link.publish("src", [f"{i}={by_id[i].digest}" for i in chosen if i.startswith("upload/")])
+    selection = make_selection(by_id, offered, labels, chosen, baseline, collections, cache)
     by, steps = link_diff_choices(selection)
     selection.comparison = runs.comparison_for(
         selection, link_price("usd", DEFAULT_USD_PER_GPU_HOUR), link_price("usd_cpu", None), by, steps
@@ -210,40 +214,71 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     return selection, drawn, finish
 
 
-def open_pending(
-    cache: runs.TraceCache, pending: list[catalog.Pending], uploaded: list
-) -> tuple[list[catalog.Run], list, threading.Event, Callable[[], None]]:
-    """Open what the page needs, with a progress bar; the traces parsed here go to the store from a
-    thread that waits for the returned event (set once the tabs are drawn). (runs, failures, the
-    event, a callable that sets it and waits for the write.)"""
-    slot = st.empty()
-    evicted: list = st.session_state.setdefault(
-        "store_evicted", []
-    )  # what the store removed after this session's uploads
-    deferred: list[catalog.Parsed] = []
-    loaded, bad = catalog.open_all(pending, progress=runs.Throttled(slot.progress), cache=cache, defer_store=deferred)
-    for upload in uploaded:  # read while it arrived but not needed (the store had it): let go
-        upload.let_go()
-    slot.empty()
-    drawn = threading.Event()
+class Opening:
+    """What a script run opens, with one progress bar at the top of the page: the runs on offer
+    (catalog_offers.offer_runs: parsed only where no manifest describes them), then the chosen
+    ones. The traces it parses go to the trace store from a thread that starts with the first of
+    them but waits for `drawn` (set once the tabs are drawn, or the run is stopped; at most
+    runs.STORE_WRITE_WAIT_S), so that the write's CPU (0.9 s for the 910 MB trace) does not delay
+    the first table, and no rerun can skip the write."""
 
-    def write_after_tabs() -> None:
-        drawn.wait(runs.STORE_WRITE_WAIT_S)
-        catalog.store_parsed(cache, deferred, evicted)
+    def __init__(self, cache: runs.TraceCache) -> None:
+        self.cache = cache
+        self.slot = st.empty()
+        self.evicted: list = st.session_state.setdefault("store_evicted", [])  # removed after this session's uploads
+        self.deferred: list[catalog.Parsed] = []
+        self.drawn = threading.Event()
+        self.writer: threading.Thread | None = None
 
-    writer = threading.Thread(target=write_after_tabs, name="attnscope-store-write")
-    if deferred:
-        writer.start()
+    def offers(
+        self, pending: list[catalog.Pending], collections: list
+    ) -> tuple[list[catalog_offers.Offer], list[catalog.Failure]]:
+        """The runs on offer and the files that failed."""
+        progress = runs.Throttled(self.slot.progress)
+        found = catalog_offers.offer_runs(
+            pending, collections, cache=self.cache, progress=progress, defer_store=self.deferred
+        )
+        self.parsed()
+        return found
 
-    def wait_for_store() -> None:
-        drawn.set()
-        if deferred:
-            writer.join()
+    def chosen(
+        self, offered: dict[str, catalog_offers.Offer], chosen: list[str], first_seed: bool
+    ) -> dict[str, catalog.Run]:
+        """The chosen runs by id, parsed where not yet. When one fails (a file that does not parse,
+        or a manifest that said otherwise than its traces), the page runs again: the failure or the
+        traces are then known, and the picker offers what it offered before manifests were read;
+        `first_seed`: this run chose the runs from the link or the default, which the next run
+        then does again (the URL is not yet written), among what it offers."""
+        progress = runs.Throttled(self.slot.progress)
+        opened, bad = catalog_offers.open_offers(
+            [offered[i] for i in chosen], cache=self.cache, progress=progress, defer_store=self.deferred
+        )
+        self.parsed()
+        if bad:
+            self.drawn.set()  # what did parse is written now
+            if first_seed:
+                st.session_state[link.SEEDED].discard("sel_runs")
+            st.rerun()
+        return opened
 
-    return loaded, bad, drawn, wait_for_store
+    def parsed(self) -> None:
+        """After a parse: the progress bar goes, and the store's writer starts with the first trace."""
+        self.slot.empty()
+        if self.deferred and self.writer is None:
+            self.writer = threading.Thread(target=self.write_after_tabs, name="attnscope-store-write")
+            self.writer.start()
+
+    def write_after_tabs(self) -> None:
+        self.drawn.wait(runs.STORE_WRITE_WAIT_S)
+        catalog.store_parsed(self.cache, self.deferred, self.evicted)
+
+    def wait_for_store(self) -> None:
+        self.drawn.set()
+        if self.writer is not None:
+            self.writer.join()
 
 
-def follow_link(sidebar, sets: list[catalog.RunSet], loaded: list[catalog.Run], ids: list[str]) -> None:
+def follow_link(sidebar, sets: list[catalog.RunSet], loaded: list[catalog_offers.Offer], ids: list[str]) -> None:
     """The runs a shared link asks for (kept for when its uploads arrive), the uploads that join the
     comparison, and a line naming the link's runs that are not loaded here."""
     if "link_wanted" not in st.session_state:  # what a shared link asked for, kept for when its uploads arrive
@@ -278,15 +313,19 @@ def pick_baseline(sidebar, chosen: list[str], labels: dict[str, str]) -> str:
 
 def make_selection(
     by_id: dict[str, catalog.Run],
-    ids: list[str],
+    offered: dict[str, catalog_offers.Offer],
     labels: dict[str, str],
     chosen: list[str],
     baseline: str,
     collections: list,
+    cache: runs.TraceCache,
 ) -> runs.Selection:
-    """What the tabs draw: the chosen runs by label, the baseline, colours by place among all loaded
-    runs (stable), ranks and modes, and the runs of several ranks not chosen (the Ranks tab's example)."""
-    colour = {ident: charts.run_color(i) for i, ident in enumerate(ids)}  # by place among all loaded runs: stable
+    """What the tabs draw: the chosen runs by label, the baseline, colours by place among all runs
+    on offer (stable), ranks and modes, and the runs of several ranks not chosen (the Ranks tab's
+    example; parsed when that tab asks for one)."""
+    ids = list(offered)
+    colour = {ident: charts.run_color(i) for i, ident in enumerate(ids)}  # by place among all runs on offer: stable
+    others = {labels[i]: offered[i] for i in ids if i not in chosen and len(offered[i].digests) > 1}
     return runs.Selection(
         runs={labels[i]: by_id[i].trace for i in chosen},
         baseline=labels[baseline],
@@ -295,7 +334,7 @@ def make_selection(
         colors={labels[i]: colour[i] for i in chosen},
         ranks={labels[i]: by_id[i].ranks for i in chosen},
         modes={labels[i]: m for i in chosen if (m := runs.mode_of(by_id[i].trace))},
-        other_ranks={labels[i]: by_id[i].ranks for i in ids if i not in chosen and len(by_id[i].ranks) > 1},
+        other_ranks=catalog_offers.LazyRanks(others, cache),
     )
 
 
@@ -374,7 +413,7 @@ def follow_uploads(ids: list[str]) -> None:
         st.session_state["baseline"] = (chosen or fresh)[0]
 
 
-def opening_runs(sets: list[catalog.RunSet], loaded: list[catalog.Run]) -> list[str]:
+def opening_runs(sets: list[catalog.RunSet], loaded: list[catalog_offers.Offer]) -> list[str]:
     """What the dashboard selects at first open: catalog.first_look's set, and when that is a
     bundled collection of the collectors' variants, its article path (naive, naive_inplace, sdpa,
     the forced backends, the hub kernel when present), eager; the sidebar's switch adds the
@@ -383,18 +422,18 @@ def opening_runs(sets: list[catalog.RunSet], loaded: list[catalog.Run]) -> list[
     bundled = {i for s in sets if s.bundled for i in s.ids}
     if not ids or not set(ids) <= bundled:
         return ids
-    traces = {r.source.id: r.trace for r in loaded}
-    return runs.article_path(ids, traces) or ids
+    facts = {r.source.id: r.facts for r in loaded}  # what article_path reads of a trace
+    return runs.article_path(ids, facts) or ids
 
 
-def pick_modes(sidebar, sets: list[catalog.RunSet], loaded: list[catalog.Run]) -> None:
+def pick_modes(sidebar, sets: list[catalog.RunSet], loaded: list[catalog_offers.Offer]) -> None:
     """A switch beside the run sets: the compiled and CUDA-graph runs of the article's variants
     with the eager ones, or eager alone, for the collection of the first selected run. Shown only
     when that collection has runs of more than one mode."""
     chosen = st.session_state.get("sel_runs") or []
     if not chosen:
         return
-    traces = {r.source.id: r.trace for r in loaded}
+    traces = {r.source.id: r.facts for r in loaded}  # what mode_of and article_path read of a trace
     home = next((s for s in sets if chosen[0] in s.ids), None)
     if home is None or len({runs.mode_of(traces[i]) for i in home.ids} - {None}) < 2:
         return
@@ -439,7 +478,7 @@ def pick_sets(sidebar, sets: list[catalog.RunSet]) -> None:
             )
 
 
-def run_labels(loaded: list[catalog.Run]) -> dict[str, str]:
+def run_labels(loaded: list[catalog_offers.Offer]) -> dict[str, str]:
     """Run id -> label shown everywhere: the user's own label, else the default, made unique."""
     origins = [catalog.origin(r.source) for r in loaded]
     first = catalog.unique_labels([r.label for r in loaded], origins)
@@ -452,7 +491,7 @@ def run_labels(loaded: list[catalog.Run]) -> dict[str, str]:
     return {r.source.id: label for r, label in zip(loaded, final)}
 
 
-def edit_labels(sidebar, loaded: list[catalog.Run], labels: dict[str, str]) -> None:
+def edit_labels(sidebar, loaded: list[catalog_offers.Offer], labels: dict[str, str]) -> None:
     """A small table to rename runs. Edits are folded into session state (and so into the link),
     then the table is drawn afresh (a new key), so the next edit is never lost."""
     version = st.session_state.setdefault("label_editor_version", 0)
@@ -545,6 +584,12 @@ def offer_downloads(sidebar, selection: runs.Selection) -> None:
 if __name__ == "__main__":  # streamlit runs this file as the page's script, once per rerun
     main()
 else:  # `streamlit run dashboard/app.py` finds this (without running the file) and serves it with the upload route
+    # What the first page imports, imported at the server's start instead: the favicon's PIL, and the
+    # Styler the tables colour their rows with (pandas imports it, and jinja2, on a frame's first
+    # .style): 0.05-0.15 s of the first script run on the 2-core machine, before the first table.
+    import pandas.io.formats.style  # noqa: F401
+    import PIL.Image  # noqa: F401
+
     from dashboard import uploads
 
     app = st.App(__file__, routes=[uploads.route()], lifespan=uploads.lifespan)

@@ -33,13 +33,17 @@ from typing import TYPE_CHECKING, Callable
 from dashboard.catalog_sources import (
     DASHBOARD as DASHBOARD,
     ENV_TRACES as ENV_TRACES,
+    FILES as FILES,
     MANIFEST,
     REPO_ROOT as REPO_ROOT,
     SAMPLE_ROOT,
     TRACE_SUFFIXES as TRACE_SUFFIXES,
     Collection as Collection,
+    Facts,
     Failure,
     Source,
+    STORED as STORED,
+    UPLOADS,
     _folder_sources as _folder_sources,
     _json_kind as _json_kind,
     _manifest_failure as _manifest_failure,
@@ -50,6 +54,7 @@ from dashboard.catalog_sources import (
     extra_paths as extra_paths,
     file_source as file_source,
     is_trace_name as is_trace_name,
+    origin,
     read_collection as read_collection,
     trace_stem as trace_stem,
     unique_labels as unique_labels,
@@ -96,6 +101,11 @@ class Run:
             rank = rank_of(self.trace) or 0
             object.__setattr__(self, "ranks", {rank: self.trace})
             object.__setattr__(self, "digests", {rank: self.digest})
+
+    @property
+    def facts(self) -> Facts:
+        """What the run picker reads of the run (its trace's: the slowest rank's)."""
+        return Facts.of(self.trace)
 
 
 def digest_of(data: bytes) -> str:
@@ -529,21 +539,6 @@ def pending_upload(
     return Pending(source, size, digest, lambda: path, arrival)
 
 
-UPLOADS = "uploads"
-FILES = "files"
-STORED = "store"
-
-
-def origin(source: Source) -> str:
-    """Where a run comes from: its collection's name, UPLOADS, STORED (a run of the store's
-    catalog) or FILES (a loose file or a folder of ranks)."""
-    if source.collection is not None:
-        return source.collection
-    if source.id.startswith("store/"):
-        return STORED
-    return UPLOADS if source.id.startswith("upload/") else FILES
-
-
 @dataclass(frozen=True)
 class RunSet:
     """Runs that belong together and are picked with one click: a collection, the loose files
@@ -558,14 +553,15 @@ class RunSet:
     collected: bool = False
 
 
-def run_sets(loaded: list[Run], root: Path = SAMPLE_ROOT) -> list[RunSet]:
-    """The loaded runs by origin, in order of first appearance."""
-    sets: dict[str, list[Run]] = {}
+def run_sets(loaded: list, root: Path = SAMPLE_ROOT) -> list[RunSet]:
+    """The runs on offer by origin, in order of first appearance: Runs, or catalog_offers.Offers
+    (what the picker knows of a run before it is parsed); both have `source` and `facts`."""
+    sets: dict[str, list] = {}
     for run in loaded:
         sets.setdefault(origin(run.source), []).append(run)
     root = root.resolve()
 
-    def bundled(members: list[Run]) -> bool:
+    def bundled(members: list) -> bool:
         path = members[0].source.path
         return members[0].source.collection is not None and path is not None and root in path.resolve().parents
 
@@ -574,8 +570,8 @@ def run_sets(loaded: list[Run], root: Path = SAMPLE_ROOT) -> list[RunSet]:
             name,
             [r.source.id for r in members],
             bundled(members),
-            any(r.trace.has_gpu for r in members),
-            all(bool(r.trace.collector.get("variant")) for r in members),
+            any(r.facts.has_gpu for r in members),
+            all(bool(r.facts.collector.get("variant")) for r in members),
         )
         for name, members in sets.items()
     ]

@@ -1,8 +1,9 @@
 """Where the dashboard's runs come from, without streamlit: the bundled collections
 (sample_traces/*/runs.json), the extra paths named at start or by $ATTNSCOPE_TRACES (a folder of
 rank traces as one group), loose files and uploads, each a Source with a stable id, what cannot be
-opened a Failure naming it, and the runs' default labels. dashboard/catalog.py opens them (and
-re-exports these names)."""
+opened a Failure naming it, the runs' origins and default labels, and the Facts the run picker
+reads of a run (from its trace, or from its collection's manifest: dashboard/catalog_offers.py).
+dashboard/catalog.py opens them (and re-exports these names)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from dashboard.engine.analyses.article import is_article_folder
-from dashboard.engine.store.ingest import outside
+from dashboard.engine.compare.ranks import rank_of
+from dashboard.engine.store.ingest import outside, world_of
 from dashboard.engine.model import settings
 
 if TYPE_CHECKING:
@@ -73,6 +75,31 @@ class Failure:
 
     source: Source
     message: str
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the run picker reads of a run's trace: the collectors' self-description as far as
+    labels, sets and modes read it (variant, compiled, cuda_graphs: the keys the trace's
+    "attnscope" block has of these; {} for a trace the collectors did not write), whether it holds
+    GPU work, and its distributedInfo rank and world size (None where it names none). It answers
+    `.collector` and `.has_gpu` as a Trace does, which is all that default_label, runs.mode_of and
+    runs.article_path read, so the picker can be drawn before a run is parsed."""
+
+    collector: dict[str, Any]
+    has_gpu: bool
+    rank: int | None = None
+    world: int | None = None
+
+    @classmethod
+    def of(cls, trace: Trace) -> Facts:
+        """The facts of a parsed trace (the oracle the manifest's facts are tested against)."""
+        block = trace.collector
+        picked = {key: block[key] for key in FACT_KEYS if key in block}
+        return cls(picked, trace.has_gpu, rank_of(trace), world_of(trace))
+
+
+FACT_KEYS = ("variant", "compiled", "cuda_graphs")
 
 
 def discover(
@@ -284,7 +311,22 @@ def trace_stem(name: str) -> str:
     return name
 
 
-def default_label(source: Source, trace: Trace | None) -> str:
+UPLOADS = "uploads"
+FILES = "files"
+STORED = "store"
+
+
+def origin(source: Source) -> str:
+    """Where a run comes from: its collection's name, UPLOADS, STORED (a run of the store's
+    catalog) or FILES (a loose file or a folder of ranks)."""
+    if source.collection is not None:
+        return source.collection
+    if source.id.startswith("store/"):
+        return STORED
+    return UPLOADS if source.id.startswith("upload/") else FILES
+
+
+def default_label(source: Source, trace: Trace | Facts | None) -> str:
     """The variant from the trace's own metadata (or its manifest entry), '(CUDA graphs)' added for
     runs the collectors compiled with mode="reduce-overhead" (`cuda_graphs: true`), '(compiled)'
     for other torch.compile runs; else the file name without its extension."""
