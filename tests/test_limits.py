@@ -555,7 +555,8 @@ def test_freed_pages_are_not_kept_once_polars_is_imported():
 
 def test_slice_workers_keep_polars_own_allocator_setting():
     """The workers (started with _ATTNSCOPE_SLICE_WORKER) are left polars' default: returning
-    every page at once cost them 0.5-0.7 s on the 910 MB trace for 18 MB less peak each."""
+    every page at once cost them 0.5-0.7 s on the 910 MB trace for 18 MB less peak each. And they
+    start no OpenBLAS threads (they never call BLAS; the threads spun while the loader imported)."""
     code = "import dashboard.engine.load, os; print(os.environ.get('_RJEM_MALLOC_CONF'))"
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
     env["_ATTNSCOPE_SLICE_WORKER"] = "1"
@@ -575,6 +576,7 @@ def test_slice_workers_keep_polars_own_allocator_setting():
         started.close()
     assert b"_ATTNSCOPE_SLICE_WORKER=1" in environ
     assert not [e for e in environ if e.startswith(b"_RJEM_MALLOC_CONF=") and b"decay_ms:0" in e]
+    assert b"OPENBLAS_NUM_THREADS=1" in environ
 
 
 # A whole one-member stream is inflated by ISA-L (python-isal), anything else by zlib: what a file
