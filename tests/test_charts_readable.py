@@ -232,3 +232,20 @@ def test_no_two_roofline_labels_sit_on_one_place(h200):
                     and abs(np.log10(t.y[0]) - np.log10(u.y[0])) < LABEL_NEAR[1]
                 )
                 assert not (near and t.textposition == u.textposition), (count, t.text, u.text)
+
+
+def test_roofline_labels_run_right_of_their_points_and_their_hover_names_every_run(h200):
+    """Text running left from a point crosses the bandwidth slope (the roof falls to the left):
+    every label sits right of its point, and a cluster's label, however short, names all its runs
+    when hovered; together the labels' hovers name each run with a point exactly once."""
+    from dashboard import charts
+    from dashboard.engine.compare import review
+
+    labels = _pick(h200, 21)
+    points = review.roofline_points({k: h200[k][1] for k in labels})
+    fig = charts.roofline(points)
+    texts = [t for t in fig.data if t.mode == "text"]
+    assert texts and all(t.textposition.endswith("right") for t in texts)
+    hovered = [name for t in texts for name in t.hovertemplate.removesuffix("<extra></extra>").split("<br>")]
+    placed = points.filter((points["intensity"] > 0) & (points["tflops"] > 0))["run"].unique().to_list()
+    assert sorted(hovered) == sorted(charts.plain(r) for r in placed)

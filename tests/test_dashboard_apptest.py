@@ -780,6 +780,22 @@ def test_a_long_table_drops_its_row_colours_and_says_so(trace_of, app, monkeypat
             ]
 
 
+def test_a_kernel_diff_row_is_coloured_on_its_change_and_name_cells_only(trace_of, app):
+    """Each coloured cell is a selector the browser's grid searches per drawn cell: the diff colours
+    the change and the kernel's name (columns 'change' and 'name' of the data sent), every changed
+    row, nothing else."""
+    import re
+
+    at = app(
+        "Kernels", params={"run": [sample_id("naive"), sample_id("naive_inplace")], "baseline": sample_id("naive")}
+    )
+    frame = table(at, "tbl_kernels_delta")
+    styles = at.get_by_key("tbl_kernels_delta").dataframe[0].proto.arrow_data.styler.styles
+    cells = {(int(r), int(c)) for r, c in re.findall(r"_row(\d+)_col(\d+)", styles)}
+    painted = {list(frame.columns).index("change"), list(frame.columns).index("name")}
+    assert cells == {(r, c) for r in range(len(frame)) for c in painted}  # every row changed (only changes shown)
+
+
 # ---------------------------------------------------------------- timeline diff
 
 

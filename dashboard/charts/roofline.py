@@ -16,13 +16,15 @@ OWN_BYTES = "bytes its own kernels move, from the recorded shapes"  # roofline.O
 
 
 LABEL_CLUSTER = 0.04  # points closer than this in log10 on both axes (about 10%) share one label
-LABEL_NAMES = 3  # run names a label lists before '+n more'
+LABEL_NAMES = 1  # run names a label lists before '+n more' (its hover lists them all)
+LABEL_CHARS = 32  # a longer first name is cut there, with '…' (its hover has it whole)
+LABEL_ROOM_PX = 190  # the right margin the labels of the rightmost points run into
 
 
-def _cluster_labels(points: pl.DataFrame) -> list[tuple[float, float, str]]:
-    """(x, y, text) of one label per cluster of roofline points that would overlap: the runs'
-    names in their order, each once, the first LABEL_NAMES of them and '+n more'; at the cluster's
-    rightmost point, so the text starts past the markers."""
+def _cluster_labels(points: pl.DataFrame) -> list[tuple[float, float, str, list[str]]]:
+    """(x, y, text, runs) of one label per cluster of roofline points that would overlap: the runs'
+    names in their order, each once; the text the first LABEL_NAMES of them and '+n more'; at the
+    cluster's rightmost point, so the text starts past the markers."""
     clusters: list[tuple[float, float, float, float, list[str]]] = []  # log x, log y, right x, its y, runs
     for run, x, y in points.select("run", "intensity", "tflops").iter_rows():
         if not x or not y or x <= 0 or y <= 0:
@@ -39,7 +41,8 @@ def _cluster_labels(points: pl.DataFrame) -> list[tuple[float, float, str]]:
     out = []
     for _, _, x, y, names in clusters:
         more = f" +{len(names) - LABEL_NAMES} more" if len(names) > LABEL_NAMES else ""
-        out.append((x, y, ", ".join(names[:LABEL_NAMES]) + more))
+        shown = [n if len(n) <= LABEL_CHARS else n[: LABEL_CHARS - 1] + "…" for n in names[:LABEL_NAMES]]
+        out.append((x, y, ", ".join(shown) + more, names))
     return out
 
 
@@ -68,9 +71,11 @@ def roofline(points: pl.DataFrame, colors: Colors | None = None) -> go.Figure:
     _add_roofs(fig, roofs, xs)
     measures_drawn = _add_points(fig, points, runs, palette, many)
     if many:  # the runs named beside their points, one label per cluster of points that overlap; the shapes' key, once
-        _add_cluster_labels(fig, points, xs)
+        _add_cluster_labels(fig, points)
         _add_measure_keys(fig, measures_drawn)
     _roofline_axes(fig)
+    if many:  # room for the labels of the rightmost points
+        fig.update_layout(margin={"r": LABEL_ROOM_PX})
     return fig
 
 
@@ -163,38 +168,37 @@ def _add_points(
 LABEL_NEAR = (0.5, 0.12)  # labels closer than this in log10 (x, y) would overlap: one goes above, one below
 
 
-def _label_places(labels: list[tuple[float, float, str]], middle: float) -> list[str]:
-    """Each label's textposition: 'middle right' (or 'middle left' in the right half, so the text
-    stays inside the plot); of two labels on one side closer than LABEL_NEAR, the lower one goes
-    below its point and the higher one above, so the two never overlap."""
-    sides = ["left" if np.log10(x) > middle else "right" for x, _, _ in labels]
+def _label_places(labels: list[tuple[float, float, str, list[str]]]) -> list[str]:
+    """Each label's textposition, always right of its point: the roof never falls as the intensity
+    grows, so text running right from a point under it stays under it (text running left would
+    cross the bandwidth slope). Of two labels closer than LABEL_NEAR, the lower one goes below its
+    point and the higher one above, so the two never overlap."""
     rows = ["middle"] * len(labels)
     order = sorted(range(len(labels)), key=lambda i: labels[i][1])
     for lower, upper in zip(order, order[1:]):
-        (x1, y1, _), (x2, y2, _) = labels[lower], labels[upper]
-        near = abs(np.log10(x1) - np.log10(x2)) < LABEL_NEAR[0] and abs(np.log10(y1) - np.log10(y2)) < LABEL_NEAR[1]
-        if near and sides[lower] == sides[upper]:
+        (x1, y1, *_), (x2, y2, *_) = labels[lower], labels[upper]
+        if abs(np.log10(x1) - np.log10(x2)) < LABEL_NEAR[0] and abs(np.log10(y1) - np.log10(y2)) < LABEL_NEAR[1]:
             rows[lower] = "bottom" if rows[lower] == "middle" else rows[lower]
             rows[upper] = "top"
-    return [f"{row} {side}" for row, side in zip(rows, sides)]
+    return [f"{row} right" for row in rows]
 
 
-def _add_cluster_labels(fig: go.Figure, points: pl.DataFrame, xs: np.ndarray) -> None:
-    """The runs' names beside their points, one label per cluster of points that overlap, two
-    labels near each other set above and below (_label_places)."""
-    middle = (np.log10(xs[0]) + np.log10(xs[-1])) / 2
+def _add_cluster_labels(fig: go.Figure, points: pl.DataFrame) -> None:
+    """The runs' names beside their points, one label per cluster of points that overlap (its
+    hover names every run in it), two labels near each other set above and below (_label_places);
+    the rightmost run into the plot's right margin (roofline() widens it)."""
     labels = _cluster_labels(points)
-    for (x, y, label), place in zip(labels, _label_places(labels, middle)):
-        left = place.endswith("left")
+    for (x, y, label, names), place in zip(labels, _label_places(labels)):
         fig.add_trace(
             go.Scatter(
-                x=[x / 1.15 if left else x * 1.15],
+                x=[x * 1.15],
                 y=[y],
                 mode="text",
                 text=[label],
                 showlegend=False,
                 textposition=place,
-                hoverinfo="skip",
+                cliponaxis=False,
+                hovertemplate="<br>".join(plain(n) for n in names) + "<extra></extra>",
                 textfont={"size": 10, "color": "#444"},
                 name=label,
             )

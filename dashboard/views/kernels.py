@@ -34,6 +34,9 @@ CHANGE_STYLE = {
     "fewer": tables.ADDED_BG,
     "faster": tables.ADDED_BG,
 }
+# The cells a diff row's colour goes on: its change and the kernel or op it is about (a diff of 21
+# runs has hundreds of rows, and each coloured cell costs the browser's grid on every draw).
+CHANGE_PAINT = ("change", "name")
 
 
 def render(sel: Selection) -> None:
@@ -174,7 +177,7 @@ def show_changed(
         "How many distinct kernels changed, by kind of change ('more'/'fewer': launches per step; 'slower'/'faster': mean "
         f"duration off by more than {facade.MEAN_CHANGE} and the kernel's time per step by at least {NOISE_NS / 1000:g} µs; a smaller move, such "
         "as a sub-µs memset's jitter, is 'same'). Below, each kernel ranked by its effect on step time: the change of its total time "
-        "per step, largest first, either sign. Red = slower, yellow = more or new, green = fewer, gone or faster."
+        "per step, largest first, either sign. The change and the kernel are coloured: red = slower, yellow = more or new, green = fewer, gone or faster."
     )
     tables.show(
         summary,
@@ -230,6 +233,7 @@ def show_changed(
             "other_mean_us": tables.hidden(tables.us("run mean (µs)", digits=2)),
         },
         highlight=lambda row: CHANGE_STYLE.get(row["change"], ""),
+        paint=CHANGE_PAINT,
         height=tables.fit(shown.height, 420),
     )
     show_ops(changes, others, only_changes, len(split) > 1)
@@ -299,12 +303,19 @@ def _steps_words(step: int | None) -> str:
 
 def show_readings(change: facade.Change, named: bool) -> None:
     """The one-line readings of a run against its baseline (compiled, CUDA graphs, backend, copy class)."""
+    if not change.readings:
+        st.markdown(readings_text(change, named))
+        return
+    st.info(readings_text(change, named), icon=":material/lightbulb:")
+
+
+def readings_text(change: facade.Change, named: bool) -> str:
+    """show_readings' Markdown: the run's readings as a list under a line naming it (when `named`)."""
     who = f"**{literal.md(change.run)}** against **{literal.md(change.baseline)}**: " if named else ""
     if not change.readings:
-        st.markdown(f"{who}no compile, CUDA-graph, attention-backend or copy-class change.")
-        return
+        return f"{who}no compile, CUDA-graph, attention-backend or copy-class change."
     lines = "\n".join(f"- {literal.md(_grammar(line))}" for line in change.readings)
-    st.info(f"{who}what the trace shows plainly\n\n{lines}", icon=":material/lightbulb:")
+    return f"{who}what the trace shows plainly\n\n{lines}"
 
 
 EXPLAINED_WHY = (
@@ -339,8 +350,7 @@ def show_all_readings(changes: list[facade.Change]) -> None:
         )
     st.info("What the traces show plainly against the baseline\n\n" + "\n".join(lines), icon=":material/lightbulb:")
     with st.expander("Each run's readings, with its own numbers"):
-        for change in changes:
-            show_readings(change, True)
+        st.markdown("\n\n".join(readings_text(change, True) for change in changes))  # one element for all runs
 
 
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -459,6 +469,7 @@ def show_ops(changes: list[facade.Change], others: list[str], only_changes: bool
             "other_per_step": tables.hidden(tables.count("run count / step")),
         },
         highlight=lambda row: CHANGE_STYLE.get(row["change"], ""),
+        paint=CHANGE_PAINT,
         height=tables.fit(shown.height, 420),
     )
 

@@ -93,6 +93,7 @@ def render(sel: Selection) -> None:
 def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
     """The speed table's columns (the 'compared as' column only when some run is not the same work
     on the same device as its baseline)."""
+    reason = tables.text("why no number", width="medium")
     return {
         "run": tables.text("run"),
         "median_us": tables.us("median step (µs)"),
@@ -129,7 +130,8 @@ def _speed_config(speed: pl.DataFrame, apart: list) -> dict:
             "the vendors' dense peaks, at the attention's minimum bytes (what a fused kernel needs; the roofline chart below "
             "places each run at the bytes its own kernels move). Empty where there is no peak: the next column says why",
         ),
-        "attn_reason": tables.text("why no number", width="medium"),
+        # hidden (the column menu shows it) when no run has a reason: the table then fits the page
+        "attn_reason": tables.hidden(reason) if speed["attn_reason"].is_null().all() else reason,
         # one click away (the table's column menu): the spread, the price applied, where time comes from
         "p10_us": tables.hidden(tables.us("p10 (µs)")),
         "p90_us": tables.hidden(tables.us("p90 (µs)")),

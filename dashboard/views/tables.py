@@ -103,18 +103,24 @@ def show(
     highlight: Callable[[dict[str, Any]], str] | None = None,
     height: int | str = "auto",
     order: list[str] | None = None,
+    paint: tuple[str, ...] | None = None,
 ) -> None:
     """Draw `frame` restricted to `columns` (engine name -> column config, whose label is the
     display name; a None config leaves the column out), inside a container keyed `key` so tests can find it. `highlight(row)` returns
-    a CSS style for a whole row, or ''. `order`: the columns shown, in order (the rest stay in the
-    data, hidden); None shows them all."""
+    a CSS style for a whole row, or ''; `paint`: the columns that style goes on (None: every
+    column). `order`: the columns shown, in order (the rest stay in the data, hidden); None shows
+    them all."""
     data = frame.select([c for c, cfg in columns.items() if c in frame.columns and cfg is not None]).to_pandas()
     if "run" in data.columns and columns.get("run") is not None:
         columns = {**columns, "run": run_column(columns["run"], data["run"].tolist())}
     shown: Any = data
     if highlight is not None and 0 < len(data) <= HIGHLIGHT_MAX_ROWS:
         styles = [highlight(row) for row in frame.iter_rows(named=True)]
-        shown = data.style.apply(lambda d: _row_styles(d, styles), axis=None)
+        # Each styled cell is one selector in the CSS the browser's grid searches once per cell it
+        # draws: on a table of hundreds of rows, painting two columns instead of twelve is what
+        # keeps a tab switch quick.
+        subset = [c for c in paint if c in data.columns] if paint is not None else None
+        shown = data.style.apply(lambda d: _row_styles(d, styles), axis=None, subset=subset)
     with st.container(key=key):
         if highlight is not None and len(data) > HIGHLIGHT_MAX_ROWS:
             st.caption(
