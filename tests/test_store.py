@@ -274,3 +274,37 @@ def test_a_files_hash_taken_beside_the_load_is_its_sha256(tmp_path):
     assert Hashing(path).result() == hashlib.sha256(path.read_bytes()).hexdigest()
     with pytest.raises(OSError):
         Hashing(tmp_path / "gone.json").result()
+
+
+def test_a_starved_hash_thread_leaves_the_rest_of_the_file_to_the_caller(tmp_path, monkeypatch):
+    """On a busy machine the nice-19 thread may not run at all: result() hashes the file itself.
+    And when both read, in chunks small enough that they take turns thousands of times, the digest
+    is still the file's: each chunk is read and hashed in order under one lock."""
+    import hashlib
+    import threading
+
+    from dashboard.engine.store import hashing
+
+    path = tmp_path / "t.json"
+    data = bytes(range(251)) * 400  # 100 KB
+    path.write_bytes(data)
+    release = threading.Event()
+    started = threading.Event()
+
+    def starved(*_args):  # the thread stops here until released: it never got a core
+        started.set()
+        release.wait(10)
+
+    monkeypatch.setattr(hashing.os, "setpriority", starved)
+    stalled = hashing.Hashing(path)
+    assert started.wait(30)
+    assert stalled.result() == hashlib.sha256(data).hexdigest()
+    assert stalled._thread.is_alive()  # answered while the thread still waits for a core
+    release.set()
+    stalled._thread.join(30)
+    assert not stalled._thread.is_alive() and stalled._fh is None
+
+    monkeypatch.undo()
+    monkeypatch.setattr(hashing, "_CHUNK", 7)
+    for _ in range(3):
+        assert hashing.Hashing(path).result() == hashlib.sha256(data).hexdigest()
