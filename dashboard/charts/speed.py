@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import polars as pl
 
-from dashboard.charts.facets import Modes, _facet_figure, _facets, _flat_layout
+from dashboard.charts.facets import Modes, _cell, _facet_layout, _facets, _flat_figure, _value_axes
 from dashboard.charts.style import (
     BASELINE_COLOR,
     FASTER_COLOR,
@@ -39,58 +39,61 @@ def _flat_step_time(speed: pl.DataFrame, log: bool, title: str, modes: Modes | N
     rows = {r["run"]: r for r in speed.iter_rows(named=True)}
     other = _other_work(speed)
     facets = _facets(list(rows), modes, {r: rows[r]["median_us"] for r in rows})
-    fig = _facet_figure(facets)
+    layout = _facet_layout(facets)
+    data: list[dict] = []
     for row, (_, members) in enumerate(facets, start=1):
         median = [rows[r]["median_us"] for r in members]
         p10 = [rows[r]["p10_us"] for r in members]
         p90 = [rows[r]["p90_us"] for r in members]
-        fig.add_trace(
-            go.Bar(
-                y=members,
-                x=median,
-                orientation="h",
-                showlegend=False,
-                marker={
+        data.append(
+            {
+                "type": "bar",
+                "y": members,
+                "x": median,
+                "orientation": "h",
+                "showlegend": False,
+                "marker": {
                     "color": [BASELINE_COLOR if r == baseline else FLAT_COLOR for r in members],
                     "pattern": {"shape": ["/" if r == baseline else "x" if r in other else "" for r in members]},
                 },
-                error_x={
+                "error_x": {
                     "type": "data",
                     "symmetric": False,
                     "array": [(b - m) if b == b and m == m else 0 for m, b in zip(median, p90)],
                     "arrayminus": [(m - a) if a == a and m == m else 0 for m, a in zip(median, p10)],
                     "color": "#444",
                 },
-                customdata=[[a, b, rows[r]["time_source"]] for r, a, b in zip(members, p10, p90)],
-                hovertemplate="%{y}<br>median %{x:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>",
-            ),
-            row=row,
-            col=1,
+                "customdata": [[a, b, rows[r]["time_source"]] for r, a, b in zip(members, p10, p90)],
+                "hovertemplate": "%{y}<br>median %{x:.4g} µs<br>p10 %{customdata[0]:.4g} µs, p90 %{customdata[1]:.4g} µs<br>%{customdata[2]}<extra></extra>",
+                **_cell(row, 1, 1),
+            }
         )
-        fig.add_trace(
-            go.Scatter(
-                y=members,
-                x=[max(m, b) if b == b else m for m, b in zip(median, p90)],
-                mode="text",
-                cliponaxis=False,
-                text=[
+        data.append(
+            {
+                "type": "scatter",
+                "y": members,
+                "x": [max(m, b) if b == b else m for m, b in zip(median, p90)],
+                "mode": "text",
+                "cliponaxis": False,
+                "text": [
                     " " + format_us(m) + (" · baseline" if r == baseline else f" · {OTHER_WORK}" if r in other else "")
                     for r, m in zip(members, median)
                 ],
-                textposition="middle right",
-                showlegend=False,
-                hoverinfo="skip",
-            ),
-            row=row,
-            col=1,
+                "textposition": "middle right",
+                "showlegend": False,
+                "hoverinfo": "skip",
+                **_cell(row, 1, 1),
+            }
         )
-    fig.update_xaxes(type="log" if log else "linear", rangemode="normal" if log else "tozero")
     tops = [max(r["median_us"], r["p90_us"]) if r["p90_us"] == r["p90_us"] else r["median_us"] for r in rows.values()]
     tops = [t for t in tops if t is not None and t == t]
-    if tops and not log:  # room for the value and '· baseline' past the longest whisker
-        fig.update_xaxes(range=[0, max(tops) * 1.45 or 1.0])
-    return _flat_layout(
-        fig,
+    for ax in _value_axes(layout):
+        ax.update(type="log" if log else "linear", rangemode="normal" if log else "tozero")
+        if tops and not log:  # room for the value and '· baseline' past the longest whisker
+            ax["range"] = [0, max(tops) * 1.45 or 1.0]
+    return _flat_figure(
+        data,
+        layout,
         title or "Median time per step, with spread (fastest first)",
         "µs per step (median; whiskers: p10 to p90)",
         len(rows),
@@ -118,51 +121,70 @@ def _flat_speedup(
 ) -> go.Figure:
     by = {r: (v, t, c) for r, v, t, c in zip(runs, values, text, colors)}
     facets = _facets(runs, modes, {r: v for r, v in zip(runs, values)}, descending=True)
-    fig = _facet_figure(facets)
+    layout = _facet_layout(facets)
+    data: list[dict] = []
+    shapes: list[dict] = []
     for row, (_, members) in enumerate(facets, start=1):
-        fig.add_trace(
-            go.Bar(
-                y=members,
-                x=[by[r][0] for r in members],
-                orientation="h",
-                marker_color=[by[r][2] for r in members],
-                marker_pattern_shape=["/" if r == baseline else "" for r in members],
-                text=[by[r][1] for r in members],
-                textposition="outside",
-                cliponaxis=False,
-                showlegend=False,
-                hovertemplate="%{y}: %{x:.3g}× the baseline's speed<extra></extra>",
-            ),
-            row=row,
-            col=1,
+        cell = _cell(row, 1, 1)
+        data.append(
+            {
+                "type": "bar",
+                "y": members,
+                "x": [by[r][0] for r in members],
+                "orientation": "h",
+                "marker": {
+                    "color": [by[r][2] for r in members],
+                    "pattern": {"shape": ["/" if r == baseline else "" for r in members]},
+                },
+                "text": [by[r][1] for r in members],
+                "textposition": "outside",
+                "cliponaxis": False,
+                "showlegend": False,
+                "hovertemplate": "%{y}: %{x:.3g}× the baseline's speed<extra></extra>",
+                **cell,
+            }
         )
-        fig.add_vline(x=1.0, line_dash="dash", line_color="#444", row=row, col=1)
-    fig.update_xaxes(type="log" if log else "linear", rangemode="normal" if log else "tozero")
+        shapes.append(  # the dashed line at 1, the height of the facet
+            {
+                "type": "line",
+                "x0": 1.0,
+                "x1": 1.0,
+                "xref": cell["xaxis"],
+                "y0": 0,
+                "y1": 1,
+                "yref": cell["yaxis"] + " domain",
+                "line": {"color": "#444", "dash": "dash"},
+            }
+        )
+        for run in members:
+            value, words, _ = by[run]
+            if run != baseline and (value is None or value != value or value <= 0):  # no bar: its slot says why
+                layout["annotations"].append(  # (its words made plain with the facet titles)
+                    {
+                        "x": 0,
+                        "y": plain(run),
+                        "text": words,
+                        "showarrow": False,
+                        "xanchor": "left",
+                        "font": {"size": 12, "color": NO_BAR_COLOR},
+                        "xref": cell["xaxis"],
+                        "yref": cell["yaxis"],
+                    }
+                )
+    layout["shapes"] = shapes
     top = max((v for v in values if v is not None and v == v), default=1.0)
-    if not log:  # room for the labels beside the longest bar
-        fig.update_xaxes(range=[0, top * 1.35])
-    _flat_layout(
-        fig,
+    for ax in _value_axes(layout):
+        ax.update(type="log" if log else "linear", rangemode="normal" if log else "tozero")
+        if not log:  # room for the labels beside the longest bar
+            ax["range"] = [0, top * 1.35]
+    return _flat_figure(
+        data,
+        layout,
         f"Speedup against {baseline}",  # short: the chart has half the page (the words on 1 are on its axis)
         "speedup (baseline time / run time; right of 1 = faster)",
         len(runs),
         len(facets),
     )
-    for row, (_, members) in enumerate(facets, start=1):
-        for run in members:
-            value, words, _ = by[run]
-            if run != baseline and (value is None or value != value or value <= 0):  # no bar: its slot says why
-                fig.add_annotation(
-                    x=0,
-                    y=plain(run),
-                    text=plain(words),
-                    showarrow=False,
-                    xanchor="left",
-                    font={"size": 12, "color": NO_BAR_COLOR},
-                    row=row,
-                    col=1,
-                )
-    return fig
 
 
 OTHER_WORK = "other work"  # a step-time bar of a run that does other work than its baseline
@@ -209,50 +231,50 @@ def _flat_throughput(known: pl.DataFrame, priced: bool, titles: tuple[str, str],
     rows = {r["run"]: r for r in known.iter_rows(named=True)}
     facets = _facets(list(rows), modes, {r: rows[r]["tokens_per_s"] for r in rows}, descending=True)
     columns = titles if priced else titles[:1]
-    fig = _facet_figure(facets, columns, shared_x=True)
+    layout = _facet_layout(facets, columns)
+    data: list[dict] = []
     for row, (_, members) in enumerate(facets, start=1):
         tps = [rows[r]["tokens_per_s"] for r in members]
-        fig.add_trace(
-            go.Bar(
-                y=members,
-                x=tps,
-                orientation="h",
-                marker_color=FLAT_COLOR,
-                showlegend=False,
-                text=[f"{v / 1e6:,.3g} M" if v >= 1e6 else f"{v:,.0f}" for v in tps],
-                textposition="outside",
-                cliponaxis=False,
-                hovertemplate="%{y}: %{x:,.0f} tokens/s<extra></extra>",
-            ),
-            row=row,
-            col=1,
+        data.append(
+            {
+                "type": "bar",
+                "y": members,
+                "x": tps,
+                "orientation": "h",
+                "marker": {"color": FLAT_COLOR},
+                "showlegend": False,
+                "text": [f"{v / 1e6:,.3g} M" if v >= 1e6 else f"{v:,.0f}" for v in tps],
+                "textposition": "outside",
+                "cliponaxis": False,
+                "hovertemplate": "%{y}: %{x:,.0f} tokens/s<extra></extra>",
+                **_cell(row, 1, len(columns)),
+            }
         )
         if priced:
             cost = [_per_cost_unit(rows[r]["usd_per_mtok"]) for r in members]
-            fig.add_trace(
-                go.Bar(
-                    y=members,
-                    x=cost,
-                    orientation="h",
-                    marker_color="#b279a2",
-                    showlegend=False,
-                    text=[format_usd(v) for v in cost],
-                    textposition="outside",
-                    cliponaxis=False,
-                    hovertemplate="%{y}: $%{x:.4g} per billion tokens<extra></extra>",
-                ),
-                row=row,
-                col=2,
+            data.append(
+                {
+                    "type": "bar",
+                    "y": members,
+                    "x": cost,
+                    "orientation": "h",
+                    "marker": {"color": "#b279a2"},
+                    "showlegend": False,
+                    "text": [format_usd(v) for v in cost],
+                    "textposition": "outside",
+                    "cliponaxis": False,
+                    "hovertemplate": "%{y}: $%{x:.4g} per billion tokens<extra></extra>",
+                    **_cell(row, 2, len(columns)),
+                }
             )
-    fig.update_xaxes(tickformat=".3~s", col=1)
-    if priced:
-        fig.update_xaxes(tickprefix="$", tickformat=".3~r", col=2)
-        top = max((_per_cost_unit(v) for v in known["usd_per_mtok"].to_list() if v is not None), default=1.0)
-        fig.update_xaxes(range=[0, top * 1.3], col=2)
     top = max(known["tokens_per_s"].to_list(), default=1.0)
-    fig.update_xaxes(range=[0, top * 1.3], col=1)
-    _flat_layout(fig, "Throughput and cost", "", len(rows), len(facets))
-    return fig
+    for ax in _value_axes(layout, len(columns), 1):
+        ax.update(tickformat=".3~s", range=[0, top * 1.3])
+    if priced:
+        top = max((_per_cost_unit(v) for v in known["usd_per_mtok"].to_list() if v is not None), default=1.0)
+        for ax in _value_axes(layout, len(columns), 2):
+            ax.update(tickprefix="$", tickformat=".3~r", range=[0, top * 1.3])
+    return _flat_figure(data, layout, "Throughput and cost", "", len(rows), len(facets))
 
 
 def _per_cost_unit(usd_per_mtok: float | None) -> float | None:

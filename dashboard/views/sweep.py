@@ -256,6 +256,7 @@ def _dispatch(dispatch: pl.DataFrame) -> None:
             "tbl_dispatch_cells",
             {c: tables.text(c, width="large" if c in ("refusals", "kernel") else None) for c in dispatch.columns},
             highlight=lambda row: MATH_STYLE if row["backend_ran"] == "math" else "",
+            paint=("backend_ran",),  # the cell that says math: each painted cell costs the grid on every draw
         )
 
 
