@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard import charts
 from dashboard.runs import ENV_TRACES
 from dashboard.views import figures
-from dashboard.views.tables import _row_styles
+from dashboard.views.tables import _row_styles, styled
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "dashboard" / "app.py"
@@ -91,3 +91,74 @@ def test_a_tab_visited_again_draws_the_figures_a_fresh_session_builds_without_bu
     at.toggle(key="speed_log").set_value(True).run()  # a choice the figure depends on: built anew
     assert built == ["time", "time"]
     assert _figure(at, "chart_speed_time")["layout"]["xaxis"]["type"] == "log"
+
+
+def _marshalled(styler, uuid: str) -> tuple:
+    """What Streamlit sends for `styler`: its CSS (the uuid written as 'U'), cell texts and caption."""
+    from streamlit.elements.lib.pandas_styler_utils import marshall_styler
+    from streamlit.proto.ArrowData_pb2 import ArrowData
+
+    proto = ArrowData()
+    styler.set_uuid(uuid)
+    marshall_styler(proto, styler, uuid)
+    return proto.styler.styles.replace(uuid, "U"), proto.styler.display_values, proto.styler.caption
+
+
+def test_a_kept_styler_sends_what_a_plain_one_sends_and_renders_once(monkeypatch):
+    from pandas.io.formats.style import Styler
+
+    renders: list[int] = []
+    real = Styler._translate
+    monkeypatch.setattr(Styler, "_translate", lambda self, *a, **k: renders.append(1) or real(self, *a, **k))
+    data = pd.DataFrame(
+        {
+            "run": ["a", "a", "b", "b"],
+            "change": ["slower", "same", "fewer", "added"],
+            "name": ["gemm", "memset", "softmax", "copy"],
+            "delta_us": [1.25, -0.001, -3.5, 2.0],
+            "hidden_count": [2, 1, 0, 4],
+        }
+    )
+    styles = ["background-color: #fde0dc", "", "background-color: #e3f4e1", "background-color: #fff4ce"]
+    paint = ("change", "name", "absent")  # a column not in the data is no column painted
+    # the obvious way: one call per row, on the painted columns only
+    plain = data.style.apply(lambda r: [styles[r.name]] * len(r), axis=1, subset=["change", "name"])
+    expected = _marshalled(plain, "x1")
+    kept = styled(data, styles, paint)
+    renders.clear()
+    assert _marshalled(kept, "x2") == expected and len(renders) == 1
+    assert _marshalled(kept, "x2") == expected and len(renders) == 1  # drawn again: not rendered again
+    assert "U_row0_col1" in expected[0] and "U_row1_col" not in expected[0] and "col0" not in expected[0]
+
+
+def _sent(at: AppTest, key: str) -> tuple:
+    """The coloured table under `key` as sent: data, cell texts and CSS (its uuid written as 'U')."""
+    arrow = at.get_by_key(key).dataframe[0].proto.arrow_data
+    return arrow.data, arrow.styler.display_values, arrow.styler.styles.replace(arrow.styler.uuid, "U")
+
+
+def test_the_kernels_tab_visited_again_sends_the_coloured_diffs_a_fresh_session_sends_without_rendering_them(
+    monkeypatch,
+):
+    from pandas.io.formats.style import Styler
+
+    keys = ["tbl_kernels_delta", "tbl_ops_delta"]
+    monkeypatch.delenv(ENV_TRACES, raising=False)
+    fresh = _open("Kernels")
+    expected = {key: _sent(fresh, key) for key in keys}
+    css = " ".join(styles for _, _, styles in expected.values())
+    assert all(colour in css for colour in ("#fde0dc", "#fff4ce", "#e3f4e1"))  # red, yellow and green rows
+    renders: list[int] = []
+    real = Styler._translate
+    monkeypatch.setattr(Styler, "_translate", lambda self, *a, **k: renders.append(1) or real(self, *a, **k))
+    at = _open("Kernels")
+    assert len(renders) == len(keys)  # a first visit renders each coloured table once
+    at.query_params["tab"] = "Overview"
+    at.run()
+    renders.clear()
+    at.query_params["tab"] = "Kernels"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert renders == [] and {key: _sent(at, key) for key in keys} == expected
+    at.toggle(key="kernels_only_changes").set_value(False).run()  # another choice: its own tables, rendered
+    assert len(renders) == len(keys) and _sent(at, "tbl_kernels_delta")[0] != expected["tbl_kernels_delta"][0]

@@ -147,10 +147,13 @@ def show_changes(sel: Selection, split: list[facade.Group], apart: set[str] = fr
         )
     link.publish("names", None if by_base else "full")
     steps = pick_steps(sel, [label for label in runs if label in others or label in against.values()])
-    every = sel.comparison.changes_at(steps, "base" if by_base else "name")
+    by = "base" if by_base else "name"
+    every = sel.comparison.changes_at(steps, by)
     changes = [c for c in every if c.run not in apart]
-    if changes:
-        show_changed(changes, [c.run for c in changes], split, only_changes)
+    if changes:  # the coloured tables kept for this selection and these choices (tables.show's `keep`)
+        show_changed(
+            changes, [c.run for c in changes], split, only_changes, (sel, (by, tuple(steps.items()), only_changes))
+        )
     else:
         st.info(
             "No selected run does the same work as its baseline, so nothing here is a change: how each one differs "
@@ -163,10 +166,15 @@ def show_changes(sel: Selection, split: list[facade.Group], apart: set[str] = fr
 
 
 def show_changed(
-    changes: list[facade.Change], others: list[str], split: list[facade.Group], only_changes: bool
+    changes: list[facade.Change],
+    others: list[str],
+    split: list[facade.Group],
+    only_changes: bool,
+    keep: tuple[Selection, tuple] | None = None,
 ) -> None:
     """The runs that do their baseline's work: readings, what the top rows explain, the kernel and
-    op diffs, coloured by the direction of each change."""
+    op diffs, coloured by the direction of each change. `keep`: (the selection, the choices the
+    changes were computed with), under which the coloured diffs are kept for the next reruns."""
     with st.container(key="kernels_readings"):
         show_all_readings(changes)
 
@@ -235,8 +243,9 @@ def show_changed(
         highlight=lambda row: CHANGE_STYLE.get(row["change"], ""),
         paint=CHANGE_PAINT,
         height=tables.fit(shown.height, 420),
+        keep=keep,
     )
-    show_ops(changes, others, only_changes, len(split) > 1)
+    show_ops(changes, others, only_changes, len(split) > 1, keep)
 
 
 def pick_steps(sel: Selection, labels: list[str]) -> dict[str, int | None]:
@@ -432,8 +441,15 @@ def show_differences(differing: list[facade.Change], only_changes: bool, grouped
 OP_CATEGORY_WORDS = {"cpu_op": "op", "user_annotation": "annotation"}
 
 
-def show_ops(changes: list[facade.Change], others: list[str], only_changes: bool, grouped: bool) -> None:
-    """The CPU side: ops, annotations and runtime calls per step, ranked like the kernels."""
+def show_ops(
+    changes: list[facade.Change],
+    others: list[str],
+    only_changes: bool,
+    grouped: bool,
+    keep: tuple[Selection, tuple] | None = None,
+) -> None:
+    """The CPU side: ops, annotations and runtime calls per step, ranked like the kernels (`keep`:
+    as show_changed's)."""
     st.subheader("CPU side: ops, annotations and launch calls", anchor=False)
     st.caption(
         "The same comparison for what runs on the host: CPU ops, record_function annotations and runtime calls "
@@ -471,6 +487,7 @@ def show_ops(changes: list[facade.Change], others: list[str], only_changes: bool
         highlight=lambda row: CHANGE_STYLE.get(row["change"], ""),
         paint=CHANGE_PAINT,
         height=tables.fit(shown.height, 420),
+        keep=keep,
     )
 
 

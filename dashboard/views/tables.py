@@ -6,13 +6,15 @@ what a test reads from a table is what the engine computed.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import polars as pl
 import streamlit as st
 
 from dashboard.engine.comparison import GROUP_GPU, Group
-from dashboard.views import literal
+from dashboard.runs import Selection
+from dashboard.views import figures, literal
 
 ALARM_BG = "background-color: #fde0dc; color: #8b0000; font-weight: 600"
 NOTE_BG = "background-color: #fff4ce"
@@ -61,7 +63,8 @@ def _text_px(value: str) -> float:
 def text_width(values: Any, label: str = "", least: int = 60, most: int = 460) -> int:
     """The px a text column needs to show its longest value (or its label) whole, within
     [`least`, `most`]."""
-    widest = max([_text_px(label)] + [_text_px(str(v)) for v in values if v is not None])
+    # each distinct value measured once: a run column repeats 21 names over hundreds of rows
+    widest = max([_text_px(label)] + [_text_px(v) for v in {str(v) for v in values if v is not None}])
     return max(least, min(most, round(widest) + CELL_PAD_PX))
 
 
@@ -73,12 +76,13 @@ def run_column(config: Any, names: Any) -> Any:
     sideways), wide enough for the longest run name (up to RUN_MOST_PX; the names cut there are
     written in full in the column's help)."""
     config = dict(config) if config is not None else {"label": "run"}
+    distinct = {str(n) for n in names if n is not None}  # (a table repeats each run's name on its rows)
     config["pinned"] = True
-    config["width"] = text_width(names, str(config.get("label") or "run"), most=RUN_MOST_PX)
+    config["width"] = text_width(distinct, str(config.get("label") or "run"), most=RUN_MOST_PX)
     help = (
         config.get("help") or "The run's label (rename runs in the sidebar); this column stays while the table scrolls"
     )
-    cut = sorted({str(n) for n in names if n is not None and _text_px(str(n)) + CELL_PAD_PX > RUN_MOST_PX})
+    cut = sorted(n for n in distinct if _text_px(n) + CELL_PAD_PX > RUN_MOST_PX)
     if cut:
         help += ". Names too long for the column, in full: " + "; ".join(literal.md(n) for n in cut)
     config["help"] = help
@@ -104,23 +108,28 @@ def show(
     height: int | str = "auto",
     order: list[str] | None = None,
     paint: tuple[str, ...] | None = None,
+    keep: tuple[Selection, Hashable] | None = None,
 ) -> None:
     """Draw `frame` restricted to `columns` (engine name -> column config, whose label is the
     display name; a None config leaves the column out), inside a container keyed `key` so tests can find it. `highlight(row)` returns
     a CSS style for a whole row, or ''; `paint`: the columns that style goes on (None: every
     column). `order`: the columns shown, in order (the rest stay in the data, hidden); None shows
-    them all."""
-    data = frame.select([c for c, cfg in columns.items() if c in frame.columns and cfg is not None]).to_pandas()
+    them all. `keep`: (the selection, every choice beside it that `frame` depends on): the
+    coloured table is then built once and drawn as it is on the next reruns (figures.once)."""
+    picked = [c for c, cfg in columns.items() if c in frame.columns and cfg is not None]
+    if highlight is not None and 0 < frame.height <= HIGHLIGHT_MAX_ROWS:
+
+        def build() -> Any:
+            return styled(
+                frame.select(picked).to_pandas(), [highlight(row) for row in frame.iter_rows(named=True)], paint
+            )
+
+        shown: Any = build() if keep is None else figures.once(keep[0], ("table", key, keep[1]), build)
+        data = shown.data
+    else:
+        shown = data = frame.select(picked).to_pandas()
     if "run" in data.columns and columns.get("run") is not None:
         columns = {**columns, "run": run_column(columns["run"], data["run"].tolist())}
-    shown: Any = data
-    if highlight is not None and 0 < len(data) <= HIGHLIGHT_MAX_ROWS:
-        styles = [highlight(row) for row in frame.iter_rows(named=True)]
-        # Each styled cell is one selector in the CSS the browser's grid searches once per cell it
-        # draws: on a table of hundreds of rows, painting two columns instead of twelve is what
-        # keeps a tab switch quick.
-        subset = [c for c in paint if c in data.columns] if paint is not None else None
-        shown = data.style.apply(lambda d: _row_styles(d, styles), axis=None, subset=subset)
     with st.container(key=key):
         if highlight is not None and len(data) > HIGHLIGHT_MAX_ROWS:
             st.caption(
@@ -135,6 +144,36 @@ def show(
             placeholder=MISSING,
             column_order=[c for c in order if c in data.columns] if order is not None else None,
         )
+
+
+def styled(data: Any, styles: list[str], paint: tuple[str, ...] | None) -> Any:
+    """A pandas Styler of `data` with `styles[i]` (a CSS style, or '') on row i's `paint` columns
+    (None: every column), which renders itself once: Streamlit asks a Styler for its CSS and cell
+    texts on every draw (its private _compute and _translate, as
+    streamlit.elements.lib.pandas_styler_utils.marshall_styler calls them, 60 ms for 400 rows),
+    so a Styler kept across reruns (show's `keep`) answers them from its first render."""
+    # Each styled cell is one selector in the CSS the browser's grid searches once per cell it
+    # draws: on a table of hundreds of rows, painting two columns instead of twelve is what
+    # keeps a tab switch quick.
+    subset = [c for c in paint if c in data.columns] if paint is not None else None
+    styler = data.style.apply(lambda d: _row_styles(d, styles), axis=None, subset=subset)
+    compute, translate = styler._compute, styler._translate
+    computed: list[Any] = []
+    rendered: dict[Hashable, Any] = {}
+
+    def compute_once() -> Any:
+        if not computed:  # the styles, worked out from `styles` (the same every time)
+            computed.append(compute())
+        return styler
+
+    def translate_once(*args: Any, **kwargs: Any) -> Any:
+        asked = (args, tuple(sorted(kwargs.items())))
+        if asked not in rendered:
+            rendered[asked] = translate(*args, **kwargs)
+        return rendered[asked]
+
+    styler._compute, styler._translate = compute_once, translate_once
+    return styler
 
 
 def _row_styles(data: Any, styles: list[str]) -> Any:
