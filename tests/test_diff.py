@@ -282,12 +282,20 @@ def test_the_runs_against_one_baseline_share_its_side_of_the_diffs(pair, monkeyp
 
     control, test = pair[CONTROL][0], pair[TEST][0]
     counted: Counter = Counter()
-    for name in ("_kernel_side", "_op_side"):
+    calls: Counter = Counter()
+    for name in ("_kernel_sides", "_op_sides"):  # each asked for the sides it must compute, all at once
         real = getattr(diff_module, name)
-        monkeypatch.setattr(diff_module, name, lambda *a, _real=real, _name=name: counted.update([_name]) or _real(*a))
+
+        def asked(wanted, *a, _real=real, _name=name):
+            calls.update([_name])
+            counted.update([_name] * len(wanted))
+            return _real(wanted, *a)
+
+        monkeypatch.setattr(diff_module, name, asked)
     found = changes({"control": control, "test": test, "test again": test}, "control")
-    # sides: the baseline once, and the one other trace (twice a run) once, per table
-    assert counted == Counter({"_kernel_side": 2, "_op_side": 2})
+    # sides: the baseline once, and the one other trace (twice a run) once, per table, in one call
+    assert counted == Counter({"_kernel_sides": 2, "_op_sides": 2})
+    assert calls == Counter({"_kernel_sides": 1, "_op_sides": 1})
     monkeypatch.undo()
     for change in found:
         assert change.kernels.equals(kernel_diff(control, test, by="base"))

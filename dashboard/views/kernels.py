@@ -172,9 +172,8 @@ def show_changed(
     only_changes: bool,
     keep: tuple[Selection, tuple] | None = None,
 ) -> None:
-    """The runs that do their baseline's work: readings, what the top rows explain, the kernel and
-    op diffs, coloured by the direction of each change. `keep`: (the selection, the choices the
-    changes were computed with), under which the coloured diffs are kept for the next reruns."""
+    """The runs that do their baseline's work: readings, what the top rows explain, the kernel and op diffs,
+    coloured by the direction of each change (kept for the next reruns under `keep`: tables.show's)."""
     with st.container(key="kernels_readings"):
         show_all_readings(changes)
 

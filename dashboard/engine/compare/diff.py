@@ -8,6 +8,7 @@ to the step's total). Times are ns unless a column name says otherwise."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from difflib import SequenceMatcher
 
 import polars as pl
@@ -244,27 +245,62 @@ def chosen_steps(trace: Trace, step: int | None) -> list[int]:
     return [step]
 
 
-def _per_step(frame: pl.DataFrame, keys: list[str], steps: list[int], side: str) -> pl.DataFrame:
-    """count and total time per step of each key over the chosen steps: {side}_per_step,
-    {side}_ns_per_step, {side}_mean_ns."""
-    n = max(len(steps), 1)
-    return (
-        frame.filter(pl.col("step").is_in(steps))
-        .group_by(keys)
-        .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total"))
-        .select(
-            *keys,
-            (pl.col("count") / n).alias(f"{side}_per_step"),
-            (pl.col("total") / n).alias(f"{side}_ns_per_step"),
-            (pl.col("total") / pl.col("count")).alias(f"{side}_mean_ns"),
-        )
+PAIR = "__pair"  # (which part of a batch a row belongs to, beside the keys; no key is named so)
+
+
+def _per_step_of(
+    parts: list[tuple[pl.DataFrame | pl.LazyFrame, list[int], str]],
+    keys: list[str],
+    names: Callable[[pl.Series], pl.Series] | None = None,
+) -> list[pl.DataFrame]:
+    """For each (frame, steps, side): count and total time per step of each key over the steps
+    ({side}_per_step, {side}_ns_per_step, {side}_mean_ns), in order, worked out in one query (a
+    diff of 21 runs asks for 42 of these). `names`: what the `name` column is replaced by first."""
+    if not parts:
+        return []
+    stacked = pl.concat(
+        [
+            frame.lazy().filter(pl.col("step").is_in(steps)).select(pl.lit(i, pl.UInt32).alias(PAIR), *keys, "dur_ns")
+            for i, (frame, steps, _) in enumerate(parts)
+        ]
     )
+    if names is not None:  # (every part's names at once: each distinct one parsed once)
+        eager = stacked.collect()
+        stacked = eager.with_columns(names(eager["name"]).alias("name")).lazy()
+    totals = stacked.group_by(PAIR, *keys).agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total")).collect()
+    split = totals.partition_by(PAIR, as_dict=True, include_key=False)
+    none = totals.clear().drop(PAIR)  # a part with no rows in its steps
+    out = []
+    for i, (_, steps, side) in enumerate(parts):
+        n = max(len(steps), 1)
+        # divided part by part, by the number n: polars divides a column of one row by n, and a
+        # longer one by multiplying it by 1 / n, so the figures are those a query per part gives
+        out.append(
+            split.get((i,), none).select(
+                *keys,
+                (pl.col("count") / n).alias(f"{side}_per_step"),
+                (pl.col("total") / n).alias(f"{side}_ns_per_step"),
+                (pl.col("total") / pl.col("count")).alias(f"{side}_mean_ns"),
+            )
+        )
+    return out
 
 
-def _changes(base: pl.DataFrame, other: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Join two _per_step frames and name each key's change; ranked by the change of its time per
-    step (largest first, either sign), then of its count, then by key."""
-    joined = base.join(other, on=keys, how="full", coalesce=True).with_columns(
+def _changes_of(pairs: list[tuple[pl.DataFrame, pl.DataFrame]], keys: list[str]) -> list[pl.DataFrame]:
+    """For each (base, other) pair of _per_step_of frames, in order: the two joined, each key's
+    change named, ranked by the change of its time per step (largest first, either sign), then of
+    its count, then by key. One query for every pair: their rows stacked, each with its pair's
+    number beside its keys, so that a key joins only within its pair."""
+    if not pairs:
+        return []
+
+    def stacked(side: int) -> pl.LazyFrame:
+        return pl.concat(
+            [pair[side].lazy().with_columns(pl.lit(i, pl.UInt32).alias(PAIR)) for i, pair in enumerate(pairs)]
+        )
+
+    joined = stacked(0).join(stacked(1), on=[PAIR, *keys], how="full", coalesce=True)
+    joined = joined.with_columns(
         pl.col("base_per_step", "other_per_step", "base_ns_per_step", "other_ns_per_step").fill_null(0.0)
     )
     ratio = pl.col("other_mean_ns") / pl.col("base_mean_ns")
@@ -284,17 +320,18 @@ def _changes(base: pl.DataFrame, other: pl.DataFrame, keys: list[str]) -> pl.Dat
         .then(pl.lit("faster"))
         .otherwise(pl.lit("same"))
     )
-    return (
+    ranked = (
         joined.with_columns(
             (pl.col("other_per_step") - pl.col("base_per_step")).alias("delta_per_step"),
             (pl.col("other_ns_per_step") - pl.col("base_ns_per_step")).alias("delta_ns_per_step"),
             change.alias("change"),
         )
         .sort(
-            [pl.col("delta_ns_per_step").abs(), pl.col("delta_per_step").abs(), *keys],
-            descending=[True, True] + [False] * len(keys),
+            [pl.col(PAIR), pl.col("delta_ns_per_step").abs(), pl.col("delta_per_step").abs(), *keys],
+            descending=[False, True, True] + [False] * len(keys),
         )
         .select(
+            PAIR,
             *keys,
             "change",
             "base_per_step",
@@ -306,7 +343,11 @@ def _changes(base: pl.DataFrame, other: pl.DataFrame, keys: list[str]) -> pl.Dat
             "base_mean_ns",
             "other_mean_ns",
         )
+        .collect()
     )
+    parts = ranked.partition_by(PAIR, maintain_order=True, include_key=False, as_dict=True)
+    none = ranked.clear().drop(PAIR)  # a pair with no rows on either side
+    return [parts.get((i,), none) for i in range(len(pairs))]
 
 
 def _base_names(names: pl.Series) -> pl.Series:
@@ -319,24 +360,19 @@ def _base_names(names: pl.Series) -> pl.Series:
     return names.replace_strict(mapping, default=None, return_dtype=pl.String)
 
 
-Sides = dict[tuple, pl.DataFrame]  # one side of a diff (_per_step) by (table, id(trace), step, by, side)
+Sides = dict[tuple, pl.DataFrame]  # one side of a diff (_per_step_of) by (table, id(trace), step, by, side)
 
 
-def _side(sides: Sides | None, key: tuple, compute) -> pl.DataFrame:
-    """compute(), or the frame `sides` kept for `key` (the diffs of several runs against one
-    baseline share the baseline's side: review_changes.changes hands them one dict)."""
-    if sides is None:
-        return compute()
-    if key not in sides:
-        sides[key] = compute()
-    return sides[key]
-
-
-def _kernel_side(trace: Trace, step: int | None, by: str, side: str) -> pl.DataFrame:
-    work = work_events(trace).select("step", pl.col("name").cast(pl.String), "family", "dur_ns")
-    if by == "base":
-        work = work.with_columns(_base_names(work["name"]).alias("name"))
-    return _per_step(work, ["name", "family"], chosen_steps(trace, step), side)
+def _kernel_sides(wanted: list[tuple[Trace, int | None, str]], by: str) -> list[pl.DataFrame]:
+    parts = [
+        (
+            work_events(trace).select("step", pl.col("name").cast(pl.String), "family", "dur_ns"),
+            chosen_steps(trace, step),
+            side,
+        )
+        for trace, step, side in wanted
+    ]
+    return _per_step_of(parts, ["name", "family"], _base_names if by == "base" else None)
 
 
 def kernel_diff(
@@ -354,13 +390,38 @@ def kernel_diff(
     other_mean_ns. by='base' groups template instances of one kernel under its base name. `sides`:
     a dict the calls of one batch share, so a trace's side is computed once (the traces must stay
     alive while it is used: it is keyed by their id)."""
+    return kernel_diffs([(base, other, step_base, step_other)], by, sides)[0]
+
+
+Pair = tuple[Trace, Trace, int | None, int | None]  # (base, other, step_base, step_other) of a diff
+
+
+def _sides_of(pairs: list[Pair], sides: Sides | None, table: str, by: str | None, compute) -> list[tuple]:
+    """Each pair's (base side, other side): the frames `sides` keeps (the diffs of several runs
+    against one baseline share the baseline's side: review_changes.changes hands them one dict),
+    the others computed at once by compute([(trace, step, side), ...]) and kept there."""
+    sides = {} if sides is None else sides
+
+    def key(trace: Trace, step: int | None, side: str) -> tuple:
+        return (table, id(trace), step, by, side)
+
+    asked = [
+        (trace, step, side)
+        for base, other, sb, so in pairs
+        for trace, step, side in ((base, sb, "base"), (other, so, "other"))
+    ]
+    wanted = {key(*one): one for one in asked if key(*one) not in sides}  # (each once, in the order asked)
+    sides.update(zip(wanted, compute(list(wanted.values()))))
+    return [(sides[key(base, sb, "base")], sides[key(other, so, "other")]) for base, other, sb, so in pairs]
+
+
+def kernel_diffs(pairs: list[Pair], by: str = "name", sides: Sides | None = None) -> list[pl.DataFrame]:
+    """kernel_diff of each (base, other, step_base, step_other), in order, ranked in one query
+    (_changes_of): a tab diffing 21 runs against their baseline asks for them all at once."""
     if by not in GROUP_BY:
         raise ValueError(f"by must be one of {', '.join(GROUP_BY)}")
-    a, b = (
-        _side(sides, ("kernels", id(trace), step, by, side), lambda: _kernel_side(trace, step, by, side))
-        for trace, step, side in ((base, step_base, "base"), (other, step_other, "other"))
-    )
-    return _changes(a, b, ["name", "family"])
+    found = _sides_of(pairs, sides, "kernels", by, lambda wanted: _kernel_sides(wanted, by))
+    return _changes_of(found, ["name", "family"])
 
 
 def explained(changes: pl.DataFrame, top: int) -> tuple[float, float]:
@@ -381,11 +442,16 @@ def changed_rows(changes: pl.DataFrame, top: int) -> int:
 OP_CATEGORIES = TIMELINE_CPU  # the host side op_diff compares: the timeline's (rules.HOST_CATEGORIES, launch calls)
 
 
-def _op_side(trace: Trace, step: int | None, side: str) -> pl.DataFrame:
-    ops = trace.events.filter(
-        pl.col("cat").is_in(OP_CATEGORIES) & ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
-    ).select("step", pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), "dur_ns")
-    return _per_step(ops, ["name", "cat"], chosen_steps(trace, step), side)
+def _op_sides(wanted: list[tuple[Trace, int | None, str]]) -> list[pl.DataFrame]:
+    ops = [
+        trace.events.lazy()
+        .filter(pl.col("cat").is_in(OP_CATEGORIES) & ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"))
+        .select("step", pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), "dur_ns")
+        for trace, _, _ in wanted
+    ]
+    return _per_step_of(
+        [(frame, chosen_steps(t, step), side) for frame, (t, step, side) in zip(ops, wanted)], ["name", "cat"]
+    )
 
 
 def op_diff(
@@ -399,11 +465,12 @@ def op_diff(
     against `base`, per step, ranked like kernel_diff: name, cat, change, base_per_step,
     other_per_step, delta_per_step, base_ns_per_step, other_ns_per_step, delta_ns_per_step,
     base_mean_ns, other_mean_ns. ProfilerStep spans themselves are left out. `sides`: as kernel_diff's."""
-    a, b = (
-        _side(sides, ("ops", id(trace), step, None, side), lambda: _op_side(trace, step, side))
-        for trace, step, side in ((base, step_base, "base"), (other, step_other, "other"))
-    )
-    return _changes(a, b, ["name", "cat"])
+    return op_diffs([(base, other, step_base, step_other)], sides)[0]
+
+
+def op_diffs(pairs: list[Pair], sides: Sides | None = None) -> list[pl.DataFrame]:
+    """op_diff of each (base, other, step_base, step_other), in order, ranked in one query (as kernel_diffs)."""
+    return _changes_of(_sides_of(pairs, sides, "ops", None, _op_sides), ["name", "cat"])
 
 
 COMPILED_OPS = r"^(CompiledFunction|CompiledFunctionBackward|Torch-Compiled Region|TorchDynamo Cache Lookup)\b"
@@ -415,6 +482,34 @@ def _moved(before: float, after: float) -> str:
     if before == after:
         return f"stayed at {before:,.4g}"
     return f"{'fell' if after < before else 'rose'} from {before:,.4g} to {after:,.4g}"
+
+
+OP_PATTERNS = {"compiled": COMPILED_OPS, "graphs": GRAPH_LAUNCHES, "launches": KERNEL_LAUNCHES}  # (readings')
+
+
+def _op_readings(ops: pl.DataFrame) -> dict:
+    """What readings reads off an op_diff frame, in one query (it is asked for every run of a
+    comparison): the compiled-region ops added and the ones removed (names, unsorted), how many op
+    names are removed, and per_step[(what, side)]: the calls per step of each OP_PATTERNS kind."""
+    matches = {what: pl.col("name").str.contains(pattern) for what, pattern in OP_PATTERNS.items()}
+    change = pl.col("change")
+    row = ops.select(
+        pl.col("name").filter(matches["compiled"] & (change == "added")).implode().alias("compiled_in"),
+        pl.col("name").filter(matches["compiled"] & (change == "removed")).implode().alias("compiled_out"),
+        (change == "removed").sum().alias("removed"),
+        *(
+            pl.col(f"{side}_per_step").filter(match).sum().alias(f"{what} {side}")
+            for what, match in matches.items()
+            for side in ("base", "other")
+        ),
+    ).row(0, named=True)
+    per_step = {(what, side): float(row[f"{what} {side}"]) for what in OP_PATTERNS for side in ("base", "other")}
+    return {
+        "compiled_in": row["compiled_in"],
+        "compiled_out": row["compiled_out"],
+        "removed": row["removed"],
+        "per_step": per_step,
+    }
 
 
 def readings(
@@ -447,24 +542,20 @@ def readings(
     elif besides:
         lines.append(f"besides the code: {'; '.join(besides)}")
 
-    def names(pattern: str, change: str) -> list[str]:
-        return sorted(ops.filter(pl.col("name").str.contains(pattern) & (pl.col("change") == change))["name"].to_list())
-
-    def per_step(pattern: str, side: str) -> float:
-        return float(ops.filter(pl.col("name").str.contains(pattern))[f"{side}_per_step"].sum())
-
-    compiled_in, compiled_out = names(COMPILED_OPS, "added"), names(COMPILED_OPS, "removed")
-    removed = ops.filter(pl.col("change") == "removed").height
-    if compiled_in and not per_step(COMPILED_OPS, "base"):
+    read = _op_readings(ops)
+    per_step = read["per_step"]
+    compiled_in, compiled_out = sorted(read["compiled_in"]), sorted(read["compiled_out"])
+    removed = read["removed"]
+    if compiled_in and not per_step["compiled", "base"]:
         gone = f"{removed:,} op names of the baseline are gone" if removed != 1 else "1 op name of the baseline is gone"
         lines.append(f"compiled: {', '.join(compiled_in)} appear (torch.compile); {gone}")
-    elif compiled_out and not per_step(COMPILED_OPS, "other"):
+    elif compiled_out and not per_step["compiled", "other"]:
         lines.append(f"no longer compiled: {', '.join(compiled_out)} are gone")
-    graphs_base, graphs_other = per_step(GRAPH_LAUNCHES, "base"), per_step(GRAPH_LAUNCHES, "other")
+    graphs_base, graphs_other = per_step["graphs", "base"], per_step["graphs", "other"]
     if graphs_other and not graphs_base:
         lines.append(
             f"CUDA graphs: {graphs_other:.4g} graph launch{' per step replays' if graphs_other == 1 else 'es per step replay'} kernels; "
-            f"kernel launches {_moved(per_step(KERNEL_LAUNCHES, 'base'), per_step(KERNEL_LAUNCHES, 'other'))} per step"
+            f"kernel launches {_moved(per_step['launches', 'base'], per_step['launches', 'other'])} per step"
         )
     elif graphs_base and not graphs_other:
         lines.append(

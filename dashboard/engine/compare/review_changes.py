@@ -10,7 +10,15 @@ import polars as pl
 
 from dashboard.engine.analyses.kernels import KERNEL_TABLE_SCHEMA, kernel_table
 from dashboard.engine.compare.host_diff import host_reading
-from dashboard.engine.compare.diff import NOISE_NS, SLOWER, changed_rows, explained, kernel_diff, op_diff, readings
+from dashboard.engine.compare.diff import (
+    NOISE_NS,
+    SLOWER,
+    changed_rows,
+    explained,
+    kernel_diffs,
+    op_diffs,
+    readings,
+)
 from dashboard.engine.compare.speed import group_baselines
 from dashboard.engine.model.formatting import signed as signed_number
 from dashboard.engine.model.trace import Trace
@@ -49,29 +57,25 @@ def changes(
     (template instances folded under their base name)."""
     steps = steps or {}
     against = group_baselines(runs, baseline) if runs else {}
-    out = []
+    compared = [label for label in runs if against.get(label) not in (None, label)]
+    pairs = [(runs[against[label]], runs[label], steps.get(against[label]), steps.get(label)) for label in compared]
     sides: dict = {}  # each baseline's side of the diffs, computed once for all its runs
-    for label, trace in runs.items():
-        base = against.get(label)
-        if base is None or base == label:
-            continue
-        sb, so = steps.get(base), steps.get(label)
-        kernels = kernel_diff(runs[base], trace, sb, so, by=by, sides=sides)
-        ops = op_diff(runs[base], trace, sb, so, sides=sides)  # the ops table and the readings both read it
-        out.append(
-            Change(
-                run=label,
-                baseline=base,
-                step_base=sb,
-                step_run=so,
-                kernels=kernels,
-                ops=ops,
-                readings=readings(runs[base], trace, sb, so, ops=ops) + host_reading(runs[base], trace),
-                top=top,
-                explained=explained(kernels, top),
-            )
+    all_kernels = kernel_diffs(pairs, by=by, sides=sides)  # every run's diff ranked in one query
+    all_ops = op_diffs(pairs, sides=sides)
+    return [
+        Change(
+            run=label,
+            baseline=against[label],
+            step_base=sb,
+            step_run=so,
+            kernels=kernels,
+            ops=ops,  # the ops table and the readings both read it
+            readings=readings(base, trace, sb, so, ops=ops) + host_reading(base, trace),
+            top=top,
+            explained=explained(kernels, top),
         )
-    return out
+        for label, (base, trace, sb, so), kernels, ops in zip(compared, pairs, all_kernels, all_ops)
+    ]
 
 
 KERNELS_BY_RUN_SCHEMA: dict[str, pl.DataType] = {  # kernel_table's columns (typed there), with the run and µs
