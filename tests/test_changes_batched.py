@@ -18,7 +18,11 @@ from dashboard.engine.compare.diff import (
     OP_CATEGORIES,
     SLOWER,
     _base_names,
+    COMPILED_OPS,
+    GRAPH_LAUNCHES,
+    KERNEL_LAUNCHES,
     _changes_of,
+    _op_readings,
     kernel_diffs,
 )
 
@@ -150,3 +154,31 @@ def test_a_pair_with_no_rows_is_an_empty_diff_in_its_place(trace_of):
     expected = _one_pair(a, b.head(3), ["name", "family"])
     assert got[1].equals(expected) and expected.height == a.height
     assert got[0].equals(expected.clear()) and got[2].equals(expected.clear())
+
+
+def test_what_the_readings_read_off_an_op_diff_is_what_one_filter_each_gives(trace_of):
+    """diff._op_readings (one select) against a filter per figure, on the op diff of every real
+    trace and bundled run against its group's baseline."""
+    checked = 0
+    for collection in [DATA, *(sorted(c.glob("*.json.gz")) for c in SAMPLES)]:
+        runs = {path.name: trace_of(path) for path in collection}
+        for change in review_changes.changes(runs, collection[0].name):
+            ops = change.ops
+            read = _op_readings(ops)
+
+            def rows(pattern: str, change: str | None = None):
+                match = pl.col("name").str.contains(pattern)
+                return ops.filter(match if change is None else match & (pl.col("change") == change))
+
+            assert sorted(read["compiled_in"]) == sorted(rows(COMPILED_OPS, "added")["name"].to_list())
+            assert sorted(read["compiled_out"]) == sorted(rows(COMPILED_OPS, "removed")["name"].to_list())
+            assert read["removed"] == ops.filter(pl.col("change") == "removed").height
+            for what, pattern in (
+                ("compiled", COMPILED_OPS),
+                ("graphs", GRAPH_LAUNCHES),
+                ("launches", KERNEL_LAUNCHES),
+            ):
+                for side in ("base", "other"):
+                    assert read["per_step"][what, side] == float(rows(pattern)[f"{side}_per_step"].sum())
+            checked += 1
+    assert checked >= 30
