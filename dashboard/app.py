@@ -25,6 +25,7 @@ from dashboard.engine.rules import RulesError, user_rules
 from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
 from dashboard.views import ranks as ranks_view
+from dashboard.views import run_names
 from dashboard.views.store import offer_saved_view, show_store
 
 TABS = {
@@ -174,7 +175,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
 
     ids = [r.source.id for r in loaded]
     link.seed_labels("label", ids)
-    labels = run_labels(loaded)
+    labels = run_names.run_labels(loaded)
     sets = catalog.run_sets(loaded)
     first_seed = "sel_runs" not in st.session_state.get(link.SEEDED, set())
     follow_link(sidebar, sets, loaded, ids)
@@ -196,7 +197,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
         st.info("Choose at least one run in the sidebar.", icon=":material/checklist:")
         return None, drawn, wait_for_store
     baseline = pick_baseline(sidebar, chosen, labels)
-    edit_labels(sidebar, loaded, labels)
+    run_names.edit_labels(sidebar, loaded, labels)
     link.publish_labels("label")
     link.publish("src", [f"{i}={by_id[i].digest}" for i in chosen if i.startswith("upload/")])
     selection = make_selection(by_id, offered, labels, chosen, baseline, collections, cache)
@@ -476,60 +477,6 @@ def pick_sets(sidebar, sets: list[catalog.RunSet]) -> None:
                 help=f"Compare the {len(rs.ids)} runs of '{rs.name}' ({kind} traces), the first as the baseline",
                 icon=":material/memory:" if kind == "GPU" else ":material/computer:",
             )
-
-
-def run_labels(loaded: list[catalog_offers.Offer]) -> dict[str, str]:
-    """Run id -> label shown everywhere: the user's own label, else the default, made unique."""
-    origins = [catalog.origin(r.source) for r in loaded]
-    first = catalog.unique_labels([r.label for r in loaded], origins)
-    # a collection whose labels need its name to be told apart carries it on every label, not on some
-    tagged = {o for r, o, d in zip(loaded, origins, first) if d != r.label and o}
-    defaults = [f"{r.label} [{o}]" if o in tagged and d == r.label else d for r, o, d in zip(loaded, origins, first)]
-    own: dict[str, str] = st.session_state.setdefault(link.LABELS, {})
-    wanted = [own.get(r.source.id) or d for r, d in zip(loaded, defaults)]
-    final = catalog.unique_labels(wanted, [None] * len(wanted))
-    return {r.source.id: label for r, label in zip(loaded, final)}
-
-
-def edit_labels(sidebar, loaded: list[catalog_offers.Offer], labels: dict[str, str]) -> None:
-    """A small table to rename runs. Edits are folded into session state (and so into the link),
-    then the table is drawn afresh (a new key), so the next edit is never lost."""
-    version = st.session_state.setdefault("label_editor_version", 0)
-    key = f"label_editor_{version}"
-    with sidebar.expander("Rename runs"):
-        st.data_editor(
-            {
-                "label": [labels[r.source.id] for r in loaded],
-                "file": [
-                    f"{catalog.origin(r.source)}: {r.source.name} ({catalog.format_bytes(r.size_bytes)})"
-                    for r in loaded
-                ],
-            },
-            key=key,
-            disabled=["file"],
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "label": st.column_config.TextColumn(
-                    "label", help="Double-click to rename; the link keeps the name", required=True, width="medium"
-                ),
-                "file": st.column_config.TextColumn("from", width="medium"),
-            },
-        )
-    state = st.session_state.get(key) or {}
-    changes = state.get("edited_rows") or {}
-    if changes:
-        own: dict[str, str] = st.session_state.setdefault(link.LABELS, {})
-        for row, change in changes.items():
-            if "label" in change and 0 <= int(row) < len(loaded):
-                text = str(change["label"] or "").strip()
-                ident = loaded[int(row)].source.id
-                if text:
-                    own[ident] = text
-                else:
-                    own.pop(ident, None)
-        st.session_state["label_editor_version"] = version + 1
-        st.rerun()
 
 
 def link_price(param: str, default: float | None) -> float | None:
