@@ -178,11 +178,17 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     labels = run_names.run_labels(loaded)
     sets = catalog.run_sets(loaded)
     first_seed = "sel_runs" not in st.session_state.get(link.SEEDED, set())
-    follow_link(sidebar, sets, loaded, ids)
+    # The rename table goes below the picker but is sent before it (the picker fills a container
+    # kept above it): the browser loads the grid's code, which the Overview's table needs too, while
+    # the server opens and compares the chosen runs. A table that arrives before that code waits for
+    # it, and React then shows it no sooner than 0.5 s after its placeholder.
+    picker = sidebar.container()
+    run_names.edit_labels(sidebar, loaded, labels)
+    follow_link(picker, sets, loaded, ids)
 
-    pick_sets(sidebar, sets)
-    pick_modes(sidebar, sets, loaded)
-    chosen = sidebar.multiselect(
+    pick_sets(picker, sets)
+    pick_modes(picker, sets, loaded)
+    chosen = picker.multiselect(
         "Compare",
         ids,
         key="sel_runs",
@@ -196,8 +202,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     if not chosen:
         st.info("Choose at least one run in the sidebar.", icon=":material/checklist:")
         return None, drawn, wait_for_store
-    baseline = pick_baseline(sidebar, chosen, labels)
-    run_names.edit_labels(sidebar, loaded, labels)
+    baseline = pick_baseline(picker, chosen, labels)
     link.publish_labels("label")
     link.publish("src", [f"{i}={by_id[i].digest}" for i in chosen if i.startswith("upload/")])
     selection = make_selection(by_id, offered, labels, chosen, baseline, collections, cache)
