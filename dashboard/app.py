@@ -25,6 +25,7 @@ from dashboard.engine.rules import RulesError, user_rules
 from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
 from dashboard.views import ranks as ranks_view
+from dashboard.views import run_names
 from dashboard.views.store import offer_saved_view, show_store
 
 TABS = {
@@ -174,14 +175,20 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
 
     ids = [r.source.id for r in loaded]
     link.seed_labels("label", ids)
-    labels = run_labels(loaded)
+    labels = run_names.run_labels(loaded)
     sets = catalog.run_sets(loaded)
     first_seed = "sel_runs" not in st.session_state.get(link.SEEDED, set())
-    follow_link(sidebar, sets, loaded, ids)
+    # The rename table goes below the picker but is sent before it (the picker fills a container
+    # kept above it): the browser loads the grid's code, which the Overview's table needs too, while
+    # the server opens and compares the chosen runs. A table that arrives before that code waits for
+    # it, and React then shows it no sooner than 0.5 s after its placeholder.
+    picker = sidebar.container()
+    run_names.edit_labels(sidebar, loaded, labels)
+    follow_link(picker, sets, loaded, ids)
 
-    pick_sets(sidebar, sets)
-    pick_modes(sidebar, sets, loaded)
-    chosen = sidebar.multiselect(
+    pick_sets(picker, sets)
+    pick_modes(picker, sets, loaded)
+    chosen = picker.multiselect(
         "Compare",
         ids,
         key="sel_runs",
@@ -195,8 +202,7 @@ def pick_runs() -> tuple[runs.Selection | None, threading.Event, Callable[[], No
     if not chosen:
         st.info("Choose at least one run in the sidebar.", icon=":material/checklist:")
         return None, drawn, wait_for_store
-    baseline = pick_baseline(sidebar, chosen, labels)
-    edit_labels(sidebar, loaded, labels)
+    baseline = pick_baseline(picker, chosen, labels)
     link.publish_labels("label")
     link.publish("src", [f"{i}={by_id[i].digest}" for i in chosen if i.startswith("upload/")])
     selection = make_selection(by_id, offered, labels, chosen, baseline, collections, cache)
@@ -478,60 +484,6 @@ def pick_sets(sidebar, sets: list[catalog.RunSet]) -> None:
             )
 
 
-def run_labels(loaded: list[catalog_offers.Offer]) -> dict[str, str]:
-    """Run id -> label shown everywhere: the user's own label, else the default, made unique."""
-    origins = [catalog.origin(r.source) for r in loaded]
-    first = catalog.unique_labels([r.label for r in loaded], origins)
-    # a collection whose labels need its name to be told apart carries it on every label, not on some
-    tagged = {o for r, o, d in zip(loaded, origins, first) if d != r.label and o}
-    defaults = [f"{r.label} [{o}]" if o in tagged and d == r.label else d for r, o, d in zip(loaded, origins, first)]
-    own: dict[str, str] = st.session_state.setdefault(link.LABELS, {})
-    wanted = [own.get(r.source.id) or d for r, d in zip(loaded, defaults)]
-    final = catalog.unique_labels(wanted, [None] * len(wanted))
-    return {r.source.id: label for r, label in zip(loaded, final)}
-
-
-def edit_labels(sidebar, loaded: list[catalog_offers.Offer], labels: dict[str, str]) -> None:
-    """A small table to rename runs. Edits are folded into session state (and so into the link),
-    then the table is drawn afresh (a new key), so the next edit is never lost."""
-    version = st.session_state.setdefault("label_editor_version", 0)
-    key = f"label_editor_{version}"
-    with sidebar.expander("Rename runs"):
-        st.data_editor(
-            {
-                "label": [labels[r.source.id] for r in loaded],
-                "file": [
-                    f"{catalog.origin(r.source)}: {r.source.name} ({catalog.format_bytes(r.size_bytes)})"
-                    for r in loaded
-                ],
-            },
-            key=key,
-            disabled=["file"],
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "label": st.column_config.TextColumn(
-                    "label", help="Double-click to rename; the link keeps the name", required=True, width="medium"
-                ),
-                "file": st.column_config.TextColumn("from", width="medium"),
-            },
-        )
-    state = st.session_state.get(key) or {}
-    changes = state.get("edited_rows") or {}
-    if changes:
-        own: dict[str, str] = st.session_state.setdefault(link.LABELS, {})
-        for row, change in changes.items():
-            if "label" in change and 0 <= int(row) < len(loaded):
-                text = str(change["label"] or "").strip()
-                ident = loaded[int(row)].source.id
-                if text:
-                    own[ident] = text
-                else:
-                    own.pop(ident, None)
-        st.session_state["label_editor_version"] = version + 1
-        st.rerun()
-
-
 def link_price(param: str, default: float | None) -> float | None:
     """A price as the link holds it (the Speedups tab writes it there)."""
     raw = st.query_params.get(param)
@@ -589,6 +541,14 @@ else:  # `streamlit run dashboard/app.py` finds this (without running the file) 
     # .style): 0.05-0.15 s of the first script run on the 2-core machine, before the first table.
     import pandas.io.formats.style  # noqa: F401
     import PIL.Image  # noqa: F401
+
+    # Streamlit's first element in a process asks inspect.stack() whether it runs in a REPL
+    # (delta_generator._maybe_print_use_warning), and inspect then maps each of the ~1,900 loaded
+    # modules to its file: 0.05-0.1 s of the first script run. Mapped here, at the server's start,
+    # that run maps only the modules it imports itself (inspect keeps the map).
+    import inspect
+
+    inspect.stack()
 
     from dashboard import uploads
 
