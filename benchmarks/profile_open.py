@@ -109,7 +109,7 @@ def instrument() -> None:
         ("memory_table", "memory table"),
     ):
         timed(frames, name, phase)
-    timed(hashing, "sha256_of", "hash thread: file hashed")
+    timed(hashing.Hashing, "_run", "hash thread: file hashed")  # till the file is hashed, by it or the writer
     timed(store.Store, "put", "writer thread: tables stored (Parquet)")
     timed(store.Store, "wait", "store writer waited for")
 
