@@ -53,6 +53,7 @@ from dashboard.catalog_sources import (
     discover as discover,
     extra_paths as extra_paths,
     file_source as file_source,
+    group_source,
     is_trace_name as is_trace_name,
     origin,
     read_collection as read_collection,
@@ -385,15 +386,8 @@ def rank_run(found: list[Run], ranks: list[int], cache: TraceCache) -> Run:
     if key not in cache.slowest:
         cache.slowest[key] = slowest_rank(traces) if len(traces) > 1 else next(iter(traces))
     slowest = cache.slowest[key]
-    first = found[0].source
-    name = first.group_name or first.group or first.name
-    source = Source(
-        id=first.group or first.id,
-        name=name,
-        path=first.path.parent if first.path is not None else None,
-        collection=first.collection,  # a collection's ranks stay in its set of runs
-    )
-    label = f"{name} ({len(traces)} ranks)" if len(traces) > 1 else name
+    source = group_source(found[0].source)
+    label = f"{source.name} ({len(traces)} ranks)" if len(traces) > 1 else source.name
     return Run(source, label, traces[slowest], digests[slowest], sum(r.size_bytes for r in found), traces, digests)
 
 

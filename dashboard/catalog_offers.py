@@ -30,6 +30,7 @@ from dashboard.catalog import (
     default_label,
     open_all,
 )
+from dashboard.catalog_sources import group_source
 from dashboard.engine import Trace, TraceError
 from dashboard.engine.store.ingest import one_job
 
@@ -154,17 +155,11 @@ def _shared(facts: Facts) -> tuple:
 def _group_offer(members: list[Pending], facts: dict[str, Facts]) -> Offer:
     """The run of a group's ranks (one job, as their manifest entries say), as catalog.rank_run
     names it; its facts are its ranks' (which agree)."""
-    first = members[0].source
-    name = first.group_name or first.group or first.name
-    source = Source(
-        id=first.group or first.id,
-        name=name,
-        path=first.path.parent if first.path is not None else None,
-        collection=first.collection,
-    )
+    source = group_source(members[0].source)
     digests = {facts[m.source.id].rank or 0: m.digest for m in members}
-    label = f"{name} ({len(members)} ranks)"
-    return Offer(source, label, sum(m.size for m in members), facts[first.id], dict(sorted(digests.items())), members)
+    label = f"{source.name} ({len(members)} ranks)"
+    first = members[0].source.id
+    return Offer(source, label, sum(m.size for m in members), facts[first], dict(sorted(digests.items())), members)
 
 
 def _single(item: Pending, facts: Facts) -> Offer:

@@ -53,6 +53,17 @@ class Source:
     rank: int | None = None
 
 
+def group_source(first: Source) -> Source:
+    """The Source of a run of several ranks, from its first rank's: the group's id and name, the
+    ranks' folder, and their collection (a collection's ranks stay in its set of runs)."""
+    return Source(
+        id=first.group or first.id,
+        name=first.group_name or first.group or first.name,
+        path=first.path.parent if first.path is not None else None,
+        collection=first.collection,
+    )
+
+
 @dataclass
 class Collection:
     """A bundled collection: its folder, the parsed runs.json and one Source per run."""
