@@ -168,6 +168,10 @@ def styled(data: Any, styles: list[str], paint: tuple[str, ...] | None) -> Any:
 
     def translate_once(*args: Any, **kwargs: Any) -> Any:
         asked = (args, tuple(sorted(kwargs.items())))
+        try:
+            hash(asked)
+        except TypeError:  # asked with something unhashable (not what Streamlit passes): rendered afresh
+            return translate(*args, **kwargs)
         if asked not in rendered:
             rendered[asked] = translate(*args, **kwargs)
         return rendered[asked]
