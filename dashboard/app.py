@@ -20,7 +20,7 @@ from typing import Any, Callable
 import streamlit as st
 
 from dashboard import charts, report, runs
-from dashboard import catalog, catalog_offers
+from dashboard import catalog, catalog_offers, prepare
 from dashboard.engine.rules import RulesError, user_rules
 from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
@@ -289,7 +289,7 @@ def follow_link(sidebar, sets: list[catalog.RunSet], loaded: list[catalog_offers
     comparison, and a line naming the link's runs that are not loaded here."""
     if "link_wanted" not in st.session_state:  # what a shared link asked for, kept for when its uploads arrive
         st.session_state["link_wanted"] = (st.query_params.get_all("run"), st.query_params.get("baseline"))
-    missing = link.seed_list("sel_runs", "run", ids, opening_runs(sets, loaded))
+    missing = link.seed_list("sel_runs", "run", ids, catalog_offers.opening_runs(sets, loaded))
     follow_uploads(ids)
     if missing:
         st.session_state["link_missing"] = missing
@@ -419,19 +419,6 @@ def follow_uploads(ids: list[str]) -> None:
         st.session_state["baseline"] = (chosen or fresh)[0]
 
 
-def opening_runs(sets: list[catalog.RunSet], loaded: list[catalog_offers.Offer]) -> list[str]:
-    """What the dashboard selects at first open: catalog.first_look's set, and when that is a
-    bundled collection of the collectors' variants, its article path (naive, naive_inplace, sdpa,
-    the forced backends, the hub kernel when present), eager; the sidebar's switch adds the
-    compiled and CUDA-graph runs."""
-    ids = catalog.first_look(sets)
-    bundled = {i for s in sets if s.bundled for i in s.ids}
-    if not ids or not set(ids) <= bundled:
-        return ids
-    facts = {r.source.id: r.facts for r in loaded}  # what article_path reads of a trace
-    return runs.article_path(ids, facts) or ids
-
-
 def pick_modes(sidebar, sets: list[catalog.RunSet], loaded: list[catalog_offers.Offer]) -> None:
     """A switch beside the run sets: the compiled and CUDA-graph runs of the article's variants
     with the eager ones, or eager alone, for the collection of the first selected run. Shown only
@@ -550,6 +537,17 @@ else:  # `streamlit run dashboard/app.py` finds this (without running the file) 
 
     inspect.stack()
 
+    import contextlib
+    from collections.abc import AsyncIterator
+
     from dashboard import uploads
 
-    app = st.App(__file__, routes=[uploads.route()], lifespan=uploads.lifespan)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        """The server's start opens the first screen's runs (dashboard/prepare.py) while the first
+        browser loads the page; its stop deletes the uploads."""
+        prepare.start()
+        async with uploads.lifespan(app):
+            yield None
+
+    app = st.App(__file__, routes=[uploads.route()], lifespan=lifespan)

@@ -10,6 +10,9 @@ comparison chose. A trace already in memory speaks for itself; what neither desc
 loose files, runs of the store's catalog, a collection the collectors did not write, a file that
 failed before) is parsed to be offered, as catalog.open_all always did. On an empty store that
 spares the bundled samples' first screen the parse of 32 files (about 0.5 s on the 2-core machine).
+What the picker selects at first (opening_runs: the article's path) and a run's execution mode
+(mode_of) read those facts too, and are here for the server's start (dashboard/prepare.py) as for
+the page.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from dashboard.catalog import (
     Pending,
     Run,
     Source,
+    RunSet,
     TraceCache,
     default_label,
+    first_look,
     open_all,
 )
 from dashboard.catalog_sources import group_source
@@ -213,3 +218,45 @@ class LazyRanks(Mapping):
 
     def __len__(self) -> int:
         return len(self.offers)
+
+
+MODES = ("eager", "compiled", "CUDA graphs")
+# The article's path, in its order: the variants the dashboard opens on (eager), when present.
+ARTICLE_VARIANTS = ("naive", "naive_inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "hub")
+
+
+def mode_of(trace: Trace) -> str | None:
+    """How a collectors' run executed: 'CUDA graphs', 'compiled' or 'eager'; None for a trace the
+    collectors did not write (nothing says)."""
+    meta = trace.collector or {}
+    if not meta.get("variant"):
+        return None
+    return MODES[2] if meta.get("cuda_graphs") else MODES[1] if meta.get("compiled") else MODES[0]
+
+
+def article_path(ids: list[str], traces: dict[str, Trace], with_modes: bool = False) -> list[str]:
+    """Of a set of runs (ids in order), the article's path: the ARTICLE_VARIANTS present, in the
+    article's order, eager only unless `with_modes` (then each variant's compiled and CUDA-graph
+    runs follow it). Runs that are not the collectors' variants are kept as they are; when no
+    article variant is present, `ids` unchanged."""
+    variant = {i: (traces[i].collector or {}).get("variant") for i in ids}
+    if not any(v in ARTICLE_VARIANTS for v in variant.values()):
+        return list(ids)
+    order = {v: n for n, v in enumerate(ARTICLE_VARIANTS)}
+    mode_rank = {m: n for n, m in enumerate(MODES)}
+    chosen = [i for i in ids if variant[i] in order and (with_modes or mode_of(traces[i]) == MODES[0])]
+    chosen.sort(key=lambda i: (order[variant[i]], mode_rank.get(mode_of(traces[i]) or "", 0)))
+    return chosen
+
+
+def opening_runs(sets: list[RunSet], loaded: list[Offer]) -> list[str]:
+    """What the dashboard selects at first open: catalog.first_look's set, and when that is a
+    bundled collection of the collectors' variants, its article path (naive, naive_inplace, sdpa,
+    the forced backends, the hub kernel when present), eager; the sidebar's switch adds the
+    compiled and CUDA-graph runs."""
+    ids = first_look(sets)
+    bundled = {i for s in sets if s.bundled for i in s.ids}
+    if not ids or not set(ids) <= bundled:
+        return ids
+    facts = {r.source.id: r.facts for r in loaded}  # what article_path reads of a trace
+    return article_path(ids, facts) or ids

@@ -15,20 +15,24 @@ import streamlit as st
 
 from dashboard import uploads
 from dashboard.engine import Comparison, Trace
-from dashboard import catalog
 from dashboard.catalog import ENV_MAX_UPLOAD, ENV_TRACES, Collection, Run, TraceCache
+from dashboard.catalog_offers import ARTICLE_VARIANTS, MODES, article_path, mode_of
 
 # Run (with .ranks and .trace, the slowest rank's) and Collection are the catalog's; views name them from here.
 __all__ = [
+    "ARTICLE_VARIANTS",
     "ENV_MAX_UPLOAD",
     "ENV_TRACES",
     "Collection",
+    "MODES",
     "Run",
     "Selection",
     "Throttled",
     "TraceCache",
+    "article_path",
     "comparison_for",
     "drop_closed_uploads",
+    "mode_of",
     "trace_cache",
     "upload_limit",
 ]
@@ -56,8 +60,11 @@ class Throttled:
 
 @st.cache_resource(show_spinner=False)
 def trace_cache() -> TraceCache:
-    """The process-wide cache shared by every session, backed by the trace store."""
-    return catalog.server_cache()
+    """The process-wide cache shared by every session, backed by the trace store: the one the
+    server's start opened the first screen's runs into (dashboard/prepare.py), once that is done."""
+    from dashboard import prepare
+
+    return prepare.server_cache()
 
 
 def drop_closed_uploads(registry: uploads.Registry = uploads.REGISTRY) -> int:
@@ -165,32 +172,3 @@ def comparison_for(
     )
     state[COMPARISON_KEY] = (key, made)
     return made
-
-
-MODES = ("eager", "compiled", "CUDA graphs")
-# The article's path, in its order: the variants the dashboard opens on (eager), when present.
-ARTICLE_VARIANTS = ("naive", "naive_inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "hub")
-
-
-def mode_of(trace: Trace) -> str | None:
-    """How a collectors' run executed: 'CUDA graphs', 'compiled' or 'eager'; None for a trace the
-    collectors did not write (nothing says)."""
-    meta = trace.collector or {}
-    if not meta.get("variant"):
-        return None
-    return MODES[2] if meta.get("cuda_graphs") else MODES[1] if meta.get("compiled") else MODES[0]
-
-
-def article_path(ids: list[str], traces: dict[str, Trace], with_modes: bool = False) -> list[str]:
-    """Of a set of runs (ids in order), the article's path: the ARTICLE_VARIANTS present, in the
-    article's order, eager only unless `with_modes` (then each variant's compiled and CUDA-graph
-    runs follow it). Runs that are not the collectors' variants are kept as they are; when no
-    article variant is present, `ids` unchanged."""
-    variant = {i: (traces[i].collector or {}).get("variant") for i in ids}
-    if not any(v in ARTICLE_VARIANTS for v in variant.values()):
-        return list(ids)
-    order = {v: n for n, v in enumerate(ARTICLE_VARIANTS)}
-    mode_rank = {m: n for n, m in enumerate(MODES)}
-    chosen = [i for i in ids if variant[i] in order and (with_modes or mode_of(traces[i]) == MODES[0])]
-    chosen.sort(key=lambda i: (order[variant[i]], mode_rank.get(mode_of(traces[i]) or "", 0)))
-    return chosen

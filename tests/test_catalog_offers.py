@@ -31,8 +31,8 @@ def bundled_pending(cache: TraceCache, extra: tuple[Path, ...] = ()) -> tuple[li
 
 def picker(items: list, facts_of) -> dict:
     """What the sidebar shows of these runs (Runs or Offers): ids, default labels, origins, the
-    sets of runs, the default selection (dashboard.app.opening_runs) and each run's mode."""
-    from dashboard.app import opening_runs  # noqa: PLC0415 - the app's own function, imported as a module
+    sets of runs, the default selection (catalog_offers.opening_runs) and each run's mode."""
+    from dashboard.catalog_offers import opening_runs  # noqa: PLC0415
 
     sets = catalog.run_sets(items)
     return {
@@ -177,10 +177,10 @@ def test_the_app_opening_on_a_run_that_does_not_parse_shows_what_parsing_every_f
 ) -> None:
     """The default selection of a collection named at start holds a file its manifest describes but
     that does not parse: the page runs again, and then says why in the sidebar and selects what
-    the picker of parsed runs selects (the oracle: open_all of every file, app.opening_runs)."""
+    the picker of parsed runs selects (the oracle: open_all of every file, catalog_offers.opening_runs)."""
     from streamlit.testing.v1 import AppTest  # noqa: PLC0415
 
-    from dashboard.app import opening_runs  # noqa: PLC0415
+    from dashboard.catalog_offers import opening_runs  # noqa: PLC0415
 
     (small_collection / "naive.json.gz").write_bytes(b"not a trace either")
     oracle_cache = TraceCache(store=None)

@@ -1,0 +1,91 @@
+"""The first screen's runs, opened at the server's start while the browser loads the page.
+
+`streamlit run dashboard/app.py` with no link shows the same first screen to every first visitor:
+the runs the picker offers and the default selection's Overview. The server knows them before any
+browser connects, so its start opens them in a thread (the files read and hashed, the runs on offer
+described, the default ones parsed and stored, the Overview's analyses of each run computed and
+kept) into the cache the sessions share; the page's scripts take 0.7-1.0 s to load on the 2-core
+machine before its first script run asks for anything. That run then finds its runs in memory. A
+session's first call of runs.trace_cache() waits for the thread (at most WAIT_S), so nothing is
+parsed twice.
+
+Only what opens quickly is opened here: when a file the picker would parse to offer, or a chosen
+run's files, come to more than MAX_BYTES, nothing is, and the page opens them with its progress
+bar as before. Uploads and links are a session's own, and are not known here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from dashboard import catalog, catalog_offers
+from dashboard.catalog import Pending, TraceCache
+from dashboard.engine import Comparison
+
+MAX_BYTES = 64 * 1024 * 1024  # the files' bytes on disk the start opens without a progress bar
+WAIT_S = 30.0  # the longest a session's first run waits for the start's opening
+OVERVIEW_TABLES = ("overview", "overview_shown", "copies", "findings", "groups", "health", "families", "phases")
+
+_LOG = logging.getLogger(__name__)
+_STARTED: dict[str, Any] = {}  # "cache": the process's TraceCache, "thread": the thread opening the first screen
+
+
+def start(environ: dict[str, str] | None = None) -> threading.Thread:
+    """Make the process's trace cache and open the first screen's runs into it, in a thread (once
+    per process: a second call returns the first's thread)."""
+    if "thread" not in _STARTED:
+        cache = catalog.server_cache(environ)
+        thread = threading.Thread(target=_open_quietly, args=(cache,), name="attnscope-first-screen", daemon=True)
+        _STARTED.update(cache=cache, thread=thread)
+        thread.start()
+    return _STARTED["thread"]
+
+
+def server_cache() -> TraceCache:
+    """The process's trace cache: the one start() made, once its thread is done (or WAIT_S has
+    passed: the cache is shared by threads anyway, as it is by sessions), else a new one."""
+    thread = _STARTED.get("thread")
+    if thread is None:
+        return catalog.server_cache()
+    thread.join(WAIT_S)
+    return _STARTED["cache"]
+
+
+def _open_quietly(cache: TraceCache) -> None:
+    try:
+        first_screen(cache)
+    except Exception:  # noqa: BLE001 - the page opens what is missing itself, and says what fails
+        _LOG.warning("attnscope: opening the first screen's runs at the server's start failed", exc_info=True)
+
+
+def first_screen(cache: TraceCache) -> list[str]:
+    """Open what a first page with no link shows into `cache`: the bundled and given files read
+    and hashed, the runs on offer, the default selection parsed (or read back from the store) and
+    its Overview's analyses computed. The ids of the runs opened; [] when the files to parse come
+    to more than MAX_BYTES (left to the page, with progress) or nothing is on offer."""
+    collections, loose, _ = catalog.discover(extra=catalog.extra_paths())
+    found = catalog.pending_files([s for c in collections for s in c.sources] + loose, cache)
+    pending = [p for p in found if isinstance(p, Pending)]
+    described = catalog_offers.manifest_facts(collections)
+    if _unopened_bytes([p for p in pending if p.source.id not in described], cache) > MAX_BYTES:
+        return []
+    offered, _ = catalog_offers.offer_runs(pending, collections, cache=cache)
+    by_id = {offer.source.id: offer for offer in offered}
+    chosen = catalog_offers.opening_runs(catalog.run_sets(offered), offered)
+    if not chosen or _unopened_bytes([m for i in chosen for m in by_id[i].members], cache) > MAX_BYTES:
+        return []
+    opened, _ = catalog_offers.open_offers([by_id[i] for i in chosen], cache=cache)
+    traces = {i: opened[i].trace for i in chosen if i in opened}
+    if traces:
+        comparison = Comparison(traces, next(iter(traces)))
+        for name in OVERVIEW_TABLES:  # each run's share of them is kept on its trace (and in the store)
+            getattr(comparison, name)
+    return list(traces)
+
+
+def _unopened_bytes(pending: list[Pending], cache: TraceCache) -> int:
+    """The bytes on disk of the files among `pending` that are neither in memory nor failed before
+    (a stored one counts: reading it back is not free, but it is no parse either way)."""
+    return sum(p.size for p in pending if cache.get(p.digest) is None and p.digest not in cache.failures)
