@@ -56,8 +56,13 @@ def server_cache() -> TraceCache:
 def _open_quietly(cache: TraceCache) -> None:
     try:
         first_screen(cache)
-    except Exception:  # noqa: BLE001 - the page opens what is missing itself, and says what fails
-        _LOG.warning("attnscope: opening the first screen's runs at the server's start failed", exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - the page opens what is missing itself, and says what fails
+        _LOG.warning(
+            "attnscope: opening the first screen's runs at the server's start stopped (%s: %s); "
+            "the page opens them itself",
+            type(exc).__name__,
+            catalog.one_line(str(exc)),
+        )
 
 
 def first_screen(cache: TraceCache) -> list[str]:
