@@ -162,3 +162,36 @@ def test_the_kernels_tab_visited_again_sends_the_coloured_diffs_a_fresh_session_
     assert renders == [] and {key: _sent(at, key) for key in keys} == expected
     at.toggle(key="kernels_only_changes").set_value(False).run()  # another choice: its own tables, rendered
     assert len(renders) == len(keys) and _sent(at, "tbl_kernels_delta")[0] != expected["tbl_kernels_delta"][0]
+
+
+def _sent_whole(at: AppTest, key: str) -> tuple:
+    """The table under `key` as sent, uuid and all: what decides whether Streamlit sends it again
+    or as a reference to the message the browser keeps."""
+    arrow = at.get_by_key(key).dataframe[0].proto.arrow_data
+    return arrow.data, arrow.styler.display_values, arrow.styler.styles, arrow.styler.uuid
+
+
+def test_coloured_tables_drawn_again_are_the_same_message_named_by_their_key(monkeypatch):
+    from pandas.io.formats.style import Styler
+
+    monkeypatch.delenv(ENV_TRACES, raising=False)
+    kept = {"Copies": ["tbl_copy_groups", "tbl_copies"]}
+    also = {"Sweep": ["tbl_dispatch_cells", "tbl_dispatch_map"]}  # (the map: a Styler of its own)
+    fresh = {tab: _open(tab) for tab in (*kept, *also)}
+    expected = {key: _sent_whole(fresh[tab], key) for tab, keys in {**kept, **also}.items() for key in keys}
+    for key, (_, _, css, uuid) in expected.items():
+        assert uuid == key and f"#T_{key}_row" in css  # the CSS names the table by its key, not at random
+    renders: list[str] = []
+    real = Styler._translate
+    monkeypatch.setattr(Styler, "_translate", lambda self, *a, **k: renders.append(self.uuid) or real(self, *a, **k))
+    at = _open("Copies")
+    for tab, keys in {**kept, **also}.items():
+        at.query_params["tab"] = "Ranks"
+        at.run()
+        renders.clear()
+        at.query_params["tab"] = tab
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert {key: _sent_whole(at, key) for key in keys} == {key: expected[key] for key in keys}
+        if tab in kept:
+            assert not set(renders) & set(keys), renders  # a switch back renders none of them again

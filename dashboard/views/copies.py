@@ -77,9 +77,10 @@ def render(sel: Selection) -> None:
         },
         highlight=lambda row: tables.ALARM_BG if row["alarm"] else tables.NOTE_BG if row["hidden"] else "",
         height=tables.fit(groups.height, 420),
+        keep=(sel, ()),  # both tables are the selection's Comparison's, coloured by their own columns
     )
 
-    _every_copy(cmp.every_copy)
+    _every_copy(cmp.every_copy, sel)
 
 
 def _alarms(runs: dict, hidden: pl.DataFrame, small: pl.DataFrame) -> None:
@@ -118,8 +119,8 @@ def _alarms(runs: dict, hidden: pl.DataFrame, small: pl.DataFrame) -> None:
             )
 
 
-def _every_copy(every: pl.DataFrame) -> None:
-    """Every copy of every run, one row each (Comparison.every_copy)."""
+def _every_copy(every: pl.DataFrame, sel: Selection) -> None:
+    """Every copy of every run, one row each (Comparison.every_copy), kept for `sel` (tables.show's `keep`)."""
     st.subheader("Every copy")
     if every.height == 0:
         st.info("The selected runs make no copies.")
@@ -142,4 +143,5 @@ def _every_copy(every: pl.DataFrame) -> None:
         },
         highlight=lambda row: tables.ALARM_BG if row["hidden"] else "",
         height=tables.fit(every.height, 420),
+        keep=(sel, ()),
     )

@@ -59,6 +59,7 @@ def render(sel: Selection) -> None:
         split,
         highlight=lambda row: _row_style(row, alarmed),
         order=order,
+        keep=(sel, ()),  # its rows, columns and colours all come from the selection's Comparison
     )
 
     show_graph_copies(sel, table)

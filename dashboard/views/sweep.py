@@ -7,6 +7,7 @@ prediction, and the serving mix. Draws what dashboard.engine.analyses.article co
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import streamlit as st
@@ -87,7 +88,7 @@ def render(sel: Selection | None = None) -> None:
     if a.sweep is not None:
         _sweep(a, sel, source)
     if a.dispatch is not None:
-        _dispatch(a.dispatch)
+        _dispatch(a.dispatch, sel, source)
     if a.e2e is not None:
         _e2e(a.e2e, sel, source)
     if a.serve is not None:
@@ -236,7 +237,9 @@ def _sweep_points(part: pl.DataFrame) -> None:
         )
 
 
-def _dispatch(dispatch: pl.DataFrame) -> None:
+def _dispatch(dispatch: pl.DataFrame, sel: Selection | None, source: tuple) -> None:
+    """Which backend each cell's dispatch ran, as a map and cell by cell; the coloured tables kept by
+    `source` (the folder read) for this selection's reruns (figures.once, tables.show's `keep`)."""
     st.subheader("Which backend SDPA's default dispatch ran")
     math_cells = art.fallback_cells(dispatch)
     if math_cells.height:
@@ -247,9 +250,8 @@ def _dispatch(dispatch: pl.DataFrame) -> None:
         )
     else:
         st.success(f"A fused backend ran in all {dispatch.height} cells.", icon=":material/check_circle:")
-    matrix = art.dispatch_matrix(dispatch).to_pandas()
     with st.container(key="tbl_dispatch_map"):
-        st.dataframe(matrix.style.map(lambda v: MATH_STYLE if v == "math" else ""), hide_index=True)
+        st.dataframe(figures.once(sel, ("dispatch_map", source), lambda: _math_map(dispatch)), hide_index=True)
     with st.expander("Every cell, with the kernel that proves it and each forced backend's refusal"):
         tables.show(
             dispatch,
@@ -257,7 +259,15 @@ def _dispatch(dispatch: pl.DataFrame) -> None:
             {c: tables.text(c, width="large" if c in ("refusals", "kernel") else None) for c in dispatch.columns},
             highlight=lambda row: MATH_STYLE if row["backend_ran"] == "math" else "",
             paint=("backend_ran",),  # the cell that says math: each painted cell costs the grid on every draw
+            keep=(sel, source),
         )
+
+
+def _math_map(dispatch: pl.DataFrame) -> Any:
+    """The dispatch map, its math cells red, under a fixed name (tables.same_name: drawn again, it
+    is the same message)."""
+    matrix = art.dispatch_matrix(dispatch).to_pandas()
+    return tables.same_name(matrix.style.map(lambda v: MATH_STYLE if v == "math" else ""), "tbl_dispatch_map")
 
 
 def _e2e(e2e: pl.DataFrame, sel: Selection | None, source: tuple) -> None:

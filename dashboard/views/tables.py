@@ -108,7 +108,7 @@ def show(
     height: int | str = "auto",
     order: list[str] | None = None,
     paint: tuple[str, ...] | None = None,
-    keep: tuple[Selection, Hashable] | None = None,
+    keep: tuple[Selection | None, Hashable] | None = None,
 ) -> None:
     """Draw `frame` restricted to `columns` (engine name -> column config, whose label is the
     display name; a None config leaves the column out), inside a container keyed `key` so tests can find it. `highlight(row)` returns
@@ -121,7 +121,7 @@ def show(
 
         def build() -> Any:
             return styled(
-                frame.select(picked).to_pandas(), [highlight(row) for row in frame.iter_rows(named=True)], paint
+                frame.select(picked).to_pandas(), [highlight(row) for row in frame.iter_rows(named=True)], paint, key
             )
 
         shown: Any = build() if keep is None else figures.once(keep[0], ("table", key, keep[1]), build)
@@ -146,17 +146,18 @@ def show(
         )
 
 
-def styled(data: Any, styles: list[str], paint: tuple[str, ...] | None) -> Any:
+def styled(data: Any, styles: list[str], paint: tuple[str, ...] | None, uuid: str | None = None) -> Any:
     """A pandas Styler of `data` with `styles[i]` (a CSS style, or '') on row i's `paint` columns
     (None: every column), which renders itself once: Streamlit asks a Styler for its CSS and cell
     texts on every draw (its private _compute and _translate, as
     streamlit.elements.lib.pandas_styler_utils.marshall_styler calls them, 60 ms for 400 rows),
-    so a Styler kept across reruns (show's `keep`) answers them from its first render."""
+    so a Styler kept across reruns (show's `keep`) answers them from its first render. `uuid`: the
+    name its CSS gives the table (show passes the table's key; see same_name)."""
     # Each styled cell is one selector in the CSS the browser's grid searches once per cell it
     # draws: on a table of hundreds of rows, painting two columns instead of twelve is what
     # keeps a tab switch quick.
     subset = [c for c in paint if c in data.columns] if paint is not None else None
-    styler = data.style.apply(lambda d: _row_styles(d, styles), axis=None, subset=subset)
+    styler = same_name(data.style.apply(lambda d: _row_styles(d, styles), axis=None, subset=subset), uuid)
     compute, translate = styler._compute, styler._translate
     computed: list[Any] = []
     rendered: dict[Hashable, Any] = {}
@@ -177,6 +178,16 @@ def styled(data: Any, styles: list[str], paint: tuple[str, ...] | None) -> Any:
         return rendered[asked]
 
     styler._compute, styler._translate = compute_once, translate_once
+    return styler
+
+
+def same_name(styler: Any, uuid: str | None) -> Any:
+    """`styler` with `uuid` (when given) in place of the random one pandas gives each Styler. The
+    uuid is in every selector of the CSS Streamlit sends with the table, so with a random one the
+    same table drawn again is a new message: sent whole (the Sweep tab's table of refusals, 204 KB)
+    where an unchanged message is sent as a reference to the one the browser keeps."""
+    if uuid is not None:
+        styler.set_uuid(uuid)
     return styler
 
 
@@ -208,12 +219,13 @@ def show_by_group(
     highlight: Callable[[dict[str, Any]], str] | None = None,
     most: int = 600,
     order: list[str] | None = None,
+    keep: tuple[Selection | None, Hashable] | None = None,
 ) -> None:
     """`frame` (with a `run` column) as one table under `key` when the runs form one device
     group; else one table per group (keyed `key`_gpu / `key`_cpu), each under its heading,
-    all inside a container keyed `key`."""
+    all inside a container keyed `key` (`keep`: show's, for each of them)."""
     if len(groups) <= 1:
-        show(frame, key, columns, highlight=highlight, height=fit(frame.height, most), order=order)
+        show(frame, key, columns, highlight=highlight, height=fit(frame.height, most), order=order, keep=keep)
         return
     with st.container(key=key):
         for group in groups:
@@ -226,4 +238,5 @@ def show_by_group(
                 highlight=highlight,
                 height=fit(part.height, most),
                 order=order,
+                keep=keep,
             )
