@@ -43,6 +43,16 @@ SIDEBAR_PX = 400  # room for the run picker and the rename table
 
 
 def main() -> None:
+    """The page; then the drawn runs' other analyses are computed ahead of their tabs once the server
+    is quiet (prepare.AHEAD: on under a server only)."""
+    with prepare.AHEAD.page_run():
+        selection = page()
+    if selection is not None:
+        prepare.AHEAD.add(selection.runs.values())
+
+
+def page() -> runs.Selection | None:
+    """The page: the sidebar's run picker, then the open tab; the selection it drew (None: none)."""
     runs.drop_closed_uploads()
     st.set_page_config(
         page_title="attnscope: attention profiles side by side",
@@ -71,6 +81,7 @@ def main() -> None:
     finally:  # also when a rerun stops this run mid-way: the store write waits for this
         drawn.set()
     finish()  # the trace store's part of the sidebar, once this run's new traces are written to it
+    return selection
 
 
 BOLT = ((0.62, 0.06), (0.22, 0.56), (0.48, 0.56), (0.36, 0.94), (0.78, 0.40), (0.52, 0.40), (0.66, 0.06))
@@ -545,8 +556,10 @@ else:  # `streamlit run dashboard/app.py` finds this (without running the file) 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         """The server's start opens the first screen's runs (dashboard/prepare.py) while the first
-        browser loads the page; its stop deletes the uploads."""
+        browser loads the page, and turns on the analyses computed ahead of the tabs; its stop
+        deletes the uploads."""
         prepare.start()
+        prepare.AHEAD.enable()
         async with uploads.lifespan(app):
             yield None
 

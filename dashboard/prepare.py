@@ -12,17 +12,26 @@ parsed twice.
 Only what opens quickly is opened here: when a file the picker would parse to offer, or a chosen
 run's files, come to more than MAX_BYTES, nothing is, and the page opens them with its progress
 bar as before. Uploads and links are a session's own, and are not known here.
+
+Ahead: once a page has drawn its runs and the server has run no page for QUIET_S, a thread
+computes every other per-trace analysis of those runs (what the Kernels, Speedups and Timeline
+diff tabs ask for on a first visit), so that a user who reads the Overview first finds them done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
+import weakref
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dashboard import catalog, catalog_offers
 from dashboard.catalog import Pending, TraceCache
-from dashboard.engine import Comparison
+from dashboard.engine import Comparison, Trace
+from dashboard.engine.model.trace import ANALYSES
 
 MAX_BYTES = 64 * 1024 * 1024  # the files' bytes on disk the start opens without a progress bar
 WAIT_S = 30.0  # the longest a session's first run waits for the start's opening
@@ -94,3 +103,91 @@ def _unopened_bytes(pending: list[Pending], cache: TraceCache) -> int:
     """The bytes on disk of the files among `pending` that are neither in memory nor failed before
     (a stored one counts: reading it back is not free, but it is no parse either way)."""
     return sum(p.size for p in pending if cache.get(p.digest) is None and p.digest not in cache.failures)
+
+
+# Ahead of the tabs: the selection's analyses computed while the server is idle.
+QUIET_S = 1.0  # how long the server has run no page before it computes ahead: a page's own run, and the browser drawing it, first
+AHEAD_MAX_BYTES = 128 << 20  # a larger trace (its JSON bytes) is left to the tabs that ask: its analyses take seconds
+
+
+class Ahead:
+    """Every per-trace analysis (model.trace.ANALYSES) of the traces a page drew, computed in a
+    thread of its own once no page of any session has run for QUIET_S: a first visit to the Kernels
+    or Speedups tab with the 21 bundled H200 runs computed 0.7-1.0 s of them (cProfile in AppTest),
+    which a user reading the Overview gives the server time for. They are kept in the store as the
+    tabs' own would be. A page's run waits for an analysis the thread is computing (the engine's
+    per-analysis lock) instead of computing it twice; between analyses the thread waits while any
+    page runs. Only the server's start turns it on (enable): AppTest's runs and tests compute
+    nothing behind their back."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.running = 0
+        self.quiet_since = time.monotonic()
+        self.todo: list[Trace] = []
+        self.done: dict[int, weakref.ref] = {}  # id -> the trace whose analyses were all tried (some may fail)
+        self.enabled = False
+        self.thread: threading.Thread | None = None
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    @contextlib.contextmanager
+    def page_run(self) -> Iterator[None]:
+        """Around a page's script run: the thread computes nothing while it lasts."""
+        with self.changed:
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.running -= 1
+                self.quiet_since = time.monotonic()
+                self.changed.notify_all()
+
+    def add(self, traces: Iterable[Trace]) -> None:
+        """Compute these traces' analyses ahead (those not too large, not done, not already waiting)."""
+        if not self.enabled:
+            return
+        with self.changed:
+            self.done = {i: ref for i, ref in self.done.items() if ref() is not None}
+            for trace in traces:
+                tried = (ref := self.done.get(id(trace))) is not None and ref() is trace
+                waiting = any(t is trace for t in self.todo)
+                if not (tried or waiting) and trace.size_bytes <= AHEAD_MAX_BYTES and _not_done(trace):
+                    self.todo.append(trace)
+            if self.todo and (self.thread is None or not self.thread.is_alive()):
+                self.thread = threading.Thread(target=self._work, name="attnscope-ahead", daemon=True)
+                self.thread.start()
+
+    def _quiet(self) -> None:
+        """Wait until no page runs and none has for QUIET_S."""
+        with self.changed:
+            while True:
+                left = self.quiet_since + QUIET_S - time.monotonic()
+                if self.running == 0 and left <= 0:
+                    return
+                self.changed.wait(left if self.running == 0 else None)
+
+    def _work(self) -> None:
+        while True:
+            with self.changed:
+                if not self.todo:
+                    return
+                trace = self.todo[0]
+            for analysis in list(ANALYSES.values()):
+                self._quiet()
+                try:
+                    analysis(trace)
+                except Exception:  # noqa: BLE001 - the tab that asks computes it again and says what fails
+                    pass
+            with self.changed:
+                self.todo.pop(0)
+                self.done[id(trace)] = weakref.ref(trace)
+
+
+def _not_done(trace: Trace) -> bool:
+    return any(key not in trace._analyses for key in ANALYSES)
+
+
+AHEAD = Ahead()

@@ -156,6 +156,7 @@ class Trace:
     memory: pl.DataFrame = field(default_factory=empty_memory)
     _analyses: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _kept: Any = field(default=None, repr=False, compare=False)  # kept.Kept: the store's copy of the analyses, or None
+    _computing: dict[str, threading.Lock] = field(default_factory=dict, repr=False, compare=False)  # per analysis
 
     @property
     def has_gpu(self) -> bool:
@@ -256,6 +257,7 @@ def detached(trace: Trace) -> Trace:
         steps=trace.steps.clone(),
         memory=trace.memory.clone(),
         _analyses={},
+        _computing={},
     )
 
 
@@ -291,18 +293,41 @@ def per_trace(
     return register
 
 
+_LOCKS_MADE = threading.Lock()  # guards the making of each trace's per-analysis locks
+
+
+def _computing(trace: Trace, key: str) -> threading.Lock:
+    """The lock a thread holds while it computes analysis `key` of `trace`."""
+    with _LOCKS_MADE:
+        lock = trace._computing.get(key)
+        if lock is None:
+            lock = trace._computing[key] = threading.Lock()
+        return lock
+
+
 def _cached(key: str, analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
+    """The analysis computed once per trace. A thread that asks while another computes it waits
+    for that answer instead of computing it again (the dashboard computes a selection's analyses
+    ahead of its tabs in a thread of its own: dashboard/prepare.py). Each (trace, analysis) has its
+    own lock, and an analysis only asks for analyses of its own trace that it depends on, so locks
+    are taken in the order of those dependencies, which has no cycle: no two threads can wait on
+    each other."""
+
     @functools.wraps(analysis)
     def cached(trace: Trace) -> R:
-        if key not in trace._analyses:
-            kept = trace._kept
-            value = kept.get(key) if kept is not None else MISSING
-            if value is MISSING:
-                value = analysis(trace)
-                if kept is not None:
-                    kept.put(key, value)
-            trace._analyses[key] = value
-        return trace._analyses[key]
+        found = trace._analyses.get(key, MISSING)
+        if found is not MISSING:
+            return found
+        with _computing(trace, key):
+            if key not in trace._analyses:
+                kept = trace._kept
+                value = kept.get(key) if kept is not None else MISSING
+                if value is MISSING:
+                    value = analysis(trace)
+                    if kept is not None:
+                        kept.put(key, value)
+                trace._analyses[key] = value
+            return trace._analyses[key]
 
     ANALYSES[key] = cached
     return cached
