@@ -147,3 +147,42 @@ def test_an_analysis_that_fails_ahead_is_left_to_the_tab_that_asks(monkeypatch):
     assert calls == [trace.source]  # the one after the failure still ran
     made.add([trace])
     assert made.todo == []  # tried once, not again on every page
+
+
+def test_two_threads_computing_every_analysis_in_opposite_orders_agree_with_one_thread():
+    """No two threads wait on each other (a lock per trace and analysis, taken in the order of the
+    analyses' dependencies), and what they compute together is what one thread computes alone."""
+    import dashboard.app  # noqa: F401  (every analysis the dashboard's tabs register)
+
+    for name in ("naive", "sdpa-math", "naive.graphs"):
+        shared, alone = (
+            load_trace(SAMPLES / "h200" / f"{name}.json.gz"),
+            load_trace(SAMPLES / "h200" / f"{name}.json.gz"),
+        )
+        keys = list(model.ANALYSES)
+        failed: list[str] = []
+
+        def every(order: list[str], trace=shared) -> None:
+            for key in order:
+                try:
+                    model.ANALYSES[key](trace)
+                except Exception as exc:  # noqa: BLE001 - collected: the assertion names it
+                    failed.append(f"{key}: {type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=every, args=(order,)) for order in (keys, keys[::-1])]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert not any(thread.is_alive() for thread in threads), f"{name}: the threads wait on each other"
+        assert failed == [], failed[:3]
+        for key in keys:
+            mine, theirs = shared._analyses[key], model.ANALYSES[key](alone)
+            if hasattr(mine, "equals"):  # a table
+                assert mine.equals(theirs), (name, key)
+            elif isinstance(
+                mine, (dict, list, tuple, str, int, float, bool, type(None))
+            ):  # what kept.py writes as JSON
+                assert repr(mine) == repr(theirs), (name, key)
+            else:  # an object of the engine's own (an op tree): of the same kind
+                assert type(mine) is type(theirs), (name, key)
