@@ -127,6 +127,7 @@ class Ahead:
         self.todo: list[Trace] = []
         self.done: dict[int, weakref.ref] = {}  # id -> the trace whose analyses were all tried (some may fail)
         self.enabled = False
+        self.working = False  # a thread is taking traces from `todo`
         self.thread: threading.Thread | None = None
 
     def enable(self) -> None:
@@ -156,7 +157,8 @@ class Ahead:
                 waiting = any(t is trace for t in self.todo)
                 if not (tried or waiting) and trace.size_bytes <= AHEAD_MAX_BYTES and _not_done(trace):
                     self.todo.append(trace)
-            if self.todo and (self.thread is None or not self.thread.is_alive()):
+            if self.todo and not self.working:
+                self.working = True
                 self.thread = threading.Thread(target=self._work, name="attnscope-ahead", daemon=True)
                 self.thread.start()
 
@@ -173,6 +175,7 @@ class Ahead:
         while True:
             with self.changed:
                 if not self.todo:
+                    self.working = False  # (under the lock: a trace added from now on starts a new thread)
                     return
                 trace = self.todo[0]
             for analysis in list(ANALYSES.values()):
