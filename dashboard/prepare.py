@@ -106,7 +106,7 @@ def _unopened_bytes(pending: list[Pending], cache: TraceCache) -> int:
 
 
 # Ahead of the tabs: the selection's analyses computed while the server is idle.
-QUIET_S = 1.0  # how long the server has run no page before it computes ahead: a page's own run, and the browser drawing it, first
+QUIET_S = 3.0  # how long the server has run no page before it computes ahead: the browser draws a page for up to 2 s after its run
 AHEAD_MAX_BYTES = 128 << 20  # a larger trace (its JSON bytes) is left to the tabs that ask: its analyses take seconds
 
 
