@@ -2,7 +2,7 @@
 and how fast the tabs switch with all 21 bundled H200 runs selected. Issue 41's goals: the first
 draw under 2.5 s after the server is up, every tab switch under 0.5 s on the bundled 21 runs.
 
-    python benchmarks/bench_first_draw.py [--write] [--bound 300] [--first-draws] [--repeat 3]
+    python benchmarks/bench_first_draw.py [--write] [--bound 300] [--first-draws] [--repeat 3] [--reading S]
 
 A fresh server (tests/browser_server.py: `streamlit run dashboard/app.py` with no trace given,
 so the bundled samples, and no file watcher) on an empty store folder ($ATTNSCOPE_STORE); once it
@@ -16,7 +16,8 @@ round (Overview's first switch is the one back from the last tab): from the clic
 of the server's message that the run it caused finished and the tab's keyed element drawn
 (bench_upload.py's way). Printed as a table against the goals; `--write` also puts it in
 docs/generated/speed-first-draw.md, which docs/speed.md includes; `--first-draws`: the two first
-draws only, no tab switches (for comparing two checkouts). Needs chromium and playwright,
+draws only, no tab switches (for comparing two checkouts); `--reading S`: S seconds on the settled
+21-run page before the first click, as a reader of the Overview gives the server (not written). Needs chromium and playwright,
 as tests/test_dashboard_browser.py. The machine is shared: the load average is in the first line.
 """
 
@@ -66,7 +67,9 @@ def first_draw(browser, server: Server, bound_s: float) -> float:
         page.close()
 
 
-def switches(browser, server: Server, ids: list[str], bound_s: float) -> tuple[list[dict[str, float]], list[str]]:
+def switches(
+    browser, server: Server, ids: list[str], bound_s: float, reading_s: float = 0.0
+) -> tuple[list[dict[str, float]], list[str]]:
     """Open a link selecting `ids`, then click every tab twice round: [first round, second round]
     of tab -> seconds, and the problems seen."""
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
@@ -77,13 +80,14 @@ def switches(browser, server: Server, ids: list[str], bound_s: float) -> tuple[l
         page.goto(server.url + "?" + "&".join(f"run={i}" for i in ids))
         page.locator(OVERVIEW_ROWS).nth(1).wait_for(state="attached", timeout=bound_s * 1000)  # (rows past the
         _settle(page, bound_s)  # table's height are not drawn: the settled page has them all)
+        page.wait_for_timeout(reading_s * 1000)  # a reader on the Overview before the first click (--reading)
         rounds = [_switch_tabs(page, finished, problems, bound_s) for _ in range(2)]
         return rounds, problems
     finally:
         page.close()
 
 
-def measure(bound_s: float, switching: bool = True, repeat: int = 3) -> dict:
+def measure(bound_s: float, switching: bool = True, repeat: int = 3, reading_s: float = 0.0) -> dict:
     """Both first draws (fresh store, warm store), `repeat` times each (each time a new empty store,
     then a restart on it) and, `switching`, the 21-run tab switches on the last warm server."""
     from playwright.sync_api import sync_playwright
@@ -107,7 +111,7 @@ def measure(bound_s: float, switching: bool = True, repeat: int = 3) -> dict:
                         warm.append(first_draw(browser, server, bound_s))
                         print(f"first draw, warm store: {warm[-1]:.2f} s", flush=True)
                         if switching and n == repeat - 1:
-                            rounds, problems = switches(browser, server, ids, bound_s)
+                            rounds, problems = switches(browser, server, ids, bound_s, reading_s)
                     problems += [
                         line.strip() for line in server.log().splitlines() if "Error" in line or "Traceback" in line
                     ]
@@ -157,15 +161,25 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--write", action="store_true", help="also write docs/generated/speed-first-draw.md")
     parser.add_argument("--first-draws", action="store_true", help="the two first draws only, no tab switches")
     parser.add_argument("--repeat", type=int, default=3, help="first draws of each kind (median and each written)")
+    parser.add_argument(
+        "--reading",
+        type=float,
+        default=0.0,
+        help="seconds on the settled 21-run Overview before the first click (not with --write)",
+    )
     args = parser.parse_args(argv)
     if args.write and args.first_draws:
         parser.error("--write records the tab switches too: leave out --first-draws")
+    if args.write and args.reading:
+        parser.error("--write records the switches at once after the page settles: leave out --reading")
     reason = _browser_or_reason()
     if reason:
         sys.exit(f"bench_first_draw: {reason}")
     load = os.getloadavg()[0]
     when = dt.datetime.now(dt.timezone.utc).strftime("%d %B %Y, %H:%M UTC")
-    r = measure(args.bound, switching=not args.first_draws, repeat=max(1, args.repeat))
+    r = measure(
+        args.bound, switching=not args.first_draws, repeat=max(1, args.repeat), reading_s=max(0.0, args.reading)
+    )
     text = table(r, when, load)
     print(text)
     for problem in r["problems"][:10]:
