@@ -510,7 +510,13 @@ def link_diff_choices(selection: runs.Selection) -> tuple[str, dict[str, int | N
 def offer_downloads(sidebar, selection: runs.Selection) -> None:
     """HTML report and Markdown summary of the selected runs, made when the button is pressed from
     the selection's Comparison (the prices the Speedups tab shows, the Kernels tab's choices: the
-    link's, which the Comparison was made with)."""
+    link's, which the Comparison was made with).
+
+    A click reruns nothing (`on_click="ignore"`): a rerun would register the buttons' callables
+    under new ids and drop the old ones when it ends, and the browser's request for the file, sent
+    with the click under the old id, could then find nothing and start no download (seen in a CI
+    rehearsal: the second of two downloads never came). Nothing on the page changes with a
+    download, so the rerun was also a whole script run for nothing."""
     sidebar.subheader("Share")
     review = selection.comparison
     sidebar.download_button(
@@ -520,6 +526,7 @@ def offer_downloads(sidebar, selection: runs.Selection) -> None:
         mime="text/html",
         icon=":material/download:",
         key="dl_html",
+        on_click="ignore",
     )
     sidebar.download_button(
         "Markdown summary (for a PR comment)",
@@ -528,6 +535,7 @@ def offer_downloads(sidebar, selection: runs.Selection) -> None:
         mime="text/markdown",
         icon=":material/download:",
         key="dl_md",
+        on_click="ignore",
     )
 
 
