@@ -38,6 +38,7 @@ from test_dashboard_browser import (  # noqa: F401
     again_if_redrawn,
     browser_ready,
     clear_comparison,
+    forward_messages,
     timeline_hover,
     timeline_point,
 )
@@ -259,23 +260,6 @@ def store(tmp_path) -> Path:
 
 
 @pytest.mark.slow  # CI: the newest-versions pass only
-def _forward_messages(page) -> list[str]:
-    """The kind of each message the server sends the page over its websocket, in order, as it comes
-    (streamlit's ForwardMsg, read with streamlit's own protobuf classes)."""
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-    kinds: list[str] = []
-
-    def on_frame(payload) -> None:
-        if isinstance(payload, (bytes, bytearray)):
-            msg = ForwardMsg()
-            msg.ParseFromString(bytes(payload))
-            kinds.append(msg.WhichOneof("type") or "")
-
-    page.on("websocket", lambda ws: ws.on("framereceived", on_frame))
-    return kinds
-
-
 def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alone(browser_ready, tmp_path, store):
     from playwright.sync_api import sync_playwright
 
@@ -296,7 +280,7 @@ def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alo
             dialogs = _dialogs(page)
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
-            received = _forward_messages(page)
+            received = forward_messages(page)
             page.goto(server.url)
             page.locator(".st-key-tbl_overview").first.wait_for(timeout=90_000)
             _settle(page)
@@ -366,7 +350,7 @@ def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alo
                 page.get_by_role("button", name="Markdown summary").click()
             md_path = tmp_path / "summary.md"
             got.value.save_as(md_path)
-            kinds = received[since:]
+            kinds = [kind for kind, _, _ in received[since:]]
             assert "script_finished" not in kinds and "new_session" not in kinds, kinds
             assert kinds.count("backend_operation_response") == 2, kinds  # one file made per click
             assert not errors, errors

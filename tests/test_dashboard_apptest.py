@@ -1006,6 +1006,40 @@ def test_the_share_buttons_make_the_report_and_summary_of_the_selected_runs(app,
     assert "<html" in page.lower() and "sdpa-flash" in page and "sdpa-math" not in page
 
 
+def test_the_share_buttons_follow_a_choice_made_in_a_tab_just_before(app, monkeypatch):
+    """A download made right after a choice in a tab (no other run between) reports that choice: the
+    Kernels tab's step, the Speedups tab's price. The button's file is made when it is clicked, from
+    the comparison the page's last run left, the choices it wrote to the link included."""
+    made: dict[str, object] = {}  # deferred file id -> the callable the button runs
+    register = MediaFileManager.add_deferred
+
+    def record(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        file_id = register(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+        made[file_id] = data_callable
+        return file_id
+
+    def summary(at: AppTest) -> str:
+        (button,) = [b for b in at.get("download_button") if b.proto.label.startswith("Markdown summary")]
+        return made[button.proto.deferred_file_id]().replace("\\", "")  # (Markdown's escapes dropped)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    naive, flash = sample_id("naive"), sample_id("sdpa-flash")
+    pair = {"run": [naive, flash], "baseline": flash}
+    at = app("Kernels", params=pair)
+    assert "Over all steps (per-step figures are totals / steps)" in summary(at)
+    at.selectbox(key="kd_step").set_value(1).run()
+    linked = dict(raw.rsplit("=", 1) for raw in at.query_params["kstep"])  # run id -> its second step
+    assert sorted(linked) == sorted([naive, flash]), linked
+    text = summary(at)
+    assert f"The run's step {linked[naive]} against the baseline's step {linked[flash]}" in text, text[:1500]
+    assert "Over all steps" not in text
+
+    at = app("Speedups", params=pair)  # CPU runs: the CPU-hour price, empty until set
+    assert "$7.25 per CPU-hour" not in summary(at)
+    at.number_input(key="usd_per_cpu_hour").set_value(7.25).run()
+    assert "$7.25 per CPU-hour" in summary(at)
+
+
 def test_parsing_reports_progress_with_each_files_size_and_parses_once():
     from dashboard.catalog import TraceCache, file_source, open_all, pending_file
 

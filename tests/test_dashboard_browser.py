@@ -250,6 +250,32 @@ def _overview_runs_with(page, wanted: str, timeout_s: float = 30.0) -> list[str]
     return runs
 
 
+def forward_messages(page) -> list[tuple[str, int | None, int | None]]:
+    """What the server sends the page over its websocket, in order, as it comes: (the ForwardMsg's
+    kind, the root container a delta goes to (0 the main area, 1 the sidebar), a script_finished's
+    status (3: a fragment's run)), read with streamlit's own protobuf classes."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    got: list[tuple[str, int | None, int | None]] = []
+
+    def on_frame(payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            msg = ForwardMsg()
+            msg.ParseFromString(bytes(payload))
+            kind = msg.WhichOneof("type") or ""
+            path = list(msg.metadata.delta_path)
+            got.append(
+                (
+                    kind,
+                    path[0] if kind == "delta" and path else None,
+                    msg.script_finished if kind == "script_finished" else None,
+                )
+            )
+
+    page.on("websocket", lambda ws: ws.on("framereceived", on_frame))
+    return got
+
+
 def test_two_gpu_uploads_join_the_runs_on_screen_the_baseline_stays_and_every_tab_draws(server):
     from urllib.parse import parse_qs, urlparse
 
@@ -262,6 +288,7 @@ def test_two_gpu_uploads_join_the_runs_on_screen_the_baseline_stays_and_every_ta
             page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
+            received = forward_messages(page)
             page.goto(server)
             page.locator(".st-key-tbl_overview").wait_for(timeout=90_000)
             _settle(page)
@@ -296,9 +323,16 @@ def test_two_gpu_uploads_join_the_runs_on_screen_the_baseline_stays_and_every_ta
             assert _overview_runs(page) == on_screen + UPLOADED_LABELS
 
             for i, (tab, key) in enumerate(TABS.items(), start=1):
+                since = len(received)
                 page.get_by_role("tab", name=tab).click()
                 page.locator(f".st-key-{key}").wait_for(timeout=60_000)
                 _settle(page)
+                if i > 1:  # (the Overview is open already: its click is no switch)
+                    # a switch runs the tabs' fragment alone: nothing of the sidebar is sent again
+                    switch = received[since:]
+                    finished = [status for kind, _, status in switch if kind == "script_finished"]
+                    assert finished and set(finished) == {3}, (tab, switch)
+                    assert {root for kind, root, _ in switch if kind == "delta"} == {0}, (tab, switch)
                 assert page.locator("[data-testid='stException']").count() == 0, f"{tab}: the app raised"
                 assert page.get_by_text("tab could not be drawn").count() == 0, f"{tab}: the tab failed to draw"
                 if tab != "Overview":
