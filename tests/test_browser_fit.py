@@ -45,6 +45,27 @@ TABS = {
     "Backends": "tbl_backends",
 }
 
+# Every chart the tab shows with category labels on its y axes (a flat chart's run labels): where
+# its widest label starts and the labels' right end, from the chart's left edge, and where its plot
+# starts (the room the dashboard gave the labels up front: views/figures.label_room).
+CHARTS_JS = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].map((chart) => {
+  const svg = chart.querySelector('svg.main-svg');
+  const labels = [...chart.querySelectorAll('.yaxislayer-above text')].filter((t) => t.textContent.trim());
+  if (!svg || !labels.length || !isNaN(Number(labels[0].textContent.replace(/[,\u2212]/g, '')))) return null;
+  const left = svg.getBoundingClientRect().left;
+  const boxes = labels.map((t) => t.getBoundingClientRect());
+  const drag = [...chart.querySelectorAll('.nsewdrag')].map((d) => d.getBoundingClientRect().left);
+  if (!drag.length) return null;
+  const holder = chart.closest('[class*=st-key-]');
+  return {
+    key: holder ? [...holder.classList].find((c) => c.startsWith('st-key-')) : '?',
+    start: Math.min(...boxes.map((b) => b.left)) - left,
+    end: Math.max(...boxes.map((b) => b.right)) - left,
+    plot: Math.min(...drag) - left,
+    widest: labels[boxes.findIndex((b) => b.width === Math.max(...boxes.map((x) => x.width)))].textContent,
+  };
+}).filter((c) => c !== null)"""
+
 # Every table the tab shows (a grid inside an element keyed tbl_...): its key, its header texts,
 # whether it scrolls sideways, and its right edge against the window's.
 GRIDS_JS = """() => [...document.querySelectorAll('[class*=st-key-tbl_] [data-testid=stDataFrame]')].map((df) => {
@@ -113,6 +134,27 @@ def _problems_on_tab(page, tab: str) -> list[str]:
     return problems
 
 
+def _labels_cut(page, tab: str) -> list[str]:
+    """A chart's run label cut at its left edge, or running into the plot, or room given to the
+    labels far beyond what the widest needs (over 40 px left of it)."""
+    problems = []
+    for chart in page.evaluate(CHARTS_JS):
+        where = f"{tab} {chart['key']}"
+        if chart["start"] < -0.5:
+            problems.append(
+                f"{where}: the label {chart['widest']!r} is cut at the chart's left edge ({chart['start']:.1f} px)"
+            )
+        if chart["end"] > chart["plot"] + 0.5:
+            problems.append(
+                f"{where}: the labels end at {chart['end']:.0f} px, in the plot (from {chart['plot']:.0f} px)"
+            )
+        if chart["start"] > 40:
+            problems.append(
+                f"{where}: {chart['start']:.0f} px of empty room left of the widest label {chart['widest']!r}"
+            )
+    return problems
+
+
 def test_at_1500_px_every_table_shows_its_columns_or_keeps_its_run_column_and_every_run_name_fits(
     browser_ready,  # noqa: F811 - the fixture
     tmp_path,
@@ -151,6 +193,7 @@ def test_at_1500_px_every_table_shows_its_columns_or_keeps_its_run_column_and_ev
                 page.wait_for_function(QUIET_JS, arg=300, timeout=30_000, polling="raf")
                 _shoot(page, ARTIFACTS / f"fit-{i}-{tab.lower()}.png")
                 problems += _problems_on_tab(page, tab)
+                problems += _labels_cut(page, tab)
 
             assert not problems, "\n".join(problems)
             # each name, bold in the grid's font, inside the width the tables give a run column of these names

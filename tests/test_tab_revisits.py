@@ -44,6 +44,29 @@ def test_a_figure_is_built_once_per_comparison_and_again_for_another():
     assert figures.once(None, "x", build, state) is not figures.once(None, "x", build, state)  # no selection
 
 
+def test_a_flat_chart_is_drawn_with_room_for_its_run_labels_and_no_automatic_margin():
+    import plotly.graph_objects as go
+
+    def flat(labels: list[str], **yaxis) -> go.Figure:
+        return go.Figure(
+            data=[{"type": "bar", "orientation": "h", "y": labels, "x": [1] * len(labels)}],
+            layout={"yaxis": {"categoryarray": labels, "categoryorder": "array", **yaxis}, "margin": {"l": 10}},
+        )
+
+    # "naive [h200]" by hand: 9 narrow characters (n a i v e, the space, [ h ]) at 6.4 px and 3 digits at
+    # 7.2, at 14 px: 79.2; at the ticks' 12 px: 67.9 -> 68, and the 14 px gap to the plot
+    fig = figures.once(None, "x", lambda: flat(["naive [h200]", "sdpa"]))
+    assert fig.layout.yaxis.automargin is False and fig.layout.margin.l == 82
+    # a label as plain() escaped it is measured as the page shows it: "a<b" is 3 narrow characters
+    fig = figures.once(None, "x", lambda: flat(["a&lt;b"]))
+    assert fig.layout.margin.l == round(3 * 6.4 * 12 / 14) + 14
+    assert figures.once(None, "x", lambda: flat(["x" * 400])).layout.margin.l == figures.LABEL_MOST_PX
+    titled = figures.once(None, "x", lambda: flat(["naive"], title={"text": "run"}))  # its title needs room too
+    assert titled.layout.yaxis.automargin is None and titled.layout.margin.l == 10
+    numeric = figures.once(None, "x", lambda: go.Figure(data=[{"type": "scatter", "x": [1, 2], "y": [3, 4]}]))
+    assert numeric.layout.yaxis.automargin is None and numeric.layout.margin.l is None
+
+
 def test_row_styles_are_those_of_one_call_per_row():
     data = pd.DataFrame(
         {"run": ["a", "b", "c", "d"], "change": ["slower", "same", "added", "same"], "us": [1.0, 2, 3, 4]}

@@ -15,6 +15,7 @@ import streamlit as st
 from dashboard.engine.comparison import GROUP_GPU, Group
 from dashboard.runs import Selection
 from dashboard.views import figures, literal
+from dashboard.views.font import text_px
 
 ALARM_BG = "background-color: #fde0dc; color: #8b0000; font-weight: 600"
 NOTE_BG = "background-color: #fff4ce"
@@ -49,22 +50,14 @@ def text(label: str, help: str | None = None, width: str | None = None) -> Any:
     return st.column_config.TextColumn(label, help=help, width=width)
 
 
-# Source Sans at the grid's 14 px (bold in highlighted rows): about 6.4 px a lower-case letter or
-# punctuation, 7.2 a digit, 9 a capital or m/w; a cell pads 8 px a side. Checked against the
-# browser's own measure of the font in tests/test_browser_fit.py.
-NARROW_PX, DIGIT_PX, WIDE_PX = 6.4, 7.2, 9.0
-CELL_PAD_PX = 20
-
-
-def _text_px(value: str) -> float:
-    return sum(WIDE_PX if c.isupper() or c in "mwMW@%" else DIGIT_PX if c.isdigit() else NARROW_PX for c in value)
+CELL_PAD_PX = 20  # a grid's cell pads 8 px a side (its text in the grid's 14 px Source Sans: views/font.py)
 
 
 def text_width(values: Any, label: str = "", least: int = 60, most: int = 460) -> int:
     """The px a text column needs to show its longest value (or its label) whole, within
     [`least`, `most`]."""
     # each distinct value measured once: a run column repeats 21 names over hundreds of rows
-    widest = max([_text_px(label)] + [_text_px(v) for v in {str(v) for v in values if v is not None}])
+    widest = max([text_px(label)] + [text_px(v) for v in {str(v) for v in values if v is not None}])
     return max(least, min(most, round(widest) + CELL_PAD_PX))
 
 
@@ -82,7 +75,7 @@ def run_column(config: Any, names: Any) -> Any:
     help = (
         config.get("help") or "The run's label (rename runs in the sidebar); this column stays while the table scrolls"
     )
-    cut = sorted(n for n in distinct if _text_px(n) + CELL_PAD_PX > RUN_MOST_PX)
+    cut = sorted(n for n in distinct if text_px(n) + CELL_PAD_PX > RUN_MOST_PX)
     if cut:
         help += ". Names too long for the column, in full: " + "; ".join(literal.md(n) for n in cut)
     config["help"] = help
