@@ -21,9 +21,9 @@ import streamlit as st
 
 from dashboard import charts, report, runs
 from dashboard import catalog, catalog_offers, prepare
-from dashboard.engine.rules import RulesError, user_rules
 from dashboard.engine import Comparison
 from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR
+from dashboard.engine.rules import RulesError, user_rules
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
 from dashboard.views import ranks as ranks_view
 from dashboard.views import run_names
@@ -85,8 +85,8 @@ def page() -> runs.Selection | None:
 def open_tab(selection: runs.Selection) -> None:
     """The tabs and the open one, a fragment of the page: a tab switch, or a choice made in a tab,
     runs this again and not the page, so the sidebar's elements are neither run nor sent nor drawn
-    again (bench_first_draw: most switches on the 21 H200 runs 10-30% sooner, the browser drawing
-    about 45 fewer elements). A choice a tab writes to the link (Kernels' step, Speedups' price)
+    again (a switch back with the 21 H200 runs 5-35% sooner, the browser drawing about 45 fewer
+    elements: docs/speed.md). A choice a tab writes to the link (Kernels' step, Speedups' price)
     reaches the selection's Comparison here, before the tabs and after the open one, as a run of
     the whole page would at its start: the share buttons, which make their files when clicked,
     report what the page shows."""

@@ -27,7 +27,8 @@ FIGURES = "_figures"  # st.session_state: (the Comparison they were built from, 
 def once(sel: Selection | None, key: Hashable, build: Callable[[], Any], state: Any = None) -> Any:
     """The figure `build()` makes for `sel`, built the first time `key` is asked for with this
     selection's Comparison and kept for the next reruns. `key` names the chart and every choice
-    (beside the selection) it depends on; the figure must be drawn as it is (never changed).
+    (beside the selection) it depends on; the figure must be drawn as it is (never changed; a
+    plotly figure is given its labels' room once, when built: label_room).
     Without a selection (a tab drawn on its own), built every time."""
     if sel is None:
         return _drawn(build())
@@ -56,8 +57,8 @@ def label_room(fig: go.Figure) -> go.Figure:
     """The chart's category labels on its y axes (a flat chart's run labels) given their room at the
     left from their width in the app's font (views/font.py), and plotly's automatic margin turned off
     for those axes, in place. With it on, plotly draws the chart, measures the labels and draws it
-    again: 45% of each flat chart's drawing in the page (Plotly.newPlot of Kernels' two charts with
-    the 21 H200 runs: 57-61 ms each, 32-38 with the room given). A chart with a y axis title, or
+    again: Plotly.newPlot of Kernels' two charts with the 21 H200 runs took 57-61 ms each in a plain
+    page, 32-38 ms with the room given. A chart with a y axis title, or
     without category labels, is left as it is. The HTML report's figures are not drawn through here:
     its page, in whatever font the reader's machine has, keeps plotly's measure."""
     axes = list(fig.select_yaxes())
