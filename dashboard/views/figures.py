@@ -1,4 +1,4 @@
-"""The tabs' charts built once per selection: a tab switch (a rerun of the whole script) draws the
+"""The tabs' charts built once per selection: a tab switch (a run of the tabs' fragment) draws the
 figures the previous visit built instead of building them again.
 
 A plotly figure of 21 runs takes 0.1-0.3 s to build (subplots, one trace per part and facet, the
