@@ -494,8 +494,8 @@ def test_the_timeline_canvas_draws_each_bar_where_its_hover_names_it_and_zooms(s
             _settle(page)
             canvas.evaluate("c => c.scrollIntoView({block: 'center'})")  # clear of the app's sticky header
             # the scroll's layout comes with the next frames, and the canvas draws itself again there when its
-            # width changed (a scroll bar): read where it is and what it drew after them, not before (a CI
-            # rehearsal under load read the bar's place from the drawing before, and its pixel from the one after)
+            # width changed (a scroll bar): read where it is and what it drew after them, not before (most likely
+            # what a CI rehearsal under load saw: the bar's place read from one drawing, its pixel from the next)
             painted(page)
             box = canvas.bounding_box()
             drawn = canvas.evaluate(DRAWN)
