@@ -32,6 +32,7 @@ from dashboard import catalog, catalog_offers
 from dashboard.catalog import Pending, TraceCache
 from dashboard.engine import Comparison, Trace
 from dashboard.engine.model.trace import ANALYSES
+from dashboard.engine.store import kept
 
 MAX_BYTES = 64 * 1024 * 1024  # the files' bytes on disk the start opens without a progress bar
 WAIT_S = 30.0  # the longest a session's first run waits for the start's opening
@@ -135,11 +136,13 @@ class Ahead:
 
     @contextlib.contextmanager
     def page_run(self) -> Iterator[None]:
-        """Around a page's script run: the thread computes nothing while it lasts."""
+        """Around a page's script run: the thread computes nothing while it lasts, and what the
+        run's analyses answer is written to the store after it (kept.Writer.hold)."""
         with self.changed:
             self.running += 1
         try:
-            yield
+            with kept.WRITER.hold():
+                yield
         finally:
             with self.changed:
                 self.running -= 1

@@ -149,6 +149,7 @@ def test_a_kept_table_of_another_schema_is_computed_again_and_replaced(tmp_path,
     trace = dataclasses.replace(trace_of(path), _analyses={}, _kept=box)
     fresh = ANALYSES[PER_STEP](trace)
     assert fresh.schema["work"] == pl.UInt32 and fresh.height > 1  # computed, not the one-row file
+    kept.flush()  # (the analyses' answers are written by the writer thread)
     again = pl.read_ipc(box.folder / f"{PER_STEP}.arrow")
     assert again.schema["work"] == pl.UInt32 and again.height == fresh.height
 

@@ -140,7 +140,11 @@ def _decimal(n: int) -> str:
 
 def _on_disk(root: Path) -> dict[str, int]:
     """sha -> bytes on disk of each stored trace's folder and of its kept analyses (analyses/trace=<sha>/,
-    every file below it), read from the file system: what the cap counts."""
+    every file below it), read from the file system: what the cap counts (once the analyses' answers
+    a page's run left waiting are written: kept.Writer)."""
+    from dashboard.engine.store import kept as writes
+
+    writes.flush()
     kept = {
         folder.name.removeprefix("trace="): sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         for folder in root.glob("analyses/trace=*")
@@ -260,6 +264,7 @@ def test_an_uploads_analyses_are_kept_from_its_first_draw_and_read_back_after_a_
     from dashboard.engine.store import kept
 
     author = run(uploads=[H100])
+    kept.flush()  # (written after the page's run: kept.Writer)
     folder = kept.Kept(Path(os.environ["ATTNSCOPE_STORE"]), sha256_of(H100)).folder
     for key in (
         "dashboard.engine.analyses.health.health",

@@ -62,6 +62,7 @@ def test_every_kept_analysis_reads_back_equal_to_a_fresh_computation(path, trace
     sha = sha256_of(path)
     fresh = _run_all(dataclasses.replace(parsed, _analyses={}, _kept=None))
     first = _run_all(dataclasses.replace(parsed, _analyses={}, _kept=kept.Kept(tmp_path, sha)))
+    kept.flush()  # (the writes are made by the writer thread, after the answers)
     folder = kept.Kept(tmp_path, sha).folder
     on_disk = {f.name.rsplit(".", 1)[0] for f in folder.iterdir()}
     assert {SUMMARY, "dashboard.engine.analyses.kernels.per_step", "dashboard.engine.analyses.copies.copies"} <= on_disk
@@ -131,6 +132,100 @@ def test_the_version_covers_every_floor_of_the_engine_not_only_the_store():
     """kept.py lives in store/: the version must still hash the analyses (a kept summary would
     otherwise outlive a change to them, and a new summary key never reach a stored trace)."""
     assert kept.ENGINE.name == "engine" and (kept.ENGINE / "analyses" / "summary.py").is_file()
+
+
+def _files(folder: Path) -> set[str]:
+    return {f.name for f in folder.iterdir()} if folder.is_dir() else set()
+
+
+def _until(done, what: str, seconds: float = 30.0) -> None:
+    """Wait for done() (polled): the writer thread's work, read off the disk."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_what_an_analysis_answers_while_a_page_runs_is_written_after_the_run(tmp_path, trace_of):
+    """Under Writer.hold (a dashboard page's run) the analyses' answers are queued, not written; once
+    the hold ends the writer thread writes them, the same files a run without the hold writes."""
+    path = oracle.DATA / "hta_v100_test.json.gz"
+    parsed = trace_of(path)
+    plain_box = kept.Kept(tmp_path / "plain", "e" * 64)
+    ANALYSES[SUMMARY](dataclasses.replace(parsed, _analyses={}, _kept=plain_box))
+    written = _files(plain_box.folder)  # nothing held: written at once, before the answer returns
+    assert f"{SUMMARY}.json" in written and len(written) > 5
+
+    box = kept.Kept(tmp_path / "held", "e" * 64)
+    with kept.WRITER.hold():
+        ANALYSES[SUMMARY](dataclasses.replace(parsed, _analyses={}, _kept=box))
+        assert _files(box.folder) == set()  # queued while the run lasts
+    _until(lambda: _files(box.folder) == written, "the writer thread wrote what the run left")
+    for name in written:
+        assert (box.folder / name).read_bytes() == (plain_box.folder / name).read_bytes(), name
+
+
+def test_a_kept_answer_waiting_to_be_written_is_read_measured_and_removed_as_if_written(tmp_path):
+    """While a page runs: a reader of a waiting answer gets it (written first), sizes() counts it,
+    and removing the trace drops the waiting writes so that no folder comes back after."""
+    box = kept.Kept(tmp_path, "f" * 64)
+    other = kept.Kept(tmp_path, "9" * 64)
+    with kept.WRITER.hold():
+        box.put("m.j", {"a": 1}, later=True)
+        box.put("m.t", pl.DataFrame({"a": [1, 2]}), later=True)
+        assert _files(box.folder) == set()
+        assert kept.Kept(tmp_path, "f" * 64).get("m.j") == {"a": 1}  # another reader of the same trace
+        assert _files(box.folder) == {"m.j.json"}  # that one written, the other still waiting
+        assert kept.sizes(tmp_path) == {
+            "f" * 64: (box.folder / "m.j.json").stat().st_size + (box.folder / "m.t.arrow").stat().st_size
+        }
+        other.put("m.j", {"b": 2}, later=True)
+        kept.remove(tmp_path, "9" * 64)
+    kept.flush()
+    assert not other.trace_folder.exists()  # its waiting write was dropped with it
+    assert kept.Kept(tmp_path, "f" * 64).get("m.t")["a"].to_list() == [1, 2]
+
+
+def test_a_tab_first_visit_writes_nothing_while_the_tab_is_drawn(tmp_path, monkeypatch):
+    """The dashboard's runs hold the writes (prepare.Ahead.page_run): a first visit to the Kernels
+    tab computes analyses of every run, and their files are written after the tab is drawn (by the
+    writer thread once the run ends; in a whole page's run, by the sidebar's store box, which
+    measures them, after the tabs), never while it draws."""
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.views import kernels
+
+    monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
+    drawing = [False]
+    during: list[str] = []
+    after: list[str] = []
+    write, draw = kept.Kept._write, kernels.render  # (AppTest runs app.py afresh; the views' modules are shared)
+
+    def noted(self, key, value):
+        (during if drawing[0] else after).append(key)
+        write(self, key, value)
+
+    def drawn(*args):
+        drawing[0] = True
+        try:
+            draw(*args)
+        finally:
+            drawing[0] = False
+
+    monkeypatch.setattr(kept.Kept, "_write", noted)
+    monkeypatch.setattr(kernels, "render", drawn)
+    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=120)
+    at.run()
+    kept.flush()
+    during.clear()
+    after.clear()
+    at.query_params["tab"] = "Kernels"
+    at.run()
+    assert not at.exception
+    kept.flush()
+    assert during == [] and "dashboard.engine.analyses.kernels.kernel_table" in after
 
 
 def test_a_damaged_kept_file_is_computed_again_without_an_error(tmp_path):

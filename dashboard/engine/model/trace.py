@@ -325,7 +325,7 @@ def _cached(key: str, analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
                 if value is MISSING:
                     value = analysis(trace)
                     if kept is not None:
-                        kept.put(key, value)
+                        kept.put(key, value, later=True)  # (written by a thread of its own: kept.WRITER)
                 trace._analyses[key] = value
             return trace._analyses[key]
 

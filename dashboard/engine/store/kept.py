@@ -22,13 +22,21 @@ rows, memory peaks, health, the summary) now asks the trace's `Kept` first:
   again; a trace's folders of other versions are removed when the new one is first written.
 - Writes are atomic (a temporary file renamed into place), so a reader never sees half a file;
   a file that cannot be written or read is computed again, never an error (a table unlike its
-  schema is the one error: a bug, not a disk's state). The folder lives
+  schema is the one error: a bug, not a disk's state, raised by put at once). The folder lives
   apart from the trace's own (written by another thread while the analyses run), counts against
   the store's size cap with it, and goes with it when the store evicts the trace.
+- The analyses' answers are written after the page's run that asked for them: the dashboard's
+  page runs hold the writes (Writer.hold), put(later=True) checks the value at once and queues it,
+  and a thread writes the queue once no page runs (the Kernels tab's first visit with the 21
+  bundled H200 runs wrote 126 files, 0.1 s of its run). A read of a file still waiting is written
+  first; removing a trace's files drops its waiting writes; what measures them (sizes, size: the
+  sidebar's store box, the cap's eviction), Store.wait and the CLI's end write whatever waits
+  first. Nothing held (the CLI, the computing ahead): written at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -37,6 +45,8 @@ import os
 import shutil
 import threading
 import uuid
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +142,7 @@ class Kept:
         or JSON where a table is) is MISSING too: computed again and replaced, never handed back."""
         if self.sha is None:
             return MISSING  # a trace just parsed: nothing kept yet
+        WRITER.wait_for(self.folder, key)  # (put in this process and not written yet: rare, a trace opened twice)
         declared = CATALOG.get(key)  # None: not imported here (the CLI's kept summary), or not an analysis
         if declared is None or declared.kind != "table":
             text = self.folder / f"{key}.json"
@@ -156,11 +167,13 @@ class Kept:
             return MISSING  # kept by code that typed the table otherwise: computed again
         return frame
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: Any, later: bool = False) -> None:
         """Keep `value` when it is a table or plain JSON; anything else is not kept. A table for an
         analysis that declares its columns (model.CATALOG) must have exactly them: a frame of other
         columns or dtypes, or a table where the analysis declares JSON, is a bug of the analysis
-        and raises SchemaError naming the analysis and the column."""
+        and raises SchemaError naming the analysis and the column. `later`: written by the
+        process's writer thread (WRITER), not before this returns (the analyses' cache keeps what
+        it computes this way)."""
         import polars as pl
 
         declared = CATALOG.get(key)
@@ -179,6 +192,8 @@ class Kept:
         with self._lock:
             if self.sha is None:
                 self._queued.append((key, value))
+            elif later:
+                WRITER.add(self, key, value)
             else:
                 self._write(key, value)
 
@@ -208,14 +223,113 @@ class Kept:
             return  # a full disk or an odd column: the answer stands, only the keeping failed
 
 
+class Writer:
+    """The analyses' kept answers put while a page runs (hold), written once no page runs: by a
+    thread of its own, one file at a time, in the order put, stopping while a page runs again.
+    Written at once by the thread that puts them when nothing holds the writes (the CLI, the
+    dashboard's computing ahead): a second Python thread writing beside the analyses made a first
+    visit slower, not faster (the two take turns with the interpreter's lock)."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.holds = 0  # page runs in progress
+        self.waiting: deque[tuple[Kept, str, Any]] = deque()
+        self.writing: tuple[Path, str] | None = None  # (folder, key) of the write in progress
+        self.thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Around a page's run: what the analyses answer is written after it."""
+        with self.changed:
+            self.holds += 1
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.holds -= 1
+                if self.holds == 0 and self.waiting and self.thread is None:
+                    self.thread = threading.Thread(target=self._work, name="attnscope-kept-writer")
+                    self.thread.start()
+
+    def add(self, kept: Kept, key: str, value: Any) -> None:
+        with self.changed:
+            if self.holds:
+                self.waiting.append((kept, key, value))
+                return
+        kept._write(key, value)
+
+    def _work(self) -> None:
+        while self._write_next(lambda: self.holds == 0):
+            pass
+        with self.changed:
+            self.thread = None  # (a hold that ends from now on starts a new thread)
+            if self.holds == 0 and self.waiting:  # (put between the last write and here)
+                self.thread = threading.Thread(target=self._work, name="attnscope-kept-writer")
+                self.thread.start()
+
+    def _write_next(self, allowed, match=None) -> bool:
+        """Write the first waiting write (the first for which match(folder, key) holds) if
+        allowed() (both called under the lock); False when there was none to write."""
+        with self.changed:
+            if not allowed():
+                return False
+            found = next((w for w in self.waiting if match is None or match(w[0].folder, w[1])), None)
+            if found is None:
+                return False
+            self.waiting.remove(found)
+            self.changed.wait_for(lambda: self.writing is None)
+            kept, key, value = found
+            self.writing = (kept.folder, key)
+        try:
+            kept._write(key, value)
+        finally:
+            with self.changed:
+                self.writing = None
+                self.changed.notify_all()
+        return True
+
+    def wait_for(self, folder: Path, key: str) -> None:
+        """The write of `key` into `folder` made, if one waits (in this thread) or is in progress."""
+        mine = lambda f, k: f == folder and k == key  # noqa: E731
+        while self._write_next(lambda: True, mine):
+            pass
+        with self.changed:
+            self.changed.wait_for(lambda: self.writing is None or not mine(*self.writing))
+
+    def flush(self) -> None:
+        """Every write put so far made (those waiting, in this thread)."""
+        while self._write_next(lambda: True):
+            pass
+        with self.changed:
+            self.changed.wait_for(lambda: self.writing is None)
+
+    def forget(self, trace_folder: Path) -> None:
+        """Drop the waiting writes of one trace's kept analyses (every version) and wait for the one
+        in progress there: its folder is about to be removed."""
+        with self.changed:
+            self.waiting = deque(w for w in self.waiting if w[0].folder.parent != trace_folder)
+            self.changed.wait_for(lambda: self.writing is None or self.writing[0].parent != trace_folder)
+
+
+WRITER = Writer()
+
+
+def flush() -> None:
+    """Wait until every kept write this process put so far is on disk."""
+    WRITER.flush()
+
+
 def remove(root: Path, sha: str) -> None:
     """Remove a trace's kept analyses (every version): the store evicted the trace."""
+    WRITER.forget(Path(root) / "analyses" / f"trace={sha}")
     shutil.rmtree(Path(root) / "analyses" / f"trace={sha}", ignore_errors=True)
 
 
 def sizes(root: Path) -> dict[str, int]:
     """Bytes on disk of each trace's kept analyses (every version), by the trace's SHA-256: what
-    they add to the store's size under its cap (store.py's eviction)."""
+    they add to the store's size under its cap (store.py's eviction), once the writes waiting for a
+    page's run to end (Writer) are made."""
+    WRITER.flush()
     found: dict[str, int] = {}
     try:
         folders = list((Path(root) / "analyses").iterdir())
@@ -228,7 +342,9 @@ def sizes(root: Path) -> dict[str, int]:
 
 
 def size(root: Path, sha: str) -> int:
-    """Bytes on disk of one trace's kept analyses (every version); 0 when it has none."""
+    """Bytes on disk of one trace's kept analyses (every version), the waiting writes made first;
+    0 when it has none."""
+    WRITER.flush()
     return _bytes_under(Path(root) / "analyses" / f"trace={sha}")
 
 

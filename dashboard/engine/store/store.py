@@ -408,9 +408,11 @@ class Store:
         self._writers.append(thread)
 
     def wait(self) -> list[str]:
-        """Wait for the background writers; the messages of the writes that failed."""
+        """Wait for the background writers (the traces' and the kept analyses'); the messages of the
+        writes that failed."""
         while self._writers:
             self._writers.pop().join()
+        kept.flush()
         return list(self.write_errors)
 
     def kept(self, path: Union[str, os.PathLike], key: str) -> Any:
