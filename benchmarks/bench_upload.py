@@ -16,9 +16,9 @@ Overview.
 Prints the machine's facts (benchmarks/bench_load.py), then one row per trace: JSON MB; seconds
 from the start of the upload to the end of its HTTP transfer (browser -> server), to the
 "Parsing ..." progress bar (the app's run has the bytes and their hash), and to the first table
-(the overview grid's row for the upload drawn); the tab switch times (from the click to the
-later of: the server's message that the run it caused finished, and the tab's table or chart
-attached), median and max, and the slowest tab; the server's RSS (with its worker processes,
+(the overview grid's row for the upload drawn); the tab switch times (from the click as the page
+took it to the page drawn with the run it caused finished, no stale element left and the tab's
+table or chart attached, by the page's own clock: in_page.py), median and max, and the slowest tab; the server's RSS (with its worker processes,
 sampled every 0.1 s) before the upload, its peak from the upload until the last tab switch,
 that peak over the JSON size, its RSS once settled with the trace open, and after the browser
 closed (past the disconnected-session TTL). A second line gives each tab's time and the peaks
@@ -50,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
+import in_page  # noqa: E402
 from bench_load import facts, json_size  # noqa: E402
 from browser_server import Server, rss_bytes, settled_rss  # noqa: E402
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, TABS, WIDTH, _browser_or_reason, _settle  # noqa: E402
@@ -130,6 +131,7 @@ def drive(browser, server: Server, path: Path, bound_s: float) -> dict:
     transfer: dict[str, float] = {}
 
     _watch(page, problems, finished, transfer)
+    in_page.install(page)
     page.goto(server.url)
     page.locator(".st-key-tbl_overview").first.wait_for(timeout=bound_ms)
     _settle(page)
@@ -192,14 +194,20 @@ def _watch(page, problems: list[str], finished: list[float], transfer: dict[str,
     )
 
 
-def _switch_tabs(page, finished: list[float], problems: list[str], bound_s: float) -> dict[str, float]:
+def _switch_tabs(
+    page, finished: list[float], problems: list[str], bound_s: float, seen: dict[str, float] | None = None
+) -> dict[str, float]:
     """Click through every tab (from Overview through the rest and back): tab -> seconds from the
-    click until its run finished and its content was drawn; what went wrong into `problems`."""
+    click until its run finished and its content was drawn, by the page's clock (in_page.py: the
+    page must have in_page.install() before it opened); the same as this process saw them (from
+    before the click to the later of the run's end message and the tab's element found) into
+    `seen`; what went wrong into `problems`."""
     bound_ms = bound_s * 1000
     switches: dict[str, float] = {}
     names = [t.strip() for t in page.get_by_role("tab").all_inner_texts()]
     for tab in names[1:] + names[:1]:  # from Overview through the rest and back: each click a switch
         before = len(finished)
+        in_page.arm(page, f".st-key-{TABS[tab]}" if tab in TABS else None)
         start = time.monotonic()
         page.get_by_role("tab", name=tab, exact=True).click()
         drawn = start
@@ -212,7 +220,9 @@ def _switch_tabs(page, finished: list[float], problems: list[str], bound_s: floa
         ran = finished[before:]
         if not ran:
             problems.append(f"{tab}: no script run finished after the click")
-        switches[tab] = max(ran[-1] if ran else time.monotonic(), drawn) - start
+        if seen is not None:
+            seen[tab] = max(ran[-1] if ran else time.monotonic(), drawn) - start
+        switches[tab] = in_page.done(page, bound_s)
         if page.locator("[data-testid='stException']").count() or page.get_by_text("tab could not be drawn").count():
             problems.append(
                 f"{tab}: "
