@@ -195,9 +195,12 @@ def test_a_tab_first_visit_writes_nothing_while_the_tab_is_drawn(tmp_path, monke
     measures them, after the tabs), never while it draws."""
     from streamlit.testing.v1 import AppTest
 
+    from dashboard.runs import ENV_TRACES, trace_cache
     from dashboard.views import kernels
 
     monkeypatch.setenv("ATTNSCOPE_STORE", str(tmp_path / "store"))
+    monkeypatch.delenv(ENV_TRACES, raising=False)
+    trace_cache.clear()  # the bundled runs parsed afresh, their analyses not computed by an earlier test
     drawing = [False]
     during: list[str] = []
     after: list[str] = []
@@ -225,6 +228,7 @@ def test_a_tab_first_visit_writes_nothing_while_the_tab_is_drawn(tmp_path, monke
     at.run()
     assert not at.exception
     kept.flush()
+    trace_cache.clear()
     assert during == [] and "dashboard.engine.analyses.kernels.kernel_table" in after
 
 
