@@ -187,6 +187,25 @@ def test_the_kernels_tab_has_one_step_picker_and_one_explanation(app):
     assert len(kstep) == 7  # each run's second step, in the link for the reports
 
 
+def test_a_folded_section_is_drawn_only_once_opened(app):
+    """The Kernels tab's per-run readings and top-rows table sit in closed sections (views/folded.py):
+    nothing of theirs is sent until the reader opens them, and then all of it is."""
+    from dashboard.views import literal
+
+    at = app("Kernels")
+    [box] = at.get_by_key("kernels_readings").expander
+    assert box.label == "Each run's readings, with its own numbers" and not box.markdown
+    assert not at.get_by_key("kernels_explained").dataframe
+    at.session_state["fold_kernels_readings"] = True
+    at.session_state["fold_kernels_explained"] = True
+    at.run()
+    [box] = at.get_by_key("kernels_readings").expander
+    [body] = box.markdown
+    others = [e["variant"] for e in MANIFEST["runs"] if mode(e) == "eager"][1:]  # the default runs but the baseline
+    assert len(others) >= 6 and all(f"**{literal.md(variant + ' [h200]')}**" in body.value for variant in others), body.value[:300]
+    assert len(at.get_by_key("kernels_explained").dataframe) == 1
+
+
 # ---------------------------------------------------------------- items 8 and 10
 
 

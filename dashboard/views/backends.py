@@ -11,6 +11,7 @@ from dashboard.engine import comparison as facade
 from dashboard.engine.comparison import BACKEND_TABLE
 from dashboard.runs import Selection
 from dashboard.views import literal, relation, tables
+from dashboard.views.folded import folded
 
 VERDICT_STYLE = {facade.VERDICT_FALLBACK: tables.ALARM_BG, facade.VERDICT_UNVERIFIED: tables.NOTE_BG}
 
@@ -72,7 +73,8 @@ def render(sel: Selection) -> None:
             height=tables.fit(launches.height),
         )
     _host(sel)
-    with st.expander("How each backend is recognised"):
+
+    def backend_table() -> None:
         st.dataframe(
             pl.DataFrame(
                 {
@@ -85,6 +87,8 @@ def render(sel: Selection) -> None:
             ),
             hide_index=True,
         )
+
+    folded("How each backend is recognised", "fold_backend_table", backend_table)
 
 
 def _host(sel: Selection) -> None:

@@ -15,6 +15,7 @@ from dashboard.engine import comparison as facade
 from dashboard.engine.comparison import NOISE_NS
 from dashboard.runs import Selection
 from dashboard.views import figures, graph_ops, link, literal, relation, tables
+from dashboard.views.folded import folded
 
 CHANGE_WORDS = {
     "added": "only in this run",
@@ -197,7 +198,8 @@ def show_changed(
             st.markdown(explained_line(changes[0], False))
         else:
             st.caption(EXPLAINED_WHY)
-            with st.expander(f"How much the top rows explain, for each of the {len(changes)} runs"):
+
+            def explained_table() -> None:
                 explained = facade.explained_by_run(changes).with_columns(
                     _no_negative_zero(pl.col("top_us"), 1), _no_negative_zero(pl.col("total_us"), 1)
                 )
@@ -215,6 +217,12 @@ def show_changed(
                     },
                     height=tables.fit(explained.height, 420),
                 )
+
+            folded(
+                f"How much the top rows explain, for each of the {len(changes)} runs",
+                "fold_kernels_explained",
+                explained_table,
+            )
     shown = (kernels.filter(pl.col("change") != "same") if only_changes else kernels).with_columns(
         _no_negative_zero(pl.col("delta_us_per_step"), 2)
     )  # shown at 2 decimals
@@ -357,8 +365,11 @@ def show_all_readings(changes: list[facade.Change]) -> None:
             f"- no compile, CUDA-graph, attention-backend or copy-class change ({_runs_words(quiet, len(changes))})"
         )
     st.info("What the traces show plainly against the baseline\n\n" + "\n".join(lines), icon=":material/lightbulb:")
-    with st.expander("Each run's readings, with its own numbers"):
-        st.markdown("\n\n".join(readings_text(change, True) for change in changes))  # one element for all runs
+    folded(
+        "Each run's readings, with its own numbers",
+        "fold_kernels_readings",
+        lambda: st.markdown("\n\n".join(readings_text(change, True) for change in changes)),  # one element for all runs
+    )
 
 
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")

@@ -15,6 +15,7 @@ from dashboard.engine.comparison import WAITING_CHECKS, format_bytes, format_us
 from dashboard.catalog_sources import STORY, story_coverage
 from dashboard.runs import Collection, Selection
 from dashboard.views import figures, literal, painted, relation, tables
+from dashboard.views.folded import folded
 
 ICONS = {
     "cut trace": ":material/content_cut:",
@@ -346,8 +347,11 @@ def show_health(findings: dict[str, list[dict]]) -> None:
             icon=":material/health_and_safety:",
         )
         if len(lines) > HEALTH_SHOWN:
-            with st.expander(f"{len(lines) - HEALTH_SHOWN} more health findings"):
-                st.markdown("  \n".join(lines[HEALTH_SHOWN:]))
+            folded(
+                f"{len(lines) - HEALTH_SHOWN} more health findings",
+                "fold_health",
+                lambda: st.markdown("  \n".join(lines[HEALTH_SHOWN:])),
+            )
 
 
 def show_waiting(findings: dict[str, list[dict]]) -> None:

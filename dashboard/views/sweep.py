@@ -17,6 +17,7 @@ from dashboard.engine.analyses import article as art
 from dashboard import catalog
 from dashboard.runs import Selection
 from dashboard.views import figures, literal, tables
+from dashboard.views.folded import folded
 
 MATH_STYLE = "background-color: #fde0dc; color: #8b0000; font-weight: 600"
 HOW_TO = (
@@ -216,7 +217,8 @@ def _sweep_words(cross: pl.DataFrame, grow: pl.DataFrame) -> None:
 
 def _sweep_points(part: pl.DataFrame) -> None:
     """Every point of the curve, in a table under an expander."""
-    with st.expander("Every point of this curve"):
+
+    def points_table() -> None:
         tables.show(
             part.sort(["variant", "seq"]),
             "tbl_sweep_points",
@@ -236,6 +238,8 @@ def _sweep_points(part: pl.DataFrame) -> None:
             },
         )
 
+    folded("Every point of this curve", "fold_sweep_points", points_table)
+
 
 def _dispatch(dispatch: pl.DataFrame, sel: Selection | None, source: tuple) -> None:
     """Which backend each cell's dispatch ran, as a map and cell by cell; the coloured tables kept by
@@ -252,7 +256,8 @@ def _dispatch(dispatch: pl.DataFrame, sel: Selection | None, source: tuple) -> N
         st.success(f"A fused backend ran in all {dispatch.height} cells.", icon=":material/check_circle:")
     with st.container(key="tbl_dispatch_map"):
         st.dataframe(figures.once(sel, ("dispatch_map", source), lambda: _math_map(dispatch)), hide_index=True)
-    with st.expander("Every cell, with the kernel that proves it and each forced backend's refusal"):
+
+    def cells_table() -> None:
         tables.show(
             dispatch,
             "tbl_dispatch_cells",
@@ -261,6 +266,12 @@ def _dispatch(dispatch: pl.DataFrame, sel: Selection | None, source: tuple) -> N
             paint=("backend_ran",),  # the cell that says math: each painted cell costs the grid on every draw
             keep=(sel, source),
         )
+
+    folded(
+        "Every cell, with the kernel that proves it and each forced backend's refusal",
+        "fold_dispatch_cells",
+        cells_table,
+    )
 
 
 def _math_map(dispatch: pl.DataFrame) -> Any:

@@ -12,6 +12,7 @@ from dashboard import charts
 from dashboard.engine.comparison import DIFFERENT, UNIT_KERNEL, Comparison, describe, format_us, sequence_counts
 from dashboard.runs import Selection
 from dashboard.views import figures, link, literal, relation, tables, timeline_chart
+from dashboard.views.folded import folded
 
 OP_WORDS = {"equal": "same", "insert": "only in B", "delete": "only in A", "replace": "changed"}
 OP_STYLE = {"insert": tables.ALARM_BG, "delete": tables.ADDED_BG, "replace": tables.NOTE_BG}
@@ -243,8 +244,12 @@ def _op_changes(
         lines = [f"- {describe(c, code=literal.code, plain=literal.md)}" for c in changes]
         st.markdown("\n".join(lines[:OPS_LISTED]))
         if len(lines) > OPS_LISTED:
-            with st.expander(f"{len(lines) - OPS_LISTED:,} more change{'s' if len(lines) - OPS_LISTED != 1 else ''}"):
-                st.markdown("\n".join(lines[OPS_LISTED:]))
+            more = len(lines) - OPS_LISTED
+            folded(
+                f"{more:,} more change{'s' if more != 1 else ''}",
+                "fold_timeline_changes",
+                lambda: st.markdown("\n".join(lines[OPS_LISTED:])),
+            )
 
 
 def _step_picker(
