@@ -271,13 +271,13 @@ class Writer:
         """Write the first waiting write (the first for which match(folder, key) holds) if
         allowed() (both called under the lock); False when there was none to write."""
         with self.changed:
-            if not allowed():
+            self.changed.wait_for(lambda: self.writing is None)  # one write at a time, taken and marked at once:
+            if not allowed():  # (forget() sees a write either waiting or in progress, never between)
                 return False
             found = next((w for w in self.waiting if match is None or match(w[0].folder, w[1])), None)
             if found is None:
                 return False
             self.waiting.remove(found)
-            self.changed.wait_for(lambda: self.writing is None)
             kept, key, value = found
             self.writing = (kept.folder, key)
         try:
