@@ -124,6 +124,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         while _OPENED:
             for message in _OPENED.pop().wait():
                 print(f"attnscope: warning: {message}", file=sys.stderr)
-        kept = sys.modules.get("dashboard.engine.store.kept")  # (not imported: nothing was kept)
-        if kept is not None:
-            kept.flush()  # the analyses' kept answers on disk before main returns

@@ -325,7 +325,9 @@ def _cached(key: str, analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
                 if value is MISSING:
                     value = analysis(trace)
                     if kept is not None:
-                        kept.put(key, value, later=True)  # (written by a thread of its own: kept.WRITER)
+                        kept.put(
+                            key, value, later=True
+                        )  # (after the page's run, when one holds the writes: kept.Writer)
                 trace._analyses[key] = value
             return trace._analyses[key]
 
