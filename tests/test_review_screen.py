@@ -202,7 +202,9 @@ def test_a_folded_section_is_drawn_only_once_opened(app):
     [box] = at.get_by_key("kernels_readings").expander
     [body] = box.markdown
     others = [e["variant"] for e in MANIFEST["runs"] if mode(e) == "eager"][1:]  # the default runs but the baseline
-    assert len(others) >= 6 and all(f"**{literal.md(variant + ' [h200]')}**" in body.value for variant in others), body.value[:300]
+    assert len(others) >= 6 and all(f"**{literal.md(variant + ' [h200]')}**" in body.value for variant in others), (
+        body.value[:300]
+    )
     assert len(at.get_by_key("kernels_explained").dataframe) == 1
 
 

@@ -80,10 +80,13 @@ def test_row_styles_are_those_of_one_call_per_row():
     assert at_once.ctx[(0, 2)] == [("background-color", "#fde0dc")] and (1, 0) not in at_once.ctx
 
 
-def _open(tab: str) -> AppTest:
+def _open(tab: str, opened: tuple[str, ...] = ()) -> AppTest:
+    """The app on `tab` with the 21 H200 runs, the closed sections keyed `opened` open (views/folded.py)."""
     at = AppTest.from_file(str(APP), default_timeout=300)
     at.query_params["run"] = h200_ids()
     at.query_params["tab"] = tab
+    for key in opened:
+        at.session_state[key] = True
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -200,14 +203,16 @@ def test_coloured_tables_drawn_again_are_the_same_message_named_by_their_key(mon
     monkeypatch.delenv(ENV_TRACES, raising=False)
     kept = {"Copies": ["tbl_copy_groups", "tbl_copies"]}
     also = {"Sweep": ["tbl_dispatch_cells", "tbl_dispatch_map"]}  # (the map: a Styler of its own)
-    fresh = {tab: _open(tab) for tab in (*kept, *also)}
+    fresh = {
+        tab: _open(tab, ("fold_dispatch_cells",)) for tab in (*kept, *also)
+    }  # (the cells' table: a closed section)
     expected = {key: _sent_whole(fresh[tab], key) for tab, keys in {**kept, **also}.items() for key in keys}
     for key, (_, _, css, uuid) in expected.items():
         assert uuid == key and f"#T_{key}_row" in css  # the CSS names the table by its key, not at random
     renders: list[str] = []
     real = Styler._translate
     monkeypatch.setattr(Styler, "_translate", lambda self, *a, **k: renders.append(self.uuid) or real(self, *a, **k))
-    at = _open("Copies")
+    at = _open("Copies", ("fold_dispatch_cells",))
     for tab, keys in {**kept, **also}.items():
         at.query_params["tab"] = "Ranks"
         at.run()

@@ -106,6 +106,25 @@ def render(sel: Selection) -> None:
     show_changes(sel, split, apart)
 
 
+def show_explained(changes: list[facade.Change], split: list[facade.Group]) -> None:
+    """How much of each run's change in summed kernel time its top changed rows account for."""
+    explained = facade.explained_by_run(changes).with_columns(
+        _no_negative_zero(pl.col("top_us"), 1), _no_negative_zero(pl.col("total_us"), 1)
+    )
+    tables.show(
+        explained,
+        "tbl_kernels_explained",
+        {
+            "run": tables.text("run"),
+            "baseline": tables.text("against") if len(split) > 1 else None,
+            "rows": tables.count("top changed rows"),
+            "top_us": st.column_config.NumberColumn("they account for (µs / step)", format="%+.1f"),
+            "total_us": st.column_config.NumberColumn("change in summed kernel time (µs / step)", format="%+.1f"),
+        },
+        height=tables.fit(explained.height, 420),
+    )
+
+
 ALL_STEPS = (
     "all"  # the step choice that means every step (per-step figures = totals / steps); a selectbox shows None as empty
 )
@@ -199,29 +218,10 @@ def show_changed(
         else:
             st.caption(EXPLAINED_WHY)
 
-            def explained_table() -> None:
-                explained = facade.explained_by_run(changes).with_columns(
-                    _no_negative_zero(pl.col("top_us"), 1), _no_negative_zero(pl.col("total_us"), 1)
-                )
-                tables.show(
-                    explained,
-                    "tbl_kernels_explained",
-                    {
-                        "run": tables.text("run"),
-                        "baseline": tables.text("against") if len(split) > 1 else None,
-                        "rows": tables.count("top changed rows"),
-                        "top_us": st.column_config.NumberColumn("they account for (µs / step)", format="%+.1f"),
-                        "total_us": st.column_config.NumberColumn(
-                            "change in summed kernel time (µs / step)", format="%+.1f"
-                        ),
-                    },
-                    height=tables.fit(explained.height, 420),
-                )
-
             folded(
                 f"How much the top rows explain, for each of the {len(changes)} runs",
                 "fold_kernels_explained",
-                explained_table,
+                lambda: show_explained(changes, split),
             )
     shown = (kernels.filter(pl.col("change") != "same") if only_changes else kernels).with_columns(
         _no_negative_zero(pl.col("delta_us_per_step"), 2)
