@@ -22,6 +22,7 @@ first draw.
 
 from __future__ import annotations
 
+import json
 import time
 
 INIT_JS = """(() => {
@@ -70,10 +71,7 @@ def open_and_arm(page, url: str, selector: str, count: int, bound_s: float) -> f
     page showed `count` elements matching `selector` (the second animation frame after they were
     all attached)."""
     start_ms = time.time() * 1000
-    page.add_init_script(
-        "window.__attnscopeWant = {sel: %s, count: %d, needRun: false, startAt: %r, ran: false, metAt: null, doneAt: null};"
-        % (_js_string(selector), count, start_ms)
-    )
+    page.add_init_script(f"({ARM_JS})({json.dumps([selector, count, False, start_ms])})")  # armed in the new page
     page.goto(url)
     page.wait_for_function("() => window.__attnscopeWant && window.__attnscopeWant.doneAt", timeout=bound_s * 1000)
     return (page.evaluate("window.__attnscopeWant.doneAt") - start_ms) / 1000
@@ -86,9 +84,3 @@ def done(page, bound_s: float) -> float:
     )
     want = page.evaluate("window.__attnscopeWant")
     return (want["doneAt"] - want["startAt"]) / 1000
-
-
-def _js_string(text: str) -> str:
-    import json
-
-    return json.dumps(text)

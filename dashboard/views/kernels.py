@@ -217,7 +217,6 @@ def show_changed(
             st.markdown(explained_line(changes[0], False))
         else:
             st.caption(EXPLAINED_WHY)
-
             folded(
                 f"How much the top rows explain, for each of the {len(changes)} runs",
                 "fold_kernels_explained",

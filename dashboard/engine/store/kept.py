@@ -46,7 +46,7 @@ import shutil
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -259,7 +259,7 @@ class Writer:
         kept._write(key, value)
 
     def _work(self) -> None:
-        while self._write_next(lambda: self.holds == 0):
+        while self._write_next(unheld=True):
             pass
         with self.changed:
             self.thread = None  # (a hold that ends from now on starts a new thread)
@@ -267,12 +267,12 @@ class Writer:
                 self.thread = threading.Thread(target=self._work, name="attnscope-kept-writer")
                 self.thread.start()
 
-    def _write_next(self, allowed, match=None) -> bool:
-        """Write the first waiting write (the first for which match(folder, key) holds) if
-        allowed() (both called under the lock); False when there was none to write."""
+    def _write_next(self, unheld: bool = False, match: Callable[[Path, str], bool] | None = None) -> bool:
+        """Write the first waiting write (the first for which match(folder, key) holds; `unheld`:
+        only while no page runs); False when there was none to write."""
         with self.changed:
             self.changed.wait_for(lambda: self.writing is None)  # one write at a time, taken and marked at once:
-            if not allowed():  # (forget() sees a write either waiting or in progress, never between)
+            if unheld and self.holds:  # (forget() sees a write either waiting or in progress, never between)
                 return False
             found = next((w for w in self.waiting if match is None or match(w[0].folder, w[1])), None)
             if found is None:
@@ -291,14 +291,14 @@ class Writer:
     def wait_for(self, folder: Path, key: str) -> None:
         """The write of `key` into `folder` made, if one waits (in this thread) or is in progress."""
         mine = lambda f, k: f == folder and k == key  # noqa: E731
-        while self._write_next(lambda: True, mine):
+        while self._write_next(match=mine):
             pass
         with self.changed:
             self.changed.wait_for(lambda: self.writing is None or not mine(*self.writing))
 
     def flush(self) -> None:
         """Every write put so far made (those waiting, in this thread)."""
-        while self._write_next(lambda: True):
+        while self._write_next():
             pass
         with self.changed:
             self.changed.wait_for(lambda: self.writing is None)
