@@ -13,8 +13,8 @@ Overview's charts right after (7 December). So the benchmarks read the times the
   a first draw, the benchmark's clock just before it asks the browser to open the page;
 - the end: the second animation frame after what is waited for is all there (the first frame
   after it has drawn it): for a switch, a script run started and finished since the click (the app's
-  data-test-script-state), no element left stale (the previous tab's taken away), and the tab's
-  keyed element, when it has one, attached; for a first draw, the Overview table's first data row.
+  data-test-script-state), no element left stale, and the tab's keyed element, when it has one,
+  shown (the page keeps every tab drawn: dashboard/views/tab_set.py); for a first draw, the Overview table's first data row.
 
 install() before the page opens, arm() before a click and done() after it; open_and_arm() for a
 first draw.
@@ -27,6 +27,12 @@ import time
 
 INIT_JS = """(() => {
   const now = () => performance.timeOrigin + performance.now();
+  window.__attnscopeLong = [];  // the main thread's long tasks (over 50 ms): [start, end] by the same clock
+  try {
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) window.__attnscopeLong.push([performance.timeOrigin + e.startTime, performance.timeOrigin + e.startTime + e.duration]);
+    }).observe({ type: 'longtask', buffered: true });
+  } catch (e) {}
   const check = (records) => {
     const w = window.__attnscopeWant;
     if (!w || w.startAt === null || w.metAt !== null) return;
@@ -36,7 +42,7 @@ INIT_JS = """(() => {
       if (!w.ran || !app || app.getAttribute('data-test-script-state') !== 'notRunning') return;
       if (document.querySelector('[data-stale=true]')) return;
     }
-    if (w.sel && document.querySelectorAll(w.sel).length < w.count) return;
+    if (w.sel && [...document.querySelectorAll(w.sel)].filter((e) => !w.shown || e.checkVisibility()).length < w.count) return;
     w.metAt = now();
     requestAnimationFrame(() => requestAnimationFrame(() => { w.doneAt = now(); }));
   };
@@ -46,12 +52,18 @@ INIT_JS = """(() => {
   if (document.documentElement) watch(); else document.addEventListener('readystatechange', watch, {once: true});
   document.addEventListener('pointerdown', (e) => {
     const w = window.__attnscopeWant;
-    if (w && w.startAt === null) { w.startAt = performance.timeOrigin + e.timeStamp; w.ran = false; }
+    if (w && w.startAt === null) {
+      w.startAt = performance.timeOrigin + e.timeStamp;
+      w.ran = false;
+      // and each frame: a change no observed mutation marks (a kept tab's panel shown) is seen too
+      const poll = () => { check(null); if (w.metAt === null && now() - w.startAt < 120000) requestAnimationFrame(poll); };
+      requestAnimationFrame(poll);
+    }
   }, true);
 })()"""
 
-ARM_JS = """([sel, count, needRun, startAt]) => {
-  window.__attnscopeWant = {sel, count, needRun, startAt, ran: false, metAt: null, doneAt: null};
+ARM_JS = """([sel, count, needRun, startAt, shown]) => {
+  window.__attnscopeWant = {sel, count, needRun, startAt, shown, ran: false, metAt: null, doneAt: null};
 }"""
 
 
@@ -60,10 +72,11 @@ def install(page) -> None:
     page.add_init_script(INIT_JS)
 
 
-def arm(page, selector: str | None, count: int = 1, run: bool = True) -> None:
-    """Wait for `count` elements matching `selector` (None: none), after a script run started and
-    finished (`run`), from the next click."""
-    page.evaluate(ARM_JS, [selector, count, run, None])
+def arm(page, selector: str | None, count: int = 1, run: bool = True, shown: bool = True) -> None:
+    """Wait for `count` elements matching `selector` (None: none), shown (`shown`: not in a closed
+    tab, which the page keeps drawn, nor otherwise hidden) or merely attached, after a script run
+    started and finished (`run`), from the next click."""
+    page.evaluate(ARM_JS, [selector, count, run, None, shown])
 
 
 def open_and_arm(page, url: str, selector: str, count: int, bound_s: float) -> float:
@@ -71,10 +84,25 @@ def open_and_arm(page, url: str, selector: str, count: int, bound_s: float) -> f
     page showed `count` elements matching `selector` (the second animation frame after they were
     all attached)."""
     start_ms = time.time() * 1000
-    page.add_init_script(f"({ARM_JS})({json.dumps([selector, count, False, start_ms])})")  # armed in the new page
+    page.add_init_script(
+        f"({ARM_JS})({json.dumps([selector, count, False, start_ms, False])})"
+    )  # armed in the new page
     page.goto(url)
     page.wait_for_function("() => window.__attnscopeWant && window.__attnscopeWant.doneAt", timeout=bound_s * 1000)
     return (page.evaluate("window.__attnscopeWant.doneAt") - start_ms) / 1000
+
+
+def busy_after(page, within_s: float) -> float:
+    """Seconds from the armed start (the click) until the page's main thread was free again: the end
+    of the last long task (over 50 ms) that began within `within_s` of the click (0: none did)."""
+    return page.evaluate(
+        """(within) => {
+          const w = window.__attnscopeWant;
+          const ends = window.__attnscopeLong.filter(([s, e]) => e > w.startAt && s < w.startAt + within * 1000).map(([s, e]) => e);
+          return ends.length ? (Math.max(...ends) - w.startAt) / 1000 : 0;
+        }""",
+        within_s,
+    )
 
 
 def done(page, bound_s: float) -> float:

@@ -26,7 +26,7 @@ from dashboard.engine.compare.speed import DEFAULT_USD_PER_GPU_HOUR
 from dashboard.engine.rules import RulesError, user_rules
 from dashboard.views import backends, copies, kernels, link, literal, overview, speedups, sweep, timeline, uploader
 from dashboard.views import ranks as ranks_view
-from dashboard.views import run_names
+from dashboard.views import run_names, tab_set
 from dashboard.views.store import offer_saved_view, show_store
 
 TABS = {
@@ -83,21 +83,21 @@ def page() -> runs.Selection | None:
 
 @st.fragment
 def open_tab(selection: runs.Selection) -> None:
-    """The tabs and the open one, a fragment of the page: a tab switch, or a choice made in a tab,
-    runs this again and not the page, so the sidebar's elements are neither run nor sent nor drawn
-    again (a switch back with the 21 H200 runs 5-35% sooner, the browser drawing about 45 fewer
-    elements: docs/speed.md). A choice a tab writes to the link (Kernels' step, Speedups' price)
-    reaches the selection's Comparison here, before the tabs and after the open one, as a run of
-    the whole page would at its start: the share buttons, which make their files when clicked,
-    report what the page shows."""
+    """The tabs, a fragment of the page: in a page's run the open one, then in the run the page asks
+    for once it is quiet every tab, kept in the page, so a switch draws nothing again and the
+    sidebar is not run again to draw them (views/tab_set.py)."""
     with prepare.AHEAD.page_run():  # (a fragment's run is a page's run to the analyses computed ahead)
-        selection.comparison = comparison_from_link(selection)
-        tabs = st.tabs(list(TABS), key="tab", bind="query-params")
-        for tab, (name, render) in zip(tabs, TABS.items()):
-            if tab.open:
-                with tab:
-                    draw_tab(name, render, selection)
-        selection.comparison = comparison_from_link(selection)  # with what the open tab wrote to the link
+        tab_set.draw(TABS, selection, draw_with_link)
+
+
+def draw_with_link(name: str, render: Callable[[runs.Selection], None], selection: runs.Selection) -> None:
+    """One tab, with the choices the link holds: a choice a tab writes to the link (Kernels' step,
+    Speedups' price) runs that tab alone, and reaches the selection's Comparison here, before and
+    after it, as a run of the whole page would at its start: the share buttons, which make their
+    files when clicked, report what the page shows."""
+    selection.comparison = comparison_from_link(selection)
+    draw_tab(name, render, selection)
+    selection.comparison = comparison_from_link(selection)  # with what the tab wrote to the link
 
 
 def comparison_from_link(selection: runs.Selection) -> Comparison:
@@ -414,13 +414,7 @@ def apply_saved_view(cache: runs.TraceCache) -> None:
         st.warning(f"No saved view {literal.md(view_id)} on this server.", icon=":material/bookmark:")
         return
     query = {k: v for k, v in payload["query"].items() if isinstance(k, str) and k != "view"}
-    st.query_params.from_dict({**query, "view": view_id})
-    tab = query.get("tab")
-    tab = tab[0] if isinstance(tab, list) and tab else tab
-    if (
-        isinstance(tab, str) and tab in TABS
-    ):  # the tabs widget read the URL before this run rewrote it: open the view's tab
-        st.session_state["tab"] = tab
+    st.query_params.from_dict({**query, "view": view_id})  # its tab too: the tabs read it later in this run
     st.session_state["saved_view"] = str(payload.get("note") or "")
     if st.session_state["saved_view"]:
         st.info(

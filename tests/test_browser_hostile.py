@@ -31,6 +31,7 @@ from make_many_events import write_many_events
 from test_dashboard_browser import (  # noqa: F401
     CHROMIUM,
     CHROMIUM_ARGS,
+    OPEN_TAB,
     REPO,
     TABS,
     WIDTH,
@@ -150,12 +151,12 @@ def assert_nothing_ran(page, where: str, dialogs: list[str]) -> None:
         assert pwned == "undefined", f"{where}, frame {frame.url[:80]}: window.__pwned set"
 
 
-def hover_charts(page, limit: int = 3) -> list[str]:
-    """Move the mouse over a grid of points on the first `limit` charts in view; the hover
-    labels' texts seen. A chart Streamlit redrew while it was hovered is found again and hovered
+def hover_charts(page, limit: int = 3, within: str = OPEN_TAB) -> list[str]:
+    """Move the mouse over a grid of points on the first `limit` charts in view (in `within`: the
+    open tab, the page keeping the closed ones drawn); the hover labels' texts seen. A chart Streamlit redrew while it was hovered is found again and hovered
     again from the start, once the page has settled."""
     seen: list[str] = []
-    charts = page.locator(".js-plotly-plot")
+    charts = page.locator(within).locator(".js-plotly-plot")
     for i in range(limit):
         found = again_if_redrawn(page, lambda: _hover_chart(page, charts, i))
         if found is None:  # fewer charts than `limit`
@@ -222,7 +223,8 @@ def settle(page, bound_s: float = 60.0) -> None:
 
 
 def main_text(page) -> str:
-    return page.locator("[data-testid=stMain]").text_content() or ""
+    """The open tab's text (the page keeps the closed tabs drawn, hidden)."""
+    return page.locator(OPEN_TAB).text_content() or ""
 
 
 def open_every_tab(page, bound_s: float = 60.0, on_tab=None) -> dict[str, float]:
@@ -367,7 +369,7 @@ def test_trace_strings_never_run_in_any_tab_or_report_and_a_bad_upload_stays_alo
             text = report.locator("body").inner_text()  # what is shown (not the JSON data blocks)
             for payload in (IMG, HOSTILE_LABEL):
                 assert payload in text, f"the HTML report does not show {payload!r} literally"
-            report_hovers = hover_charts(report, limit=6)
+            report_hovers = hover_charts(report, limit=6, within="body")
             assert_nothing_ran(report, "HTML report", report_dialogs)
             assert any(HOSTILE_LABEL in h for h in report_hovers), report_hovers[
                 :5

@@ -390,7 +390,7 @@ def test_uploads_join_the_comparison_the_baseline_stays_and_into_an_empty_one_th
     assert names[0] != names[1]
     shown = table(at, "tbl_overview").set_index("run")
     assert math.isnan(shown.iloc[1]["speedup"]) and shown.iloc[1]["relation"] == "different workload: no speedup"
-    said = texts(at.get_by_key("relation").warning)
+    said = texts(at.get_by_key("relation-overview").warning)  # (one per tab: views/tab_set.keyed)
     assert len(said) == 1 and "Not the same work" in said[0] and "no speedup is set" in said[0]
     assert second.name.removesuffix(".json.gz") in said[0]
     findings = texts(at.get_by_key("findings").warning) if at.get_by_key("findings").warning else []

@@ -44,6 +44,9 @@ TABS = {
     "Backends": "tbl_backends",
 }
 WIDTH = 1600
+# The open tab's panel: the page keeps every tab drawn (dashboard/views/tab_set.py), the closed
+# ones marked inactive and hidden, so a selector for what a tab shows is looked for in this one.
+OPEN_TAB = "[data-testid=stTabPanel]:not([data-st-inactive])"
 # The test servers watch no source file: an edit to the tree while a test runs would otherwise put
 # Streamlit's 'File change. Rerun' prompt in the status widget (or rerun the app under the test).
 SERVER_QUIET = ["--server.fileWatcherType", "none", "--server.runOnSave", "false"]
@@ -153,7 +156,9 @@ QUIET_JS = """(quiet) => {
   const shown = (el) => !!el && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
   const running = shown(widget) && /running/i.test(widget.textContent || '');
   const busy = (app && (state === 'initial' || state === 'running' || state === 'rerunRequested' || state === 'stopRequested'))
-    || running || !!document.querySelector('[data-stale=true]');
+    || running || !!document.querySelector('[data-stale=true]')
+    || !!document.querySelector('.st-key-tab_fill')  // the tabs still to be drawn (dashboard/views/tab_set.py)
+    || !!window.__attnscopeTabPending;  // the open tab not yet told to the server (the same)
   const shape = document.body ? document.body.scrollHeight + 'x' + document.body.scrollWidth : '';
   const now = performance.now();
   const mark = window.__attnscopeQuiet;
@@ -179,8 +184,9 @@ BUSY_JS = """() => {
   const app = document.querySelector('[data-testid=stApp]');
   const stale = [...document.querySelectorAll('[data-stale=true]')].map((e) => e.className.slice(0, 60) + ' ' + (e.textContent || '').slice(0, 60));
   const widget = document.querySelector('[data-testid=stStatusWidget]');
+  const waiting = !!document.querySelector('.st-key-tab_fill') || !!window.__attnscopeTabPending;
   return {state: app && app.getAttribute('data-test-script-state'), widget: widget ? widget.textContent.slice(0, 80) : null,
-          stale, shape: document.body.scrollHeight + 'x' + document.body.scrollWidth};
+          stale, waiting, shape: document.body.scrollHeight + 'x' + document.body.scrollWidth};
 }"""
 
 
@@ -339,6 +345,48 @@ def test_two_gpu_uploads_join_the_runs_on_screen_the_baseline_stays_and_every_ta
                     assert "tab=" + tab.replace(" ", "+") in page.url or "tab=" + tab.replace(" ", "%20") in page.url
                 _screenshot(page, ARTIFACTS / f"{i}-{tab.lower().replace(' ', '-')}.png")
             assert page.get_by_role("tab", name="Backends").get_attribute("aria-selected") == "true"
+            assert not errors, errors
+        finally:
+            browser.close()
+
+
+def test_every_tab_is_kept_drawn_and_a_switch_runs_nothing_until_the_reader_stays(server):
+    """dashboard/views/tab_set.py: the page's first run draws the open tab, the others follow once
+    the page is quiet, and all stay in the page, so a switch shows a tab and sends nothing. The link
+    in the address bar changes at once; the server hears of the tab once the reader stays on it, in a
+    run that draws no tab (the watcher's fragment alone), and a reload opens that tab."""
+    from urllib.parse import parse_qs, urlparse
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            received = forward_messages(page)
+            page.goto(server)
+            page.locator(".st-key-tbl_overview").wait_for(timeout=90_000)
+            _settle(page)
+            for tab, key in TABS.items():  # every tab drawn, the closed ones hidden
+                assert page.locator(f".st-key-{key}").count() >= 1, tab
+                assert page.locator(f".st-key-{key}").first.is_visible() == (tab == "Overview"), tab
+
+            since = len(received)
+            page.get_by_role("tab", name="Kernels").click()
+            page.locator(".st-key-tbl_kernels").first.wait_for(state="visible", timeout=10_000)
+            assert parse_qs(urlparse(page.evaluate("location.href")).query)["tab"] == ["Kernels"]
+            assert received[since:] == []  # shown, and nothing asked of the server yet
+            _settle(page)  # (it waits for the server to be told)
+            told = received[since:]
+            assert [status for kind, _, status in told if kind == "script_finished"] == [3], told  # one fragment run
+            assert len([kind for kind, _, _ in told if kind == "delta"]) <= 2, told  # the watcher's, no tab's
+
+            page.reload()
+            page.locator(".st-key-tbl_kernels").first.wait_for(state="visible", timeout=90_000)
+            _settle(page)
+            assert page.get_by_role("tab", name="Kernels").get_attribute("aria-selected") == "true"
             assert not errors, errors
         finally:
             browser.close()
@@ -579,7 +627,7 @@ UNRELATED = (
 
 
 def _box(page, selector: str) -> dict:
-    box = page.locator(selector).first.bounding_box()
+    box = page.locator(OPEN_TAB).locator(selector).first.bounding_box()
     assert box is not None, f"{selector} is not on the page"
     return box
 
@@ -600,14 +648,14 @@ def test_other_work_is_said_above_everything_and_each_empty_speedup_slot_says_wh
                 page.goto(f"{server}?{UNRELATED}&tab={tab.replace(' ', '+')}")
                 page.locator(f"[class*=st-key-{first_key}]").first.wait_for(timeout=90_000)
                 _settle(page)
-                said = _box(page, ".st-key-relation [data-testid=stAlert]")
+                said = _box(page, "[class*=st-key-relation-] [data-testid=stAlert]")
                 assert said["y"] + said["height"] <= _box(page, f"[class*=st-key-{first_key}]")["y"], tab
-                text = page.locator(".st-key-relation").inner_text()
+                text = page.locator(OPEN_TAB).locator("[class*=st-key-relation-]").inner_text()
                 assert "not the same work" in text.lower() and "\\" not in text, text
                 _screenshot(page, ARTIFACTS / f"other-work-{tab.lower().replace(' ', '-')}.png")
                 if tab != "Speedups":
                     continue
-                chart = page.locator("[class*=st-key-chart_speedup]").first
+                chart = page.locator(OPEN_TAB).locator("[class*=st-key-chart_speedup]").first
                 chart.scroll_into_view_if_needed()
                 _settle(page)
                 plot = chart.locator(".main-svg").first.bounding_box()

@@ -74,3 +74,34 @@ def test_a_first_draw_is_timed_from_before_the_page_was_asked_for(browser, tmp_p
         assert 0.4 <= took <= after - before
     finally:
         page.close()
+
+
+HIDDEN = """<!doctype html><button id=go>go</button>
+<div id=panel style="display: none"><p class=kept>drawn long ago, in a closed tab</p></div><script>
+document.getElementById('go').addEventListener('click', () => {
+  setTimeout(() => {  // the tab opened 250 ms after the click, by a style change no observed mutation marks
+    document.getElementById('panel').style.display = 'block';
+    const until = performance.now() + 120;  // then a long task: the page busy after showing it
+    while (performance.now() < until) {}
+  }, 250);
+});
+</script>"""
+
+
+def test_a_kept_element_counts_once_shown_and_the_busy_spell_after_it_is_read(browser, tmp_path):
+    """A tab the page keeps drawn but hidden is there before the click: the switch ends when it is
+    shown (a style change: the page's frames are polled for it), not when it is found."""
+    page = browser.new_page()
+    try:
+        in_page.install(page)
+        (tmp_path / "hidden.html").write_text(HIDDEN)
+        page.goto((tmp_path / "hidden.html").as_uri())
+        in_page.arm(page, ".kept", run=False)
+        page.click("#go")
+        took = in_page.done(page, 30)
+        assert 0.25 <= took < 5
+        busy = in_page.busy_after(page, 0.7)  # the 120 ms task begun at 0.25 s: free again at 0.37 s on
+        assert 0.25 + 0.12 <= busy < 5
+        assert in_page.busy_after(page, 0.1) == 0  # no long task begun within 0.1 s of the click
+    finally:
+        page.close()

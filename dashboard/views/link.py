@@ -1,7 +1,7 @@
 """What a shared link carries: widget state seeded from st.query_params on a session's first run,
 and written back on every run, so a pasted URL restores the same runs, baseline and choices.
 
-(The tab itself is bound with st.tabs(..., bind="query-params").) Runs are named in the URL by
+(The open tab is written to the link by views/tab_set.py.) Runs are named in the URL by
 their stable ids, never by the editable labels, so renaming a run does not break a link; the
 labels travel beside them as `label=<run id>=<label>` (repeated), so a reload or a shared link
 shows the author's names.

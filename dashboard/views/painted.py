@@ -25,7 +25,7 @@ JS = """
 export default function (component) {
   const { data, setTriggerValue } = component;
   const started = performance.now();
-  const fire = () => setTriggerValue('painted', true);
+  const fire = () => { window.__attnscopePainted = true; setTriggerValue('painted', true); };
   const idle = () => (window.requestIdleCallback ? requestIdleCallback(fire, { timeout: 1000 }) : setTimeout(fire, 0));
   // each frame: once what must show first is drawn (or after data.most_ms), when the page is idle
   const wait = () => {

@@ -12,7 +12,7 @@ import streamlit as st
 from dashboard import report
 from dashboard.engine.comparison import CROSS_DEVICE, DIFFERENT
 from dashboard.runs import Selection
-from dashboard.views import literal
+from dashboard.views import literal, tab_set
 
 
 def table(sel: Selection) -> pl.DataFrame:
@@ -25,7 +25,7 @@ def say(sel: Selection, speed: pl.DataFrame | None = None) -> set[str]:
     return the runs that do other work than their baseline."""
     different, cross = report.relations(table(sel) if speed is None else speed)
     if different or cross:
-        with st.container(key="relation"):
+        with st.container(key=tab_set.keyed("relation")):
             if different:
                 st.warning(_block(report.NOT_SAME_WORK, report.NOT_SAME_WORK_WHY, different), icon=":material/block:")
             if cross:
@@ -45,7 +45,7 @@ def say_pair(sel: Selection, a: str, b: str) -> str:
     kind, why = sel.comparison.relation(a, b)
     if kind not in (DIFFERENT, CROSS_DEVICE):
         return kind
-    with st.container(key="relation"):
+    with st.container(key=tab_set.keyed("relation")):
         if kind == DIFFERENT:
             st.warning(
                 f"**A and B are not the same work:** {literal.md(why)}. The two steps below are two programs side by side: "
