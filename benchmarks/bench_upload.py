@@ -53,7 +53,15 @@ sys.path.insert(0, str(HERE))
 import in_page  # noqa: E402
 from bench_load import facts, json_size  # noqa: E402
 from browser_server import Server, rss_bytes, settled_rss  # noqa: E402
-from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, TABS, WIDTH, _browser_or_reason, _settle  # noqa: E402
+from test_dashboard_browser import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    TABS,
+    TOLD_JS,
+    WIDTH,
+    _browser_or_reason,
+    _settle,
+)
 
 from dashboard.catalog import trace_stem  # noqa: E402
 
@@ -231,6 +239,7 @@ def _switch_tabs(
         if tab in SHOWN:
             page.locator(SHOWN[tab]).first.wait_for(state="visible", timeout=bound_ms)
         drawn = time.monotonic()
+        page.wait_for_function(TOLD_JS, timeout=bound_ms)  # a reader on the tab: the server is told which
         _settle(page)
         if len(finished) == before:
             problems.append(f"{tab}: the open tab was not told to the server (no script run after the click)")

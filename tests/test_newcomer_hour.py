@@ -68,6 +68,11 @@ def read(elements) -> list[str]:
     return [t.replace("**", "") for t in texts(elements)]
 
 
+def relation(tab: str) -> str:
+    """The relation block's key in `tab` (one per tab: dashboard/views/tab_set.keyed)."""
+    return "relation-" + tab.lower().replace(" ", "-")
+
+
 def _open_tab(at):
     (tab,) = [t for t in at.tabs if len(t.children)]
     return tab
@@ -88,7 +93,7 @@ def test_every_tab_says_first_that_the_runs_are_not_the_same_work(app, tab):
     assert said.startswith("Not the same work as its baseline: no speedup is set")
     assert "h100-bert-flash against naive [h200]: attention shapes differ" in said
     assert "mi250-minitoy against naive [h200]: op signatures only" in said
-    assert len(texts(at.get_by_key("relation").warning)) == 1
+    assert len(texts(at.get_by_key(relation(tab)).warning)) == 1
     everything = " ".join(texts(at.main.warning) + texts(at.main.info) + texts(at.main.markdown))
     assert everything.count("attention shapes differ") == 1  # said once
 
@@ -158,9 +163,9 @@ def test_the_same_work_on_another_device_is_a_note_and_its_changes_stay_changes(
     a100, v100 = DATA / "hta_a100_control.json.gz", DATA / "hta_v100_test.json.gz"
     ids = ["file/" + a100.name, "file/" + v100.name]
     at = app("Kernels", params={"run": ids, "baseline": ids[0]}, traces=[a100, v100])
-    said = read(at.get_by_key("relation").info)
+    said = read(at.get_by_key(relation("Kernels")).info)
     assert len(said) == 1 and said[0].startswith("The same work on another device:") and "V100" in said[0]
-    assert not at.get_by_key("relation").warning
+    assert not at.get_by_key(relation("Kernels")).warning
     assert table(at, "tbl_kernels_delta").shape[0] > 0
 
 
@@ -168,7 +173,7 @@ def test_runs_that_do_the_same_work_get_no_relation_note(app):
     for tab in TABS_THAT_COMPARE + ("Timeline diff",):
         at = app(tab)  # the bundled H200 article path: one workload, one device
         with pytest.raises(KeyError):
-            at.get_by_key("relation")
+            at.get_by_key(relation(tab))
 
 
 # ---------------------------------------------------------------- item 3: one statement per fact
