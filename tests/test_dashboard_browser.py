@@ -392,6 +392,17 @@ def test_every_tab_is_kept_drawn_and_a_switch_runs_nothing_until_the_reader_stay
             page.locator(".st-key-tbl_kernels").first.wait_for(state="visible", timeout=90_000)
             _settle(page)
             assert page.get_by_role("tab", name="Kernels").get_attribute("aria-selected") == "true"
+
+            # the keyboard too: the arrow key moves the selection to the next tab, and the link follows
+            page.get_by_role("tab", name="Kernels").focus()
+            page.keyboard.press("ArrowRight")
+            page.locator(".st-key-tbl_copy_groups").first.wait_for(state="visible", timeout=10_000)
+            assert parse_qs(urlparse(page.evaluate("location.href")).query)["tab"] == ["Copies"]
+            page.wait_for_function(TOLD_JS, timeout=10_000)
+            _settle(page)
+            page.reload()
+            page.locator(".st-key-tbl_copy_groups").first.wait_for(state="visible", timeout=90_000)
+            assert page.get_by_role("tab", name="Copies").get_attribute("aria-selected") == "true"
             assert not errors, errors
         finally:
             browser.close()

@@ -35,7 +35,7 @@ FILL_KEY = "tab_fill"  # the waiting component's key: its trigger asks for every
 
 WATCH_JS = """
 export default function (component) {
-  // Clicks on the tabs, wherever the tab bar is redrawn (the listener is the document's, once). The
+  // The tab selected, wherever the tab bar is redrawn (the observer is the document's, once). The
   // link in the address bar changes at once; the server hears of it once the reader has stayed on
   // the tab for SAY_AFTER_MS with no run going: any run redraws the page's elements, every tab's,
   // (0.2-0.4 s of the page's main thread with the 21 runs), so a switch itself runs nothing.
@@ -56,20 +56,26 @@ export default function (component) {
     window.__attnscopeSaidAt = performance.now();
     window.__attnscopeTabSay('tab', label);
   };
-  document.addEventListener('click', (event) => {
-    const tab = event.target.closest && event.target.closest('.st-key-tab [role=tab]');
-    if (!tab) return;
-    const label = tab.innerText.trim();
+  const opened = (label) => {
     const url = new URL(window.location.href);
+    if (url.searchParams.get('tab') === label && !window.__attnscopeTabPending) return;  // (a redraw of the bar)
     if (url.searchParams.get('tab') !== label) {
       url.searchParams.set('tab', label);
-      url.search = url.searchParams.toString();
       window.history.replaceState(window.history.state, '', url.toString());
     }
     if (timer !== null) clearTimeout(timer);
     window.__attnscopeTabPending = true;
     timer = setTimeout(() => say(label), data.say_after_ms);
-  }, true);
+  };
+  // a tab selected by a click or by the keyboard (the arrow keys move the selection along the bar)
+  new MutationObserver((records) => {
+    for (const r of records) {
+      const tab = r.target;
+      if (tab.getAttribute('role') === 'tab' && tab.getAttribute('aria-selected') === 'true' && tab.closest('.st-key-tab')) {
+        opened(tab.innerText.trim());
+      }
+    }
+  }).observe(document.documentElement, { attributes: true, subtree: true, attributeFilter: ['aria-selected'] });
 }
 """
 
