@@ -164,7 +164,11 @@ def test_what_an_analysis_answers_while_a_page_runs_is_written_after_the_run(tmp
         assert _files(box.folder) == set()  # queued while the run lasts
     _until(lambda: _files(box.folder) == written, "the writer thread wrote what the run left")
     for name in written:
-        assert (box.folder / name).read_bytes() == (plain_box.folder / name).read_bytes(), name
+        held, plain = box.folder / name, plain_box.folder / name
+        if name.endswith(".arrow"):  # the same frame (Arrow's IPC bytes may differ in padding a reader never reads)
+            assert pl.read_ipc(held).equals(pl.read_ipc(plain)), name
+        else:
+            assert held.read_bytes() == plain.read_bytes(), name
 
 
 def test_a_kept_answer_waiting_to_be_written_is_read_measured_and_removed_as_if_written(tmp_path):
