@@ -158,7 +158,7 @@ def draw(tabs: dict[str, Callable[[runs.Selection], None]], selection: runs.Sele
 
 @st.fragment
 def _watch(names: list[str]) -> None:
-    """The clicked tab written to the link: a fragment, so telling the server runs this and no tab."""
+    """The chosen tab written to the link: a fragment, so telling the server runs this and no tab."""
     said = WATCH(key="tab_watch", data={"say_after_ms": SAY_AFTER_MS}, on_tab_change=lambda: None)
     if said.tab in names and st.query_params.get(KEY) != said.tab:
         st.query_params[KEY] = said.tab
