@@ -197,6 +197,10 @@ def into_store(cache: TraceCache, source: "Source", trace: Trace, digest: str) -
     removed: list[StoredTrace] = []
     try:
         removed = cache.store.put(trace, digest)
+        with cache.lock:
+            held = cache.traces.get(digest)  # the trace the tabs read (`trace` may be its detached copy)
+        for each in {id(t): t for t in (trace, held) if t is not None}.values():
+            cache.store.let_go(each, digest)
         if source.id.startswith("upload/"):
             cache.store.add_run([(rank_of(trace) or 0, digest)], source.name, "upload")
     except Exception as exc:

@@ -8,10 +8,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 # Every test (and every server or CLI process a test starts) keeps parsed traces in a store of its
 # own, never in the user's cache dir.
+import atexit  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
-os.environ.setdefault("ATTNSCOPE_STORE", tempfile.mkdtemp(prefix="attnscope-test-store-"))
+if "ATTNSCOPE_STORE" not in os.environ:  # (xdist's workers inherit the session's)
+    os.environ["ATTNSCOPE_STORE"] = tempfile.mkdtemp(prefix="attnscope-test-store-")
+    atexit.register(shutil.rmtree, os.environ["ATTNSCOPE_STORE"], ignore_errors=True)  # not left in /tmp
 
 import pytest  # noqa: E402
 

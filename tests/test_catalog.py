@@ -170,6 +170,7 @@ def test_a_deferred_trace_can_be_written_in_a_thread_while_the_app_reads_its_own
     deferred: list[catalog.Parsed] = []
     runs, _ = open_all([pending_file(file_source(H100), cache)], cache=cache, defer_store=deferred)
     mine, theirs = runs[0].trace, deferred[0].trace
+    flows = mine.flows
     for table in ("events", "flows", "steps"):
         assert getattr(theirs, table) is not getattr(mine, table) and getattr(theirs, table).equals(
             getattr(mine, table)
@@ -183,6 +184,9 @@ def test_a_deferred_trace_can_be_written_in_a_thread_while_the_app_reads_its_own
         reads += 1
     writer.join()
     assert cache.store_problem is None and [t.sha for t in cache.store.traces()] == [runs[0].digest]
+    # once stored, the trace the tabs read lets go of its flows (no analysis reads them) and reads
+    # them back from the store if asked
+    assert "flows" not in mine.__dict__ and flows.height and mine.flows.equals(flows)
 
 
 def test_a_server_cache_says_why_it_has_no_store(tmp_path, monkeypatch):

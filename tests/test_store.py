@@ -308,3 +308,29 @@ def test_a_starved_hash_thread_leaves_the_rest_of_the_file_to_the_caller(tmp_pat
     monkeypatch.setattr(hashing, "_CHUNK", 7)
     for _ in range(3):
         assert hashing.Hashing(path).result() == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_stored_trace_lets_go_of_its_flows_and_reads_them_back_when_asked(tmp_path, background):
+    """No analysis reads the flows: once the trace is stored they are not held in memory, and
+    asking for them reads the stored table, the same frame as a parse without the store."""
+    path = oracle.DATA / "hta_v100_test.json.gz"
+    doc = oracle.raw(path)
+    flow_events = sum(1 for e in doc["traceEvents"] if e.get("ph") in ("s", "f", "t") and "ts" in e)
+    assert flow_events > 1000  # (a trace with many flows, or this would prove nothing)
+    store = Store(tmp_path)
+    trace, _ = store.open(path, background=background)
+    summary = _summary(trace)  # (in the background case, the writer runs meanwhile)
+    assert store.wait() == []
+    assert "flows" not in trace.__dict__ and "events" in trace.__dict__
+    assert trace.flows.height == flow_events
+    assert trace.flows.equals(load_trace(path).flows)
+    assert _summary(trace) == summary
+
+
+def test_a_trace_the_cap_removes_at_once_keeps_its_flows(tmp_path):
+    path = oracle.DATA / "hta_v100_test.json.gz"
+    store = Store(tmp_path, max_bytes=1)  # smaller than any trace: evicted as soon as it is written
+    trace, sha = store.open(path)
+    assert not store.has(sha)
+    assert "flows" in trace.__dict__ and trace.flows.height > 1000

@@ -59,6 +59,9 @@ def load_trace(*args: Any, **kwargs: Any) -> "Trace":
 # 4: trace.json keeps the metadata's key order; 5: the memory table (profile_memory's events)
 SCHEMA_VERSION = 5
 TABLES = TRACE_TABLES
+# The tables a freshly parsed trace lets go of once stored, read back from the store if asked for:
+# the flows, which no analysis reads.
+LEFT_ON_DISK = ("flows",)
 ADDED_BY = ("upload", "cli", "collector", "dashboard")
 # The file is hashed through one buffer of this size, read into again and again: a new bytes
 # object per 8 MB chunk grew the writer thread's own malloc arena by 17 MB, held for the process's
@@ -294,6 +297,13 @@ class Store:
             )
         return self.evict_rows()
 
+    def let_go(self, trace: Trace, sha: str) -> None:
+        """Once `trace` is stored under `sha`: it lets go of the tables LEFT_ON_DISK, read back from
+        here if something asks for them (Trace.leave_on_disk). Not when the cap removed it at once."""
+        if self.has(sha):
+            folder = self._folder(sha)
+            trace.leave_on_disk(lambda name: self._table(folder, name, trace.source), LEFT_ON_DISK)
+
     def open(
         self,
         path: Union[str, os.PathLike],
@@ -340,6 +350,7 @@ class Store:
             trace = load_trace(path, name=name, keep_workers=keep_workers)
             trace._kept = kept.Kept(self.root, sha)
             self.put(trace, sha)
+            self.let_go(trace, sha)
         self._remember(key, stat.st_size, stat.st_mtime_ns, sha)
         return trace, sha
 
@@ -398,6 +409,7 @@ class Store:
                 self.put(mine, sha)
                 if file_row is not None:
                     self._remember(*file_row, sha)
+                self.let_go(trace, sha)
             except (OSError, sqlite3.Error, pl.exceptions.PolarsError) as exc:
                 self.write_errors.append(f"{trace.source}: not kept in the trace store {self.root} ({exc})")
             finally:
@@ -447,6 +459,7 @@ class Store:
                 self._write_later(trace, data, None)
             else:
                 self.put(trace, sha)
+                self.let_go(trace, sha)
         return trace, sha
 
     def traces(self) -> list[StoredTrace]:
