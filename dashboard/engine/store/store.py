@@ -59,8 +59,7 @@ def load_trace(*args: Any, **kwargs: Any) -> "Trace":
 # 4: trace.json keeps the metadata's key order; 5: the memory table (profile_memory's events)
 SCHEMA_VERSION = 5
 TABLES = TRACE_TABLES
-# The tables a freshly parsed trace lets go of once stored, read back from the store if asked for:
-# the flows, which no analysis reads.
+# What a freshly parsed trace lets go of once stored (read back if asked): no analysis reads flows.
 LEFT_ON_DISK = ("flows",)
 ADDED_BY = ("upload", "cli", "collector", "dashboard")
 # The file is hashed through one buffer of this size, read into again and again: a new bytes
