@@ -87,6 +87,55 @@ class Server:
         self.stop()
 
 
+# Streamlit's own WebSocket endpoint, closing a connection the browser had already dropped (a
+# context closed as the session ended), logs this chain from its own code alone (Streamlit 1.67 on
+# Starlette; seen once in CI's four-session round, 7 December). It is not a failure of the app.
+_TEARDOWN_RACE = ("streamlit/web/server/starlette/starlette_websocket.py", "starlette.websockets.WebSocketDisconnected")
+
+
+def tracebacks(log: str) -> list[str]:
+    """The server log's tracebacks (each chain of "During handling..." joined into one), except
+    Streamlit's WebSocket teardown race above: a chain whose every frame is an installed package's,
+    that passes through Streamlit's WebSocket endpoint and ends in Starlette's WebSocketDisconnected.
+    Any frame of this project's code, or any other exception, is reported."""
+    chains: list[list[str]] = []
+    lines = log.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("Traceback (most recent call last):"):
+            i += 1
+            continue
+        chain: list[str] = []
+        while i < len(lines) and lines[i].startswith("Traceback (most recent call last):"):
+            chain.append(lines[i])
+            i += 1
+            while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
+                chain.append(lines[i])
+                i += 1
+            if i < len(lines):
+                chain.append(lines[i])  # the exception's own line
+                i += 1
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith(("During handling", "The above"))):
+                chain.append(lines[i])
+                i += 1
+        chains.append(chain)
+    reported = []
+    for chain in chains:
+        files = [line.split('"')[1] for line in chain if line.lstrip().startswith('File "')]
+        last = [
+            line for line in chain if line.strip() and not line.startswith((" ", "Traceback", "During", "The above"))
+        ]
+        race = (
+            all("site-packages" in f for f in files)
+            and any(f.endswith(_TEARDOWN_RACE[0]) for f in files)
+            and bool(last)
+            and all(line.startswith(_TEARDOWN_RACE[1]) for line in last)
+        )
+        if not race:
+            reported.append("\n".join(chain))
+    return reported
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of a process and its children (the loader's slice workers), in bytes:
     psutil when installed, else /proc/PID/status VmRSS (the process alone)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_server import Server, rss_bytes, run_sessions, session_traces, settled_rss
+from browser_server import Server, rss_bytes, run_sessions, session_traces, settled_rss, tracebacks
 from test_dashboard_browser import TABS, browser_ready  # noqa: F401
 
 # A long browser case: CI's lower-bounds pass leaves it to the newest-versions pass (pyproject's `slow`).
@@ -62,4 +62,4 @@ def test_two_then_four_sessions_at_once_see_only_their_own_uploads_and_memory_co
             # under the settled reading: CI once saw 258 MB against 259 MB after the sessions closed)
             assert result["peak_rss"] >= 0.95 * max(before, after)
             before = max(before, after)  # the next round is measured from here
-    assert "Traceback" not in server.log()
+    assert tracebacks(server.log()) == []

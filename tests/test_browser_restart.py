@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from browser_server import Server
+from browser_server import Server, tracebacks
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, REPO, WIDTH, _settle, browser_ready  # noqa: F401
 
 # A long browser case: CI's lower-bounds pass leaves it to the newest-versions pass (pyproject's `slow`).
@@ -160,7 +160,7 @@ def test_an_upload_renamed_in_the_browser_is_shared_by_link_across_a_server_rest
         finally:
             browser.close()
             server.stop()
-    assert "Traceback" not in Path(tmp_path / "streamlit.log").read_text()
+    assert tracebacks(Path(tmp_path / "streamlit.log").read_text()) == []
 
 
 # Streamlit's keyed st.selectbox answers with the label it shows: before link.seed_choice assigned
