@@ -199,8 +199,7 @@ def into_store(cache: TraceCache, source: "Source", trace: Trace, digest: str) -
         removed = cache.store.put(trace, digest)
         with cache.lock:
             held = cache.traces.get(digest)  # the trace the tabs read (`trace` may be its detached copy)
-        for each in {id(t): t for t in (trace, held) if t is not None}.values():
-            cache.store.let_go(each, digest)
+        cache.store.let_go(digest, *(t for t in (trace, held) if t is not None))  # (twice the same: harmless)
         if source.id.startswith("upload/"):
             cache.store.add_run([(rank_of(trace) or 0, digest)], source.name, "upload")
     except Exception as exc:

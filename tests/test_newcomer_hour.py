@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import oracle
+from dashboard.views import tab_set
 from test_dashboard_apptest import DATA, app, figure, table, texts  # noqa: F401 - app: the fixture
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,7 +71,7 @@ def read(elements) -> list[str]:
 
 def relation(tab: str) -> str:
     """The relation block's key in `tab` (one per tab: dashboard/views/tab_set.keyed)."""
-    return "relation-" + tab.lower().replace(" ", "-")
+    return tab_set.key_in("relation", tab)
 
 
 def _open_tab(at):

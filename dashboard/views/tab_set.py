@@ -127,7 +127,12 @@ def keyed(base: str) -> str:
     is drawn once per tab in one run now, and Streamlit refuses a key twice in a run ('relation'
     in the Overview: relation-overview; outside a tab: `base`)."""
     name = getattr(_DRAWING, "name", None)
-    return f"{base}-{name.lower().replace(' ', '-')}" if name else base
+    return key_in(base, name) if name else base
+
+
+def key_in(base: str, tab: str) -> str:
+    """The key `keyed(base)` gives while tab `tab` is drawn."""
+    return f"{base}-{tab.lower().replace(' ', '-')}"
 
 
 def open_name(names: list[str]) -> str:

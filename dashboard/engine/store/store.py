@@ -296,12 +296,12 @@ class Store:
             )
         return self.evict_rows()
 
-    def let_go(self, trace: Trace, sha: str) -> None:
-        """Once `trace` is stored under `sha`: it lets go of the tables LEFT_ON_DISK, read back from
-        here if something asks for them (Trace.leave_on_disk). Not when the cap removed it at once."""
+    def let_go(self, sha: str, *traces: Trace) -> None:
+        """Stored under `sha` (not evicted at once), `traces` let go of LEFT_ON_DISK (Trace.leave_on_disk)."""
         if self.has(sha):
             folder = self._folder(sha)
-            trace.leave_on_disk(lambda name: self._table(folder, name, trace.source), LEFT_ON_DISK)
+            for trace in traces:
+                trace.leave_on_disk(lambda name, t=trace: self._table(folder, name, t.source), LEFT_ON_DISK)
 
     def open(
         self,
@@ -349,7 +349,7 @@ class Store:
             trace = load_trace(path, name=name, keep_workers=keep_workers)
             trace._kept = kept.Kept(self.root, sha)
             self.put(trace, sha)
-            self.let_go(trace, sha)
+            self.let_go(sha, trace)
         self._remember(key, stat.st_size, stat.st_mtime_ns, sha)
         return trace, sha
 
@@ -408,7 +408,7 @@ class Store:
                 self.put(mine, sha)
                 if file_row is not None:
                     self._remember(*file_row, sha)
-                self.let_go(trace, sha)
+                self.let_go(sha, trace)
             except (OSError, sqlite3.Error, pl.exceptions.PolarsError) as exc:
                 self.write_errors.append(f"{trace.source}: not kept in the trace store {self.root} ({exc})")
             finally:
@@ -458,7 +458,7 @@ class Store:
                 self._write_later(trace, data, None)
             else:
                 self.put(trace, sha)
-                self.let_go(trace, sha)
+                self.let_go(sha, trace)
         return trace, sha
 
     def traces(self) -> list[StoredTrace]:
