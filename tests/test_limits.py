@@ -579,6 +579,35 @@ def test_slice_workers_keep_polars_own_allocator_setting():
     assert b"OPENBLAS_NUM_THREADS=1" in environ
 
 
+def _threads_after(code: str, given: str | None) -> tuple[str, int]:
+    """What `code`, run in a fresh interpreter with OPENBLAS_NUM_THREADS set to `given` (unset for
+    None), ends with: that setting and the process's thread count (Linux's /proc/self/task)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code += "\nimport os; print(os.environ.get('OPENBLAS_NUM_THREADS'), len(os.listdir('/proc/self/task')))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    setting, threads = done.stdout.split()
+    return setting, int(threads)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="no /proc to count a process's threads")
+def test_the_cli_starts_no_openblas_threads_and_a_callers_setting_wins():
+    """The command never calls BLAS: its main() asks numpy's OpenBLAS for one thread (none of its
+    own) before numpy is imported, as the slice workers do; a caller's setting is kept, and once
+    numpy is imported the setting is left alone (OpenBLAS read it already)."""
+    cli = "from dashboard import cli; cli.main(['--help'])"
+    guarded = f"import contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): {cli}\nimport numpy"
+    setting, threads = _threads_after(guarded, None)
+    _, plain = _threads_after("import numpy", None)
+    _, one = _threads_after("import numpy", "1")
+    assert setting == "1" and threads == one <= plain, (setting, threads, one, plain)
+    assert _threads_after(guarded, "2")[0] == "2"
+    late = f"import numpy, contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): {cli}"
+    assert _threads_after(late, None)[0] == "None"
+
+
 # A whole one-member stream is inflated by ISA-L (python-isal), anything else by zlib: what a file
 # holds must not depend on which library read it.
 
