@@ -66,6 +66,23 @@ def test_a_real_trace_read_in_slices_gives_the_same_trace(name, tmp_path, monkey
     _assert_same(sliced, serial)
 
 
+@pytest.mark.parametrize("large", [False, True])
+def test_a_file_with_512_mb_of_events_is_cut_into_slices_twice_as_large(large, tmp_path, monkeypatch):
+    """From LARGE_SLICES_FROM_BYTES of traceEvents the slices are twice SLICE_BYTES (half the
+    per-slice costs on a 1 GB trace), and the trace read is the same; the bound itself, by hand."""
+    assert load_slices._slice_bytes((512 << 20) - 1) == 8 << 20
+    assert load_slices._slice_bytes(512 << 20) == 16 << 20
+    path = tmp_path / "a100.json"
+    path.write_bytes(gzip.decompress((DATA / "hta_a100_control.json.gz").read_bytes()))
+    asked, real = [], load_slices._slices
+    monkeypatch.setattr(load_slices, "_slices", lambda fh, lo, hi, size: asked.append(size) or real(fh, lo, hi, size))
+    monkeypatch.setattr(load_slices, "LARGE_SLICES_FROM_BYTES", 0 if large else 1 << 62)
+    sliced, serial = _both(path, monkeypatch, slice_bytes=1 << 20)
+    assert asked == [(2 << 20) if large else (1 << 20)]
+    assert sliced is not None, "the sliced path was not taken"
+    _assert_same(sliced, serial)
+
+
 def _write(path: Path, events: list, before: str = '{"schemaVersion": 1, ', after: str = "}") -> Path:
     path.write_bytes(
         (before + '"traceEvents": [\n' + ",\n".join(events) + "\n]" + after).encode("utf-8", "surrogateescape")
