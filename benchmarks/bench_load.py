@@ -10,7 +10,7 @@ dense.json and dense1g.json (the dense shape, many small collective and copy eve
 average, versions, date), then one row per trace: JSON MB (uncompressed), the number of events in
 its traceEvents, the first open (a fresh `attnscope summary --json` process into a fresh, empty
 store: the tables and kept analyses written) against `json.load` of the same bytes (the median of N
-fresh processes each), their ratio, the first open's MB/s and events/s and its peak RSS over the
+fresh processes each, the kinds of run taken in turn), their ratio, the first open's MB/s and events/s and its peak RSS over the
 JSON size (wait4: the largest of the process and its slice workers), json.load's own peak; then
 the in-process load + `summarize` (seconds, CPU/wall with the workers, the loading process's peak
 alone and that plus each worker's peak, an upper bound on what the load held at once). The bare
@@ -139,9 +139,9 @@ def measure(mode: str, path: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def median_run(mode: str, path: Path, repeat: int) -> dict:
-    runs = sorted((measure(mode, path) for _ in range(repeat)), key=lambda r: r["seconds"])
-    return runs[len(runs) // 2]
+def median(runs: list[dict]) -> dict:
+    """The run of median seconds."""
+    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
 
 
 def json_size(path: Path) -> int:
@@ -207,11 +207,6 @@ def first_open(path: Path) -> dict:
         shutil.rmtree(store, ignore_errors=True)
 
 
-def median_open(path: Path, repeat: int) -> dict:
-    runs = sorted((first_open(path) for _ in range(repeat)), key=lambda r: r["seconds"])
-    return runs[len(runs) // 2]
-
-
 HEADER = (
     "trace",
     "JSON MB",
@@ -235,9 +230,12 @@ def row(path: Path, repeat: int) -> list[str]:
     """One trace's cells (HEADER): the first open (a fresh `attnscope summary --json` process, a
     fresh store) against json.load of the same bytes, then the in-process load + summarize."""
     size = json_size(path)
-    opened = median_open(path, repeat)
-    s = median_run("summary", path, repeat)
-    j = median_run("json", path, repeat)
+    opens, summaries, loads = [], [], []
+    for _ in range(repeat):  # in rounds: no kind of run gets a quicker or slower stretch of a shared machine to itself
+        opens.append(first_open(path))
+        summaries.append(measure("summary", path))
+        loads.append(measure("json", path))
+    opened, s, j = median(opens), median(summaries), median(loads)
     with_workers = (s["peak"] + s["workers"] * s["child_peak"]) / size
     return [
         path.name,
