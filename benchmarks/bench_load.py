@@ -12,9 +12,9 @@ its traceEvents, the first open (a fresh `attnscope summary --json` process into
 store: the tables and kept analyses written) against `json.load` of the same bytes (the median of N
 fresh processes each, the kinds of run taken in turn), their ratio, the first open's MB/s and
 events/s and its peak RSS over the JSON size (wait4: the largest of the process and its slice
-workers), json.load's own peak; then
-the in-process load + `summarize` (seconds, CPU/wall with the workers, the loading process's peak
-alone and that plus each worker's peak, an upper bound on what the load held at once). The bare
+workers), json.load's own peak; then the in-process load + `summarize` (seconds, CPU/wall with
+the workers, the loading process's peak alone and that plus each worker's peak, an upper bound on
+what the load held at once). The bare
 interpreter with the libraries imported is printed once, for scale. The machine is shared:
 compare the ratios of one run, not seconds across runs.
 

@@ -462,12 +462,12 @@ def test_a_trace_read_from_a_pipe_loses_no_byte_to_the_checks(tmp_path, packed):
     assert trace.events.height == len(oracle.complete(oracle.raw(DATA / "hta_triton_example.json.gz")))
 
 
-def _setting_after(code: str, given: str | None) -> str:
-    """What `code`, run in a fresh interpreter with _RJEM_MALLOC_CONF set to `given` (unset for
-    None), prints: the allocator setting it ends with."""
-    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+def _setting_after(code: str, given: str | None, name: str = "_RJEM_MALLOC_CONF") -> str:
+    """What `code`, run in a fresh interpreter with the environment's `name` set to `given` (unset
+    for None), prints: by default the allocator setting it ends with."""
+    env = {k: v for k, v in os.environ.items() if k != name}
     if given is not None:
-        env["_RJEM_MALLOC_CONF"] = given
+        env[name] = given
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
@@ -582,13 +582,8 @@ def test_slice_workers_keep_polars_own_allocator_setting():
 def _threads_after(code: str, given: str | None) -> tuple[str, int]:
     """What `code`, run in a fresh interpreter with OPENBLAS_NUM_THREADS set to `given` (unset for
     None), ends with: that setting and the process's thread count (Linux's /proc/self/task)."""
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    if given is not None:
-        env["OPENBLAS_NUM_THREADS"] = given
     code += "\nimport os; print(os.environ.get('OPENBLAS_NUM_THREADS'), len(os.listdir('/proc/self/task')))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    setting, threads = done.stdout.split()
+    setting, threads = _setting_after(code, given, "OPENBLAS_NUM_THREADS").split()
     return setting, int(threads)
 
 
