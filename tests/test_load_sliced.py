@@ -22,6 +22,7 @@ from dashboard.engine.load import (
     workers as load_workers,
 )
 from dashboard.engine.analyses.summary import summarize
+from dashboard.engine.model import slice_workers
 
 DATA = Path(__file__).parent / "data"
 
@@ -58,7 +59,12 @@ def _assert_same(a, b) -> None:
     "name",
     ["hta_a100_control.json.gz", "hta_v100_ns_resolution.pt.trace.json.gz", "tracelens_h100_bert_sdpa_flash.json.gz"],
 )
-def test_a_real_trace_read_in_slices_gives_the_same_trace(name, tmp_path, monkeypatch):
+@pytest.mark.parametrize("plain", [False, True], ids=["frames", "plain"])
+def test_a_real_trace_read_in_slices_gives_the_same_trace(name, plain, tmp_path, monkeypatch):
+    """Frames made in the workers (a file under 512 MB of events) or in the loading process from
+    the scanner's plain columns (one above it)."""
+    if plain:
+        monkeypatch.setattr(slice_workers, "PLAIN_FROM_BYTES", 0)
     path = tmp_path / name.removesuffix(".gz")
     path.write_bytes(gzip.decompress((DATA / name).read_bytes()))  # metadata before and after traceEvents
     sliced, serial = _both(path, monkeypatch, slice_bytes=1 << 20)
@@ -111,7 +117,10 @@ def _events(n: int) -> list[str]:
     return out
 
 
-def test_odd_events_unreadable_bytes_and_metadata_after_the_events_warn_as_in_one_process(tmp_path, monkeypatch):
+@pytest.mark.parametrize("plain", [False, True], ids=["frames", "plain"])
+def test_odd_events_unreadable_bytes_and_metadata_after_the_events_warn_as_in_one_process(plain, tmp_path, monkeypatch):
+    if plain:
+        monkeypatch.setattr(slice_workers, "PLAIN_FROM_BYTES", 0)
     events = _events(3000)
     events[100] = '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": [1], "tid": 1, "ts": 1623143089861200, "dur": 1}'
     events[2000] = '{"ph": "X", "cat": "cuda_sync", "name": "sync\udcff", "pid": 1, "tid": 1, "ts": "oops", "dur": -3}'
@@ -130,6 +139,80 @@ def test_odd_events_unreadable_bytes_and_metadata_after_the_events_warn_as_in_on
     assert any("could not be read" in w for w in sliced.warnings)
     assert any("U+FFFD" in w for w in sliced.warnings)
     assert any("negative duration" in w for w in sliced.warnings)
+
+
+def test_an_odd_value_that_is_not_utf8_is_read_by_msgspec_in_the_loading_process(tmp_path, monkeypatch):
+    """The scanner reads the slice (its texts are UTF-8) but leaves a quoted correlation holding a
+    byte that is not UTF-8 to Python: the loading process reads that slice through msgspec itself,
+    which repairs the byte and says so, as one process does."""
+    events = _events(3000)
+    at = next(i for i, e in enumerate(events) if '"correlation": 500, "stream"' in e)  # a kernel's
+    events[at] = events[at].replace('"correlation": 500', '"correlation": "5\udcff0"')
+    path = _write(tmp_path / "odd_utf8.json", events)
+    monkeypatch.setattr(slice_workers, "PLAIN_FROM_BYTES", 0)  # answered plain, as a 1 GB file's slices
+    here = []
+    real = load_slices.decoded_slice
+    monkeypatch.setattr(load_slices, "decoded_slice", lambda raw, label: here.append(label) or real(raw, label))
+    sliced, serial = _both(path, monkeypatch)
+    assert sliced is not None and here == ["odd_utf8.json"]  # one slice, read here
+    _assert_same(sliced, serial)
+    assert any("U+FFFD" in w for w in sliced.warnings)
+
+
+def _worker_answers(tasks: list[tuple[str, int, int, str, bool]]) -> tuple[list, bool]:
+    """A worker process's answers to `tasks`, and whether it had imported polars when its stdin closed."""
+    import pickle
+    import subprocess
+    import sys
+
+    root = str(Path(load_slices.__file__).resolve().parents[3])
+    code = (
+        f"import sys; sys.path.insert(0, {root!r}); from dashboard.engine.model.slice_workers import serve; "
+        "serve('dashboard.engine.load.slices', frames=False); print('polars' in sys.modules, file=sys.stderr)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    for task in tasks:
+        slice_workers.send(proc.stdin, pickle.dumps(task))
+    proc.stdin.close()
+    answers = []
+    while (answer := slice_workers.receive_answer(proc.stdout)) is not None:
+        answers.append(answer)
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0, err
+    return answers, err.strip().splitlines()[-1] == "True"
+
+
+def test_a_worker_imports_polars_only_for_a_slice_it_answers_with_frames(tmp_path):
+    """A worker sends the scanner's columns as bytes for a plain task (the loading process makes the
+    frames), so it starts without polars; a slice the scanner refuses is read by msgspec there, into
+    frames, and a smaller file's slice comes back as frames, equal to those made from the bytes."""
+    good = _write(tmp_path / "good.json", _events(200))
+    text = good.read_bytes()
+    lo, hi = text.index(b"[") + 1, text.rindex(b"]")
+    answers, polars_loaded = _worker_answers([(str(good), lo, hi, "good.json", True)])
+    assert [status for status, _ in answers] == ["scanned"] and not polars_loaded
+    parts, learnt = load_slices.parts_of(*answers[0], (str(good), lo, hi, "good.json", True))
+    assert learnt is None and len(parts) == 1 and parts[0].events.height == 1 + 3 * 200
+    answers, polars_loaded = _worker_answers([(str(good), lo, hi, "good.json", False)])  # a smaller file's
+    assert [status for status, _ in answers] == ["ok"] and polars_loaded
+    (framed,), _ = answers[0][1]
+    assert_frame_equal(framed.events, parts[0].events) and assert_frame_equal(framed.flows, parts[0].flows)
+
+    events = _events(200)
+    events[50] = '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": [1], "tid": 1, "ts": 1623143089861200, "dur": 1}'
+    odd = _write(tmp_path / "odd.json", events)
+    text = odd.read_bytes()
+    answers, polars_loaded = _worker_answers([(str(odd), text.index(b"[") + 1, text.rindex(b"]"), "odd.json", True)])
+    assert [status for status, _ in answers] == ["ok"] and polars_loaded
+    (part,), reading = answers[0][1]
+    assert part.events.height == 200 * 3  # the event with a list for its pid is not read
+    assert reading.skipped == 1 and "'pid'" in reading.skip_note  # said once the tables are built
+
+    short = (str(good), lo, len(text) + 100, "good.json", True)  # the file is shorter than the slice
+    answers, _ = _worker_answers([short])
+    assert answers[0][0] == "failed" and "shorter" in answers[0][1]
 
 
 def test_a_slice_cut_inside_a_nested_list_of_objects_falls_back_to_one_process(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from polars.testing import assert_frame_equal
+from polars.testing import assert_frame_equal, assert_series_equal
 
 import dashboard.engine.load as load
 from dashboard.engine.load import (
@@ -40,6 +40,32 @@ def test_the_scanner_is_built_in_ci():
     if not os.environ.get("CI"):
         pytest.skip("checked in CI, where CI is set")
     assert load_scanner._scan is not None
+
+
+@needs_scanner
+@pytest.mark.parametrize("name", TRACES)
+def test_scan_plain_hands_over_what_scan_makes_as_bytes(name):
+    """A slice worker sends scan_plain's tuple (it pickles; the loading process makes each column
+    with arrow()): the same tables, counts and odd values as scan's, and the same columns, each
+    checked against its bytes read with int.from_bytes."""
+    from dashboard.engine.model.columns import from_arrow
+
+    raw = events_of(name)
+    made, plain = load_scanner._scan.scan(raw), load_scanner._scan.scan_plain(raw)
+    assert made[:4] == plain[:4] and made[5:] == plain[5:]
+    assert len(made[4]) == len(plain[4])
+    for k, (pair, (values, fmt, valid)) in enumerate(zip(made[4], plain[4])):
+        width = 4 if fmt == "I" else 8
+        assert fmt in ("I", "l") and len(values) % width == 0
+        rows = [
+            int.from_bytes(values[i : i + width], "little", signed=fmt == "l") for i in range(0, len(values), width)
+        ]
+        if valid is not None:
+            assert len(valid) == len(rows) and 0 in valid
+            rows = [r if ok else None for r, ok in zip(rows, valid)]
+        column = from_arrow("c", pair)
+        assert column.to_list() == rows, k
+        assert_series_equal(from_arrow("c", load_scanner._scan.arrow(values, fmt, valid)), column)
 
 
 def events_of(name: str) -> bytes:

@@ -937,7 +937,7 @@ typedef struct {
     size_t mapped;
 } ArrowOwned;
 
-#define MAPPED_BYTES ((size_t)1 << 20)
+#define MAPPED_BYTES ((size_t)1 << 16)
 
 /* size bytes for arrow()'s copy (*mapped: the mapping's size, or 0 from malloc); NULL on no memory. */
 static void *values_alloc(size_t size, size_t *mapped) {
@@ -1097,7 +1097,27 @@ static PyObject *table_list(const Table *t, int *not_utf8) {
     return list;
 }
 
-static PyObject *result(Out *o, int *not_utf8) {
+/* Column k as plain Python objects that pickle: (values bytes, format, valid) for `arrow` to make the
+ * Arrow array from in another process; valid is None where every row is valid (a text column's
+ * codes, or an int column without nulls), else its bytes, one a row. */
+static PyObject *column_plain(Out *o, int k) {
+    Col *col = &o->cols[k];
+    int table = COL_TABLE[k] >= 0;
+    size_t n = col->data.len / (table ? sizeof(uint32_t) : sizeof(int64_t));
+    PyObject *values = PyBytes_FromStringAndSize(col->data.data ? col->data.data : "", (Py_ssize_t)col->data.len);
+    if (!values) return NULL;
+    PyObject *valid;
+    if (table || !n || !memchr(col->valid.data, 0, n)) {
+        valid = Py_None;
+        Py_INCREF(valid);
+    } else if (!(valid = PyBytes_FromStringAndSize(col->valid.data, (Py_ssize_t)n))) {
+        Py_DECREF(values);
+        return NULL;
+    }
+    return Py_BuildValue("(NsN)", values, table ? "I" : "l", valid);
+}
+
+static PyObject *result(Out *o, int *not_utf8, int plain) {
     PyObject *tables = PyTuple_New(N_TABLES), *columns = PyTuple_New(N_COLS);
     PyObject *odd = PyList_New(0), *last = NULL, *res = NULL;
     if (!tables || !columns || !odd) goto done;
@@ -1107,7 +1127,7 @@ static PyObject *result(Out *o, int *not_utf8) {
         PyTuple_SET_ITEM(tables, t, list);
     }
     for (int k = 0; k < N_COLS; k++) {
-        PyObject *pair = column_pair(o, k);
+        PyObject *pair = plain ? column_plain(o, k) : column_pair(o, k);
         if (!pair) goto done;
         PyTuple_SET_ITEM(columns, k, pair);
     }
@@ -1164,7 +1184,7 @@ static PyObject *member_list(const Out *o, const Buf *members, int *not_utf8) {
 }
 
 /* scan (document = 0) or scan_document (1). */
-static PyObject *run(PyObject *arg, int document) {
+static PyObject *run(PyObject *arg, int document, int plain) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)) return NULL;
     Out o;
@@ -1183,7 +1203,7 @@ static PyObject *run(PyObject *arg, int document) {
     PyObject *res = NULL;
     int not_utf8 = 0;
     if (!failed) {
-        res = result(&o, &not_utf8);
+        res = result(&o, &not_utf8, plain);
         if (res && document) {
             PyObject *list = member_list(&o, &members, &not_utf8);
             PyObject *both = list ? Py_BuildValue("(NN)", list, res) : NULL;
@@ -1199,14 +1219,21 @@ static PyObject *run(PyObject *arg, int document) {
     Py_RETURN_NONE; /* not read here: the msgspec path reads it */
 }
 
-static PyObject *scan(PyObject *self, PyObject *arg) { return run(arg, 0); }
+static PyObject *scan(PyObject *self, PyObject *arg) { return run(arg, 0, 0); }
 
-static PyObject *scan_document(PyObject *self, PyObject *arg) { return run(arg, 1); }
+static PyObject *scan_plain(PyObject *self, PyObject *arg) { return run(arg, 0, 1); }
+
+static PyObject *scan_document(PyObject *self, PyObject *arg) { return run(arg, 1, 0); }
 
 PyDoc_STRVAR(scan_doc,
 "scan(buffer) -> (seen, n_complete, n_flows, tables, columns, odd, last_ts, n_memory) or None\n\n"
 "The columns of a JSON array of trace events; None where the msgspec path must read it.\n"
 "See dashboard/engine/_scan.c and load._scanned_part.");
+
+PyDoc_STRVAR(scan_plain_doc,
+"scan_plain(buffer) -> scan's tuple with each column as (values bytes, format, valid bytes or None), or None\n\n"
+"What scan returns, in objects that pickle: a slice worker without polars sends it to the loading\n"
+"process, which makes each column with arrow(*column). See dashboard/engine/model/slice_workers.py.");
 
 PyDoc_STRVAR(scan_document_doc,
 "scan_document(buffer) -> ([(key, raw value), ...], scan's tuple) or None\n\n"
@@ -1368,6 +1395,7 @@ PyDoc_STRVAR(arrow_doc,
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O, scan_doc},
+    {"scan_plain", scan_plain, METH_O, scan_plain_doc},
     {"scan_document", scan_document, METH_O, scan_document_doc},
     {"holders", holders, METH_VARARGS, holders_doc},
     {"depths", depths, METH_VARARGS, depths_doc},

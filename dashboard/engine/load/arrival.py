@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable, Union
 
+from dashboard.engine.model import slice_workers
 from dashboard.engine.model.trace import Trace
 
 from dashboard.engine.load import frames, slices, workers
@@ -56,6 +57,7 @@ class Arrival:
         self.taken = False  # load_trace took the trace (take): it is not held here any more
         self.trace: Trace | None = None
         self.read_upto = 0  # bytes of the file read so far, for progress
+        self.shown = 0.0  # the largest share of it reported (_share)
         self.used_workers = False
         self.progress: Callable[[float], None] | None = None  # called as slices are read (read_here)
         self.keep_workers = False  # see load_trace
@@ -84,7 +86,7 @@ class Arrival:
         with self.cond:
             while not self.ready:
                 if progress:
-                    progress(min(self.read_upto / max(self.size if self.closed else self.declared, 1), 1.0))
+                    progress(self._share(self.read_upto))
                 self.cond.wait(0.1)
             return None if self.abandoned or self.taken else self.trace
 
@@ -95,6 +97,14 @@ class Arrival:
         with self.cond:
             self.trace, self.taken = None, True
         return trace
+
+    def _share(self, upto: int) -> float:
+        """The share of the file read (bytes up to `upto`), never less than one shown before: the
+        size declared while it arrives (an inflating .json.gz's guess) gives way to the size it
+        ends at, and the bar must not step back then."""
+        share = min(upto / max(self.size if self.closed else self.declared, upto, 1), 1.0)
+        self.shown = max(self.shown, share)
+        return self.shown
 
     def _wait(self, need: int) -> tuple[int, bool]:
         """Until `need` bytes are in or the file is complete: (bytes in, complete)."""
@@ -186,16 +196,17 @@ class Arrival:
             try:
                 workers = _slice_workers()
                 self.used_workers = True
-                tasks = [(self.path, lo, hi, self.label) for lo, hi in bounds]
-                for (_, _, hi, _), (status, answer) in zip(tasks, workers.run(tasks)):
-                    if status != "ok":
-                        raise _SliceFailed(answer)
-                    got, learnt = answer
+                plain = self.declared >= slice_workers.PLAIN_FROM_BYTES  # as slices' for a file of that size
+                tasks = [(self.path, lo, hi, self.label, plain) for lo, hi in bounds]
+                for task, (status, answer) in zip(tasks, workers.run(tasks)):
+                    got, learnt = slices.parts_of(status, answer, task)
                     parts.extend(got)
-                    reading.add(learnt)
+                    if learnt is not None:
+                        reading.add(learnt)
+                    hi, answer = task[2], None  # (its buffers) not held while the tables are built
                     self.read_upto = hi
                     if self.progress:
-                        self.progress(min(hi / max(self.size if self.closed else self.declared, hi, 1), 1.0))
+                        self.progress(self._share(hi))
             except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):
                 _discard_workers()
                 raise _Abandoned from None

@@ -1,11 +1,10 @@
 """A large plain-JSON trace read in slices (SLICE_BYTES each, twice that from 512 MB of events) by
 the worker processes: the metadata at its head and tail, the cuts between whole events, and the
-worker's side (_serve).
+frames made of what the workers read (`parts_of`; their loop is model/slice_workers.serve).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -19,15 +18,13 @@ from dashboard.engine.load import frames
 from dashboard.engine.load.decode import _EVENT_GAP, _decode_each, _decode_raw_list, _utf8_safe
 from dashboard.engine.load.frames import _Part, _drain, _read_batch
 from dashboard.engine.load.reading import GZIP_MAGIC, _LEADING_SPACE, _Reading, _decode_events, _decode_top
-from dashboard.engine.load.scanner import _scanned_part
+from dashboard.engine.load.scanner import _part_of, _scan, _scanned_part
 from dashboard.engine.load.workers import (
     _PARSE_LOCK,
     _SliceFailed,
     _close_when_idle,
     _discard_workers,
-    _receive,
     _release_workers,
-    _send,
     _slice_workers,
     _workers,
 )
@@ -45,7 +42,7 @@ SLICE_BYTES = 8 << 20
 # less CPU and 3-4% less time with half as many slices, its peak the same (the loading process's);
 # at 32 MB the workers' fresh pages cost more than that saved. Below it, the ~180 MB traces gained
 # nothing and a worker's larger slice set the dense one's peak (1.09x -> 1.13x the JSON).
-LARGE_SLICES_FROM_BYTES = 512 << 20
+LARGE_SLICES_FROM_BYTES = slice_workers.PLAIN_FROM_BYTES
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _ARRAY_CLOSE = re.compile(rb"[\}\[]\s*\]")  # the end of an array of objects (or of an empty one)
@@ -56,28 +53,6 @@ _EDGE_MAX = 64 << 20
 def _slice_bytes(events_bytes: int) -> int:
     """Bytes per slice for a file whose traceEvents take `events_bytes`."""
     return 2 * SLICE_BYTES if events_bytes >= LARGE_SLICES_FROM_BYTES else SLICE_BYTES
-
-
-def _serve() -> None:
-    """A worker's loop: read a task from stdin, answer ("ok", result) or ("failed", why)."""
-    import pickle
-    import sys
-
-    stdin = sys.stdin.buffer
-    stdout = os.fdopen(os.dup(1), "wb")  # the answers' own pipe: anything else printed goes to stderr
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    while True:
-        payload = _receive(stdin)
-        if payload is None:
-            return
-        try:
-            answer = ("ok", _read_slice(*pickle.loads(payload)))
-        except _SliceFailed as exc:
-            answer = ("failed", str(exc))
-        except Exception as exc:  # noqa: BLE001 - the parent falls back to the one-process path
-            answer = ("failed", f"{type(exc).__name__}: {exc}")
-        _send(stdout, pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _pread(fh: Any, offset: int, size: int) -> bytes:
@@ -176,37 +151,56 @@ class _Stopped(Exception):
     """The loading thread stopped reading a file that is still being inflated for it."""
 
 
-def _read_slice(path: str, lo: int, hi: int, label: str) -> tuple[list[_Part], _Reading]:
-    """Worker: the events in bytes [lo, hi) of a file, read into parts, and what the reading
-    learnt (warnings, bytes that were not UTF-8, events skipped)."""
-    reading = _Reading(label)
-    raw = bytearray(hi - lo + 2)  # read in place between its brackets: b"[" + read + b"]" copied 8 MB more
-    raw[0], raw[-1] = ord("["), ord("]")
-    view, got = memoryview(raw)[1:-1], 0
-    with open(path, "rb", buffering=0) as fh:
-        fh.seek(lo)
-        while got < len(view):  # a read may return less than asked
-            done = fh.readinto(view[got:])
-            if not done:
-                raise _SliceFailed("the file is shorter than when it was cut into slices")
-            got += done
-    del view
-    part = _scanned_part(raw)
+def parts_of(status: str, answer: Any, task: tuple[str, int, int, str]) -> tuple[list[_Part], _Reading | None]:
+    """A worker's answer to `task` (path, lo, hi, label, plain) -> the slice's parts and what its reading
+    learnt (None: nothing, the scanner's). A "scanned" answer's columns are made into frames here,
+    in the loading process (see model/slice_workers.serve); _SliceFailed for a "failed" one."""
+    if status == "ok":
+        return answer
+    if status != "scanned":
+        raise _SliceFailed(answer)
+    seen, n_complete, n_flows, tables, plain, odd, last, n_memory = answer
+    try:
+        columns = [_scan.arrow(*column) for column in plain]
+        part = _part_of((seen, n_complete, n_flows, tables, columns, odd, last, n_memory))
+    except Exception as exc:  # noqa: BLE001 - as a worker's failure: the file takes the one-process path
+        raise _SliceFailed(f"{type(exc).__name__}: {exc}") from None
     if part is not None:
-        return [part], reading
-    raw = bytes(raw)  # the msgspec path, as the one-process path reads it
+        return [part], None
+    # an odd value that is not UTF-8: the msgspec path repairs it and says so, here (rare)
+    path, lo, hi, label, _ = task
+    got = decoded_slice(slice_workers.read_slice(path, lo, hi), label)
+    return parts_of(*got, task)
+
+
+def worker_slice(raw: bytearray, label: str, scan: bool = True) -> tuple[str, Any]:
+    """A worker's answer for the events of a slice (between its brackets) as frames: ("ok",
+    (parts, what the reading learnt: warnings, bytes that were not UTF-8, events skipped)) from
+    the C scanner (unless `scan` is False: it has left them already) or else msgspec, or
+    ("failed", why) when they are not a list of events."""
+    part = _scanned_part(raw) if scan else None
+    if part is not None:
+        return ("ok", ([part], _Reading(label)))
+    return decoded_slice(raw, label)
+
+
+def decoded_slice(raw: bytearray, label: str) -> tuple[str, Any]:
+    """The events of a slice (between its brackets) that the scanner left, read through msgspec as
+    the one-process path reads them: ("ok", (parts, what the reading learnt)), or ("failed", why)."""
+    reading = _Reading(label)
+    raw = bytes(raw)
     try:
         batch = _utf8_safe(_decode_events, raw, reading)
     except msgspec.ValidationError as exc:
         try:
             raws = _utf8_safe(_decode_raw_list, raw, reading)
         except (msgspec.DecodeError, msgspec.ValidationError):
-            raise _SliceFailed from None
+            return ("failed", "not a list of events")
         batch = _decode_each(raws, reading, note=str(exc))
     except msgspec.DecodeError:
-        raise _SliceFailed from None
+        return ("failed", "not a list of events")
     del raw
-    return [_read_batch(batch)], reading
+    return ("ok", ([_read_batch(batch)], reading))
 
 
 def _load_sliced(
@@ -251,13 +245,14 @@ def _load_sliced(
     with _PARSE_LOCK:
         try:
             workers = _slice_workers()
-            tasks = [(str(path), lo, hi, reading.label) for lo, hi in bounds]
-            for done, (status, answer) in enumerate(workers.run(tasks)):
-                if status != "ok":
-                    raise _SliceFailed(answer)
-                got, learnt = answer
+            plain = end - start >= slice_workers.PLAIN_FROM_BYTES
+            tasks = [(str(path), lo, hi, reading.label, plain) for lo, hi in bounds]
+            for done, (task, (status, answer)) in enumerate(zip(tasks, workers.run(tasks))):
+                got, learnt = parts_of(status, answer, task)
                 parts.extend(got)
-                reading.add(learnt)
+                if learnt is not None:
+                    reading.add(learnt)
+                del answer  # (its buffers) not held while the tables are built
                 if progress:
                     progress((done + 1) / len(bounds))
         except (_SliceFailed, OSError, EOFError, ValueError, AttributeError, ImportError):  # pickle's, a worker's

@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any, Iterator
 from dashboard.engine.model import slice_workers
+from dashboard.engine.model.slice_workers import receive_answer_bytes, send as _send, unpickle_answer
 
 
 def _workers() -> int:
@@ -38,11 +39,20 @@ class _Workers:
                 proc.kill()
 
     def run(self, tasks: list[tuple[Any, ...]]) -> Iterator[Any]:
-        """Results in task order; task i goes to worker i mod count (slices are of one size)."""
+        """Results in task order; task i goes to worker i mod count (slices are of one size). A
+        thread per worker reads its answers off the pipe as they come: a worker whose answer (a few
+        MB) waited for this process to finish making the previous slice's frames stalled in its
+        write, mid-pipe, and the workers sat half idle."""
         import pickle
+        import queue
 
         count = len(self.procs)
         sent = 0
+        inboxes: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in self.procs]
+        for w, proc in enumerate(self.procs):
+            threading.Thread(
+                target=_read_answers, args=(proc.stdout, len(tasks[w::count]), inboxes[w]), daemon=True
+            ).start()
 
         def send_upto(limit: int) -> None:
             nonlocal sent
@@ -50,27 +60,32 @@ class _Workers:
                 _send(self.procs[sent % count].stdin, pickle.dumps(tasks[sent]))
                 sent += 1
 
-        send_upto(2 * count)  # two in flight per worker: it starts the next while the last is read
+        send_upto(IN_FLIGHT * count)
         for i in range(len(tasks)):
-            payload = _receive(self.procs[i % count].stdout)
-            if payload is None:
+            answer = inboxes[i % count].get()
+            if answer is None:
                 raise _SliceFailed("a worker process ended")
-            send_upto(i + 1 + 2 * count)
-            yield pickle.loads(payload)
+            send_upto(i + 1 + IN_FLIGHT * count)
+            yield unpickle_answer(answer)
 
 
-def _send(stream: Any, payload: bytes) -> None:
-    stream.write(len(payload).to_bytes(8, "little"))
-    stream.write(payload)
-    stream.flush()
+# Slices sent ahead to each worker: it starts its next slice while its last answer waits here (three
+# read the same on the 1 GB traces, and held more answers at once).
+IN_FLIGHT = 2
 
 
-def _receive(stream: Any) -> bytes | None:
-    size = stream.read(8)
-    if len(size) < 8:
-        return None
-    payload = stream.read(int.from_bytes(size, "little"))
-    return payload if len(payload) == int.from_bytes(size, "little") else None
+def _read_answers(stream: Any, expected: int, inbox: Any) -> None:
+    """A reader thread: put each of a worker's next `expected` answers in `inbox` as it arrives
+    (None, and stop, when the pipe closes or ends mid-answer): read here, unpickled by the loading
+    thread (polars frames made in a thread of their own took memory that was not given back)."""
+    for _ in range(expected):
+        try:
+            answer = receive_answer_bytes(stream)
+        except Exception:  # noqa: BLE001 - as a worker that ended: the file takes the one-process path
+            answer = None
+        inbox.put(answer)
+        if answer is None:
+            return
 
 
 _workers_started: _Workers | None = None
