@@ -37,8 +37,10 @@ def spawned(monkeypatch):
     started = []
     real = slice_workers.spawn
 
-    def spy(workers):
-        procs = real(workers)
+    def spy(workers, frames=True):
+        procs = real(workers, frames=frames)
+        for proc in procs:
+            proc.frames = frames  # whether it imported polars as it started
         started.extend(procs)
         return procs
 
@@ -61,6 +63,21 @@ def test_the_workers_started_before_the_imports_read_the_file(plain, spawned, mo
     monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 62)
     alone = load.load_trace(plain)
     assert_frame_equal(trace.events, alone.events)
+    assert trace.warnings == alone.warnings and trace.meta == alone.meta
+
+
+@pytest.mark.parametrize("answered_plain", [False, True])
+def test_the_workers_of_a_file_answered_plain_start_without_polars(answered_plain, plain, spawned, monkeypatch):
+    """A file with PLAIN_FROM_BYTES of events or more gets workers that do not import polars as they
+    start (its slices come back as the scanner's bytes); a smaller one, workers that do."""
+    if answered_plain:
+        monkeypatch.setattr(slice_workers, "PLAIN_FROM_BYTES", 1 << 20)
+    (trace,), errors = _load_all([str(plain)], None)
+    assert errors == [] and [proc.frames for proc in spawned] == [not answered_plain] * slice_workers.count()
+    monkeypatch.setattr(load_slices, "SLICED_MIN_BYTES", 1 << 62)
+    alone = load.load_trace(plain)
+    assert_frame_equal(trace.events, alone.events)
+    assert_frame_equal(trace.flows, alone.flows)
     assert trace.warnings == alone.warnings and trace.meta == alone.meta
 
 

@@ -152,8 +152,8 @@ def _odd_values(odd: list[tuple[int, int, bytes]], tables: list[list[str]]) -> d
             continue
         try:
             value = msgspec.json.decode(text)
-        except msgspec.DecodeError:  # not UTF-8: the msgspec path repairs it and says so
-            return None
+        except (msgspec.DecodeError, UnicodeDecodeError):  # not UTF-8 (msgspec before 0.19 raises the
+            return None  # latter): the msgspec path repairs it and says so
         if kind == "text":
             table = tables[_SCAN_COLUMNS[col][1]]
             table.append(str(value))
