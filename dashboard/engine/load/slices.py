@@ -151,7 +151,7 @@ class _Stopped(Exception):
     """The loading thread stopped reading a file that is still being inflated for it."""
 
 
-def parts_of(status: str, answer: Any, task: tuple[str, int, int, str]) -> tuple[list[_Part], _Reading | None]:
+def parts_of(status: str, answer: Any, task: tuple[str, int, int, str, bool]) -> tuple[list[_Part], _Reading | None]:
     """A worker's answer to `task` (path, lo, hi, label, plain) -> the slice's parts and what its reading
     learnt (None: nothing, the scanner's). A "scanned" answer's columns are made into frames here,
     in the loading process (see model/slice_workers.serve); _SliceFailed for a "failed" one."""
